@@ -64,6 +64,25 @@ type SubscribeOption func(*subscribeSettings)
 
 type subscribeSettings struct{}
 
+// The options below mirror the keys of //kinesis:subscriber one to one;
+// generated Mount functions call them.
+
+func CreateIfMissing(shards int32) SubscribeOption { panic("TODO issue 3") } // create_if_missing=SHARDS
+func Workers(n int) SubscribeOption                { panic("TODO issue 3") } // workers=N
+func ByKey() SubscribeOption                       { panic("TODO issue 3") } // by_key
+func StartAt(p Position) SubscribeOption           { panic("TODO issue 3") } // start_at=
+func BatchSize(n int32) SubscribeOption            { panic("TODO issue 3") } // batch=N
+func PollInterval(d time.Duration) SubscribeOption { panic("TODO issue 3") } // poll=DURATION
+func MaxRetries(n int) SubscribeOption             { panic("TODO issue 3") } // retries=N
+func DeadLetter(stream string) SubscribeOption     { panic("TODO issue 3") } // dead_letter=STREAM
+func HandlerName(name string) SubscribeOption      { panic("TODO issue 3") } // for logs: "pkg.Func"
+
+// ReplyOutcome publishes a handler's reply (when err is nil) and maps the
+// result to an outcome: a failed handler or a failed publish retries.
+func ReplyOutcome[Y any](ctx context.Context, p Publisher[Y], reply Y, err error) Outcome {
+	panic("TODO issue 3")
+}
+
 // Subscription is a running (or registered) subscription: its seek handle and stop.
 type Subscription struct{}
 
