@@ -80,6 +80,9 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrNotFound: no lease has the key.
 	ErrNotFound = errors.New("lease not found")
+	// ErrInvalid: the call itself is malformed (an empty key, owner or
+	// checkpoint); nothing was written.
+	ErrInvalid = errors.New("lease invalid")
 )
 
 // Error wraps a store failure with the operation and lease key.

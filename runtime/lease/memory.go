@@ -1,0 +1,195 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Memory is a Store held in process memory. It is the default store: leases
+// live as long as the process, which suits one-process deployments and tests.
+// It is safe for concurrent use.
+type Memory struct {
+	mu     sync.Mutex
+	leases map[string]Lease
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory { return &Memory{leases: make(map[string]Lease)} }
+
+var _ Store = (*Memory)(nil)
+
+// clone copies the slices of l so that neither the caller nor the store can
+// change the other's lease through shared backing arrays.
+func clone(l Lease) Lease {
+	l.ParentShardIDs = slices.Clone(l.ParentShardIDs)
+	l.ChildShardIDs = slices.Clone(l.ChildShardIDs)
+	return l
+}
+
+// List returns the leases of namespace, sorted by key.
+func (m *Memory) List(ctx context.Context, namespace string) ([]Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: "list", Key: namespace, Err: err}
+	}
+	prefix := namespace + "/"
+	m.mu.Lock()
+	out := make([]Lease, 0, len(m.leases))
+	for k, l := range m.leases {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, clone(l))
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Get returns the lease with key, or an error matching ErrNotFound.
+func (m *Memory) Get(ctx context.Context, key string) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, &Error{Op: "get", Key: key, Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[key]
+	if !ok {
+		return Lease{}, &Error{Op: "get", Key: key, Err: ErrNotFound}
+	}
+	return clone(l), nil
+}
+
+// Create stores l unless a lease with its key exists. The stored copy keeps
+// l's fields as given (Counter included), as the KCL's createLeaseIfNotExists does.
+func (m *Memory) Create(ctx context.Context, l Lease) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, &Error{Op: "create", Key: l.Key, Err: err}
+	}
+	if err := validate("create", l, false); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.leases[l.Key]; ok {
+		return false, nil
+	}
+	m.leases[l.Key] = clone(l)
+	return true, nil
+}
+
+// update applies change to the stored lease when it matches l (on Counter,
+// and on Owner when checkOwner), bumps the counter and returns the result.
+func (m *Memory) update(ctx context.Context, op string, l Lease, checkOwner bool, change func(*Lease)) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, &Error{Op: op, Key: l.Key, Err: err}
+	}
+	if err := validate(op, l, checkOwner); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.leases[l.Key]
+	if !ok {
+		return Lease{}, &Error{Op: op, Key: l.Key, Err: ErrNotFound}
+	}
+	if cur.Counter != l.Counter || (checkOwner && cur.Owner != l.Owner) {
+		return Lease{}, &Error{Op: op, Key: l.Key, Err: ErrLeaseLost}
+	}
+	next := clone(cur)
+	change(&next)
+	next.Counter = cur.Counter + 1
+	m.leases[l.Key] = next
+	return clone(next), nil
+}
+
+// Take sets the owner, clears PendingOwner and counts an owner switch.
+func (m *Memory) Take(ctx context.Context, l Lease, owner string) (Lease, error) {
+	if owner == "" {
+		return Lease{}, invalid("take", l.Key, "empty owner (use Release)")
+	}
+	return m.update(ctx, "take", l, false, func(s *Lease) { applyTake(s, owner) })
+}
+
+// Renew keeps a held lease.
+func (m *Memory) Renew(ctx context.Context, l Lease) (Lease, error) {
+	return m.update(ctx, "renew", l, true, func(*Lease) {})
+}
+
+// Checkpoint records progress and resets OwnerSwitchesSinceCheckpoint.
+func (m *Memory) Checkpoint(ctx context.Context, l Lease, checkpoint string, subSequence int64) (Lease, error) {
+	if checkpoint == "" {
+		return Lease{}, invalid("checkpoint", l.Key, "empty checkpoint")
+	}
+	return m.update(ctx, "checkpoint", l, true, func(s *Lease) {
+		s.Checkpoint = checkpoint
+		s.SubSequence = subSequence
+		s.OwnerSwitchesSinceCheckpoint = 0
+	})
+}
+
+// Release clears the owner.
+func (m *Memory) Release(ctx context.Context, l Lease) (Lease, error) {
+	return m.update(ctx, "release", l, true, func(s *Lease) { s.Owner = "" })
+}
+
+// RequestHandoff sets PendingOwner.
+func (m *Memory) RequestHandoff(ctx context.Context, l Lease, to string) (Lease, error) {
+	if to == "" {
+		return Lease{}, invalid("handoff", l.Key, "empty pending owner")
+	}
+	return m.update(ctx, "handoff", l, false, func(s *Lease) { s.PendingOwner = to })
+}
+
+// SetChildren records the children of a closed shard.
+func (m *Memory) SetChildren(ctx context.Context, l Lease, children []string) (Lease, error) {
+	return m.update(ctx, "set-children", l, true, func(s *Lease) { s.ChildShardIDs = slices.Clone(children) })
+}
+
+// Delete removes a lease.
+func (m *Memory) Delete(ctx context.Context, l Lease) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "delete", Key: l.Key, Err: err}
+	}
+	if err := validate("delete", l, false); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.leases[l.Key]
+	if !ok {
+		return &Error{Op: "delete", Key: l.Key, Err: ErrNotFound}
+	}
+	if cur.Counter != l.Counter {
+		return &Error{Op: "delete", Key: l.Key, Err: ErrLeaseLost}
+	}
+	delete(m.leases, l.Key)
+	return nil
+}
+
+// applyTake is the state change of Take, shared by the stores.
+func applyTake(s *Lease, owner string) {
+	if s.Owner != owner {
+		s.OwnerSwitchesSinceCheckpoint++
+	}
+	s.Owner = owner
+	s.PendingOwner = ""
+}
+
+// validate rejects calls that no store could carry out: an empty key, or an
+// owner-conditional call from nobody (which would match a released lease).
+func validate(op string, l Lease, needOwner bool) error {
+	if l.Key == "" {
+		return invalid(op, l.Key, "empty key")
+	}
+	if needOwner && l.Owner == "" {
+		return invalid(op, l.Key, "lease has no owner")
+	}
+	return nil
+}
+
+func invalid(op, key, why string) error {
+	return &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %s", ErrInvalid, why)}
+}
