@@ -1,14 +1,19 @@
 package runtime
 
-// OWNER: publish-side helper (issue 2). Contract skeleton; fill in.
-
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -16,6 +21,13 @@ import (
 
 // Broker owns the connection to Kinesis. Constructors and options do no I/O;
 // a copy of a Broker shares its connection.
+//
+// A Broker goes through three states: configured (after NewBroker),
+// connected (after Connect) and closed (after Shutdown). Closed is final:
+// Connect on a closed broker is an ErrInvalid error, and every publisher
+// made from it answers ErrNotConnected. Connect on a connected broker is an
+// ErrInvalid error too, so two callers cannot both believe they own the
+// connection's lifetime.
 type Broker struct{ s *state }
 
 type config struct {
@@ -34,13 +46,25 @@ type config struct {
 	failover        time.Duration  // 10 s
 	checkpointEvery time.Duration  // how often settled progress is persisted
 	shutdownTimeout time.Duration  // bound on letting lanes finish
+
+	batch batchConfig // publish batching; tests tune it
 }
 
+type phase uint8
+
+const (
+	phaseNew phase = iota
+	phaseConnecting
+	phaseConnected
+	phaseClosed
+)
+
 type state struct {
-	cfg  config
-	mu   sync.Mutex
-	conn *conn           // nil before Connect
-	subs []*Subscription // registered (Mount) or running
+	cfg   config
+	mu    sync.Mutex
+	phase phase
+	conn  *conn           // nil before Connect
+	subs  []*Subscription // registered (Mount) or running
 }
 
 // conn is one Connect's worth of live state.
@@ -48,21 +72,218 @@ type conn struct {
 	client kinesisapi.API
 	leases lease.Store
 	owner  string
+	logger *slog.Logger
+	batch  batchConfig
+
+	mu       sync.Mutex
+	closed   bool
+	batchers map[string]*batcher // one per stream, made on first publish
 }
 
 // Option configures a Broker.
 type Option func(*config)
 
-func NewBroker(opts ...Option) *Broker { panic("TODO issue 2") }
+// NewBroker records its options; it does no I/O.
+func NewBroker(opts ...Option) *Broker {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Broker{s: &state{cfg: cfg}}
+}
 
-func NewBrokerFromConfig(cfg aws.Config, opts ...Option) *Broker { panic("TODO issue 2") }
+// NewBrokerFromConfig uses cfg as it is instead of the SDK's default chain;
+// WithEndpoint, WithRegion and WithTestCredentials still apply on top. It
+// does no I/O.
+func NewBrokerFromConfig(cfg aws.Config, opts ...Option) *Broker {
+	b := NewBroker(opts...)
+	c := cfg.Copy()
+	b.s.cfg.awsConfig = &c
+	return b
+}
+
+// Logger returns the broker's logger (discard unless WithLogger was given).
+func (b *Broker) Logger() *slog.Logger { return b.s.cfg.logger }
 
 // connection returns the live connection, or ErrNotConnected.
-func (b *Broker) connection() (*conn, error) { panic("TODO issue 2") }
+func (b *Broker) connection() (*conn, error) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.phase != phaseConnected || b.s.conn == nil {
+		return nil, ErrNotConnected
+	}
+	return b.s.conn, nil
+}
 
-func (b *Broker) Connect(ctx context.Context) error  { panic("TODO issue 2") }
-func (b *Broker) Shutdown(ctx context.Context) error { panic("TODO issue 2") }
-func (b *Broker) Run(ctx context.Context) error      { panic("TODO issue 2") }
+// Connect loads the AWS configuration (the default chain with the named
+// endpoint and region, or the aws.Config of NewBrokerFromConfig), builds the
+// Kinesis client, and starts every registered subscription. Credentials are
+// fetched lazily by the SDK, so a bad credential shows on the first call.
+// If a subscription fails to start, the ones already started are stopped and
+// the broker returns to its configured state, so Connect may be retried.
+func (b *Broker) Connect(ctx context.Context) error {
+	s := b.s
+	s.mu.Lock()
+	switch s.phase {
+	case phaseConnecting, phaseConnected:
+		s.mu.Unlock()
+		return &Error{Kind: ErrInvalid, Op: "connect", Err: errors.New("broker is already connected")}
+	case phaseClosed:
+		s.mu.Unlock()
+		return &Error{Kind: ErrInvalid, Op: "connect", Err: errors.New("broker was shut down; make a new one")}
+	}
+	s.phase = phaseConnecting
+	cfg := s.cfg
+	s.mu.Unlock()
+
+	c, err := dial(ctx, cfg)
+	if err != nil {
+		s.mu.Lock()
+		s.phase = phaseNew
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Lock()
+	s.conn = c
+	s.phase = phaseConnected
+	s.mu.Unlock()
+	c.logger.Debug("kinesis broker connected", "owner", c.owner)
+
+	if err := b.startRegistered(ctx, c); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+		defer cancel()
+		if serr := b.stopSubscriptions(stopCtx); serr != nil {
+			c.logger.Warn("stopping subscriptions after a failed connect", "owner", c.owner, "err", serr)
+		}
+		s.mu.Lock()
+		s.conn = nil
+		s.phase = phaseNew
+		s.mu.Unlock()
+		c.close(stopCtx)
+		return err
+	}
+	return nil
+}
+
+// dial builds one connection from cfg.
+func dial(ctx context.Context, cfg config) (*conn, error) {
+	c := &conn{
+		client:   cfg.client,
+		leases:   cfg.leases,
+		owner:    cfg.owner,
+		logger:   cfg.logger,
+		batch:    cfg.batch.withDefaults(),
+		batchers: make(map[string]*batcher),
+	}
+	if c.client == nil {
+		awsCfg, err := loadAWSConfig(ctx, cfg)
+		if err != nil {
+			return nil, &Error{Kind: ErrInvalid, Op: "connect", Err: err}
+		}
+		c.client = kinesis.NewFromConfig(awsCfg, func(o *kinesis.Options) {
+			if cfg.endpoint != "" {
+				o.BaseEndpoint = aws.String(cfg.endpoint)
+			}
+		})
+	}
+	if c.leases == nil {
+		c.leases = lease.NewMemory()
+	}
+	if c.owner == "" {
+		c.owner = uniqueOwner()
+	}
+	return c, nil
+}
+
+func loadAWSConfig(ctx context.Context, cfg config) (aws.Config, error) {
+	var awsCfg aws.Config
+	if cfg.awsConfig != nil {
+		awsCfg = cfg.awsConfig.Copy()
+		if cfg.region != "" {
+			awsCfg.Region = cfg.region
+		}
+		if cfg.testCredentials {
+			awsCfg.Credentials = testCredentials()
+		}
+	} else {
+		var lo []func(*awsconfig.LoadOptions) error
+		if cfg.region != "" {
+			lo = append(lo, awsconfig.WithRegion(cfg.region))
+		}
+		if cfg.testCredentials {
+			lo = append(lo, awsconfig.WithCredentialsProvider(testCredentials()))
+		}
+		var err error
+		if awsCfg, err = awsconfig.LoadDefaultConfig(ctx, lo...); err != nil {
+			return aws.Config{}, err
+		}
+	}
+	// A local server ignores the region, but the SDK refuses to sign without one.
+	if awsCfg.Region == "" && cfg.endpoint != "" {
+		awsCfg.Region = "us-east-1"
+	}
+	return awsCfg, nil
+}
+
+func testCredentials() aws.CredentialsProvider {
+	return credentials.NewStaticCredentialsProvider("test", "test", "")
+}
+
+// uniqueOwner is the host name plus a random suffix: two brokers in one
+// process, or on one host, never share a lease-owner id.
+func uniqueOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "kinesisgen"
+	}
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	return host + "-" + hex.EncodeToString(r[:])
+}
+
+// Shutdown stops every subscription (it stops fetching, lets lanes finish
+// within ctx, checkpoints and releases leases), then marks the connection
+// closed: publishes still queued fail with ErrNotConnected, and every
+// publisher answers ErrNotConnected from then on. Shutdown of a broker that
+// never connected closes it too; a second Shutdown returns nil.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	s := b.s
+	s.mu.Lock()
+	if s.phase == phaseClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	c := s.conn
+	if c == nil {
+		s.phase = phaseClosed
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+
+	// Subscriptions stop first: their handlers may still publish replies.
+	err := b.stopSubscriptions(ctx)
+
+	s.mu.Lock()
+	s.phase = phaseClosed
+	s.conn = nil
+	s.mu.Unlock()
+	c.close(ctx)
+	c.logger.Debug("kinesis broker shut down", "owner", c.owner)
+	return err
+}
+
+// Run connects, serves until ctx ends, then shuts down within the shutdown
+// timeout. It returns Connect's error, or Shutdown's.
+func (b *Broker) Run(ctx context.Context) error {
+	if err := b.Connect(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.cfg.shutdownTimeout)
+	defer cancel()
+	return b.Shutdown(stopCtx)
+}
 
 // Outgoing is one record on its way to a stream, its key already resolved.
 type Outgoing struct {
@@ -70,7 +291,59 @@ type Outgoing struct {
 	PartitionKey string
 	Headers      Headers // without partition-key; encoded in the envelope when non-empty
 	Payload      []byte
+
+	// uniqueKey marks a process-unique key (rung 4): no other record shares
+	// it, so the batcher has no order to keep for it.
+	uniqueKey bool
 }
 
 // put sends one record through the batcher and waits for its own result.
-func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) { panic("TODO issue 2") }
+// The record is validated (stream name, key, size) before any I/O.
+func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
+	if rec.Stream == "" {
+		return Receipt{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
+	}
+	if err := checkKey(rec.PartitionKey); err != nil {
+		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+	}
+	data := encodeRecord(rec.Headers, rec.Payload)
+	if err := checkSize(rec.PartitionKey, data); err != nil {
+		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+	}
+	bt, err := c.batcher(rec.Stream)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return bt.put(ctx, rec.PartitionKey, data, !rec.uniqueKey)
+}
+
+// batcher returns the stream's batcher, starting it on first use.
+func (c *conn) batcher(stream string) (*batcher, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrNotConnected
+	}
+	bt := c.batchers[stream]
+	if bt == nil {
+		bt = newBatcher(c.client, stream, c.batch, c.logger)
+		c.batchers[stream] = bt
+	}
+	return bt, nil
+}
+
+// close fails every queued publish with ErrNotConnected and waits (within
+// ctx) for the calls in flight to return.
+func (c *conn) close(ctx context.Context) {
+	c.mu.Lock()
+	c.closed = true
+	bts := c.batchers
+	c.batchers = nil
+	c.mu.Unlock()
+	for _, bt := range bts {
+		bt.close()
+	}
+	for _, bt := range bts {
+		bt.wait(ctx)
+	}
+}

@@ -1,8 +1,9 @@
 package runtime
 
-// OWNER: publish-side helper (issue 2). Contract skeleton; fill in.
-
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // PartitionKeyHeader is the header that names a record's partition key.
 const PartitionKeyHeader = "partition-key"
@@ -31,20 +32,63 @@ type Receipt struct {
 }
 
 // Publisher publishes messages of type T to one stream.
+//
+// A publish waits for the record's own result: nil once the service has
+// stored it, or an *Error (ErrInvalid, ErrPublish, ErrStream or
+// ErrNotConnected, naming the stream). Concurrent publishes to one stream
+// share PutRecords calls.
 type Publisher[T any] interface {
 	Publish(ctx context.Context, msg T) error
 	Message(msg T) *Message[T]
 }
 
 // Message is one publish being built: msg plus optional key and headers.
-type Message[T any] struct{}
+// It is not safe for concurrent use; build one per publish.
+type Message[T any] struct {
+	p       *publisher[T]
+	msg     T
+	key     string
+	hasKey  bool
+	headers Headers
+}
 
-func (m *Message[T]) PartitionKey(key string) *Message[T]   { panic("TODO issue 2") }
-func (m *Message[T]) Headers(h HeaderEncoder) *Message[T]   { panic("TODO issue 2") }
-func (m *Message[T]) Header(name, value string) *Message[T] { panic("TODO issue 2") }
-func (m *Message[T]) Publish(ctx context.Context) error     { panic("TODO issue 2") }
+// PartitionKey names the record's key (rung 1 of the key ladder).
+func (m *Message[T]) PartitionKey(key string) *Message[T] {
+	m.key, m.hasKey = key, true
+	return m
+}
+
+// Headers adds the fields of a header contract. A field named
+// partition-key becomes the record's key (rung 2) rather than a header.
+func (m *Message[T]) Headers(h HeaderEncoder) *Message[T] {
+	if h != nil {
+		h.EncodeHeaders(m.headerMap())
+	}
+	return m
+}
+
+// Header adds one header; PartitionKeyHeader names the key (rung 2).
+func (m *Message[T]) Header(name, value string) *Message[T] {
+	m.headerMap()[name] = value
+	return m
+}
+
+func (m *Message[T]) headerMap() Headers {
+	if m.headers == nil {
+		m.headers = make(Headers)
+	}
+	return m.headers
+}
+
+// Publish publishes the message and waits for its result.
+func (m *Message[T]) Publish(ctx context.Context) error {
+	_, err := m.Send(ctx)
+	return err
+}
+
+// Send publishes the message and returns where it landed.
 func (m *Message[T]) Send(ctx context.Context) (Receipt, error) {
-	panic("TODO issue 2")
+	return m.p.send(ctx, m.msg, m.key, m.hasKey, m.headers)
 }
 
 // PublisherSpec is what a //kinesis:message marker says.
@@ -66,7 +110,72 @@ func WithPartitionKey(key string) PublishOption {
 	return func(s *publishSettings) { s.partitionKey = key }
 }
 
-// NewPublisher returns a publisher of T; generated NewXPublisher functions call it.
+// WithStream publishes to stream instead of the one the spec names.
+func WithStream(stream string) PublishOption {
+	return func(s *publishSettings) { s.stream = stream }
+}
+
+// NewPublisher returns a publisher of T; generated NewXPublisher functions
+// call it. It does no I/O and may be called before Connect: each publish
+// uses the broker's connection of the moment.
 func NewPublisher[T any](b *Broker, spec PublisherSpec, opts ...PublishOption) Publisher[T] {
-	panic("TODO issue 2")
+	s := publishSettings{stream: spec.Stream, partitionKey: spec.PartitionKey}
+	for _, o := range opts {
+		o(&s)
+	}
+	return &publisher[T]{b: b, stream: s.stream, key: s.partitionKey}
+}
+
+type publisher[T any] struct {
+	b      *Broker
+	stream string
+	key    string // mount-site key; empty when none
+}
+
+func (p *publisher[T]) Publish(ctx context.Context, msg T) error {
+	_, err := p.send(ctx, msg, "", false, nil)
+	return err
+}
+
+func (p *publisher[T]) Message(msg T) *Message[T] { return &Message[T]{p: p, msg: msg} }
+
+// send resolves the key, encodes msg and puts the record.
+func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
+	if p.stream == "" {
+		return Receipt{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
+	}
+	key, unique, h := p.resolveKey(key, hasKey, h)
+	if err := checkKey(key); err != nil {
+		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: p.stream, Err: err}
+	}
+	c, err := p.b.connection()
+	if err != nil {
+		return Receipt{}, &Error{Kind: ErrNotConnected, Op: "publish", Stream: p.stream}
+	}
+	payload, err := p.b.s.cfg.codec.Marshal(msg)
+	if err != nil {
+		return Receipt{}, &Error{Kind: ErrPublish, Op: "encode", Stream: p.stream, Err: err}
+	}
+	return c.put(ctx, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique})
+}
+
+// resolveKey walks the key ladder of keys.txt: the PartitionKey step, the
+// partition-key header, the mount-site key, a process-unique key. The
+// header never travels in the envelope; an empty header value names no key
+// (a header contract writes its zero value). It returns the headers to
+// encode, without the partition-key entry.
+func (p *publisher[T]) resolveKey(key string, hasKey bool, h Headers) (string, bool, Headers) {
+	hk, inHeader := h[PartitionKeyHeader]
+	if inHeader {
+		delete(h, PartitionKeyHeader)
+	}
+	switch {
+	case hasKey:
+		return key, false, h
+	case inHeader && hk != "":
+		return hk, false, h
+	case p.key != "":
+		return p.key, false, h
+	}
+	return uniqueKey(), true, h
 }

@@ -1,0 +1,566 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+)
+
+// Service limits of PutRecords.
+const (
+	maxBatchRecords = 500
+	maxBatchBytes   = 5 << 20 // data plus partition keys, per request
+	maxRecordBytes  = 1 << 20 // data plus partition key, per record
+)
+
+// batchConfig tunes a stream's batcher. Zero fields take the defaults.
+type batchConfig struct {
+	maxRecords  int           // records per PutRecords call (≤ 500)
+	maxBytes    int           // bytes per PutRecords call (≤ 5 MiB)
+	maxInFlight int           // concurrent PutRecords calls per stream
+	linger      time.Duration // how long a partial batch waits while a call is in flight
+	retryBase   time.Duration // first backoff of a failed entry
+	retryMax    time.Duration // backoff cap
+}
+
+func (c batchConfig) withDefaults() batchConfig {
+	if c.maxRecords <= 0 || c.maxRecords > maxBatchRecords {
+		c.maxRecords = maxBatchRecords
+	}
+	if c.maxBytes <= 0 || c.maxBytes > maxBatchBytes {
+		c.maxBytes = maxBatchBytes
+	}
+	if c.maxInFlight <= 0 {
+		c.maxInFlight = 4
+	}
+	if c.linger <= 0 {
+		c.linger = time.Millisecond
+	}
+	if c.retryBase <= 0 {
+		c.retryBase = 50 * time.Millisecond
+	}
+	if c.retryMax <= 0 {
+		c.retryMax = 5 * time.Second
+	}
+	return c
+}
+
+// An entry's state; the caller and the batcher race only on queued→abandoned
+// versus queued→inFlight, settled by compare-and-swap.
+const (
+	entryQueued int32 = iota
+	entryInFlight
+	entryAbandoned // the caller's ctx ended before the entry was sent
+	entryDone
+)
+
+// entry is one caller's record inside the batcher.
+type entry struct {
+	ctx     context.Context
+	key     string
+	data    []byte
+	ordered bool // false for process-unique keys, which need no ordering
+	state   atomic.Int32
+
+	// Owned by the batcher goroutine; published to the caller by the state
+	// store that follows each write.
+	attempts  int
+	lastErr   error
+	notBefore time.Time
+
+	// Written once before done is signalled.
+	receipt Receipt
+	err     error
+	done    chan struct{}
+}
+
+func (e *entry) size() int { return len(e.data) + len(e.key) }
+
+// batcher coalesces one stream's publishes into PutRecords calls. One
+// goroutine (run) owns the queues; each call runs in its own goroutine, at
+// most maxInFlight at once, and reports back on results.
+//
+// Ordering: an entry with a caller-chosen key is "ordered". At most one
+// ordered entry per key is unresolved (in a call, or waiting to be retried)
+// at any time; the key's later entries wait in its queue until it resolves.
+// PutRecords does not order the entries of one request, and a failed entry
+// is retried after its successors could have been written, so this is what
+// keeps one key's records in publish order.
+type batcher struct {
+	client kinesisapi.API
+	stream string
+	cfg    batchConfig
+	log    *slog.Logger
+
+	// ctx bounds the calls; cancelled when a shutdown's wait runs out.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	incoming []*entry
+	closing  bool
+	wake     chan struct{} // capacity 1: "incoming or closing changed"
+
+	results chan callResult
+	done    chan struct{} // closed when run has returned
+
+	// Owned by run.
+	ready    fifo              // sendable now, in arrival order
+	retries  []*entry          // waiting out a backoff
+	keys     map[string]*fifo  // ordered keys with an unresolved entry → their later entries
+	inFlight int               // calls running
+	spare    []*entry          // reused buffer for draining incoming
+	readyAt  time.Time         // when ready last became non-empty
+}
+
+type callResult struct {
+	batch []*entry
+	out   *kinesis.PutRecordsOutput
+	err   error
+}
+
+func newBatcher(client kinesisapi.API, stream string, cfg batchConfig, log *slog.Logger) *batcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &batcher{
+		client:  client,
+		stream:  stream,
+		cfg:     cfg,
+		log:     log,
+		ctx:     ctx,
+		cancel:  cancel,
+		wake:    make(chan struct{}, 1),
+		results: make(chan callResult, cfg.maxInFlight),
+		done:    make(chan struct{}),
+		keys:    make(map[string]*fifo),
+	}
+	go b.run()
+	return b
+}
+
+// put queues one record and waits for its own result. ordered is false for
+// a process-unique key.
+func (b *batcher) put(ctx context.Context, key string, data []byte, ordered bool) (Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return Receipt{}, b.errorf(ErrPublish, err)
+	}
+	e := &entry{ctx: ctx, key: key, data: data, ordered: ordered, done: make(chan struct{}, 1)}
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return Receipt{}, b.errorf(ErrNotConnected, nil)
+	}
+	b.incoming = append(b.incoming, e)
+	signal := len(b.incoming) == 1
+	b.mu.Unlock()
+	if signal {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+
+	select {
+	case <-e.done:
+		return e.receipt, e.err
+	case <-ctx.Done():
+	}
+	if e.state.CompareAndSwap(entryQueued, entryAbandoned) {
+		// Never sent, or waiting out a backoff: nothing of it will be written.
+		if e.lastErr != nil {
+			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", e.attempts, ctx.Err(), e.lastErr))
+		}
+		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", ctx.Err()))
+	}
+	select {
+	case <-e.done: // resolved just now
+		return e.receipt, e.err
+	default:
+	}
+	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", ctx.Err()))
+}
+
+func (b *batcher) errorf(kind, cause error) *Error {
+	return &Error{Kind: kind, Op: "publish", Stream: b.stream, Err: cause}
+}
+
+// close stops accepting records; run fails the queued ones with
+// ErrNotConnected and returns once the calls in flight have.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits for run to return; when ctx ends first, the calls in flight are
+// cancelled (their records fail with ErrNotConnected) and wait returns once
+// they have.
+func (b *batcher) wait(ctx context.Context) {
+	select {
+	case <-b.done:
+		return
+	case <-ctx.Done():
+	}
+	b.cancel()
+	<-b.done
+}
+
+func (b *batcher) run() {
+	defer close(b.done)
+	defer b.cancel()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	returned := false // a call has just returned: send what is ready without lingering
+	for {
+		closing := b.drain()
+		if closing {
+			b.failQueued()
+			if b.inFlight == 0 {
+				return
+			}
+		} else {
+			b.dispatch(time.Now(), returned)
+		}
+		returned = false
+
+		var timerC <-chan time.Time
+		if !closing {
+			if at, ok := b.nextWake(); ok {
+				timer.Reset(time.Until(at))
+				timerC = timer.C
+			}
+		}
+		select {
+		case <-b.wake:
+		case r := <-b.results:
+			b.inFlight--
+			b.settle(r, time.Now())
+			returned = true
+		case <-timerC:
+		}
+	}
+}
+
+// drain moves incoming entries into the queues; it reports whether the
+// batcher is closing.
+func (b *batcher) drain() bool {
+	b.mu.Lock()
+	in := b.incoming
+	b.incoming = b.spare[:0]
+	closing := b.closing
+	b.mu.Unlock()
+	for i, e := range in {
+		b.admit(e)
+		in[i] = nil
+	}
+	b.spare = in[:0]
+	return closing
+}
+
+// admit puts a new entry in the ready queue, or behind its key's unresolved entry.
+func (b *batcher) admit(e *entry) {
+	if e.ordered {
+		if q, busy := b.keys[e.key]; busy {
+			q.push(e)
+			return
+		}
+		b.keys[e.key] = &fifo{}
+	}
+	b.pushReady(e)
+}
+
+func (b *batcher) pushReady(e *entry) {
+	if b.ready.len() == 0 {
+		b.readyAt = time.Now()
+	}
+	b.ready.push(e)
+}
+
+// resolve ends an entry (result or error) and lets its key's next entry go.
+func (b *batcher) resolve(e *entry, r Receipt, err error) {
+	if e.state.Swap(entryDone) != entryAbandoned {
+		e.receipt, e.err = r, err
+		e.done <- struct{}{}
+	}
+	if !e.ordered {
+		return
+	}
+	q := b.keys[e.key]
+	if next := q.pop(); next != nil {
+		b.pushReady(next)
+		return
+	}
+	delete(b.keys, e.key)
+}
+
+// dispatch starts calls while a slot is free and the policy says send: at
+// once when nothing is in flight (an idle stream adds no latency) or a call
+// has just returned, when a full batch is ready, or when the oldest ready
+// entry has lingered.
+func (b *batcher) dispatch(now time.Time, returned bool) {
+	for b.inFlight < b.cfg.maxInFlight {
+		due := b.dueRetries(now)
+		if b.ready.len() == 0 && due == 0 {
+			return
+		}
+		full := b.ready.len()+due >= b.cfg.maxRecords || b.ready.bytes >= b.cfg.maxBytes
+		if b.inFlight > 0 && !returned && !full && due == 0 && now.Sub(b.readyAt) < b.cfg.linger {
+			return
+		}
+		returned = false
+		batch := b.take(now)
+		if len(batch) == 0 {
+			continue // every candidate had been abandoned
+		}
+		b.inFlight++
+		go b.call(batch)
+	}
+}
+
+// dueRetries counts the retries whose backoff has passed.
+func (b *batcher) dueRetries(now time.Time) int {
+	n := 0
+	for _, e := range b.retries {
+		if !e.notBefore.After(now) {
+			n++
+		}
+	}
+	return n
+}
+
+// take builds one request: due retries first (they are the oldest), then
+// ready entries in arrival order, within the record and byte limits.
+func (b *batcher) take(now time.Time) []*entry {
+	batch := make([]*entry, 0, min(b.cfg.maxRecords, b.ready.len()+len(b.retries)))
+	bytes := 0
+	fits := func(e *entry) bool {
+		return len(batch) < b.cfg.maxRecords && bytes+e.size() <= b.cfg.maxBytes
+	}
+	claim := func(e *entry) {
+		if e.state.CompareAndSwap(entryQueued, entryInFlight) {
+			batch = append(batch, e)
+			bytes += e.size()
+			return
+		}
+		b.resolve(e, Receipt{}, nil) // abandoned: release its key
+	}
+	kept := b.retries[:0]
+	for _, e := range b.retries {
+		if e.notBefore.After(now) || !fits(e) {
+			kept = append(kept, e)
+			continue
+		}
+		claim(e)
+	}
+	clear(b.retries[len(kept):])
+	b.retries = kept
+	for b.ready.len() > 0 && fits(b.ready.peek()) {
+		claim(b.ready.pop())
+	}
+	if b.ready.len() > 0 {
+		b.readyAt = now
+	}
+	return batch
+}
+
+// call runs one PutRecords request.
+func (b *batcher) call(batch []*entry) {
+	recs := make([]types.PutRecordsRequestEntry, len(batch))
+	for i, e := range batch {
+		recs[i] = types.PutRecordsRequestEntry{Data: e.data, PartitionKey: &e.key}
+	}
+	out, err := b.client.PutRecords(b.ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs})
+	b.results <- callResult{batch: batch, out: out, err: err}
+}
+
+// settle hands every entry of a finished call its result, or schedules its retry.
+func (b *batcher) settle(r callResult, now time.Time) {
+	if r.err == nil && (r.out == nil || len(r.out.Records) != len(r.batch)) {
+		r.err = fmt.Errorf("PutRecords answered %d results for %d records", resultCount(r.out), len(r.batch))
+	}
+	if r.err != nil {
+		kind, retry := classifyCallError(r.err)
+		for _, e := range r.batch {
+			if retry {
+				b.retry(e, fmt.Errorf("PutRecords: %w", r.err), now)
+			} else {
+				b.resolve(e, Receipt{}, b.errorf(kind, fmt.Errorf("PutRecords: %w", r.err)))
+			}
+		}
+		return
+	}
+	for i, e := range r.batch {
+		res := &r.out.Records[i]
+		if res.ErrorCode == nil {
+			b.resolve(e, Receipt{
+				Stream:         b.stream,
+				ShardID:        deref(res.ShardId),
+				SequenceNumber: deref(res.SequenceNumber),
+				PartitionKey:   e.key,
+			}, nil)
+			continue
+		}
+		cause := &EntryError{Code: *res.ErrorCode, Message: deref(res.ErrorMessage)}
+		if retryableCode(cause.Code) {
+			b.retry(e, cause, now)
+		} else {
+			b.resolve(e, Receipt{}, b.errorf(ErrPublish, cause))
+		}
+	}
+}
+
+// retry schedules a failed entry after a capped exponential backoff with
+// full jitter; its key stays blocked meanwhile. An entry whose caller has
+// gone, or whose batcher is closing, is failed instead.
+func (b *batcher) retry(e *entry, cause error, now time.Time) {
+	e.attempts++
+	if b.ctx.Err() != nil {
+		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, cause))
+		return
+	}
+	if err := e.ctx.Err(); err != nil {
+		b.resolve(e, Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", e.attempts, err, cause)))
+		return
+	}
+	backoff := b.cfg.retryBase << min(e.attempts-1, 20)
+	if backoff <= 0 || backoff > b.cfg.retryMax {
+		backoff = b.cfg.retryMax
+	}
+	e.notBefore = now.Add(rand.N(backoff) + 1)
+	e.lastErr = cause
+	b.log.Debug("kinesis publish retry", "stream", b.stream, "attempt", e.attempts, "err", cause)
+	e.state.Store(entryQueued) // publishes lastErr to a caller that abandons it
+	b.retries = append(b.retries, e)
+}
+
+// nextWake is when dispatch may next have work without any event: the end
+// of the ready entries' linger, or the earliest retry.
+func (b *batcher) nextWake() (time.Time, bool) {
+	var at time.Time
+	if b.ready.len() > 0 && b.inFlight < b.cfg.maxInFlight {
+		at = b.readyAt.Add(b.cfg.linger)
+	}
+	for _, e := range b.retries {
+		if at.IsZero() || e.notBefore.Before(at) {
+			at = e.notBefore
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// failQueued fails every entry not in flight with ErrNotConnected.
+func (b *batcher) failQueued() {
+	err := b.errorf(ErrNotConnected, nil)
+	for _, e := range b.retries {
+		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, e.lastErr))
+	}
+	b.retries = nil
+	for b.ready.len() > 0 {
+		b.resolve(b.ready.pop(), Receipt{}, err) // resolve may refill ready from a key queue
+	}
+}
+
+// EntryError is one record's failure inside a PutRecords answer.
+type EntryError struct {
+	Code    string // for example ProvisionedThroughputExceededException
+	Message string
+}
+
+func (e *EntryError) Error() string { return e.Code + ": " + e.Message }
+
+// retryableCode says whether a per-record error code may succeed later.
+func retryableCode(code string) bool {
+	switch code {
+	case "ProvisionedThroughputExceededException", "InternalFailure", "InternalFailureException",
+		"KMSThrottlingException", "ThrottlingException", "ServiceUnavailable":
+		return true
+	}
+	return false
+}
+
+// classifyCallError maps a failed PutRecords call to the error kind its
+// records get, and says whether the records should be retried instead.
+func classifyCallError(err error) (kind error, retry bool) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ErrNotConnected, false // only the batcher's own context bounds a call
+	}
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return ErrPublish, true // transport failure: the service may answer next time
+	}
+	switch api.ErrorCode() {
+	case "ResourceNotFoundException":
+		return ErrStream, false
+	case "ProvisionedThroughputExceededException", "InternalFailure", "InternalFailureException",
+		"KMSThrottlingException", "ThrottlingException", "LimitExceededException",
+		"ResourceInUseException", "ServiceUnavailable", "ServiceUnavailableException":
+		return ErrPublish, true
+	}
+	if api.ErrorFault() == smithy.FaultServer {
+		return ErrPublish, true
+	}
+	return ErrPublish, false
+}
+
+func resultCount(out *kinesis.PutRecordsOutput) int {
+	if out == nil {
+		return 0
+	}
+	return len(out.Records)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// fifo is a queue of entries that tracks their byte total.
+type fifo struct {
+	items []*entry
+	head  int
+	bytes int
+}
+
+func (q *fifo) len() int { return len(q.items) - q.head }
+
+func (q *fifo) push(e *entry) {
+	if q.head > 0 && q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	q.items = append(q.items, e)
+	q.bytes += e.size()
+}
+
+func (q *fifo) peek() *entry { return q.items[q.head] }
+
+func (q *fifo) pop() *entry {
+	if q.len() == 0 {
+		return nil
+	}
+	e := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	q.bytes -= e.size()
+	if q.head > 1024 && q.head*2 > len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	return e
+}

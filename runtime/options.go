@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// Defaults of the broker's timing settings, as lifecycle.txt names them.
+const (
+	DefaultShardSyncInterval  = 10 * time.Second
+	DefaultLeaseRenewInterval = 3 * time.Second
+	DefaultFailoverTime       = 10 * time.Second
+	DefaultCheckpointInterval = time.Second
+	DefaultShutdownTimeout    = 30 * time.Second
+	DefaultApplication        = "kinesisgen"
+)
+
+func defaultConfig() config {
+	return config{
+		app:             DefaultApplication,
+		logger:          slog.New(slog.DiscardHandler),
+		codec:           JSON,
+		shardSync:       DefaultShardSyncInterval,
+		leaseRenew:      DefaultLeaseRenewInterval,
+		failover:        DefaultFailoverTime,
+		checkpointEvery: DefaultCheckpointInterval,
+		shutdownTimeout: DefaultShutdownTimeout,
+	}
+}
+
+// WithEndpoint sends every Kinesis call to url (for example a local
+// kinesalite) instead of the region's endpoint.
+func WithEndpoint(url string) Option { return func(c *config) { c.endpoint = url } }
+
+// WithRegion names the AWS region; without it the default chain's region is
+// used (us-east-1 when an endpoint is named and the chain has none).
+func WithRegion(region string) Option { return func(c *config) { c.region = region } }
+
+// WithTestCredentials uses fixed dummy credentials, for local servers that
+// accept any signature.
+func WithTestCredentials() Option { return func(c *config) { c.testCredentials = true } }
+
+// WithLeaseStore keeps shard leases and checkpoints in s (default: in memory,
+// which suits a single process).
+func WithLeaseStore(s lease.Store) Option { return func(c *config) { c.leases = s } }
+
+// WithOwnerID names this broker in the lease store (default: host name plus
+// a random suffix, unique per broker).
+func WithOwnerID(id string) Option { return func(c *config) { c.owner = id } }
+
+// WithLogger logs through l (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithKinesisClient makes Connect use api instead of building an SDK client;
+// runtime/kinesistest injects its in-process backend this way.
+func WithKinesisClient(api kinesisapi.API) Option { return func(c *config) { c.client = api } }
+
+// WithApplication names the application; it prefixes lease namespaces so that
+// several applications can share one lease store.
+func WithApplication(name string) Option { return func(c *config) { c.app = name } }
+
+// WithCodec marshals messages with codec instead of JSON.
+func WithCodec(codec Codec) Option {
+	return func(c *config) {
+		if codec != nil {
+			c.codec = codec
+		}
+	}
+}
+
+// WithShardSyncInterval sets how often subscriptions re-list shards (10 s).
+func WithShardSyncInterval(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.shardSync })
+}
+
+// WithLeaseRenewInterval sets how often a reader renews its lease (3 s).
+func WithLeaseRenewInterval(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.leaseRenew })
+}
+
+// WithFailoverTime sets how long an unrenewed lease stays its owner's (10 s).
+func WithFailoverTime(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.failover })
+}
+
+// WithCheckpointInterval sets how often settled progress is persisted (1 s).
+func WithCheckpointInterval(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.checkpointEvery })
+}
+
+// WithShutdownTimeout bounds how long Run's shutdown lets lanes finish (30 s).
+func WithShutdownTimeout(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.shutdownTimeout })
+}
+
+// durationOpt ignores non-positive durations, so an unset flag keeps the default.
+func durationOpt(d time.Duration, field func(*config) *time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			*field(c) = d
+		}
+	}
+}
