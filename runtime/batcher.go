@@ -116,12 +116,12 @@ type batcher struct {
 	done    chan struct{} // closed when run has returned
 
 	// Owned by run.
-	ready    fifo              // sendable now, in arrival order
-	retries  []*entry          // waiting out a backoff
-	keys     map[string]*fifo  // ordered keys with an unresolved entry → their later entries
-	inFlight int               // calls running
-	spare    []*entry          // reused buffer for draining incoming
-	readyAt  time.Time         // when ready last became non-empty
+	ready    fifo             // sendable now, in arrival order
+	retries  []*entry         // waiting out a backoff
+	keys     map[string]*fifo // ordered keys with an unresolved entry → their later entries
+	inFlight int              // calls running
+	spare    []*entry         // reused buffer for draining incoming
+	readyAt  time.Time        // when ready last became non-empty
 }
 
 type callResult struct {
