@@ -1,0 +1,474 @@
+package kinesistest
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Service limits the server enforces.
+const (
+	maxRecordSize    = 1 << 20  // data of one record
+	maxPutRequest    = 5 << 20  // data plus keys of one PutRecords call
+	maxPutEntries    = 500      // entries of one PutRecords call
+	maxGetRecords    = 10000    // records of one GetRecords answer
+	maxGetBytes      = 10 << 20 // data of one GetRecords answer
+	maxPartitionKey  = 256
+	defaultGetRecord = maxGetRecords
+)
+
+func validateEntry(key string, data []byte) error {
+	if len(key) < 1 || len(key) > maxPartitionKey {
+		return validation("1 validation error detected: Value '%s' at 'partitionKey' failed to satisfy constraint: Member must have length between 1 and 256", key)
+	}
+	if len(data) > maxRecordSize {
+		return validation("1 validation error detected: Value at 'data' failed to satisfy constraint: Member must have length less than or equal to 1048576")
+	}
+	return nil
+}
+
+// route finds the hash key of a record.
+func route(key string, explicit *string) (hashKey, error) {
+	if explicit == nil {
+		return hashOf(key), nil
+	}
+	h, err := parseHashKey(*explicit)
+	if err != nil {
+		return hashKey{}, invalidArg("Invalid ExplicitHashKey. %v", err)
+	}
+	return h, nil
+}
+
+// append stores one record on the open shard that owns h and returns the
+// shard and the record's sequence number. data is already a private copy.
+func (s *Server) append(st *stream, h hashKey, key string, data []byte) (*shard, string) {
+	now := s.now()
+	for {
+		open := *st.open.Load()
+		// The open shards cover the whole key space in contiguous ranges.
+		i := sort.Search(len(open), func(i int) bool { return !open[i].end.less(h) })
+		sh := open[i]
+		sh.mu.Lock()
+		if sh.closed {
+			// Resharded between loading the table and locking: reroute.
+			sh.mu.Unlock()
+			continue
+		}
+		arrival := now
+		if n := len(sh.recs); n > 0 && arrival.Before(sh.recs[n-1].arrival) {
+			arrival = sh.recs[n-1].arrival // arrival times never go back within a shard
+		}
+		c := st.counter.Add(1)
+		seq := formatSeq(c, sh.index)
+		if len(sh.recs) > 0 && sh.recs[0].arrival.Before(now.Add(-s.cfg.retention)) {
+			sh.trimLocked(now.Add(-s.cfg.retention))
+		}
+		sh.recs = append(sh.recs, record{counter: c, seq: seq, key: key, data: data, arrival: arrival})
+		sh.wakeLocked()
+		sh.mu.Unlock()
+		sh.putCount.Add(1)
+		return sh, seq
+	}
+}
+
+// PutRecord stores one record on the shard its partition key (or
+// ExplicitHashKey) routes to.
+func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
+	const op = OpPutRecord
+	name, nameErr := streamName(in.StreamName, in.StreamARN)
+	if err := s.begin(ctx, op, name, ""); err != nil {
+		return nil, err
+	}
+	if nameErr != nil {
+		return nil, opError(op.String(), nameErr)
+	}
+	key := aws.ToString(in.PartitionKey)
+	if err := validateEntry(key, in.Data); err != nil {
+		return nil, opError(op.String(), err)
+	}
+	h, err := route(key, in.ExplicitHashKey)
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	st, err := s.lookup(name)
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	if f := s.putFault.Load(); f != nil {
+		if err := (*f)(name, key); err != nil {
+			return nil, opError(op.String(), err)
+		}
+	}
+	sh, seq := s.append(st, h, key, clone(in.Data))
+	return &kinesis.PutRecordOutput{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq), EncryptionType: types.EncryptionTypeNone}, nil
+}
+
+// PutRecords stores up to 500 records and reports each entry's outcome in
+// request order. An invalid request fails whole; an injected fault fails
+// only its entry.
+func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	const op = OpPutRecords
+	name, nameErr := streamName(in.StreamName, in.StreamARN)
+	if err := s.begin(ctx, op, name, ""); err != nil {
+		return nil, err
+	}
+	if nameErr != nil {
+		return nil, opError(op.String(), nameErr)
+	}
+	if n := len(in.Records); n < 1 || n > maxPutEntries {
+		return nil, opError(op.String(), validation("1 validation error detected: Value '%d' at 'records' failed to satisfy constraint: Member must have length between 1 and 500", n))
+	}
+	size := 0
+	hashes := make([]hashKey, len(in.Records))
+	for i, e := range in.Records {
+		key := aws.ToString(e.PartitionKey)
+		if err := validateEntry(key, e.Data); err != nil {
+			return nil, opError(op.String(), err)
+		}
+		h, err := route(key, e.ExplicitHashKey)
+		if err != nil {
+			return nil, opError(op.String(), err)
+		}
+		hashes[i] = h
+		size += len(key) + len(e.Data)
+	}
+	if size > maxPutRequest {
+		return nil, opError(op.String(), invalidArg("Records size exceeds 5 MB limit"))
+	}
+	st, err := s.lookup(name)
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	fault := s.putFault.Load()
+	// One backing array for every entry's data keeps allocations per call,
+	// not per record.
+	buf := make([]byte, 0, size)
+	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records)), EncryptionType: types.EncryptionTypeNone}
+	failed := int32(0)
+	for i, e := range in.Records {
+		key := aws.ToString(e.PartitionKey)
+		if fault != nil {
+			if err := (*fault)(name, key); err != nil {
+				failed++
+				out.Records[i] = types.PutRecordsResultEntry{ErrorCode: aws.String(errorCode(err)), ErrorMessage: aws.String(err.Error())}
+				continue
+			}
+		}
+		start := len(buf)
+		buf = append(buf, e.Data...)
+		sh, seq := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)])
+		out.Records[i] = types.PutRecordsResultEntry{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq)}
+	}
+	out.FailedRecordCount = aws.Int32(failed)
+	return out, nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return append([]byte(nil), b...)
+}
+
+// iterator is the decoded form of a shard iterator. Iterators are
+// self-contained tokens, so the server keeps no per-reader state.
+type iterator struct {
+	stream string
+	epoch  uint64
+	shard  int
+	pos    uint64 // read records whose counter is >= pos
+	ts     int64  // AT_TIMESTAMP: also skip records that arrived before (UnixNano); 0 = none
+	issued int64  // UnixNano
+}
+
+func (it iterator) encode() string {
+	b := make([]byte, 0, 96)
+	b = append(b, "I1"...)
+	for _, v := range []uint64{it.epoch, uint64(it.shard), it.pos, uint64(it.ts), uint64(it.issued)} {
+		b = append(b, '/')
+		b = strconv.AppendUint(b, v, 10)
+	}
+	b = append(b, '/')
+	b = append(b, it.stream...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeIterator(s string) (iterator, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return iterator{}, errMalformed
+	}
+	f := strings.SplitN(string(raw), "/", 7)
+	if len(f) != 7 || f[0] != "I1" {
+		return iterator{}, errMalformed
+	}
+	var v [5]uint64
+	for i := range v {
+		if v[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
+			return iterator{}, errMalformed
+		}
+	}
+	return iterator{epoch: v[0], shard: int(v[1]), pos: v[2], ts: int64(v[3]), issued: int64(v[4]), stream: f[6]}, nil
+}
+
+// GetShardIterator returns an iterator of any of the five types. Iterators
+// expire after the iterator TTL (5 minutes by default).
+func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	const op = OpGetShardIterator
+	name, nameErr := streamName(in.StreamName, in.StreamARN)
+	shardArg := aws.ToString(in.ShardId)
+	if err := s.begin(ctx, op, name, shardArg); err != nil {
+		return nil, err
+	}
+	if nameErr != nil {
+		return nil, opError(op.String(), nameErr)
+	}
+	st, err := s.lookup(name)
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	sh := st.shardByID(shardArg)
+	if sh == nil {
+		return nil, opError(op.String(), notFound("Shard %s in stream %s under account %s does not exist", shardArg, name, s.cfg.account))
+	}
+	now := s.now()
+	it := iterator{stream: name, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
+	atSeq := func(after bool) error {
+		if in.StartingSequenceNumber == nil {
+			return invalidArg("StartingSequenceNumber is required for %s", in.ShardIteratorType)
+		}
+		c, idx, err := parseSeq(*in.StartingSequenceNumber)
+		if err != nil {
+			return invalidArg("Invalid StartingSequenceNumber. %v", err)
+		}
+		if idx != sh.index {
+			return invalidArg("Invalid StartingSequenceNumber. It encodes %s, while it was used in a call to a shard with %s", shardID(idx), sh.id)
+		}
+		it.pos = c
+		if after {
+			it.pos++
+		}
+		return nil
+	}
+	switch in.ShardIteratorType {
+	case types.ShardIteratorTypeTrimHorizon:
+	case types.ShardIteratorTypeLatest:
+		// Under the shard lock no record of this shard is between taking a
+		// counter and appending, so every later record has a larger one.
+		sh.mu.Lock()
+		it.pos = st.counter.Load() + 1
+		sh.mu.Unlock()
+	case types.ShardIteratorTypeAtSequenceNumber:
+		err = atSeq(false)
+	case types.ShardIteratorTypeAfterSequenceNumber:
+		err = atSeq(true)
+	case types.ShardIteratorTypeAtTimestamp:
+		if in.Timestamp == nil {
+			err = invalidArg("Timestamp is required for AT_TIMESTAMP")
+		} else {
+			it.ts = in.Timestamp.UnixNano()
+			if it.ts <= 0 {
+				it.ts = 1 // before every record; 0 means "no timestamp"
+			}
+		}
+	default:
+		err = validation("1 validation error detected: Value '%s' at 'shardIteratorType' failed to satisfy constraint: Member must satisfy enum value set: %v", in.ShardIteratorType, types.ShardIteratorType("").Values())
+	}
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(it.encode())}, nil
+}
+
+// resolveIterator decodes an iterator and finds its stream and shard.
+func (s *Server) resolveIterator(raw *string) (iterator, *stream, *shard, error) {
+	if raw == nil {
+		return iterator{}, nil, nil, validation("1 validation error detected: Value null at 'shardIterator' failed to satisfy constraint: Member must not be null")
+	}
+	it, err := decodeIterator(*raw)
+	if err != nil {
+		return iterator{}, nil, nil, invalidArg("Invalid ShardIterator.")
+	}
+	st, err := s.lookup(it.stream)
+	if err != nil {
+		return it, nil, nil, err
+	}
+	sh := st.shard(it.shard)
+	if st.epoch != it.epoch || sh == nil {
+		return it, nil, nil, notFound("Shard %s in stream %s under account %s does not exist", shardID(it.shard), it.stream, s.cfg.account)
+	}
+	return it, st, sh, nil
+}
+
+// pending returns the records at or after the iterator's position, and the
+// shard's closed flag and children, under the shard lock. If there is
+// nothing and the shard is open, wait is a channel closed at its next
+// change.
+func (s *Server) pending(sh *shard, it iterator, now time.Time, wantWait bool) (recs []record, closed bool, children []*shard, wait <-chan struct{}) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.trimLocked(now.Add(-s.cfg.retention))
+	all := sh.recs
+	i := sort.Search(len(all), func(i int) bool { return all[i].counter >= it.pos })
+	if it.ts != 0 {
+		ts := time.Unix(0, it.ts)
+		if j := sort.Search(len(all), func(j int) bool { return !all[j].arrival.Before(ts) }); j > i {
+			i = j
+		}
+	}
+	recs = all[i:len(all):len(all)]
+	if len(recs) == 0 && !sh.closed && wantWait {
+		wait = sh.waitChanLocked()
+	}
+	return recs, sh.closed, sh.children, wait
+}
+
+// GetRecords reads from a shard iterator. At the end of a closed shard it
+// returns a nil NextShardIterator and the shard's ChildShards, in the same
+// answer that returns the shard's last records.
+func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	const op = OpGetRecords
+	it, st, sh, resolveErr := s.resolveIterator(in.ShardIterator)
+	if err := s.begin(ctx, op, it.stream, shardID(it.shard)); err != nil {
+		return nil, err
+	}
+	if resolveErr != nil {
+		return nil, opError(op.String(), resolveErr)
+	}
+	limit := defaultGetRecord
+	if in.Limit != nil {
+		limit = int(*in.Limit)
+		if limit < 1 || limit > maxGetRecords {
+			return nil, opError(op.String(), invalidArg("Limit %d is out of range: it must be between 1 and 10000", limit))
+		}
+	}
+	now := s.now()
+	if now.Sub(time.Unix(0, it.issued)) > s.cfg.iteratorTTL {
+		return nil, opError(op.String(), expiredIterator("Iterator expired. The iterator was created at time %s while right now it is %s which is further in the future than the tolerated delay of %d milliseconds.",
+			time.Unix(0, it.issued).UTC().Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), s.cfg.iteratorTTL.Milliseconds()))
+	}
+	sh.getCalls.Add(1)
+
+	recs, closed, children, wait := s.pending(sh, it, now, s.cfg.longPoll > 0)
+	if wait != nil {
+		timer := time.NewTimer(s.cfg.longPoll)
+		for wait != nil {
+			select {
+			case <-wait:
+			case <-timer.C:
+				wait = nil
+				continue
+			case <-ctx.Done():
+				timer.Stop()
+				return nil, ctx.Err()
+			}
+			if st2, err := s.lookup(it.stream); err != nil || st2 != st {
+				timer.Stop()
+				return nil, opError(op.String(), notFound("Stream %s under account %s not found.", it.stream, s.cfg.account))
+			}
+			now = s.now()
+			recs, closed, children, wait = s.pending(sh, it, now, true)
+		}
+		timer.Stop()
+	}
+
+	// Take up to limit records and 10 MiB of data (always at least one).
+	n, size := 0, 0
+	for n < len(recs) && n < limit {
+		if n > 0 && size+len(recs[n].data) > maxGetBytes {
+			break
+		}
+		size += len(recs[n].data)
+		n++
+	}
+	out := &kinesis.GetRecordsOutput{Records: make([]types.Record, n), MillisBehindLatest: aws.Int64(0)}
+	if n == 0 {
+		sh.emptyGets.Add(1)
+	} else {
+		// The answer owns its bytes and times: one allocation each per call.
+		buf := make([]byte, 0, size)
+		times := make([]time.Time, n)
+		for i, r := range recs[:n] {
+			start := len(buf)
+			buf = append(buf, r.data...)
+			times[i] = r.arrival
+			out.Records[i] = types.Record{
+				Data:                        buf[start:len(buf):len(buf)],
+				PartitionKey:                aws.String(r.key),
+				SequenceNumber:              aws.String(r.seq),
+				ApproximateArrivalTimestamp: &times[i],
+				EncryptionType:              types.EncryptionTypeNone,
+			}
+		}
+		if n < len(recs) {
+			out.MillisBehindLatest = aws.Int64(max(0, now.Sub(recs[n].arrival).Milliseconds()))
+		}
+	}
+	if closed && n == len(recs) {
+		out.ChildShards = childShards(sh, children)
+		return out, nil
+	}
+	next := it
+	next.issued = now.UnixNano()
+	if n > 0 {
+		next.pos = recs[n-1].counter + 1
+		next.ts = 0
+	}
+	out.NextShardIterator = aws.String(next.encode())
+	return out, nil
+}
+
+func childShards(parent *shard, children []*shard) []types.ChildShard {
+	out := make([]types.ChildShard, 0, len(children))
+	for _, c := range children {
+		parents := []string{c.parent}
+		if c.adjacent != "" {
+			parents = append(parents, c.adjacent)
+		}
+		out = append(out, types.ChildShard{
+			ShardId:      aws.String(c.id),
+			ParentShards: parents,
+			HashKeyRange: &types.HashKeyRange{StartingHashKey: aws.String(c.start.String()), EndingHashKey: aws.String(c.end.String())},
+		})
+	}
+	return out
+}
+
+// WaitForRecords blocks until the shard behind shardIterator has a record at
+// or after the iterator's position, or is closed (so GetRecords would answer
+// its end), or ctx ends. It is the hook readers use instead of sleeping a
+// poll interval: a reader that got an empty GetRecords from this server can
+// check for
+//
+//	interface{ WaitForRecords(context.Context, string) error }
+//
+// on its client and wait for the publish that wakes it. It returns the
+// GetRecords error the iterator would get (unknown or deleted stream) or
+// ctx.Err().
+func (s *Server) WaitForRecords(ctx context.Context, shardIterator string) error {
+	it, st, sh, err := s.resolveIterator(&shardIterator)
+	if err != nil {
+		return opError(OpGetRecords.String(), err)
+	}
+	for {
+		recs, closed, _, wait := s.pending(sh, it, s.now(), true)
+		if len(recs) > 0 || closed {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if st2, err := s.lookup(it.stream); err != nil || st2 != st {
+			return opError(OpGetRecords.String(), notFound("Stream %s under account %s not found.", it.stream, s.cfg.account))
+		}
+	}
+}

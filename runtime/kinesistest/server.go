@@ -1,0 +1,274 @@
+package kinesistest
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+)
+
+// Server is an in-process Kinesis Data Streams service. It implements
+// kinesisapi.API with the SDK's own input, output and error types. The zero
+// value is not usable; call New. All methods are safe for concurrent use.
+type Server struct {
+	cfg config
+
+	mu      sync.RWMutex
+	streams map[string]*stream
+
+	epochs atomic.Uint64 // distinguishes a stream from a later one of the same name
+
+	putFault  atomic.Pointer[func(stream, partitionKey string) error]
+	callFault atomic.Pointer[func(Call) error]
+	calls     [opCount]atomic.Int64
+}
+
+var _ kinesisapi.API = (*Server)(nil)
+
+type config struct {
+	now         func() time.Time
+	retention   time.Duration
+	iteratorTTL time.Duration
+	longPoll    time.Duration
+	shardLimit  int
+	account     string
+	region      string
+}
+
+// Option configures a Server.
+type Option func(*config)
+
+// WithClock sets the clock used for arrival timestamps, retention, iterator
+// expiry and timestamp positions. Tests move it forward to trim records or
+// expire iterators without waiting.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithRetention sets how long records are kept (default 24 h, the service's
+// default). Closed shards disappear from ListShards once they are older.
+func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+
+// WithIteratorTTL sets how long a shard iterator stays valid (default 5 min,
+// as in the service).
+func WithIteratorTTL(d time.Duration) Option { return func(c *config) { c.iteratorTTL = d } }
+
+// WithLongPoll makes GetRecords on an open shard with nothing to read wait up
+// to d (bounded by its context) for a record to arrive before answering
+// empty. The default 0 answers at once, like the service.
+func WithLongPoll(d time.Duration) Option { return func(c *config) { c.longPoll = d } }
+
+// WithShardLimit sets the account's open-shard limit per stream (default
+// 1000); CreateStream and SplitShard beyond it fail with
+// LimitExceededException.
+func WithShardLimit(n int) Option { return func(c *config) { c.shardLimit = n } }
+
+// New returns an empty server.
+func New(opts ...Option) *Server {
+	cfg := config{
+		now:         time.Now,
+		retention:   24 * time.Hour,
+		iteratorTTL: 5 * time.Minute,
+		shardLimit:  1000,
+		account:     "000000000000",
+		region:      "us-east-1",
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &Server{cfg: cfg, streams: map[string]*stream{}}
+}
+
+func (s *Server) now() time.Time { return s.cfg.now().UTC() }
+
+// stream is one stream's lineage. Shards are only ever added; the routing
+// table and the shard list are immutable snapshots swapped under mu, so the
+// record paths never take a stream-wide lock.
+type stream struct {
+	name    string
+	epoch   uint64
+	created time.Time
+
+	mu   sync.Mutex // serializes resharding
+	all  atomic.Pointer[[]*shard]
+	open atomic.Pointer[[]*shard] // sorted by hash range: the routing table
+
+	counter atomic.Uint64 // source of sequence numbers
+}
+
+func (st *stream) arn(c config) string {
+	return fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", c.region, c.account, st.name)
+}
+
+func (st *stream) shard(index int) *shard {
+	all := *st.all.Load()
+	if index < 0 || index >= len(all) {
+		return nil
+	}
+	return all[index]
+}
+
+func (st *stream) shardByID(id string) *shard {
+	idx, ok := parseShardID(id)
+	if !ok {
+		return nil
+	}
+	return st.shard(idx)
+}
+
+var streamNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+
+// streamName resolves the stream a request names by StreamName or StreamARN.
+func streamName(name, arn *string) (string, error) {
+	switch {
+	case name != nil && *name != "":
+		if !streamNameRE.MatchString(*name) {
+			return "", validation("1 validation error detected: Value '%s' at 'streamName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and length 1-128", *name)
+		}
+		return *name, nil
+	case arn != nil && *arn != "":
+		i := strings.LastIndex(*arn, ":stream/")
+		if i < 0 || !streamNameRE.MatchString((*arn)[i+8:]) {
+			return "", invalidArg("StreamARN %q is not a stream ARN", *arn)
+		}
+		return (*arn)[i+8:], nil
+	}
+	return "", invalidArg("either StreamName or StreamARN must be provided")
+}
+
+func (s *Server) lookup(name string) (*stream, error) {
+	s.mu.RLock()
+	st := s.streams[name]
+	s.mu.RUnlock()
+	if st == nil {
+		return nil, notFound("Stream %s under account %s not found.", name, s.cfg.account)
+	}
+	return st, nil
+}
+
+func (s *Server) lookupIn(name, arn *string) (*stream, error) {
+	n, err := streamName(name, arn)
+	if err != nil {
+		return nil, err
+	}
+	return s.lookup(n)
+}
+
+// begin runs what every operation does first: honour ctx, count the call
+// and consult the injected call fault.
+func (s *Server) begin(ctx context.Context, op Op, streamName, shardID string) error {
+	s.calls[op].Add(1)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f := s.callFault.Load(); f != nil {
+		if err := (*f)(Call{Op: op, Stream: streamName, Shard: shardID}); err != nil {
+			return opError(op.String(), err)
+		}
+	}
+	return nil
+}
+
+// CreateStream creates an ACTIVE stream with ShardCount shards (4 when
+// absent, like an on-demand stream) splitting the hash-key space evenly.
+func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, _ ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
+	const op = OpCreateStream
+	name, err := streamName(in.StreamName, nil)
+	if err := s.begin(ctx, op, name, ""); err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	n := 4
+	if in.ShardCount != nil {
+		n = int(*in.ShardCount)
+	}
+	if n < 1 {
+		return nil, opError(op.String(), validation("1 validation error detected: Value '%d' at 'shardCount' failed to satisfy constraint: Member must have value greater than or equal to 1", n))
+	}
+	if n > s.cfg.shardLimit {
+		return nil, opError(op.String(), limitExceeded("This request would exceed the shard limit for the account %s in %s. Current shard count for the account: 0. Limit: %d.", s.cfg.account, s.cfg.region, s.cfg.shardLimit))
+	}
+	now := s.now()
+	st := &stream{name: name, epoch: s.epochs.Add(1), created: now}
+	shards := make([]*shard, n)
+	for i, r := range evenRanges(n) {
+		shards[i] = newShard(i, r[0], r[1], formatSeq(0, i), time.Time{})
+	}
+	open := append([]*shard(nil), shards...)
+	st.all.Store(&shards)
+	st.open.Store(&open)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.streams[name]; ok {
+		return nil, opError(op.String(), inUse("Stream %s under account %s already exists.", name, s.cfg.account))
+	}
+	s.streams[name] = st
+	return &kinesis.CreateStreamOutput{}, nil
+}
+
+// DeleteStream removes a stream at once; its iterators answer
+// ResourceNotFoundException from then on.
+func (s *Server) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput, _ ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
+	const op = OpDeleteStream
+	name, err := streamName(in.StreamName, in.StreamARN)
+	if err := s.begin(ctx, op, name, ""); err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	s.mu.Lock()
+	st := s.streams[name]
+	delete(s.streams, name)
+	s.mu.Unlock()
+	if st == nil {
+		return nil, opError(op.String(), notFound("Stream %s under account %s not found.", name, s.cfg.account))
+	}
+	// Wake long-polling readers so they see the stream is gone.
+	for _, sh := range *st.all.Load() {
+		sh.mu.Lock()
+		sh.wakeLocked()
+		sh.mu.Unlock()
+	}
+	return &kinesis.DeleteStreamOutput{}, nil
+}
+
+// DescribeStreamSummary describes an ACTIVE provisioned stream.
+func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	const op = OpDescribeStreamSummary
+	name, err := streamName(in.StreamName, in.StreamARN)
+	if err := s.begin(ctx, op, name, ""); err != nil {
+		return nil, err
+	}
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	st, err := s.lookup(name)
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	hours := int32((s.cfg.retention + time.Hour - 1) / time.Hour)
+	created := st.created
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
+		StreamName:              aws.String(st.name),
+		StreamARN:               aws.String(st.arn(s.cfg)),
+		StreamStatus:            types.StreamStatusActive,
+		StreamModeDetails:       &types.StreamModeDetails{StreamMode: types.StreamModeProvisioned},
+		OpenShardCount:          aws.Int32(int32(len(*st.open.Load()))),
+		RetentionPeriodHours:    aws.Int32(hours),
+		StreamCreationTimestamp: &created,
+		EncryptionType:          types.EncryptionTypeNone,
+		ConsumerCount:           aws.Int32(0),
+		EnhancedMonitoring:      []types.EnhancedMetrics{{}},
+	}}, nil
+}
