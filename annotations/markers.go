@@ -1,0 +1,107 @@
+package annotations
+
+import (
+	"go/token"
+	"time"
+)
+
+// The doc comments of the two marker types and of their fields are the
+// reference that `kinesisgen -help` prints (see Help); the `marker` tag of a
+// field is its key, `meta` the placeholder of its value, `min`/`max` the
+// bounds of a number.
+
+// Message binds a struct type to a Kinesis stream:
+//
+//	//kinesis:message stream=NAME [headers=TYPE] [partition_key=KEY]
+//
+// It goes in the doc comment of a struct type declaration. kinesisgen writes
+// NewXPublisher(b, opts...) for it, where X is the type's name.
+type Message struct {
+	Pos    token.Position            // where the marker starts
+	KeyPos map[string]token.Position // where each key given starts, by key
+
+	// Stream is the stream that messages of this type are published to.
+	// Stream names are 1 to 128 characters of letters, digits, '_', '-' and '.'.
+	Stream string `marker:"stream,required" meta:"NAME"`
+
+	// Headers names the header contract (a struct type of the same package
+	// with `kinesis:"HEADER"` field tags) that messages of this type carry.
+	// Handlers of this message that take a headers parameter must take this type.
+	Headers string `marker:"headers" meta:"TYPE"`
+
+	// PartitionKey is the key a publisher of this type uses when neither the
+	// publish nor its partition-key header names one (rung 3 of the key
+	// ladder). 1 to 256 characters.
+	PartitionKey string `marker:"partition_key" meta:"KEY"`
+}
+
+// Subscriber mounts a function or method as the handler of a stream:
+//
+//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [retries=N] [dead_letter=STREAM]
+//
+// It goes in the doc comment of a function or method with the shape
+//
+//	func Name(ctx context.Context, msg M, [headers H,] [out runtime.Publisher[X], ...] [d runtime.Delivery]) R
+//
+// where R is runtime.Outcome, error (nil acks, non-nil retries), or, with
+// reply, a message type Y or (Y, error). The generated Mount registers it.
+type Subscriber struct {
+	Pos    token.Position            // where the marker starts
+	KeyPos map[string]token.Position // where each key given starts, by key
+
+	// Stream is the stream the handler reads. A stream has one subscriber per package.
+	Stream string `marker:"stream,required" meta:"NAME"`
+
+	// CreateIfMissing creates the stream with this many shards when it does
+	// not exist; without it a missing stream is an error.
+	CreateIfMissing int32 `marker:"create_if_missing" meta:"SHARDS" min:"1" max:"100000"`
+
+	// Workers runs up to N deliveries at once (default 1).
+	Workers int `marker:"workers" meta:"N" min:"1" max:"10000"`
+
+	// ByKey makes the workers N lanes: deliveries of one partition key run
+	// one after another on one lane. Needs workers.
+	ByKey bool `marker:"by_key,flag"`
+
+	// Reply publishes the handler's returned message to the stream of that
+	// message type. The handler must return a message type Y or (Y, error).
+	Reply bool `marker:"reply,flag"`
+
+	// PartitionKey is the key of every reply (the mount-site key). Needs reply.
+	PartitionKey string `marker:"partition_key" meta:"KEY"`
+
+	// StartAt is where a shard without a checkpoint starts: horizon (the
+	// oldest record kept), latest (the default), or an RFC 3339 time.
+	StartAt StartAt `marker:"start_at" meta:"horizon|latest|RFC3339"`
+
+	// Batch is the most records one GetRecords call returns, 1 to 10000.
+	Batch int32 `marker:"batch" meta:"N" min:"1" max:"10000"`
+
+	// Poll is how long a reader waits after an empty read, a Go duration
+	// such as 200ms or 1s.
+	Poll time.Duration `marker:"poll" meta:"DURATION"`
+
+	// Retries bounds the deferred retries of one record (0: none); a record
+	// that exhausts them is handled like a rejected one.
+	Retries *int `marker:"retries" meta:"N" min:"0" max:"1000000"`
+
+	// DeadLetter is the stream rejected records and records out of retries
+	// go to; without it they are logged and checkpointed past.
+	DeadLetter string `marker:"dead_letter" meta:"STREAM"`
+}
+
+// StartKind is the kind of a start_at position.
+type StartKind uint8
+
+const (
+	StartUnset   StartKind = iota // start_at not given: the runtime's default
+	StartHorizon                  // start_at=horizon
+	StartLatest                   // start_at=latest
+	StartAtTime                   // start_at=RFC3339
+)
+
+// StartAt is the value of start_at.
+type StartAt struct {
+	Kind StartKind
+	Time time.Time // StartAtTime
+}

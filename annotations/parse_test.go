@@ -1,0 +1,190 @@
+package annotations
+
+import (
+	"go/token"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var at = token.Position{Filename: "x.go", Line: 3, Column: 1}
+
+// ignorePos compares markers by value, not by where they were written.
+var ignorePos = cmpopts.IgnoreFields(Message{}, "Pos", "KeyPos")
+var ignoreSubPos = cmpopts.IgnoreFields(Subscriber{}, "Pos", "KeyPos")
+
+func intp(n int) *int { return &n }
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want Marker
+	}{
+		{"message minimal", `//kinesis:message stream=orders`, &Message{Stream: "orders"}},
+		{"message all keys", `//kinesis:message stream=shipments headers=ShipmentKey partition_key="a key"`,
+			&Message{Stream: "shipments", Headers: "ShipmentKey", PartitionKey: "a key"}},
+		{"subscriber all keys", "//kinesis:subscriber stream=customer-orders create_if_missing=2 workers=4 by_key reply partition_key=receipts start_at=2026-01-02T15:04:05Z batch=500 poll=250ms retries=0 dead_letter=orders.dlq",
+			&Subscriber{Stream: "customer-orders", CreateIfMissing: 2, Workers: 4, ByKey: true, Reply: true, PartitionKey: "receipts",
+				StartAt: StartAt{Kind: StartAtTime, Time: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}, Batch: 500, Poll: 250 * time.Millisecond,
+				Retries: intp(0), DeadLetter: "orders.dlq"}},
+		{"tabs and raw quotes", "//kinesis:subscriber\tstream=`s`  start_at=horizon", &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartHorizon}}},
+		{"start latest", `//kinesis:subscriber stream=s start_at=latest`, &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartLatest}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, diags := ParseComment(at, tt.text)
+			if len(diags) != 0 {
+				t.Fatalf("diagnostics: %v", diags)
+			}
+			if diff := cmp.Diff(tt.want, got, ignorePos, ignoreSubPos); diff != "" {
+				t.Errorf("ParseComment (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestKeyPositions(t *testing.T) {
+	m, diags := ParseComment(token.Position{Filename: "a.go", Line: 7, Column: 2, Offset: 40}, `//kinesis:message stream=s headers=H`)
+	if len(diags) != 0 {
+		t.Fatal(diags)
+	}
+	got := m.(*Message).KeyPos["headers"]
+	if want := (token.Position{Filename: "a.go", Line: 7, Column: 29, Offset: 67}); got != want {
+		t.Errorf("headers at %v, want %v", got, want)
+	}
+}
+
+func TestParseDiagnostics(t *testing.T) {
+	tests := []struct {
+		text string
+		want []string // "col: message"
+	}{
+		{`//kinesis:mesage stream=x`, []string{"1: unknown marker //kinesis:mesage; did you mean //kinesis:message?"}},
+		{`//kinesis:frobnicate`, []string{"1: unknown marker //kinesis:frobnicate; want one of //kinesis:message, //kinesis:subscriber"}},
+		{`//kinesis:`, []string{"1: missing marker name after //kinesis:; want message or subscriber"}},
+		{`// kinesis:message stream=x`, []string{"1: marker written with a space after //: write //kinesis:message (a marker is a directive comment), or reword the comment"}},
+		{`//kinesis:message strem=x`, []string{"19: unknown key strem for //kinesis:message; did you mean stream?", "1: //kinesis:message needs stream=NAME"}},
+		{`//kinesis:message stream=x stream=y`, []string{"28: stream given twice"}},
+		{`//kinesis:message`, []string{"1: //kinesis:message needs stream=NAME"}},
+		{`//kinesis:message stream=x headers=a.B`, []string{"28: headers=a.B: want the name of a struct type in this package"}},
+		{`//kinesis:message stream="a b"`, []string{`19: stream="a b": a stream name is 1 to 128 characters of letters, digits, '_', '-' and '.'`}},
+		{`//kinesis:message stream=x partition_key=` + strings.Repeat("k", 257), []string{"28: partition_key=" + strings.Repeat("k", 257) + ": a partition key is 1 to 256 characters"}},
+		{`//kinesis:subscriber stream=x workers=four`, []string{"31: workers=four: not a whole number"}},
+		{`//kinesis:subscriber stream=x workers=0`, []string{"31: workers=0: must be 1 to 10000"}},
+		{`//kinesis:subscriber stream=x create_if_missing=0`, []string{"31: create_if_missing=0: must be 1 to 100000"}},
+		{`//kinesis:subscriber stream=x batch=10001`, []string{"31: batch=10001: must be 1 to 10000"}},
+		{`//kinesis:subscriber stream=x batch=0`, []string{"31: batch=0: must be 1 to 10000"}},
+		{`//kinesis:subscriber stream=x retries=-1`, []string{"31: retries=-1: must be 0 to 1000000"}},
+		{`//kinesis:subscriber stream=x poll=soon`, []string{"31: poll=soon: not a duration; write for example 500ms or 2s"}},
+		{`//kinesis:subscriber stream=x poll=0s`, []string{"31: poll=0s: must be more than 0"}},
+		{`//kinesis:subscriber stream=x start_at=yesterday`, []string{"31: start_at=yesterday: want horizon, latest or an RFC 3339 time such as 2026-01-02T15:04:05Z"}},
+		{`//kinesis:subscriber stream=x by_key`, []string{"31: by_key needs workers=N (the number of lanes)"}},
+		{`//kinesis:subscriber stream=x partition_key=k`, []string{"31: partition_key on a subscriber is the key of its replies; it needs reply"}},
+		{`//kinesis:subscriber stream=x dead_letter=x`, []string{"31: dead_letter must be another stream than the one read"}},
+		{`//kinesis:subscriber stream=x reply=true`, []string{"31: reply is a flag and takes no value"}},
+		{`//kinesis:subscriber stream=x workers`, []string{"31: workers needs a value: workers=N"}},
+		{`//kinesis:subscriber stream=x workers=`, []string{"31: workers= has no value"}},
+		{`//kinesis:subscriber stream=x =4`, []string{"31: missing key before ="}},
+		{`//kinesis:subscriber stream="x`, []string{"22: stream: unterminated or malformed quoted value"}},
+		{`//kinesis:subscriber stream="x"y`, []string{"22: stream: want a blank after the quoted value"}},
+		{`//kinesis:subscriber stream=x deadletter=y`, []string{"31: unknown key deadletter for //kinesis:subscriber; did you mean dead_letter?"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			_, diags := ParseComment(at, tt.text)
+			var got []string
+			for _, d := range diags {
+				if d.Pos.Filename != "x.go" || d.Pos.Line != 3 {
+					t.Errorf("diagnostic at %v, want x.go line 3", d.Pos)
+				}
+				got = append(got, strings.TrimPrefix(d.String(), "x.go:3:"))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("diagnostics (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNotAMarker(t *testing.T) {
+	for _, text := range []string{"// Post posts an order.", "//go:generate go tool kinesisgen", "//\t//kinesis:message stream=x", "// kinesis: the word", "//kinesisx:message"} {
+		if m, diags := ParseComment(at, text); m != nil || diags != nil {
+			t.Errorf("ParseComment(%q) = %v, %v; want nothing", text, m, diags)
+		}
+	}
+}
+
+func TestPrintCanonical(t *testing.T) {
+	m, _ := ParseComment(at, "//kinesis:subscriber  dead_letter=d poll=1500ms stream=s  reply partition_key=\"k k\"")
+	if got, want := m.String(), `//kinesis:subscriber stream=s reply partition_key="k k" poll=1.5s dead_letter=d`; got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+}
+
+func TestHeaderTag(t *testing.T) {
+	tests := []struct {
+		tag     string
+		name    string
+		ok      bool
+		wantErr bool
+	}{
+		{`kinesis:"partition-key"`, "partition-key", true, false},
+		{`json:"x" kinesis:"trace.id"`, "trace.id", true, false},
+		{`json:"x"`, "", false, false},
+		{`kinesis:""`, "", true, true},
+		{`kinesis:"a b"`, "", true, true},
+		{`kinesis:"a,omitempty"`, "", true, true},
+	}
+	for _, tt := range tests {
+		name, ok, err := HeaderTag(tt.tag)
+		if name != tt.name || ok != tt.ok || (err != nil) != tt.wantErr {
+			t.Errorf("HeaderTag(%s) = %q, %v, %v", tt.tag, name, ok, err)
+		}
+	}
+}
+
+func TestHelpNamesEveryKey(t *testing.T) {
+	help := Help()
+	for _, spec := range specs {
+		if !strings.Contains(help, synopsis(spec)) {
+			t.Errorf("help lacks the synopsis %s", synopsis(spec))
+		}
+		for _, f := range spec.fields {
+			if !strings.Contains(help, "\n  "+f.key) {
+				t.Errorf("help lacks key %s of %s", f.key, spec.name)
+			}
+		}
+	}
+	if !strings.Contains(help, "Workers runs up to N deliveries at once") {
+		t.Error("help does not carry the field doc comments")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`//kinesis:message stream=orders headers=K partition_key="a \"b\""`,
+		"//kinesis:subscriber stream=s create_if_missing=2 workers=4 by_key reply partition_key=r start_at=2026-01-02T15:04:05.5+02:00 batch=10 poll=1s retries=3 dead_letter=d",
+		"//kinesis:subscriber stream=`x` start_at=horizon",
+		"// kinesis:message", "//kinesis:", "//kinesis:message stream=\"\\xff\"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		m, diags := ParseComment(at, text)
+		if m == nil || len(diags) != 0 {
+			return
+		}
+		printed := m.String()
+		m2, diags2 := ParseComment(at, printed)
+		if len(diags2) != 0 {
+			t.Fatalf("%q printed as %q, which does not parse: %v", text, printed, diags2)
+		}
+		if diff := cmp.Diff(m, m2, ignorePos, ignoreSubPos); diff != "" {
+			t.Fatalf("%q printed as %q parses to another value (-first +second):\n%s", text, printed, diff)
+		}
+	})
+}
