@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs a command with local Kinesis (kinesalite) and DynamoDB (dynalite)
+# servers on free loopback ports:
+#
+#   bash scripts/with-servers.sh go test -race ./...
+#
+# Installs the servers from the committed lockfile (npm ci, skipped when
+# node_modules already matches it), starts both in memory on 127.0.0.1,
+# waits until each answers, exports KINESIS_TEST_ENDPOINT,
+# DYNAMODB_TEST_ENDPOINT and KINESISGEN_LIVE=required, runs the command,
+# stops both servers on any exit and exits with the command's status.
+set -euo pipefail
+
+if [ "$#" -eq 0 ]; then
+	echo "usage: $0 command [args...]" >&2
+	exit 2
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+startup_timeout="${WITH_SERVERS_TIMEOUT:-30}"
+
+logs="$(mktemp -d "${TMPDIR:-/tmp}/kinesisgen-servers.XXXXXX")"
+pids=()
+cmd_pid=""
+
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM HUP
+	if [ -n "$cmd_pid" ]; then kill "$cmd_pid" 2>/dev/null || true; fi
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$logs"
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+fail() {
+	echo "with-servers: $*" >&2
+	exit 1
+}
+
+command -v node >/dev/null || fail "node is not installed (the local servers need Node.js and npm)"
+command -v npm >/dev/null || fail "npm is not installed (the local servers need Node.js and npm)"
+
+# npm ci only when node_modules was not installed from this very lockfile.
+stamp="$root/node_modules/.kinesisgen-lock"
+want="$(cksum <"$root/package-lock.json")"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+	echo "with-servers: installing kinesalite and dynalite (npm ci)" >&2
+	(cd "$root" && npm ci --no-audit --no-fund --loglevel=error >"$logs/npm.log" 2>&1) || {
+		cat "$logs/npm.log" >&2
+		fail "npm ci failed"
+	}
+	echo "$want" >"$stamp"
+fi
+
+# start NAME: launches the server and waits until it accepts connections;
+# sets $port. (Not run in a subshell: the trap must know every PID.)
+start() {
+	local name=$1 log="$logs/$1.log" deadline pid
+	port=""
+	node "$root/scripts/local-server.js" "$name" >"$log" 2>&1 </dev/null &
+	pid=$!
+	pids+=("$pid")
+	deadline=$((SECONDS + startup_timeout))
+	while [ -z "$port" ]; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "----- $name log -----" >&2
+			cat "$log" >&2
+			fail "$name exited before it was listening"
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "----- $name log -----" >&2
+			cat "$log" >&2
+			fail "$name did not start listening within ${startup_timeout}s"
+		fi
+		port="$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$log")"
+		[ -n "$port" ] || sleep 0.1
+	done
+	# Listening is not answering: make one real request before going on.
+	until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			cat "$log" >&2
+			fail "$name on port $port did not accept connections within ${startup_timeout}s"
+		fi
+		sleep 0.1
+	done
+}
+
+start kinesalite
+kport=$port
+start dynalite
+dport=$port
+export KINESIS_TEST_ENDPOINT="http://127.0.0.1:$kport"
+export DYNAMODB_TEST_ENDPOINT="http://127.0.0.1:$dport"
+export KINESISGEN_LIVE=required
+echo "with-servers: kinesalite at $KINESIS_TEST_ENDPOINT, dynalite at $DYNAMODB_TEST_ENDPOINT" >&2
+
+# Run the command in the background so a signal reaches our trap at once.
+set +e
+"$@" &
+cmd_pid=$!
+wait "$cmd_pid"
+status=$?
+cmd_pid=""
+set -e
+exit "$status"
