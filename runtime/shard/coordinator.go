@@ -3,11 +3,14 @@
 // settled records into checkpoints through a watermark.
 package shard
 
-// OWNER: shard-coordinator helper (issue 3). Contract skeleton; fill in.
-
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
@@ -24,17 +27,24 @@ type Record struct {
 	PartitionKey   string
 	Data           []byte
 	ArrivalTime    time.Time
-	settle         func()
+
+	wm  *watermark // the reader generation that delivered the record
+	idx uint64     // arrival index within wm
 }
 
 // Settle marks the record handled (whatever the outcome). The shard's
 // checkpoint advances over the contiguous run of settled records. Settling
 // twice is harmless.
 func (r *Record) Settle() {
-	if r.settle != nil {
-		r.settle()
+	if r.wm != nil {
+		r.wm.settle(r.idx)
 	}
 }
+
+// Stale reports whether settling r can no longer matter: its reader lost the
+// lease, handed it over or was repositioned by a seek. The record will be (or
+// was) delivered again from the shard's checkpoint; a lane may skip it.
+func (r *Record) Stale() bool { return r.wm != nil && r.wm.discard.Load() }
 
 // Sink receives records in shard order. It may block (backpressure: the
 // shard's reader waits); it returns a non-nil error only when ctx ends.
@@ -43,7 +53,7 @@ type Sink func(ctx context.Context, r *Record) error
 // Config describes one stream's coordinator. Zero durations take defaults.
 type Config struct {
 	Stream     string
-	Namespace  string // lease namespace (application + stream)
+	Namespace  string // lease namespace (application + stream), default Stream
 	Client     kinesisapi.API
 	Leases     lease.Store
 	Owner      string
@@ -56,23 +66,405 @@ type Config struct {
 	Failover   time.Duration // lease expiry as observed locally, default 10 s
 	Checkpoint time.Duration // how often settled progress is persisted, default 1 s
 	Sink       Sink
+	// Handoff bounds a graceful handoff: the owner asked for a lease gets
+	// half of it to let its delivered records settle before it checkpoints
+	// and releases; the asker takes the lease by force after all of it.
+	// Default Failover.
+	Handoff time.Duration
+}
+
+const (
+	defaultBatch      = 10000
+	defaultPoll       = time.Second
+	minPoll           = 200 * time.Millisecond // 5 GetRecords per shard per second
+	defaultSync       = 10 * time.Second
+	defaultRenew      = 3 * time.Second
+	defaultFailover   = 10 * time.Second
+	defaultCheckpoint = time.Second
+	// finalWrites bounds the checkpoints and releases of Stop once its ctx
+	// has ended: they are what lets another instance resume at once.
+	finalWrites = 5 * time.Second
+)
+
+func (cfg *Config) setDefaults() error {
+	switch {
+	case cfg.Stream == "":
+		return configError("empty stream name")
+	case cfg.Client == nil:
+		return configError("stream %s: no Kinesis client", cfg.Stream)
+	case cfg.Leases == nil:
+		return configError("stream %s: no lease store", cfg.Stream)
+	case cfg.Owner == "":
+		return configError("stream %s: empty owner id", cfg.Stream)
+	case cfg.Sink == nil:
+		return configError("stream %s: no sink", cfg.Stream)
+	case cfg.BatchSize < 0 || cfg.BatchSize > defaultBatch:
+		return configError("stream %s: batch size %d outside 1..%d", cfg.Stream, cfg.BatchSize, defaultBatch)
+	}
+	if err := cfg.Start.validate(); err != nil {
+		return configError("stream %s: start position: %v", cfg.Stream, err)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = cfg.Stream
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = defaultBatch
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"poll", &cfg.Poll, defaultPoll},
+		{"sync", &cfg.Sync, defaultSync},
+		{"renew", &cfg.Renew, defaultRenew},
+		{"failover", &cfg.Failover, defaultFailover},
+		{"checkpoint", &cfg.Checkpoint, defaultCheckpoint},
+		{"handoff", &cfg.Handoff, cfg.Failover},
+	} {
+		if *d.v < 0 {
+			return configError("stream %s: negative %s interval %v", cfg.Stream, d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+			if d.name == "handoff" && *d.v == 0 {
+				*d.v = cfg.Failover
+			}
+		}
+	}
+	cfg.Poll = max(cfg.Poll, minPoll)
+	if cfg.Renew >= cfg.Failover {
+		return configError("stream %s: renew interval %v must be shorter than the failover time %v", cfg.Stream, cfg.Renew, cfg.Failover)
+	}
+	return nil
 }
 
 // Coordinator runs the readers of one stream.
-type Coordinator struct{}
+type Coordinator struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	state   runState
+	lineage *Lineage
+	owned   map[string]*owned    // by shard id: leases this coordinator holds
+	pending map[string]time.Time // lease key -> when this owner asked for it
+	start   Position             // for shards without checkpoint; a stream-wide seek replaces it
+	obs     *observer
+
+	passMu  sync.Mutex // one sync pass at a time
+	ctx     context.Context
+	cancel  context.CancelFunc
+	loops   sync.WaitGroup // sync and keeper loops
+	workers sync.WaitGroup // readers and handoffs
+	kick    chan bool      // wake the sync loop; true asks for a re-listing
+}
+
+type runState int
+
+const (
+	idle runState = iota
+	running
+	stopped
+)
 
 // New validates cfg; it does no I/O.
-func New(cfg Config) (*Coordinator, error) { panic("TODO issue 3") }
+func New(cfg Config) (*Coordinator, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Coordinator{
+		cfg:     cfg,
+		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
+		owned:   make(map[string]*owned),
+		pending: make(map[string]time.Time),
+		start:   cfg.Start,
+		obs:     newObserver(),
+		kick:    make(chan bool, 1),
+	}, nil
+}
 
 // Start runs the first pass (list shards, take leases, fetch every owned
 // shard's first iterator) and returns; readers and the sync loop keep running
 // until Stop.
-func (c *Coordinator) Start(ctx context.Context) error { panic("TODO issue 3") }
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state != idle {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: Start called twice", ErrStopped)
+	}
+	c.state = running
+	// Readers and loops outlive Start's ctx: they end with Stop.
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.mu.Unlock()
+
+	if err := c.pass(ctx, true); err != nil {
+		c.abort()
+		return err
+	}
+	c.loops.Add(2)
+	go c.syncLoop()
+	go c.keepLoop()
+	c.log.Info("coordinator started", "shards", c.ownedCount())
+	return nil
+}
+
+// abort undoes a failed first pass: readers stop, leases are released.
+func (c *Coordinator) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), finalWrites)
+	defer cancel()
+	_ = c.Stop(ctx)
+}
+
+func (c *Coordinator) ownedCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.owned)
+}
+
+// Owned returns the ids of the shards whose leases this coordinator holds.
+func (c *Coordinator) Owned() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.owned))
+	for id := range c.owned {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Reading returns the ids of the shards this coordinator is reading now
+// (owned, parents finished, not yet at their end).
+func (c *Coordinator) Reading() []string {
+	c.mu.Lock()
+	list := make([]*owned, 0, len(c.owned))
+	for _, o := range c.owned {
+		list = append(list, o)
+	}
+	c.mu.Unlock()
+	var out []string
+	for _, o := range list {
+		if o.session() != nil {
+			out = append(out, o.shard)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Seek repositions every owned shard. Settlements of records delivered
-// before the seek never move a checkpoint.
-func (c *Coordinator) Seek(ctx context.Context, p Position) error { panic("TODO issue 3") }
+// before the seek never move a checkpoint. A seek becomes durable with the
+// first settled record after it. AtSequence repositions that one shard
+// (which this coordinator must be reading) and leaves the others where they
+// are; the other kinds also apply to shards this coordinator takes later
+// without a checkpoint.
+func (c *Coordinator) Seek(ctx context.Context, p Position) error {
+	if err := p.validate(); err != nil {
+		return configError("seek: %v", err)
+	}
+	c.passMu.Lock() // no reader starts or ends its lease meanwhile
+	defer c.passMu.Unlock()
+	c.mu.Lock()
+	if c.state != running {
+		c.mu.Unlock()
+		return ErrStopped
+	}
+	if p.Kind != AtSequence {
+		c.start = p
+	}
+	var targets []*owned
+	for _, o := range c.owned {
+		if p.Kind != AtSequence || o.shard == p.ShardID {
+			targets = append(targets, o)
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	found := false
+	for _, o := range targets {
+		if o.session() == nil {
+			continue // waiting for its parents or finished: nothing to move
+		}
+		found = true
+		if err := c.reposition(ctx, o, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.Kind == AtSequence && !found {
+		return fmt.Errorf("%w: seek to %s of shard %s", ErrNotOwned, p.Sequence, p.ShardID)
+	}
+	return errors.Join(errs...)
+}
 
 // Stop stops fetching, waits (bounded by ctx) for delivered records to settle,
 // writes final checkpoints and releases leases.
-func (c *Coordinator) Stop(ctx context.Context) error { panic("TODO issue 3") }
+func (c *Coordinator) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if c.state == stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	wasRunning := c.state == running
+	c.state = stopped
+	c.mu.Unlock()
+	if !wasRunning {
+		return nil
+	}
+
+	// 1. No new passes, no new readers.
+	c.passMu.Lock()
+	c.passMu.Unlock()
+	c.mu.Lock()
+	list := make([]*owned, 0, len(c.owned))
+	for _, o := range c.owned {
+		list = append(list, o)
+	}
+	c.mu.Unlock()
+
+	// 2. Stop fetching; delivered records stay in flight.
+	var sessions []*session
+	for _, o := range list {
+		if s := o.session(); s != nil {
+			s.cancel()
+			sessions = append(sessions, s)
+		}
+	}
+	for _, s := range sessions {
+		<-s.done
+	}
+
+	// 3. Let them settle, bounded by ctx. The keeper keeps renewing meanwhile.
+	var errs []error
+	for _, s := range sessions {
+		if err := s.wm.wait(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shard: stop: %d delivered records of stream %s not settled: %w", s.wm.pending(), c.cfg.Stream, err))
+			break
+		}
+	}
+
+	// 4. Stop the loops, then write final checkpoints and release.
+	c.cancel()
+	c.loops.Wait()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
+	defer cancel()
+	for _, o := range list {
+		if err := c.persist(wctx, o); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.release(wctx, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.workers.Wait()
+	c.log.Info("coordinator stopped", "released", len(list))
+	return errors.Join(errs...)
+}
+
+func (c *Coordinator) running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state == running
+}
+
+// syncLoop runs lease passes every min(Sync, Failover/2), so an expired or
+// released lease is taken well within the failover time, and re-lists the
+// shards every Sync, or at once when a shard has ended.
+func (c *Coordinator) syncLoop() {
+	defer c.loops.Done()
+	every := min(c.cfg.Sync, c.cfg.Failover/2)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastList := time.Now()
+	for {
+		relist := false
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		case r := <-c.kick:
+			relist = r
+		}
+		if time.Since(lastList) >= c.cfg.Sync {
+			relist = true
+		}
+		if relist {
+			lastList = time.Now()
+		}
+		if err := c.pass(c.ctx, relist); err != nil && c.ctx.Err() == nil {
+			c.log.Warn("shard sync failed; retrying next pass", "err", err)
+		}
+	}
+}
+
+// wake asks the sync loop for a pass now.
+func (c *Coordinator) wake(relist bool) {
+	select {
+	case c.kick <- relist:
+	default:
+		if relist { // make sure the queued wake re-lists
+			select {
+			case <-c.kick:
+			default:
+			}
+			select {
+			case c.kick <- true:
+			default:
+			}
+		}
+	}
+}
+
+// keepLoop renews held leases every Renew, follows handoffs this owner asked
+// for, and persists settled progress every Checkpoint.
+func (c *Coordinator) keepLoop() {
+	defer c.loops.Done()
+	renew := time.NewTicker(c.cfg.Renew)
+	defer renew.Stop()
+	cp := time.NewTicker(c.cfg.Checkpoint)
+	defer cp.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-renew.C:
+			c.renewAll(c.ctx)
+			c.followHandoffs(c.ctx)
+		case <-cp.C:
+			for _, o := range c.snapshot() {
+				if err := c.persist(c.ctx, o); err != nil && c.ctx.Err() == nil {
+					c.log.Warn("checkpoint failed", "shard", o.shard, "err", err)
+				}
+			}
+		}
+	}
+}
+
+func (c *Coordinator) snapshot() []*owned {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*owned, 0, len(c.owned))
+	for _, o := range c.owned {
+		out = append(out, o)
+	}
+	return out
+}
+
+func (c *Coordinator) renewAll(ctx context.Context) {
+	for _, o := range c.snapshot() {
+		l, err := c.mutate(ctx, o, "lease renew", func(l lease.Lease) (lease.Lease, error) {
+			return c.cfg.Leases.Renew(ctx, l)
+		})
+		switch {
+		case err == nil && l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner:
+			c.startHandoff(o, l.PendingOwner)
+		case err != nil && !errors.Is(err, errGone) && ctx.Err() == nil:
+			// A store outage: keep reading; the lease expires for others
+			// only after Failover without a renewal.
+			c.log.Warn("lease renewal failed", "shard", o.shard, "err", err)
+		}
+	}
+}

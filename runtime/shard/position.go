@@ -1,6 +1,10 @@
 package shard
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // PositionKind says where a reader starts.
 type PositionKind int
@@ -23,4 +27,35 @@ type Position struct {
 	Time     time.Time // AtTimestamp
 	ShardID  string    // AtSequence
 	Sequence string    // AtSequence
+}
+
+func (p Position) validate() error {
+	switch p.Kind {
+	case Latest, Horizon:
+	case AtTimestamp:
+		if p.Time.IsZero() {
+			return errors.New("AtTimestamp without a time")
+		}
+	case AtSequence:
+		if p.ShardID == "" || p.Sequence == "" {
+			return errors.New("AtSequence needs a shard id and a sequence number")
+		}
+	default:
+		return fmt.Errorf("unknown position kind %d", p.Kind)
+	}
+	return nil
+}
+
+func (k PositionKind) String() string {
+	switch k {
+	case Latest:
+		return "latest"
+	case Horizon:
+		return "horizon"
+	case AtTimestamp:
+		return "timestamp"
+	case AtSequence:
+		return "sequence"
+	}
+	return fmt.Sprintf("PositionKind(%d)", int(k))
 }

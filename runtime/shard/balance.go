@@ -1,0 +1,120 @@
+package shard
+
+import (
+	"sort"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// observer remembers, per lease, the local time its counter last moved. A
+// lease whose counter has stood still for the failover time is expired: its
+// owner stopped renewing. Only local clocks are compared, as the KCL does,
+// so hosts need no synchronised time.
+type observer struct {
+	seen map[string]observation
+}
+
+type observation struct {
+	counter int64
+	owner   string
+	at      time.Time
+}
+
+func newObserver() *observer { return &observer{seen: make(map[string]observation)} }
+
+// observe records the leases of one listing and forgets leases that are gone.
+func (o *observer) observe(leases []lease.Lease, now time.Time) {
+	keep := make(map[string]observation, len(leases))
+	for _, l := range leases {
+		ob, ok := o.seen[l.Key]
+		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
+			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
+		}
+		keep[l.Key] = ob
+	}
+	o.seen = keep
+}
+
+// expired reports whether l's owner has not touched it for failover.
+func (o *observer) expired(l lease.Lease, now time.Time, failover time.Duration) bool {
+	ob, ok := o.seen[l.Key]
+	return l.Owner != "" && ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
+}
+
+// balance is one pass's decision.
+type balance struct {
+	target int           // fair share: ceil(active leases / live owners)
+	take   []lease.Lease // unowned or expired leases to take now
+	steal  *lease.Lease  // a live owner's lease to ask for (at most one per pass)
+}
+
+// planBalance decides which leases me takes. leases is the store's listing;
+// held says whether me holds (or is already being handed) a lease.
+// Finished leases (SHARD_END) need no reader and count for nobody.
+func planBalance(me string, leases []lease.Lease, held func(key string) bool, expired func(lease.Lease) bool) balance {
+	var active []lease.Lease
+	for _, l := range leases {
+		if l.Checkpoint != lease.CheckpointShardEnd {
+			active = append(active, l)
+		}
+	}
+	load := map[string]int{me: 0}
+	mine := 0
+	var free []lease.Lease
+	for _, l := range active {
+		switch {
+		case held(l.Key):
+			mine++
+		case l.Owner == "" || l.Owner == me || expired(l):
+			// Owner == me without a local hold: a previous run of this
+			// owner id left it behind; take it back like an unowned one.
+			free = append(free, l)
+		default:
+			load[l.Owner]++
+		}
+	}
+	b := balance{}
+	if len(active) == 0 {
+		return b
+	}
+	b.target = (len(active) + len(load) - 1) / len(load)
+	// Unowned before expired, then by shard id, so parents (older ids) come
+	// before their children and two instances walk the list alike.
+	sort.SliceStable(free, func(i, j int) bool {
+		if (free[i].Owner == "") != (free[j].Owner == "") {
+			return free[i].Owner == ""
+		}
+		return free[i].ShardID < free[j].ShardID
+	})
+	for _, l := range free {
+		if mine >= b.target {
+			return b
+		}
+		b.take = append(b.take, l)
+		mine++
+	}
+	if mine >= b.target {
+		return b
+	}
+	// Steal from the most loaded live owner when it has more than its share,
+	// or exactly its share while we lag by two or more (ceil rounding would
+	// otherwise leave us idle: 4 shards, 3 owners holding 2, 2, 0).
+	var victim string
+	most := 0
+	for owner, n := range load {
+		if owner != me && (n > most || (n == most && owner < victim)) {
+			victim, most = owner, n
+		}
+	}
+	if victim == "" || !(most > b.target || (most == b.target && mine < b.target-1)) {
+		return b
+	}
+	for _, l := range active {
+		if l.Owner == victim && l.PendingOwner == "" && !held(l.Key) {
+			b.steal = &l
+			break
+		}
+	}
+	return b
+}

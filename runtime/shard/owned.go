@@ -1,0 +1,248 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// owned is a lease this coordinator holds and, once the shard's parents are
+// finished, the reader session that reads it.
+type owned struct {
+	shard, key string
+
+	// mu serialises every store mutation of the lease (each bumps its
+	// counter, so two in flight would fence each other) and guards the rest.
+	mu        sync.Mutex
+	l         lease.Lease
+	gone      bool     // lost or released: no more mutations
+	sess      *session // the current reader generation, nil until started
+	persisted uint64   // sess.wm version last written to the store
+	handing   bool     // a handoff to another owner is under way
+	finished  bool     // SHARD_END is written
+}
+
+// session is one reader generation: a seek or a lease loss abandons its
+// watermark, so its records can never move a checkpoint.
+type session struct {
+	wm     *watermark
+	from   startAt // where it opened, for an iterator that expires before any record
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the reader goroutine has returned
+}
+
+func (o *owned) session() *session {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sess
+}
+
+var (
+	// errGone: the lease is no longer held here (lost, released, deleted).
+	errGone = errors.New("lease no longer held")
+	// errNothing: a checkpoint found no new progress to write.
+	errNothing = errors.New("nothing to write")
+)
+
+// mutate runs op on the held lease under o.mu. A counter that moved while
+// the stored owner is still this one (a RequestHandoff bumps it) is adopted
+// and op retried; any other owner, or no lease at all, means the lease is
+// lost: the reader stops at once and its unsettled records are abandoned.
+func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(lease.Lease) (lease.Lease, error)) (lease.Lease, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if o.gone {
+			return lease.Lease{}, errGone
+		}
+		l, err := f(o.l)
+		if err == nil {
+			o.l = l
+			return l, nil
+		}
+		if !errors.Is(err, lease.ErrLeaseLost) || attempt == 3 {
+			if errors.Is(err, errNothing) {
+				return o.l, err
+			}
+			return lease.Lease{}, &Error{Op: op, Stream: c.cfg.Stream, Shard: o.shard, Err: err}
+		}
+		cur, gerr := c.cfg.Leases.Get(ctx, o.key)
+		switch {
+		case errors.Is(gerr, lease.ErrNotFound):
+			c.loseLocked(o, "")
+			return lease.Lease{}, errGone
+		case gerr != nil:
+			return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: o.shard, Err: gerr}
+		case cur.Owner != c.cfg.Owner:
+			c.loseLocked(o, cur.Owner)
+			return lease.Lease{}, errGone
+		}
+		o.l = cur
+	}
+}
+
+// loseLocked fences a lost lease: the reader stops fetching at once and its
+// delivered, unsettled records are dropped (the new owner reads them again).
+func (c *Coordinator) loseLocked(o *owned, to string) {
+	o.gone = true
+	if o.sess != nil {
+		o.sess.wm.abandon()
+		o.sess.cancel()
+	}
+	c.forget(o)
+	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
+}
+
+// forget drops o from the held leases.
+func (c *Coordinator) forget(o *owned) {
+	c.mu.Lock()
+	if c.owned[o.shard] == o {
+		delete(c.owned, o.shard)
+	}
+	c.mu.Unlock()
+}
+
+// persist writes the current session's settled progress when it moved.
+func (c *Coordinator) persist(ctx context.Context, o *owned) error {
+	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
+		s := o.sess
+		if s == nil || o.finished || s.wm.discard.Load() {
+			return l, errNothing
+		}
+		m, ok, version := s.wm.progress()
+		if !ok || version == o.persisted {
+			return l, errNothing
+		}
+		nl, err := c.cfg.Leases.Checkpoint(ctx, l, m.seq, m.sub)
+		if err == nil {
+			o.persisted = version
+		}
+		return nl, err
+	})
+	if errors.Is(err, errNothing) || errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
+// release gives the lease up so another instance can take it at once.
+// Records still unsettled are abandoned: their settlement can no longer be
+// written, and the next owner reads them again from the checkpoint.
+func (c *Coordinator) release(ctx context.Context, o *owned) error {
+	_, err := c.mutate(ctx, o, "lease release", func(l lease.Lease) (lease.Lease, error) {
+		nl, err := c.cfg.Leases.Release(ctx, l)
+		if err == nil {
+			o.gone = true
+			if o.sess != nil {
+				o.sess.wm.abandon()
+				o.sess.cancel()
+			}
+		}
+		return nl, err
+	})
+	if err == nil {
+		c.forget(o)
+		c.log.Debug("lease released", "shard", o.shard)
+	}
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
+// startHandoff answers another owner's request for o: stop fetching, let the
+// delivered records settle for up to half the handoff time, checkpoint and
+// release, so the asker resumes exactly where this owner stopped.
+func (c *Coordinator) startHandoff(o *owned, to string) {
+	o.mu.Lock()
+	if o.handing || o.gone {
+		o.mu.Unlock()
+		return
+	}
+	o.handing = true
+	s := o.sess
+	o.mu.Unlock()
+	c.log.Info("handing lease over", "shard", o.shard, "to", to)
+	c.workers.Add(1)
+	go func() {
+		defer c.workers.Done()
+		if s != nil {
+			s.cancel()
+			<-s.done
+			wctx, cancel := context.WithTimeout(c.ctx, c.cfg.Handoff/2)
+			if err := s.wm.wait(wctx); err != nil {
+				c.log.Warn("handoff: records still unsettled; the next owner reads them again", "shard", o.shard, "pending", s.wm.pending())
+			}
+			cancel()
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
+		defer cancel()
+		if err := c.persist(ctx, o); err != nil {
+			c.log.Warn("handoff: checkpoint failed", "shard", o.shard, "err", err)
+		}
+		if err := c.release(ctx, o); err != nil {
+			c.log.Warn("handoff: release failed", "shard", o.shard, "err", err)
+		}
+	}()
+}
+
+// takeLease takes l for this owner and holds it.
+func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	nl, err := c.cfg.Leases.Take(ctx, l, c.cfg.Owner)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	o := &owned{shard: nl.ShardID, key: nl.Key, l: nl}
+	c.mu.Lock()
+	c.owned[nl.ShardID] = o
+	delete(c.pending, nl.Key)
+	c.mu.Unlock()
+	c.log.Info("lease taken", "shard", nl.ShardID, "previous_owner", l.Owner, "checkpoint", nl.Checkpoint)
+	return nl, nil
+}
+
+// followHandoffs takes the leases this owner asked for once their owner has
+// released them, or by force after the handoff time.
+func (c *Coordinator) followHandoffs(ctx context.Context) {
+	c.mu.Lock()
+	asked := make(map[string]time.Time, len(c.pending))
+	for k, t := range c.pending {
+		asked[k] = t
+	}
+	c.mu.Unlock()
+	took := false
+	for key, at := range asked {
+		l, err := c.cfg.Leases.Get(ctx, key)
+		drop := false
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			drop = true
+		case err != nil:
+			c.log.Warn("handoff: lease read failed", "key", key, "err", err)
+		case l.Owner == c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd:
+			drop = true
+		case l.Owner == "" || (l.PendingOwner == c.cfg.Owner && time.Since(at) >= c.cfg.Handoff):
+			if l.Owner != "" {
+				c.log.Warn("handoff timed out; taking the lease", "shard", l.ShardID, "from", l.Owner)
+			}
+			if _, err := c.takeLease(ctx, l); err == nil {
+				took = true
+			} else if !errors.Is(err, lease.ErrLeaseLost) {
+				c.log.Warn("handoff: take failed", "shard", l.ShardID, "err", err)
+			}
+		case l.PendingOwner != c.cfg.Owner:
+			drop = true // someone else asked since, or the owner kept it
+		}
+		if drop {
+			c.mu.Lock()
+			delete(c.pending, key)
+			c.mu.Unlock()
+		}
+	}
+	if took {
+		c.wake(false)
+	}
+}

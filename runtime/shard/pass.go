@@ -1,0 +1,311 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// pass is one round of shard sync: (re-)list the shards and create their
+// leases, take leases per balancing, and start a reader for every held shard
+// whose parents are finished. The first pass (from Start) returns every
+// error; later passes are retried by the sync loop.
+func (c *Coordinator) pass(ctx context.Context, relist bool) error {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if !c.running() {
+		return nil
+	}
+	c.mu.Lock()
+	lin := c.lineage
+	c.mu.Unlock()
+	if relist || lin == nil {
+		shards, err := listShards(ctx, c.cfg.Client, c.cfg.Stream)
+		if err != nil {
+			return &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
+		}
+		if lin, err = NewLineage(shards); err != nil {
+			return &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
+		}
+		c.mu.Lock()
+		c.lineage = lin
+		c.mu.Unlock()
+	}
+	leases, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+	if err != nil {
+		return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+	}
+	byShard := make(map[string]lease.Lease, len(leases))
+	for _, l := range leases {
+		byShard[l.ShardID] = l
+	}
+	if relist {
+		for _, id := range lin.IDs() {
+			if _, ok := byShard[id]; ok {
+				continue
+			}
+			info, _ := lin.Shard(id)
+			l, err := c.createLease(ctx, info)
+			if err != nil {
+				return err
+			}
+			byShard[id] = l
+			leases = append(leases, l)
+		}
+	}
+
+	now := time.Now()
+	c.obs.observe(leases, now)
+	plan := planBalance(c.cfg.Owner, leases, c.holds, func(l lease.Lease) bool {
+		return c.obs.expired(l, now, c.cfg.Failover)
+	})
+	var errs []error
+	for _, l := range plan.take {
+		nl, err := c.takeLease(ctx, l)
+		switch {
+		case errors.Is(err, lease.ErrLeaseLost):
+			// Another instance was quicker; the next pass balances again.
+		case err != nil:
+			errs = append(errs, &Error{Op: "lease take", Stream: c.cfg.Stream, Shard: l.ShardID, Err: err})
+		default:
+			byShard[nl.ShardID] = nl
+		}
+	}
+	if s := plan.steal; s != nil {
+		if _, err := c.cfg.Leases.RequestHandoff(ctx, *s, c.cfg.Owner); err == nil {
+			c.mu.Lock()
+			c.pending[s.Key] = now
+			c.mu.Unlock()
+			c.log.Info("asked for a lease", "shard", s.ShardID, "from", s.Owner, "target", plan.target)
+		} else if !errors.Is(err, lease.ErrLeaseLost) {
+			errs = append(errs, &Error{Op: "lease handoff", Stream: c.cfg.Stream, Shard: s.ShardID, Err: err})
+		}
+	}
+
+	held := c.snapshot()
+	slices.SortFunc(held, func(a, b *owned) int { return compareStrings(a.shard, b.shard) })
+	for _, o := range held {
+		o.mu.Lock()
+		idle := o.sess == nil && !o.gone && !o.handing && !o.finished
+		l := o.l
+		o.mu.Unlock()
+		if !idle {
+			continue
+		}
+		if l.Checkpoint == lease.CheckpointShardEnd {
+			// A finished lease left held by an earlier run: nothing to read.
+			if err := c.release(ctx, o); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		from, ready := c.startable(l, lin, byShard)
+		if !ready {
+			continue
+		}
+		if err := c.open(ctx, o, from); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// holds reports whether this coordinator holds, or has asked for, a lease.
+func (c *Coordinator) holds(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[key]; ok {
+		return true
+	}
+	for _, o := range c.owned {
+		if o.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// createLease stores the lease of a newly found shard (or reads the one
+// another instance created first).
+func (c *Coordinator) createLease(ctx context.Context, info Info) (lease.Lease, error) {
+	l := lease.Lease{
+		Key:             lease.KeyFor(c.cfg.Namespace, info.ID),
+		ShardID:         info.ID,
+		ParentShardIDs:  slices.Clone(info.Parents),
+		StartingHashKey: info.StartingHashKey,
+		EndingHashKey:   info.EndingHashKey,
+	}
+	created, err := c.cfg.Leases.Create(ctx, l)
+	if err != nil {
+		return lease.Lease{}, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+	}
+	if created {
+		c.log.Debug("lease created", "shard", info.ID, "parents", info.Parents)
+		return l, nil
+	}
+	got, err := c.cfg.Leases.Get(ctx, l.Key)
+	if err != nil {
+		return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+	}
+	return got, nil
+}
+
+// startable decides whether the shard of l can be read now (every parent
+// checkpointed SHARD_END, or gone from the stream and the store) and where.
+func (c *Coordinator) startable(l lease.Lease, lin *Lineage, byShard map[string]lease.Lease) (startAt, bool) {
+	parents := l.ParentShardIDs
+	if info, ok := lin.Shard(l.ShardID); ok && len(parents) == 0 {
+		parents = info.Parents
+	}
+	child := false
+	for _, p := range parents {
+		pl, hasLease := byShard[p]
+		_, listed := lin.Shard(p)
+		if hasLease || listed {
+			child = true
+		}
+		switch {
+		case hasLease && pl.Checkpoint != lease.CheckpointShardEnd:
+			return startAt{}, false
+		case !hasLease && listed:
+			return startAt{}, false // its lease is created on the next listing
+		}
+	}
+	c.mu.Lock()
+	p := c.start
+	c.mu.Unlock()
+	switch l.Checkpoint {
+	case "":
+		if child {
+			// Whatever was written to a child before its reader started
+			// comes after its parents' records: read all of it.
+			return startAt{typ: types.ShardIteratorTypeTrimHorizon}, true
+		}
+		return positionFor(p, l.ShardID), true
+	case lease.CheckpointTrimHorizon:
+		return startAt{typ: types.ShardIteratorTypeTrimHorizon}, true
+	case lease.CheckpointLatest:
+		return startAt{typ: types.ShardIteratorTypeLatest}, true
+	case lease.CheckpointAtTimestamp:
+		if p.Kind == AtTimestamp {
+			return positionFor(p, l.ShardID), true
+		}
+		return startAt{typ: types.ShardIteratorTypeTrimHorizon}, true
+	}
+	// A sequence number: reopen at it and skip what was settled, so the rest
+	// of a KPL aggregate is not lost (AFTER_SEQUENCE_NUMBER would skip it).
+	return startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: l.Checkpoint, skip: true, sub: l.SubSequence}, true
+}
+
+// startAt is where a reader opens a shard.
+type startAt struct {
+	typ types.ShardIteratorType
+	seq string    // AT_SEQUENCE_NUMBER
+	ts  time.Time // AT_TIMESTAMP
+	// skip drops the records of seq whose SubSequence <= sub: they were
+	// delivered and settled before.
+	skip bool
+	sub  int64
+}
+
+func positionFor(p Position, shardID string) startAt {
+	switch p.Kind {
+	case Horizon:
+		return startAt{typ: types.ShardIteratorTypeTrimHorizon}
+	case AtTimestamp:
+		return startAt{typ: types.ShardIteratorTypeAtTimestamp, ts: p.Time}
+	case AtSequence:
+		if p.ShardID == shardID {
+			return startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: p.Sequence}
+		}
+	}
+	return startAt{typ: types.ShardIteratorTypeLatest}
+}
+
+// iterator gets a shard iterator, retrying throttling and transient errors a
+// few times. An empty iterator means the shard has nothing left from there.
+func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) (string, error) {
+	in := &kinesis.GetShardIteratorInput{
+		StreamName:        aws.String(c.cfg.Stream),
+		ShardId:           aws.String(shardID),
+		ShardIteratorType: at.typ,
+	}
+	switch at.typ {
+	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
+		in.StartingSequenceNumber = aws.String(at.seq)
+	case types.ShardIteratorTypeAtTimestamp:
+		in.Timestamp = aws.Time(at.ts)
+	}
+	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+	for attempt := 0; ; attempt++ {
+		out, err := c.cfg.Client.GetShardIterator(ctx, in)
+		if err == nil {
+			return aws.ToString(out.ShardIterator), nil
+		}
+		if cl := classify(err); (cl == classThrottle || cl == classRetry) && attempt < 5 && ctx.Err() == nil && sleep(ctx, bo.next()) {
+			continue
+		}
+		return "", &Error{Op: "GetShardIterator", Stream: c.cfg.Stream, Shard: shardID, Err: err}
+	}
+}
+
+// open fetches the first iterator of o at from and starts its reader.
+func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
+	it, err := c.iterator(ctx, o.shard, from)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(c.ctx)
+	s := &session{wm: newWatermark(), from: from, cancel: cancel, done: make(chan struct{})}
+	o.mu.Lock()
+	if o.gone || o.handing {
+		o.mu.Unlock()
+		cancel()
+		return nil
+	}
+	o.sess, o.persisted = s, 0
+	o.mu.Unlock()
+	c.log.Debug("reader started", "shard", o.shard, "at", string(from.typ), "sequence", from.seq)
+	c.workers.Add(1)
+	go c.read(sctx, o, s, it)
+	return nil
+}
+
+// reposition moves a running reader to p (Seek): the old generation is
+// abandoned before its reader stops, so none of its settlements counts.
+func (c *Coordinator) reposition(ctx context.Context, o *owned, p Position) error {
+	old := o.session()
+	if old == nil {
+		return nil
+	}
+	old.wm.abandon()
+	old.cancel()
+	select {
+	case <-old.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	o.mu.Lock()
+	if o.sess == old {
+		o.sess = nil
+	}
+	o.mu.Unlock()
+	return c.open(ctx, o, positionFor(p, o.shard))
+}

@@ -1,0 +1,221 @@
+package shard
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// recordWaiter is implemented by backends that can say when a shard has a
+// record to read (the in-process Kinesis): a reader waits on it after an
+// empty read instead of sleeping the poll interval.
+type recordWaiter interface {
+	WaitForRecords(ctx context.Context, shardIterator string) error
+}
+
+// read is the reader of one session: GetRecords in a loop, each record to
+// the sink in shard order, until ctx ends (stop, seek, lost lease) or the
+// shard ends.
+func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter string) {
+	defer c.workers.Done()
+	defer close(s.done)
+	log := c.log.With("shard", o.shard)
+	waiter, _ := c.cfg.Client.(recordWaiter)
+	resume := s.from // where a new iterator starts if this one expires
+	skip := s.from.skip
+	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
+	limit := c.cfg.BatchSize
+	woken := false // the last wait was a waiter's wake-up
+	for ctx.Err() == nil {
+		if iter == "" {
+			c.finish(ctx, o, s, nil)
+			return
+		}
+		began := time.Now()
+		out, err := c.cfg.Client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			switch classify(err) {
+			case classExpired:
+				// Resume after the last delivered record, or where the
+				// session opened if none was delivered yet.
+				next, ierr := c.iterator(ctx, o.shard, resume)
+				if ierr != nil {
+					log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
+					sleep(ctx, bo.next())
+					continue
+				}
+				log.Debug("iterator expired; renewed", "at", string(resume.typ), "sequence", resume.seq)
+				iter = next
+			case classThrottle:
+				log.Debug("GetRecords throttled; backing off", "err", err)
+				sleep(ctx, bo.next())
+			default:
+				log.Warn("GetRecords failed; retrying", "err", err)
+				sleep(ctx, bo.next())
+			}
+			continue
+		}
+		bo.reset()
+		for i := range out.Records {
+			err := userRecords(&out.Records[i], func(seq string, sub int64, key string, data []byte) error {
+				if skip {
+					if seq == resume.seq && sub <= resume.sub {
+						return nil // settled before this session opened
+					}
+					skip = false
+				}
+				r := &Record{
+					Stream:         c.cfg.Stream,
+					ShardID:        o.shard,
+					SequenceNumber: seq,
+					SubSequence:    sub,
+					PartitionKey:   key,
+					Data:           data,
+					ArrivalTime:    aws.ToTime(out.Records[i].ApproximateArrivalTimestamp),
+				}
+				s.wm.add(r)
+				if err := c.cfg.Sink(ctx, r); err != nil {
+					s.wm.retract(r.idx) // not taken: it must not hold the watermark
+					return err
+				}
+				resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: seq, skip: true, sub: sub}
+				return nil
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					// The sink broke its contract: drop this generation and
+					// let the next pass reopen the shard at its checkpoint.
+					log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
+					s.wm.abandon()
+					o.mu.Lock()
+					if o.sess == s {
+						o.sess = nil
+					}
+					o.mu.Unlock()
+				}
+				return
+			}
+		}
+		if out.NextShardIterator == nil {
+			c.finish(ctx, o, s, out.ChildShards)
+			return
+		}
+		iter = *out.NextShardIterator
+		n := len(out.Records)
+		switch {
+		case n >= int(limit):
+			// A full read: more is waiting, read again at once.
+			woken = false
+		case n > 0 && aws.ToInt64(out.MillisBehindLatest) > 0:
+			// Catching up: keep within the shard's 5 reads a second.
+			sleep(ctx, minPoll-time.Since(began))
+			woken = false
+		case c.closedShard(o.shard):
+			// Draining a closed shard: its end comes after an empty read or
+			// two (kinesalite needs one more than the service).
+			sleep(ctx, minPoll-time.Since(began))
+		case waiter != nil && !(woken && n == 0):
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if err := waiter.WaitForRecords(wctx, iter); err != nil && ctx.Err() == nil && wctx.Err() == nil {
+				sleep(ctx, c.cfg.Poll)
+			}
+			cancel()
+			woken = true
+		default:
+			sleep(ctx, c.cfg.Poll)
+			woken = false
+		}
+	}
+}
+
+// closedShard reports whether the last listing saw the shard closed.
+func (c *Coordinator) closedShard(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lineage == nil {
+		return false
+	}
+	info, ok := c.lineage.Shard(id)
+	return ok && info.Closed
+}
+
+// finish ends a shard read to its end: once every delivered record has
+// settled it checkpoints SHARD_END, records the children, releases the
+// lease and asks for a sync pass so the children start now.
+func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children []types.ChildShard) {
+	log := c.log.With("shard", o.shard)
+	log.Debug("shard ended; waiting for delivered records to settle", "pending", s.wm.pending())
+	if err := s.wm.wait(ctx); err != nil {
+		return // stopped, repositioned or lost meanwhile: the next reader ends it
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
+		if s.wm.discard.Load() {
+			return l, errNothing
+		}
+		nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
+		if err == nil {
+			o.finished = true
+		}
+		return nl, err
+	})
+	if err != nil {
+		if ctx.Err() == nil && err != errGone && err != errNothing {
+			log.Warn("SHARD_END checkpoint failed; the shard is read to its end again", "err", err)
+			o.mu.Lock()
+			if o.sess == s {
+				o.sess = nil // the next pass reopens it from its checkpoint
+			}
+			o.mu.Unlock()
+		}
+		return
+	}
+	ids := make([]string, 0, 2)
+	for _, ch := range children {
+		ids = append(ids, aws.ToString(ch.ShardId))
+	}
+	if len(children) > 0 {
+		// The server named the children: create their leases now, before
+		// the next listing, so they can start at once.
+		lin, lerr := NewLineage(nil)
+		if lerr == nil {
+			lerr = lin.AddChildren(children)
+		}
+		if lerr != nil {
+			log.Warn("child shards not usable; the next listing finds them", "err", lerr)
+		} else {
+			for _, id := range lin.IDs() {
+				info, _ := lin.Shard(id)
+				if _, err := c.createLease(ctx, info); err != nil {
+					log.Warn("child lease not created; the next listing creates it", "child", id, "err", err)
+				}
+			}
+		}
+	} else if shards, err := listShards(ctx, c.cfg.Client, c.cfg.Stream); err == nil {
+		if lin, err := NewLineage(shards); err == nil {
+			ids = lin.Children(o.shard)
+		}
+	}
+	if len(ids) > 0 {
+		if _, err := c.mutate(ctx, o, "lease set-children", func(l lease.Lease) (lease.Lease, error) {
+			return c.cfg.Leases.SetChildren(ctx, l, ids)
+		}); err != nil {
+			log.Warn("recording child shards failed", "err", err)
+		}
+	}
+	if err := c.release(ctx, o); err != nil {
+		log.Warn("releasing a finished lease failed", "err", err)
+	}
+	log.Info("shard read to its end", "children", ids)
+	c.wake(true)
+}

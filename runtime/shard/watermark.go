@@ -1,0 +1,144 @@
+package shard
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// mark is a position inside a shard: a record's sequence number and, for a
+// record expanded from a KPL aggregate, its sub-sequence.
+type mark struct {
+	seq string
+	sub int64
+}
+
+// watermark turns settlements, which arrive in any order, into the last
+// record of the contiguous settled prefix of one reader generation. Records
+// are keyed by arrival order (the index handed out when a record goes to the
+// sink), never by their sequence numbers. The pending records live in a ring
+// that doubles when full, so each record costs O(1) amortised and no
+// allocation of its own.
+type watermark struct {
+	mu       sync.Mutex
+	ring     []slot // len is a power of two
+	base     uint64 // index of the oldest unsettled record
+	next     uint64 // index of the next delivered record
+	last     mark   // last record of the settled prefix
+	has      bool   // last is set
+	drained  chan struct{}
+	discard  atomic.Bool
+	advanced uint64 // bumped whenever base moves; the persister compares it
+}
+
+type slot struct {
+	m    mark
+	done bool
+}
+
+func newWatermark() *watermark { return &watermark{ring: make([]slot, 64)} }
+
+// add gives r the next arrival index of w.
+func (w *watermark) add(r *Record) {
+	w.mu.Lock()
+	if w.next-w.base == uint64(len(w.ring)) {
+		w.grow()
+	}
+	w.ring[w.next&uint64(len(w.ring)-1)] = slot{m: mark{r.SequenceNumber, r.SubSequence}}
+	r.wm, r.idx = w, w.next
+	w.next++
+	w.mu.Unlock()
+}
+
+func (w *watermark) grow() {
+	old, mask := w.ring, uint64(len(w.ring)-1)
+	w.ring = make([]slot, 2*len(old))
+	nmask := uint64(len(w.ring) - 1)
+	for i := w.base; i < w.next; i++ {
+		w.ring[i&nmask] = old[i&mask]
+	}
+}
+
+// settle marks index i settled and advances over the settled prefix.
+// Settling an index twice, or one of a discarded generation, does nothing.
+func (w *watermark) settle(i uint64) {
+	if w.discard.Load() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i < w.base || i >= w.next {
+		return
+	}
+	mask := uint64(len(w.ring) - 1)
+	w.ring[i&mask].done = true
+	if i != w.base {
+		return
+	}
+	for w.base < w.next && w.ring[w.base&mask].done {
+		s := &w.ring[w.base&mask]
+		w.last, w.has = s.m, true
+		*s = slot{} // drop the string so the ring keeps no record alive
+		w.base++
+	}
+	w.advanced++
+	if w.base == w.next && w.drained != nil {
+		close(w.drained)
+		w.drained = nil
+	}
+}
+
+// progress returns the checkpointable position and a counter that moves
+// whenever it does.
+func (w *watermark) progress() (m mark, ok bool, version uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last, w.has, w.advanced
+}
+
+// pending returns how many delivered records are not settled yet.
+func (w *watermark) pending() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next - w.base
+}
+
+// wait returns nil once every delivered record has settled, or ctx's error.
+func (w *watermark) wait(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		if w.base == w.next {
+			w.mu.Unlock()
+			return nil
+		}
+		if w.drained == nil {
+			w.drained = make(chan struct{})
+		}
+		ch := w.drained
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// abandon discards the generation: later settlements are ignored, so records
+// delivered before a seek or a lost lease never move a checkpoint.
+func (w *watermark) abandon() { w.discard.Store(true) }
+
+// retract takes back the last added index, for a record the sink did not
+// take (it returned because its ctx ended).
+func (w *watermark) retract(i uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i+1 == w.next && i >= w.base {
+		w.ring[i&uint64(len(w.ring)-1)] = slot{}
+		w.next--
+		if w.base == w.next && w.drained != nil {
+			close(w.drained)
+			w.drained = nil
+		}
+	}
+}

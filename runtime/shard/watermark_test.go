@@ -1,0 +1,136 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func deliver(w *watermark, n int) []*Record {
+	out := make([]*Record, n)
+	for i := range out {
+		out[i] = &Record{SequenceNumber: fmt.Sprintf("seq-%03d", i)}
+		w.add(out[i])
+	}
+	return out
+}
+
+func TestWatermarkAdvancesOnlyOverContiguousPrefix(t *testing.T) {
+	w := newWatermark()
+	recs := deliver(w, 5)
+	if _, ok, _ := w.progress(); ok {
+		t.Fatal("progress before any settle")
+	}
+	recs[1].Settle()
+	recs[2].Settle()
+	if _, ok, _ := w.progress(); ok {
+		t.Fatal("checkpoint moved past the unsettled first record")
+	}
+	recs[0].Settle()
+	if m, _, _ := w.progress(); m.seq != "seq-002" {
+		t.Fatalf("checkpoint = %s, want seq-002 (end of the settled prefix)", m.seq)
+	}
+	recs[4].Settle()
+	recs[4].Settle() // twice is harmless
+	if m, _, _ := w.progress(); m.seq != "seq-002" {
+		t.Fatalf("checkpoint = %s, want seq-002 while seq-003 is unsettled", m.seq)
+	}
+	recs[3].Settle()
+	if m, _, _ := w.progress(); m.seq != "seq-004" {
+		t.Fatalf("checkpoint = %s, want seq-004", m.seq)
+	}
+	if p := w.pending(); p != 0 {
+		t.Fatalf("pending = %d, want 0", p)
+	}
+}
+
+// Settling in random order across ring growth always lands on the last
+// record, and every intermediate checkpoint is a settled prefix.
+func TestWatermarkRandomOrderAcrossGrowth(t *testing.T) {
+	w := newWatermark()
+	const n = 1000
+	recs := deliver(w, n)
+	settled := make([]bool, n)
+	order := rand.Perm(n)
+	for _, i := range order {
+		recs[i].Settle()
+		settled[i] = true
+		if m, ok, _ := w.progress(); ok {
+			var k int
+			fmt.Sscanf(m.seq, "seq-%d", &k)
+			for j := 0; j <= k; j++ {
+				if !settled[j] {
+					t.Fatalf("checkpoint at %d but record %d is unsettled", k, j)
+				}
+			}
+			if k+1 < n && settled[k+1] {
+				t.Fatalf("checkpoint at %d stopped short of settled %d", k, k+1)
+			}
+		}
+	}
+	if m, _, _ := w.progress(); m.seq != fmt.Sprintf("seq-%03d", n-1) {
+		t.Fatalf("final checkpoint %s", m.seq)
+	}
+}
+
+func TestWatermarkAbandonedIgnoresSettles(t *testing.T) {
+	w := newWatermark()
+	recs := deliver(w, 3)
+	recs[0].Settle()
+	w.abandon()
+	recs[1].Settle()
+	recs[2].Settle()
+	if m, _, _ := w.progress(); m.seq != "seq-000" {
+		t.Fatalf("abandoned generation moved to %s", m.seq)
+	}
+	if !recs[2].Stale() {
+		t.Fatal("record of an abandoned generation is not stale")
+	}
+}
+
+func TestWatermarkWaitAndRetract(t *testing.T) {
+	w := newWatermark()
+	recs := deliver(w, 2)
+	extra := &Record{SequenceNumber: "not-taken"}
+	w.add(extra)
+	w.retract(extra.idx)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- w.wait(ctx)
+	}()
+	recs[1].Settle()
+	select {
+	case <-done:
+		t.Fatal("wait returned with a record unsettled")
+	case <-time.After(20 * time.Millisecond):
+	}
+	recs[0].Settle()
+	if err := <-done; err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if m, _, _ := w.progress(); m.seq != "seq-001" {
+		t.Fatalf("checkpoint %s includes a retracted record", m.seq)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.add(&Record{SequenceNumber: "x"})
+	cancel()
+	if err := w.wait(ctx); err == nil {
+		t.Fatal("wait with an unsettled record and an ended ctx returned nil")
+	}
+}
+
+func BenchmarkWatermark(b *testing.B) {
+	w := newWatermark()
+	recs := make([]Record, 256)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r := &recs[i%256]
+		*r = Record{SequenceNumber: "49600000000000000000000000000000000000000000000000000000"}
+		w.add(r)
+		r.Settle()
+	}
+}
