@@ -93,11 +93,11 @@ func seed(ctx context.Context, t *testing.T, s lease.Store, namespace, shard str
 func held(ctx context.Context, t *testing.T, s lease.Store, owner string) lease.Lease {
 	t.Helper()
 	l := seed(ctx, t, s, ns(t, "stream"), "shardId-000000000000")
-	l, err := s.Take(ctx, l, owner)
+	taken, err := s.Take(ctx, l, owner)
 	if err != nil {
 		t.Fatalf("Take(%s, %s): %v", l.Key, owner, err)
 	}
-	return l
+	return taken
 }
 
 func mustGet(ctx context.Context, t *testing.T, s lease.Store, key string) lease.Lease {

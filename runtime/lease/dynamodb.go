@@ -1,0 +1,640 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of *dynamodb.Client the DynamoDB store uses, so
+// tests can wrap a client and inject faults.
+type DynamoDBAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+var _ DynamoDBAPI = (*dynamodb.Client)(nil)
+
+// ErrNoTable: the lease table does not exist (or is not usable as one) and
+// the store was not asked to create it.
+var ErrNoTable = errors.New("lease table missing")
+
+// Attribute names of the KCL lease table, so operators can read the table
+// with the tools they know. pendingOwner is ours: the KCL 2.x/3.x
+// checkpointOwner means "the old owner still checkpointing" with leaseOwner
+// already set to the new one, which is not our handoff protocol, so reusing
+// its name would mislead anyone reading the table.
+const (
+	attrKey           = "leaseKey"
+	attrOwner         = "leaseOwner"
+	attrCounter       = "leaseCounter"
+	attrCheckpoint    = "checkpoint"
+	attrSubSequence   = "checkpointSubSequenceNumber"
+	attrOwnerSwitches = "ownerSwitchesSinceCheckpoint"
+	attrParents       = "parentShardId"
+	attrChildren      = "childShardIds"
+	attrStartingHash  = "startingHashKey"
+	attrEndingHash    = "endingHashKey"
+	attrShardID       = "shardId"
+	attrPendingOwner  = "pendingOwner"
+	// writeToken is a random token set by every write, so a retried write
+	// can recognise its own landed first attempt.
+	attrToken          = "writeToken"
+	defaultWaitTimeout = time.Minute
+)
+
+// DynamoDBOption configures a DynamoDB store.
+type DynamoDBOption func(*dynamoConfig)
+
+type dynamoConfig struct {
+	create      bool
+	waitTimeout time.Duration
+	log         *slog.Logger
+}
+
+// CreateTableIfMissing creates the lease table (on-demand billing, leaseKey
+// as hash key) on first use when it does not exist, and waits until it is
+// ACTIVE, at most one minute unless TableWaitTimeout says otherwise.
+func CreateTableIfMissing() DynamoDBOption { return func(c *dynamoConfig) { c.create = true } }
+
+// TableWaitTimeout bounds the wait for a table being created to become ACTIVE.
+func TableWaitTimeout(d time.Duration) DynamoDBOption {
+	return func(c *dynamoConfig) {
+		if d > 0 {
+			c.waitTimeout = d
+		}
+	}
+}
+
+// WithLogger sets the store's logger (discarded by default).
+func WithLogger(l *slog.Logger) DynamoDBOption {
+	return func(c *dynamoConfig) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// DynamoDB is a Store in a DynamoDB table laid out like the KCL lease table.
+// One table can hold the leases of many namespaces; keys are namespace/shard.
+//
+// Every mutation is one conditional write on leaseCounter (and leaseOwner)
+// that sets leaseCounter to the next value. Transient failures are retried by
+// the client's retryer; when a retried conditional write fails its condition,
+// the store re-reads the item and reports success if it carries this call's
+// write token (the first attempt landed), ErrLeaseLost otherwise. Besides the
+// KCL attributes an item holds shardId, pendingOwner (the handoff request)
+// and writeToken.
+type DynamoDB struct {
+	client DynamoDBAPI
+	table  string
+	cfg    dynamoConfig
+
+	mu    sync.Mutex // serialises the table check
+	ready bool
+}
+
+var _ Store = (*DynamoDB)(nil)
+
+// NewDynamoDB returns a store over table. It does no I/O: the table is
+// checked (and created, with CreateTableIfMissing) on first use, or by
+// EnsureTable.
+func NewDynamoDB(client DynamoDBAPI, table string, opts ...DynamoDBOption) *DynamoDB {
+	cfg := dynamoConfig{waitTimeout: defaultWaitTimeout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &DynamoDB{client: client, table: table, cfg: cfg}
+}
+
+// Table returns the name of the lease table.
+func (d *DynamoDB) Table() string { return d.table }
+
+// EnsureTable checks that the lease table exists with leaseKey as its hash
+// key, creating it when the store was made with CreateTableIfMissing. Every
+// other method calls it until it has succeeded once.
+func (d *DynamoDB) EnsureTable(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ready {
+		return nil
+	}
+	if err := d.ensureTable(ctx); err != nil {
+		return &Error{Op: "ensure-table", Key: d.table, Err: err}
+	}
+	d.ready = true
+	return nil
+}
+
+func (d *DynamoDB) ensureTable(ctx context.Context) error {
+	if d.table == "" {
+		return fmt.Errorf("%w: empty table name", ErrInvalid)
+	}
+	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &d.table})
+	var missing *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &missing):
+		if !d.cfg.create {
+			return fmt.Errorf("%w: table %q does not exist (create it with hash key %s of type S, or use CreateTableIfMissing)", ErrNoTable, d.table, attrKey)
+		}
+		return d.createTable(ctx)
+	case err != nil:
+		return err
+	}
+	if err := checkSchema(out.Table); err != nil {
+		return fmt.Errorf("%w: table %q: %v", ErrNoTable, d.table, err)
+	}
+	if out.Table.TableStatus == types.TableStatusCreating {
+		return d.waitActive(ctx)
+	}
+	return nil
+}
+
+// checkSchema refuses a table whose key is not the KCL's: writes to it would
+// fail item by item with validation errors far from the cause.
+func checkSchema(t *types.TableDescription) error {
+	if t == nil || len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != attrKey || t.KeySchema[0].KeyType != types.KeyTypeHash {
+		return fmt.Errorf("key schema must be exactly %s (HASH)", attrKey)
+	}
+	for _, a := range t.AttributeDefinitions {
+		if aws.ToString(a.AttributeName) == attrKey && a.AttributeType != types.ScalarAttributeTypeS {
+			return fmt.Errorf("%s must be of type S, not %s", attrKey, a.AttributeType)
+		}
+	}
+	return nil
+}
+
+func (d *DynamoDB) createTable(ctx context.Context) error {
+	_, err := d.client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            &d.table,
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) { // in use: another instance is creating it
+		return fmt.Errorf("create table %q: %w", d.table, err)
+	}
+	d.cfg.log.Info("lease table created", "table", d.table)
+	return d.waitActive(ctx)
+}
+
+func (d *DynamoDB) waitActive(ctx context.Context) error {
+	w := dynamodb.NewTableExistsWaiter(d.client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 100 * time.Millisecond
+		o.MaxDelay = 2 * time.Second
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &d.table}, d.cfg.waitTimeout); err != nil {
+		return fmt.Errorf("table %q not ACTIVE within %v: %w", d.table, d.cfg.waitTimeout, err)
+	}
+	return nil
+}
+
+// fail wraps err for op and key, mapping the SDK's missing-table error to
+// ErrNoTable (and forgetting that the table was seen, in case it comes back).
+func (d *DynamoDB) fail(op, key string, err error) error {
+	var missing *types.ResourceNotFoundException
+	if errors.As(err, &missing) {
+		d.mu.Lock()
+		d.ready = false
+		d.mu.Unlock()
+		err = fmt.Errorf("%w: table %q: %w", ErrNoTable, d.table, err)
+	}
+	return &Error{Op: op, Key: key, Err: err}
+}
+
+func (d *DynamoDB) begin(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: op, Key: key, Err: err}
+	}
+	if err := d.EnsureTable(ctx); err != nil {
+		var le *Error
+		if errors.As(err, &le) {
+			return &Error{Op: op, Key: key, Err: le.Err}
+		}
+		return &Error{Op: op, Key: key, Err: err}
+	}
+	return nil
+}
+
+// List scans the table for keys starting with namespace + "/". The KCL's
+// schema (leaseKey alone as hash key) allows no Query by prefix, and keeping
+// that schema is what lets operators use KCL tooling, so this is a paginated,
+// strongly consistent Scan with a begins_with filter. Lease tables are small
+// (one item per shard) and List runs once per shard-sync pass.
+func (d *DynamoDB) List(ctx context.Context, namespace string) ([]Lease, error) {
+	if err := d.begin(ctx, "list", namespace); err != nil {
+		return nil, err
+	}
+	in := &dynamodb.ScanInput{
+		TableName:      &d.table,
+		ConsistentRead: aws.Bool(true),
+		// Lease items always carry leaseCounter; this skips anything else
+		// someone keeps in the table under the same prefix.
+		FilterExpression:          aws.String("begins_with(#k, :p) AND attribute_exists(#c)"),
+		ExpressionAttributeNames:  map[string]string{"#k": attrKey, "#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: namespace + "/"}},
+	}
+	var out []Lease
+	for p := dynamodb.NewScanPaginator(d.client, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, d.fail("list", namespace, err)
+		}
+		for _, item := range page.Items {
+			l, _, err := fromItem(item)
+			if err != nil {
+				return nil, &Error{Op: "list", Key: namespace, Err: err}
+			}
+			out = append(out, l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Get reads one lease with a strongly consistent read.
+func (d *DynamoDB) Get(ctx context.Context, key string) (Lease, error) {
+	if err := d.begin(ctx, "get", key); err != nil {
+		return Lease{}, err
+	}
+	l, _, found, err := d.get(ctx, key)
+	if err != nil {
+		return Lease{}, d.fail("get", key, err)
+	}
+	if !found {
+		return Lease{}, &Error{Op: "get", Key: key, Err: ErrNotFound}
+	}
+	return l, nil
+}
+
+// get reads a lease and the token of the write that stored it.
+func (d *DynamoDB) get(ctx context.Context, key string) (Lease, string, bool, error) {
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &d.table,
+		Key:            map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Lease{}, "", false, err
+	}
+	if out.Item == nil {
+		return Lease{}, "", false, nil
+	}
+	l, token, err := fromItem(out.Item)
+	return l, token, err == nil, err
+}
+
+// Create puts l unless an item has its key.
+func (d *DynamoDB) Create(ctx context.Context, l Lease) (bool, error) {
+	if err := validate("create", l, false); err != nil {
+		return false, err
+	}
+	if err := d.begin(ctx, "create", l.Key); err != nil {
+		return false, err
+	}
+	token := newToken()
+	item := toItem(l)
+	item[attrToken] = str(token)
+	_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                &d.table,
+		Item:                     item,
+		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
+		ExpressionAttributeNames: map[string]string{"#k": attrKey},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		// It exists; it was created by this call if an earlier attempt of
+		// it landed before the retry.
+		_, stored, _, gerr := d.get(ctx, l.Key)
+		if gerr != nil {
+			return false, d.fail("create", l.Key, gerr)
+		}
+		return stored == token, nil
+	case err != nil:
+		return false, d.fail("create", l.Key, err)
+	}
+	return true, nil
+}
+
+// Take sets the owner. Besides the counter it is conditional on the owner
+// the caller read, so ownerSwitchesSinceCheckpoint is counted against the
+// owner actually replaced.
+func (d *DynamoDB) Take(ctx context.Context, l Lease, owner string) (Lease, error) {
+	if owner == "" {
+		return Lease{}, invalid("take", l.Key, "empty owner (use Release)")
+	}
+	u := update{set: map[string]types.AttributeValue{attrOwner: str(owner)}, remove: []string{attrPendingOwner}}
+	if l.Owner != owner {
+		u.incSwitches = true
+	}
+	return d.mutate(ctx, "take", l, false, u)
+}
+
+// Renew bumps the counter of a held lease.
+func (d *DynamoDB) Renew(ctx context.Context, l Lease) (Lease, error) {
+	return d.mutate(ctx, "renew", l, true, update{})
+}
+
+// Checkpoint records progress and resets ownerSwitchesSinceCheckpoint.
+func (d *DynamoDB) Checkpoint(ctx context.Context, l Lease, checkpoint string, subSequence int64) (Lease, error) {
+	if checkpoint == "" {
+		return Lease{}, invalid("checkpoint", l.Key, "empty checkpoint")
+	}
+	u := update{set: map[string]types.AttributeValue{
+		attrCheckpoint:    str(checkpoint),
+		attrSubSequence:   num(subSequence),
+		attrOwnerSwitches: num(0),
+	}}
+	return d.mutate(ctx, "checkpoint", l, true, u)
+}
+
+// Release removes leaseOwner.
+func (d *DynamoDB) Release(ctx context.Context, l Lease) (Lease, error) {
+	return d.mutate(ctx, "release", l, true, update{remove: []string{attrOwner}})
+}
+
+// RequestHandoff sets pendingOwner.
+func (d *DynamoDB) RequestHandoff(ctx context.Context, l Lease, to string) (Lease, error) {
+	if to == "" {
+		return Lease{}, invalid("handoff", l.Key, "empty pending owner")
+	}
+	u := update{set: map[string]types.AttributeValue{attrPendingOwner: str(to)}}
+	return d.mutate(ctx, "handoff", l, false, u)
+}
+
+// SetChildren records childShardIds. A string set has no order: they read
+// back sorted.
+func (d *DynamoDB) SetChildren(ctx context.Context, l Lease, children []string) (Lease, error) {
+	set := normSet(children)
+	u := update{}
+	if len(set) == 0 {
+		u.remove = []string{attrChildren}
+	} else {
+		u.set = map[string]types.AttributeValue{attrChildren: &types.AttributeValueMemberSS{Value: set}}
+	}
+	return d.mutate(ctx, "set-children", l, true, u)
+}
+
+// Delete removes the item, conditional on the counter. A retried delete whose
+// first attempt landed reports ErrNotFound: the lease is gone either way.
+func (d *DynamoDB) Delete(ctx context.Context, l Lease) error {
+	if err := validate("delete", l, false); err != nil {
+		return err
+	}
+	if err := d.begin(ctx, "delete", l.Key); err != nil {
+		return err
+	}
+	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 &d.table,
+		Key:                       map[string]types.AttributeValue{attrKey: str(l.Key)},
+		ConditionExpression:       aws.String("#c = :expect"),
+		ExpressionAttributeNames:  map[string]string{"#c": attrCounter},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":expect": num(l.Counter)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		_, _, found, gerr := d.get(ctx, l.Key)
+		switch {
+		case gerr != nil:
+			return d.fail("delete", l.Key, fmt.Errorf("%w (and re-reading failed: %v)", ErrLeaseLost, gerr))
+		case !found:
+			return &Error{Op: "delete", Key: l.Key, Err: ErrNotFound}
+		}
+		return &Error{Op: "delete", Key: l.Key, Err: ErrLeaseLost}
+	case err != nil:
+		return d.fail("delete", l.Key, err)
+	}
+	return nil
+}
+
+// update is one UpdateItem's changes besides the counter.
+type update struct {
+	set         map[string]types.AttributeValue
+	remove      []string
+	incSwitches bool // ownerSwitchesSinceCheckpoint += 1
+}
+
+// mutate writes u conditional on l's counter (and owner when checkOwner),
+// setting leaseCounter to l.Counter+1 and writeToken to a fresh random
+// token, by which a failed condition after a transparent retry is told
+// apart from a lost lease.
+func (d *DynamoDB) mutate(ctx context.Context, op string, l Lease, checkOwner bool, u update) (Lease, error) {
+	if err := validate(op, l, checkOwner); err != nil {
+		return Lease{}, err
+	}
+	if err := d.begin(ctx, op, l.Key); err != nil {
+		return Lease{}, err
+	}
+	token := newToken()
+	names := map[string]string{"#c": attrCounter, "#t": attrToken}
+	values := map[string]types.AttributeValue{":expect": num(l.Counter), ":next": num(l.Counter + 1), ":token": str(token)}
+	sets := []string{"#c = :next", "#t = :token"}
+	// Sorted so the request is the same for the same call (readable in logs).
+	attrs := make([]string, 0, len(u.set))
+	for a := range u.set {
+		attrs = append(attrs, a)
+	}
+	sort.Strings(attrs)
+	for i, a := range attrs {
+		n, v := fmt.Sprintf("#s%d", i), fmt.Sprintf(":s%d", i)
+		names[n], values[v] = a, u.set[a]
+		sets = append(sets, n+" = "+v)
+	}
+	if u.incSwitches {
+		names["#sw"] = attrOwnerSwitches
+		values[":zero"], values[":one"] = num(0), num(1)
+		sets = append(sets, "#sw = if_not_exists(#sw, :zero) + :one")
+	}
+	expr := "SET " + strings.Join(sets, ", ")
+	if len(u.remove) > 0 {
+		var rm []string
+		for i, a := range u.remove {
+			n := fmt.Sprintf("#r%d", i)
+			names[n] = a
+			rm = append(rm, n)
+		}
+		expr += " REMOVE " + strings.Join(rm, ", ")
+	}
+	cond := "#c = :expect"
+	// Take is conditional on the owner too: see Take.
+	if checkOwner || op == "take" {
+		names["#o"] = attrOwner
+		if l.Owner == "" {
+			cond += " AND attribute_not_exists(#o)"
+		} else {
+			values[":owner"] = str(l.Owner)
+			cond += " AND #o = :owner"
+		}
+	}
+	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &d.table,
+		Key:                       map[string]types.AttributeValue{attrKey: str(l.Key)},
+		UpdateExpression:          &expr,
+		ConditionExpression:       &cond,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return d.recheck(ctx, op, l, token)
+	case err != nil:
+		return Lease{}, d.fail(op, l.Key, err)
+	}
+	stored, _, err := fromItem(out.Attributes)
+	if err != nil {
+		return Lease{}, &Error{Op: op, Key: l.Key, Err: err}
+	}
+	d.cfg.log.Debug("lease written", "op", op, "key", l.Key, "shard", stored.ShardID, "owner", stored.Owner, "counter", stored.Counter)
+	return stored, nil
+}
+
+// recheck decides a failed condition: no item is ErrNotFound; an item
+// holding this call's token at the counter it wrote means an earlier attempt
+// of this call landed (the SDK retried after a lost reply); anything else is
+// ErrLeaseLost.
+func (d *DynamoDB) recheck(ctx context.Context, op string, l Lease, token string) (Lease, error) {
+	stored, storedToken, found, err := d.get(ctx, l.Key)
+	switch {
+	case err != nil:
+		// Without the re-read the outcome is unknown; lost is the safe answer.
+		return Lease{}, d.fail(op, l.Key, fmt.Errorf("%w (and re-reading failed: %v)", ErrLeaseLost, err))
+	case !found:
+		return Lease{}, &Error{Op: op, Key: l.Key, Err: ErrNotFound}
+	case storedToken == token && stored.Counter == l.Counter+1:
+		d.cfg.log.Debug("retried lease write had landed", "op", op, "key", l.Key, "shard", stored.ShardID, "owner", stored.Owner)
+		return stored, nil
+	}
+	return Lease{}, &Error{Op: op, Key: l.Key, Err: ErrLeaseLost}
+}
+
+func newToken() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// normSet sorts and de-duplicates ids, as a DynamoDB string set holds them.
+func normSet(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// toItem lays l out as a KCL lease item. Empty strings and sets are left out:
+// DynamoDB rejects empty sets, and an absent leaseOwner is how the KCL marks
+// a lease nobody holds.
+func toItem(l Lease) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		attrKey:           str(l.Key),
+		attrCounter:       num(l.Counter),
+		attrSubSequence:   num(l.SubSequence),
+		attrOwnerSwitches: num(l.OwnerSwitchesSinceCheckpoint),
+	}
+	for a, v := range map[string]string{
+		attrShardID:      l.ShardID,
+		attrOwner:        l.Owner,
+		attrCheckpoint:   l.Checkpoint,
+		attrStartingHash: l.StartingHashKey,
+		attrEndingHash:   l.EndingHashKey,
+		attrPendingOwner: l.PendingOwner,
+	} {
+		if v != "" {
+			item[a] = str(v)
+		}
+	}
+	if s := normSet(l.ParentShardIDs); len(s) > 0 {
+		item[attrParents] = &types.AttributeValueMemberSS{Value: s}
+	}
+	if s := normSet(l.ChildShardIDs); len(s) > 0 {
+		item[attrChildren] = &types.AttributeValueMemberSS{Value: s}
+	}
+	return item
+}
+
+// fromItem reads a lease item, including ones the KCL wrote (no shardId
+// attribute: the shard is the key's last segment).
+func fromItem(item map[string]types.AttributeValue) (Lease, string, error) {
+	var l Lease
+	var errs []error
+	s := func(a string) string {
+		switch v := item[a].(type) {
+		case nil:
+		case *types.AttributeValueMemberS:
+			return v.Value
+		default:
+			errs = append(errs, fmt.Errorf("%s is %T, want S", a, v))
+		}
+		return ""
+	}
+	n := func(a string) int64 {
+		switch v := item[a].(type) {
+		case nil:
+		case *types.AttributeValueMemberN:
+			x, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			}
+			return x
+		default:
+			errs = append(errs, fmt.Errorf("%s is %T, want N", a, v))
+		}
+		return 0
+	}
+	ss := func(a string) []string {
+		switch v := item[a].(type) {
+		case nil:
+		case *types.AttributeValueMemberSS:
+			return normSet(v.Value)
+		default:
+			errs = append(errs, fmt.Errorf("%s is %T, want SS", a, v))
+		}
+		return nil
+	}
+	l.Key = s(attrKey)
+	l.ShardID = s(attrShardID)
+	if l.ShardID == "" {
+		l.ShardID = l.Key[strings.LastIndex(l.Key, "/")+1:]
+	}
+	l.Owner = s(attrOwner)
+	l.Counter = n(attrCounter)
+	l.Checkpoint = s(attrCheckpoint)
+	l.SubSequence = n(attrSubSequence)
+	l.OwnerSwitchesSinceCheckpoint = n(attrOwnerSwitches)
+	l.ParentShardIDs = ss(attrParents)
+	l.ChildShardIDs = ss(attrChildren)
+	l.StartingHashKey = s(attrStartingHash)
+	l.EndingHashKey = s(attrEndingHash)
+	l.PendingOwner = s(attrPendingOwner)
+	if l.Key == "" {
+		errs = append(errs, fmt.Errorf("item has no %s", attrKey))
+	}
+	token := s(attrToken)
+	if len(errs) > 0 {
+		return Lease{}, "", fmt.Errorf("malformed lease item %q: %w", l.Key, errors.Join(errs...))
+	}
+	return l, token, nil
+}

@@ -1,0 +1,248 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/lease/leasetest"
+)
+
+var tableSeq atomic.Int64
+
+// dynaliteClient returns a client for the local dynalite (skips without it).
+func dynaliteClient(t testing.TB) *dynamodb.Client {
+	url := livetest.DynamoDBEndpoint(t)
+	return dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+// freshTable returns a table name no other test uses.
+func freshTable(t testing.TB) string {
+	return fmt.Sprintf("leases-%d-%d", time.Now().UnixNano(), tableSeq.Add(1))
+}
+
+// newDynamo returns a store on a fresh table, created (and waited for) now.
+func newDynamo(t testing.TB, api lease.DynamoDBAPI) *lease.DynamoDB {
+	t.Helper()
+	s := lease.NewDynamoDB(api, freshTable(t), lease.CreateTableIfMissing(), lease.TableWaitTimeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if err := s.EnsureTable(ctx); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
+	}
+	return s
+}
+
+func TestDynamoDBConformance(t *testing.T) {
+	client := dynaliteClient(t)
+	leasetest.Run(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })
+}
+
+// landTwice sends every UpdateItem twice and answers with the second reply:
+// what the client sees when a write lands but its reply is lost and the
+// retryer sends it again.
+type landTwice struct {
+	lease.DynamoDBAPI
+	between func() // runs between the two attempts, if set
+}
+
+func (f landTwice) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, err := f.DynamoDBAPI.UpdateItem(ctx, in, opts...); err != nil {
+		return nil, err
+	}
+	if f.between != nil {
+		f.between()
+	}
+	return f.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+}
+
+func TestDynamoDBRetriedWriteThatLandedSucceeds(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct := newDynamo(t, client)
+	table := direct.Table()
+	s := lease.NewDynamoDB(landTwice{DynamoDBAPI: client}, table)
+
+	l := lease.Lease{Key: lease.KeyFor("app/stream", "shard-0"), ShardID: "shard-0"}
+	if _, err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Take(ctx, l, "worker-a")
+	if err != nil {
+		t.Fatalf("Take whose retry failed its condition: %v; want success (the first attempt landed)", err)
+	}
+	if a.Owner != "worker-a" || a.Counter != 1 || a.OwnerSwitchesSinceCheckpoint != 1 {
+		t.Fatalf("Take = %+v; want owner worker-a, counter 1, one switch", a)
+	}
+	r, err := s.Renew(ctx, a)
+	if err != nil || r.Counter != 2 {
+		t.Fatalf("Renew = %+v, %v; want counter 2", r, err)
+	}
+	c, err := s.Checkpoint(ctx, r, "123", 1)
+	if err != nil || c.Checkpoint != "123" || c.Counter != 3 {
+		t.Fatalf("Checkpoint = %+v, %v; want checkpoint 123 at counter 3", c, err)
+	}
+	got, err := direct.Get(ctx, l.Key)
+	if err != nil || got.Counter != 3 {
+		t.Fatalf("stored = %+v, %v; want counter 3 (each write landed once)", got, err)
+	}
+}
+
+func TestDynamoDBRetriedWriteOvertakenIsLost(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct := newDynamo(t, client)
+	key := lease.KeyFor("app/stream", "shard-0")
+	// worker-b steals the lease between worker-a's landed renewal and its
+	// retry: worker-a must learn it lost the lease, not that it renewed.
+	steal := func() {
+		cur, err := direct.Get(ctx, key)
+		if err == nil {
+			_, err = direct.Take(ctx, cur, "worker-b")
+		}
+		if err != nil {
+			t.Errorf("steal: %v", err)
+		}
+	}
+	s := lease.NewDynamoDB(landTwice{DynamoDBAPI: client, between: steal}, direct.Table())
+	l := lease.Lease{Key: key, ShardID: "shard-0", Owner: "worker-a"}
+	if _, err := direct.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Renew(ctx, l)
+	if !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Renew overtaken by a steal: %v; want ErrLeaseLost", err)
+	}
+	if got, _ := direct.Get(ctx, key); got.Owner != "worker-b" {
+		t.Fatalf("owner %q; want worker-b", got.Owner)
+	}
+}
+
+// failGet makes every GetItem fail.
+type failGet struct{ lease.DynamoDBAPI }
+
+func (failGet) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, errors.New("connection reset")
+}
+
+func TestDynamoDBConditionFailureWithoutReReadIsLost(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct := newDynamo(t, client)
+	l := lease.Lease{Key: lease.KeyFor("app/stream", "shard-0"), ShardID: "shard-0", Owner: "worker-a", Counter: 5}
+	if _, err := direct.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	stale := l
+	stale.Counter = 4
+	s := lease.NewDynamoDB(failGet{client}, direct.Table())
+	_, err := s.Checkpoint(ctx, stale, "9", 0)
+	if !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Checkpoint with a stale counter and a failing re-read: %v; want ErrLeaseLost", err)
+	}
+}
+
+func TestDynamoDBItemUsesKCLAttributeNames(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := newDynamo(t, client)
+	l := lease.Lease{
+		Key: lease.KeyFor("app/stream", "shardId-000000000002"), ShardID: "shardId-000000000002",
+		ParentShardIDs:  []string{"shardId-000000000000", "shardId-000000000001"},
+		StartingHashKey: "0", EndingHashKey: "99",
+	}
+	if _, err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Take(ctx, l, "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = s.Checkpoint(ctx, l, "4959", 2); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.Table()),
+		Key:       map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: l.Key}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"leaseOwner": "worker-a", "leaseCounter": "2", "checkpoint": "4959",
+		"checkpointSubSequenceNumber": "2", "ownerSwitchesSinceCheckpoint": "0",
+		"startingHashKey": "0", "endingHashKey": "99",
+	}
+	for name, v := range want {
+		var got string
+		switch a := out.Item[name].(type) {
+		case *types.AttributeValueMemberS:
+			got = a.Value
+		case *types.AttributeValueMemberN:
+			got = a.Value
+		}
+		if got != v {
+			t.Errorf("attribute %s = %q; want %q", name, got, v)
+		}
+	}
+	if ss, ok := out.Item["parentShardId"].(*types.AttributeValueMemberSS); !ok || len(ss.Value) != 2 {
+		t.Errorf("parentShardId = %#v; want a string set of 2", out.Item["parentShardId"])
+	}
+}
+
+func TestDynamoDBMissingTable(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	table := freshTable(t)
+	s := lease.NewDynamoDB(client, table)
+	_, err := s.Get(ctx, "app/stream/shard-0")
+	if !errors.Is(err, lease.ErrNoTable) {
+		t.Fatalf("Get on a missing table: %v; want ErrNoTable", err)
+	}
+	var le *lease.Error
+	if !errors.As(err, &le) || le.Op != "get" || !strings.Contains(err.Error(), table) {
+		t.Fatalf("error %q does not name the op and the table", err)
+	}
+	// Nothing was created behind the user's back.
+	if _, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table}); err == nil {
+		t.Fatalf("table %s exists; a store without CreateTableIfMissing created it", table)
+	}
+}
+
+func TestDynamoDBWrongSchemaRefused(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	table := freshTable(t)
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            &table,
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := lease.NewDynamoDB(client, table, lease.CreateTableIfMissing())
+	if err := s.EnsureTable(ctx); !errors.Is(err, lease.ErrNoTable) || !strings.Contains(err.Error(), "leaseKey") {
+		t.Fatalf("EnsureTable on a table keyed by id: %v; want ErrNoTable naming leaseKey", err)
+	}
+}
