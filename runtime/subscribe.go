@@ -1,9 +1,12 @@
 package runtime
 
-// OWNER: consume-side helper (issue 3). Contract skeleton; fill in.
-
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -12,11 +15,38 @@ import (
 // Position is where a subscription starts or seeks to.
 type Position = shard.Position
 
-func Horizon() Position           { return Position{Kind: shard.Horizon} }
-func Latest() Position            { return Position{Kind: shard.Latest} }
+// Horizon is the oldest record the stream retains, on every shard.
+func Horizon() Position { return Position{Kind: shard.Horizon} }
+
+// Latest is the tip of every shard at the moment its reader opens (the default).
+func Latest() Position { return Position{Kind: shard.Latest} }
+
+// AtTime is the first record at or after t, on every shard, also on shards found later.
 func AtTime(t time.Time) Position { return Position{Kind: shard.AtTimestamp, Time: t} }
+
+// AtSequence is the record with sequence number seq on shardID; other shards start at Latest.
 func AtSequence(shardID, seq string) Position {
 	return Position{Kind: shard.AtSequence, ShardID: shardID, Sequence: seq}
+}
+
+// validatePosition reports what is wrong with p, or "".
+func validatePosition(p Position) string {
+	switch p.Kind {
+	case shard.Latest, shard.Horizon:
+		return ""
+	case shard.AtTimestamp:
+		if p.Time.IsZero() {
+			return "start position AtTime needs a time"
+		}
+		return ""
+	case shard.AtSequence:
+		if p.ShardID == "" || p.Sequence == "" {
+			return "start position AtSequence needs a shard id and a sequence number"
+		}
+		return ""
+	default:
+		return fmt.Sprintf("unknown position kind %d", p.Kind)
+	}
 }
 
 // Delivery describes the record a handler is given.
@@ -44,8 +74,17 @@ const (
 	outcomeReject
 )
 
-func Ack() Outcome             { return Outcome{kind: outcomeAck} }
-func Retry() Outcome           { return Outcome{kind: outcomeRetry} }
+// Ack settles the record: its shard's checkpoint may move past it.
+func Ack() Outcome { return Outcome{kind: outcomeAck} }
+
+// Retry publishes a copy of the record at the tip of its stream with the
+// attempt count raised, then settles the original. The copy loses its place
+// among the records of its key. After the subscription's MaxRetries the
+// record is rejected instead.
+func Retry() Outcome { return Outcome{kind: outcomeRetry} }
+
+// Reject gives the record up: it goes to the dead-letter stream when one is
+// set (err is its reason), and is logged and settled otherwise.
 func Reject(err error) Outcome { return Outcome{kind: outcomeReject, err: err} }
 
 // OutcomeOf maps a handler's error to an outcome: nil acks, non-nil retries.
@@ -56,46 +95,459 @@ func OutcomeOf(err error) Outcome {
 	return Outcome{kind: outcomeRetry, err: err}
 }
 
+// Err is the error the outcome carries (the reason of a Reject, the cause of
+// a Retry made by OutcomeOf or ReplyOutcome), or nil.
+func (o Outcome) Err() error { return o.err }
+
+func (o Outcome) String() string {
+	switch o.kind {
+	case outcomeAck:
+		return "ack"
+	case outcomeRetry:
+		return "retry"
+	default:
+		return "reject"
+	}
+}
+
 // Handler handles one decoded message.
 type Handler[M any] func(ctx context.Context, msg M, d Delivery) Outcome
 
 // SubscribeOption sets one subscriber setting (the keys of //kinesis:subscriber).
 type SubscribeOption func(*subscribeSettings)
 
-type subscribeSettings struct{}
+// Limits of the settings. The poll floor is the service's read budget: five
+// GetRecords calls per shard per second.
+const (
+	MaxWorkers      = 1024
+	MaxBatchSize    = 10000
+	MinPollInterval = 200 * time.Millisecond
+	DefaultRetries  = 3
+)
 
-// The options below mirror the keys of //kinesis:subscriber one to one;
-// generated Mount functions call them.
-
-func CreateIfMissing(shards int32) SubscribeOption { panic("TODO issue 3") } // create_if_missing=SHARDS
-func Workers(n int) SubscribeOption                { panic("TODO issue 3") } // workers=N
-func ByKey() SubscribeOption                       { panic("TODO issue 3") } // by_key
-func StartAt(p Position) SubscribeOption           { panic("TODO issue 3") } // start_at=
-func BatchSize(n int32) SubscribeOption            { panic("TODO issue 3") } // batch=N
-func PollInterval(d time.Duration) SubscribeOption { panic("TODO issue 3") } // poll=DURATION
-func MaxRetries(n int) SubscribeOption             { panic("TODO issue 3") } // retries=N
-func DeadLetter(stream string) SubscribeOption     { panic("TODO issue 3") } // dead_letter=STREAM
-func HandlerName(name string) SubscribeOption      { panic("TODO issue 3") } // for logs: "pkg.Func"
-
-// ReplyOutcome publishes a handler's reply (when err is nil) and maps the
-// result to an outcome: a failed handler or a failed publish retries.
-func ReplyOutcome[Y any](ctx context.Context, p Publisher[Y], reply Y, err error) Outcome {
-	panic("TODO issue 3")
+type subscribeSettings struct {
+	createShards int32 // 0: the stream must exist
+	workers      int
+	byKey        bool
+	start        Position
+	batch        int32         // 0: the coordinator's default (10000)
+	poll         time.Duration // 0: the coordinator's default (1 s)
+	retries      int
+	deadLetter   string
+	name         string
+	problems     []string // what the options found wrong, reported by Subscribe
 }
 
+func defaultSettings() subscribeSettings {
+	return subscribeSettings{workers: 1, retries: DefaultRetries, start: Latest()}
+}
+
+func (s *subscribeSettings) invalid(format string, args ...any) {
+	s.problems = append(s.problems, fmt.Sprintf(format, args...))
+}
+
+// The options below mirror the keys of //kinesis:subscriber one to one;
+// generated Mount functions call them. A bad value is reported by Subscribe
+// as an ErrInvalid error, before any I/O.
+
+// CreateIfMissing creates the stream with shards shards when it does not
+// exist, and waits (up to a minute) for it to become active.
+func CreateIfMissing(shards int32) SubscribeOption { // create_if_missing=SHARDS
+	return func(s *subscribeSettings) {
+		if shards < 1 {
+			s.invalid("create_if_missing=%d: a stream needs at least one shard", shards)
+			return
+		}
+		s.createShards = shards
+	}
+}
+
+// Workers runs n deliveries at once (default 1).
+func Workers(n int) SubscribeOption { // workers=N
+	return func(s *subscribeSettings) {
+		if n < 1 || n > MaxWorkers {
+			s.invalid("workers=%d: want 1..%d", n, MaxWorkers)
+			return
+		}
+		s.workers = n
+	}
+}
+
+// ByKey makes the workers lanes: deliveries of one partition key run one
+// after another, on the lane the key hashes to.
+func ByKey() SubscribeOption { // by_key
+	return func(s *subscribeSettings) { s.byKey = true }
+}
+
+// StartAt is where shards without a checkpoint start (default Latest).
+func StartAt(p Position) SubscribeOption { // start_at=
+	return func(s *subscribeSettings) {
+		if msg := validatePosition(p); msg != "" {
+			s.invalid("start_at: %s", msg)
+			return
+		}
+		s.start = p
+	}
+}
+
+// BatchSize is the most records one GetRecords call returns (1..10000, default 10000).
+func BatchSize(n int32) SubscribeOption { // batch=N
+	return func(s *subscribeSettings) {
+		if n < 1 || n > MaxBatchSize {
+			s.invalid("batch=%d: want 1..%d", n, MaxBatchSize)
+			return
+		}
+		s.batch = n
+	}
+}
+
+// PollInterval is the wait after an empty read (at least 200 ms, the
+// service's per-shard read budget; default 1 s).
+func PollInterval(d time.Duration) SubscribeOption { // poll=DURATION
+	return func(s *subscribeSettings) {
+		if d < MinPollInterval {
+			s.invalid("poll=%s: want at least %s (five reads per shard per second)", d, MinPollInterval)
+			return
+		}
+		s.poll = d
+	}
+}
+
+// MaxRetries bounds the deferred retries of one record (default 3); 0 sends
+// a record that asks for a retry straight to its rejection.
+func MaxRetries(n int) SubscribeOption { // retries=N
+	return func(s *subscribeSettings) {
+		if n < 0 {
+			s.invalid("retries=%d: want 0 or more", n)
+			return
+		}
+		s.retries = n
+	}
+}
+
+// DeadLetter names the stream that receives rejected records, with their
+// reason and origin in headers. It must exist when the subscription starts.
+func DeadLetter(stream string) SubscribeOption { // dead_letter=STREAM
+	return func(s *subscribeSettings) {
+		if msg := validateStreamName(stream); msg != "" {
+			s.invalid("dead_letter: %s", msg)
+			return
+		}
+		s.deadLetter = stream
+	}
+}
+
+// HandlerName names the handler in logs, for example "orders.Post".
+func HandlerName(name string) SubscribeOption { // for logs: "pkg.Func"
+	return func(s *subscribeSettings) { s.name = name }
+}
+
+// validateStreamName checks the service's rule: 1–128 of [a-zA-Z0-9_.-].
+func validateStreamName(name string) string {
+	if name == "" {
+		return "empty stream name"
+	}
+	if len(name) > 128 {
+		return fmt.Sprintf("stream name of %d characters: at most 128", len(name))
+	}
+	for _, c := range name {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			return fmt.Sprintf("stream name %q: only letters, digits, '_', '.' and '-'", name)
+		}
+	}
+	return ""
+}
+
+// ReplyOutcome publishes a handler's reply (when err is nil) and maps the
+// result to an outcome: a failed handler or a failed publish retries. The
+// reply's key follows p's key ladder, so a mount-site key set with
+// WithPartitionKey on p is used when the reply carries none of its own.
+func ReplyOutcome[Y any](ctx context.Context, p Publisher[Y], reply Y, err error) Outcome {
+	if err != nil {
+		return OutcomeOf(err)
+	}
+	if err := p.Publish(ctx, reply); err != nil {
+		return OutcomeOf(fmt.Errorf("publish reply: %w", err))
+	}
+	return Ack()
+}
+
+type subState uint8
+
+const (
+	subRegistered subState = iota // waiting for Connect
+	subStarting
+	subRunning
+	subStopped // terminal
+)
+
 // Subscription is a running (or registered) subscription: its seek handle and stop.
-type Subscription struct{}
+type Subscription struct {
+	b      *Broker
+	stream string
+	set    subscribeSettings
+	invoke invokeFunc
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	state subState
+	run   *subRun       // while running
+	idle  chan struct{} // closed when the last run's lanes have exited
+	done  chan struct{}
+}
+
+// Stream is the stream the subscription reads.
+func (s *Subscription) Stream() string { return s.stream }
+
+// Done is closed when the subscription has fully stopped (Stop, or the
+// broker's Shutdown).
+func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Subscribe registers h on stream. Before Connect it is started by Connect;
 // after Connect it starts at once and returns when every owned shard has its
 // first iterator. The settings are validated before any I/O.
 func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeOption) (*Subscription, error) {
-	panic("TODO issue 3")
+	set := defaultSettings()
+	for _, o := range opts {
+		if o != nil {
+			o(&set)
+		}
+	}
+	if msg := validateStreamName(stream); msg != "" {
+		set.invalid("%s", msg)
+	}
+	if h == nil {
+		set.invalid("nil handler")
+	}
+	if set.deadLetter != "" && set.deadLetter == stream {
+		set.invalid("dead_letter=%s: the stream itself", stream)
+	}
+	if b == nil || b.s == nil {
+		set.invalid("nil broker: make one with NewBroker")
+	}
+	if len(set.problems) > 0 {
+		return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New(strings.Join(set.problems, "; "))}
+	}
+
+	log := b.s.cfg.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("stream", stream)
+	if set.name != "" {
+		log = log.With("handler", set.name)
+	}
+	s := &Subscription{
+		b:      b,
+		stream: stream,
+		set:    set,
+		invoke: typedInvoke(h, b.s.cfg.codec),
+		log:    log,
+		done:   make(chan struct{}),
+	}
+
+	b.s.mu.Lock()
+	for _, other := range b.s.subs {
+		if other.stream == stream {
+			b.s.mu.Unlock()
+			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New("this broker already subscribes to the stream")}
+		}
+	}
+	c := b.s.conn
+	if c != nil {
+		s.state = subStarting
+	}
+	b.s.subs = append(b.s.subs, s)
+	b.s.mu.Unlock()
+
+	if c == nil {
+		return s, nil // Connect starts it
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := s.start(ctx, c); err != nil {
+		b.forget(s)
+		s.finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startTimeout bounds a start that has no caller's context (Subscribe after
+// Connect): the create wait plus the first pass.
+const startTimeout = 2 * time.Minute
+
+// forget removes s from the broker's subscriptions, so its stream can be
+// subscribed again.
+func (b *Broker) forget(s *Subscription) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	for i, other := range b.s.subs {
+		if other == s {
+			b.s.subs = append(b.s.subs[:i:i], b.s.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// finish marks s stopped for good and closes Done once its lanes are idle.
+func (s *Subscription) finish() {
+	s.mu.Lock()
+	if s.state == subStopped {
+		s.mu.Unlock()
+		return
+	}
+	s.state = subStopped
+	idle := s.idle
+	s.mu.Unlock()
+	if idle == nil {
+		close(s.done)
+		return
+	}
+	go func() {
+		<-idle
+		close(s.done)
+	}()
+}
+
+// Seek repositions a running subscription on every shard it owns (and, for
+// a stream-wide position, on shards it takes later). Settlements of records
+// delivered before the seek never drag a checkpoint back. Before Connect and
+// after Stop or Shutdown it answers ErrNotConnected.
+func (s *Subscription) Seek(ctx context.Context, p Position) error {
+	if msg := validatePosition(p); msg != "" {
+		return &Error{Kind: ErrInvalid, Op: "seek", Stream: s.stream, Err: errors.New(msg)}
+	}
+	s.mu.Lock()
+	r := s.run
+	running := s.state == subRunning
+	s.mu.Unlock()
+	if !running || r == nil {
+		return &Error{Kind: ErrNotConnected, Op: "seek", Stream: s.stream}
+	}
+	if _, err := s.b.connection(); err != nil {
+		return &Error{Kind: ErrNotConnected, Op: "seek", Stream: s.stream}
+	}
+	if err := r.coord.Seek(ctx, p); err != nil {
+		kind := readErrorKind(err)
+		switch {
+		case errors.Is(err, shard.ErrStopped):
+			kind = ErrNotConnected
+		case errors.Is(err, shard.ErrNotOwned), errors.Is(err, shard.ErrConfig):
+			kind = ErrInvalid
+		}
+		return &Error{Kind: kind, Op: "seek", Stream: s.stream, Err: err}
+	}
+	return nil
+}
+
+// Stop stops the subscription: no more fetching, deliveries in flight finish
+// (bounded by ctx and the broker's shutdown timeout), final checkpoints are
+// written and the leases released so another instance takes the shards at
+// once. The broker forgets the subscription; Done is closed.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.b.forget(s)
+	err := s.halt(ctx)
+	s.finish()
+	return err
+}
+
+// halt stops the current run, if any, and leaves s registered.
+func (s *Subscription) halt(ctx context.Context) error {
+	s.mu.Lock()
+	r := s.run
+	s.run = nil
+	if s.state != subStopped {
+		s.state = subRegistered
+	}
+	if r != nil {
+		s.idle = r.idle
+	}
+	s.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	if d := s.b.s.cfg.shutdownTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	return r.stop(ctx)
 }
 
 // startRegistered starts every registered subscription; Connect calls it.
-func (b *Broker) startRegistered(ctx context.Context, c *conn) error { panic("TODO issue 3") }
+// When one fails, the ones it started are stopped again (leases released)
+// and stay registered for a later Connect.
+func (b *Broker) startRegistered(ctx context.Context, c *conn) error {
+	b.s.mu.Lock()
+	var todo []*Subscription
+	for _, s := range b.s.subs {
+		s.mu.Lock()
+		if s.state == subRegistered {
+			s.state = subStarting
+			todo = append(todo, s)
+		}
+		s.mu.Unlock()
+	}
+	b.s.mu.Unlock()
+
+	for i, s := range todo {
+		if err := s.start(ctx, c); err != nil {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.stopBound())
+			for _, started := range todo[:i] {
+				_ = started.halt(stopCtx)
+			}
+			cancel()
+			for _, rest := range todo[i:] {
+				rest.mu.Lock()
+				if rest.state == subStarting {
+					rest.state = subRegistered
+				}
+				rest.mu.Unlock()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// stopBound is how long stopping may take when the caller sets no deadline.
+func (b *Broker) stopBound() time.Duration {
+	if d := b.s.cfg.shutdownTimeout; d > 0 {
+		return d + 5*time.Second
+	}
+	return 35 * time.Second
+}
 
 // stopSubscriptions stops fetching, lets lanes finish, checkpoints and
 // releases leases; Shutdown calls it before marking the connection closed.
-func (b *Broker) stopSubscriptions(ctx context.Context) error { panic("TODO issue 3") }
+// The subscriptions stop in parallel, each bounded by the shutdown timeout,
+// and are finished: Done closes. Subscriptions that never started (a failed
+// Connect already put them back) stay registered for the next Connect.
+func (b *Broker) stopSubscriptions(ctx context.Context) error {
+	b.s.mu.Lock()
+	var stop, keep []*Subscription
+	for _, s := range b.s.subs {
+		s.mu.Lock()
+		if s.state == subRegistered {
+			keep = append(keep, s)
+		} else {
+			stop = append(stop, s)
+		}
+		s.mu.Unlock()
+	}
+	b.s.subs = keep
+	b.s.mu.Unlock()
+
+	errs := make([]error, len(stop))
+	var wg sync.WaitGroup
+	for i, s := range stop {
+		wg.Go(func() {
+			errs[i] = s.halt(ctx)
+			s.finish()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

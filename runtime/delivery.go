@@ -1,0 +1,365 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// Headers the runtime writes on records it republishes. The attempt header
+// travels on retry copies and is read back into Delivery.Attempt (it is not
+// among Delivery.Headers); the others travel on dead letters.
+const (
+	AttemptHeader          = "kinesisgen-attempt"
+	DeadLetterReasonHeader = "kinesisgen-reason"
+	OriginStreamHeader     = "kinesisgen-origin-stream"
+	OriginShardHeader      = "kinesisgen-origin-shard"
+	OriginSequenceHeader   = "kinesisgen-origin-sequence"
+	OriginAttemptsHeader   = "kinesisgen-origin-attempts"
+)
+
+// maxReasonLen keeps a dead letter's reason header short; an error text can
+// be arbitrarily long.
+const maxReasonLen = 1024
+
+// invokeFunc decodes a payload into the handler's message type and calls the
+// handler. A non-nil error means the payload did not decode.
+type invokeFunc func(ctx context.Context, payload []byte, d Delivery) (Outcome, error)
+
+func typedInvoke[M any](h Handler[M], codec Codec) invokeFunc {
+	unmarshal := json.Unmarshal
+	if codec != nil {
+		unmarshal = codec.Unmarshal
+	}
+	return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
+		var m M
+		if err := unmarshal(payload, &m); err != nil {
+			return Outcome{}, err
+		}
+		return h(ctx, m, d), nil
+	}
+}
+
+// subRun is one start of a subscription: its coordinator, lanes and the
+// context its handlers run under.
+type subRun struct {
+	s      *Subscription
+	c      *conn
+	log    *slog.Logger
+	coord  *shard.Coordinator
+	lanes  *lanes
+	idle   chan struct{} // the lanes' workers have all exited
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// start checks (or creates) the stream and the dead-letter stream, starts
+// the lanes and the coordinator, and returns once every owned shard has its
+// first iterator.
+func (s *Subscription) start(ctx context.Context, c *conn) error {
+	if err := ensureStream(ctx, c, s.stream, s.set.createShards, s.log); err != nil {
+		return err
+	}
+	if dl := s.set.deadLetter; dl != "" {
+		if err := ensureStream(ctx, c, dl, 0, s.log); err != nil {
+			return err
+		}
+	}
+
+	cfg := s.b.s.cfg
+	r := &subRun{s: s, c: c, log: s.log.With("owner", c.owner)}
+	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.lanes = newLanes(s.set.workers, s.set.byKey, r.process)
+	r.idle = r.lanes.idle
+
+	app := cfg.app
+	if app == "" {
+		app = "kinesisgen"
+	}
+	coord, err := shard.New(shard.Config{
+		Stream:     s.stream,
+		Namespace:  app + "/" + s.stream,
+		Client:     c.client,
+		Leases:     c.leases,
+		Owner:      c.owner,
+		Logger:     r.log,
+		Start:      s.set.start,
+		BatchSize:  s.set.batch,
+		Poll:       s.set.poll,
+		Sync:       cfg.shardSync,
+		Renew:      cfg.leaseRenew,
+		Failover:   cfg.failover,
+		Checkpoint: cfg.checkpointEvery,
+		Sink:       r.lanes.submit,
+	})
+	if err != nil {
+		r.abandon()
+		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: err}
+	}
+	r.coord = coord
+	if err := coord.Start(ctx); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.stopBound())
+		_ = coord.Stop(stopCtx) // release whatever the failed pass took
+		cancel()
+		r.abandon()
+		return &Error{Kind: readErrorKind(err), Op: "subscribe", Stream: s.stream, Err: err}
+	}
+
+	s.mu.Lock()
+	if s.state != subStarting { // stopped while starting
+		s.mu.Unlock()
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.stopBound())
+		defer cancel()
+		_ = r.stop(stopCtx)
+		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream}
+	}
+	s.state = subRunning
+	s.run = r
+	s.mu.Unlock()
+	r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey)
+	return nil
+}
+
+// abandon stops lanes that never received a record.
+func (r *subRun) abandon() {
+	r.lanes.close()
+	r.cancel()
+}
+
+// stop stops fetching and lets the lanes finish what they were given
+// (bounded by ctx); the coordinator then writes the final checkpoints and
+// releases the leases. Handlers still running after that see their context
+// cancelled; records they never settle are read again by the next owner.
+func (r *subRun) stop(ctx context.Context) error {
+	err := r.coord.Stop(ctx)
+	r.lanes.close()
+	r.cancel()
+	select {
+	case <-r.idle:
+	case <-ctx.Done():
+		r.log.Warn("handlers still running after the shutdown timeout")
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		return &Error{Kind: readErrorKind(err), Op: "stop", Stream: r.s.stream, Err: err}
+	}
+	r.log.Info("subscription stopped")
+	return nil
+}
+
+// readErrorKind classifies a coordinator error for the caller.
+func readErrorKind(err error) error {
+	var le *lease.Error
+	if errors.As(err, &le) || errors.Is(err, lease.ErrLeaseLost) {
+		return ErrLease
+	}
+	if isNotFound(err) {
+		return ErrStream
+	}
+	return ErrRead
+}
+
+// process handles one record on a lane: decode, call the handler, carry out
+// its outcome. Every path either settles the record or leaves it unsettled
+// for redelivery (only when the run stops before a republish succeeded).
+func (r *subRun) process(rec *shard.Record) {
+	if rec.Stale() {
+		// A seek repositioned the shard, or its lease went to another
+		// reader: the record is delivered again from there.
+		return
+	}
+	ctx := r.ctx
+	headers, payload, err := decodeEnvelope(rec.Data)
+	if err != nil {
+		r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error
+		return
+	}
+	attempt := takeAttempt(headers)
+	d := Delivery{
+		Stream:         rec.Stream,
+		ShardID:        rec.ShardID,
+		SequenceNumber: rec.SequenceNumber,
+		PartitionKey:   rec.PartitionKey,
+		ArrivalTime:    rec.ArrivalTime,
+		Attempt:        attempt,
+		Headers:        deliveryHeaders(headers, rec.PartitionKey),
+	}
+	out, err := r.call(ctx, payload, d)
+	if err != nil {
+		r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
+		return
+	}
+	switch out.kind {
+	case outcomeAck:
+		rec.Settle()
+	case outcomeRetry:
+		cause := out.err
+		if cause == nil {
+			cause = errors.New("handler asked for a retry")
+		}
+		if attempt > r.s.set.retries {
+			r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("gave up after %d attempts: %w", attempt, cause))
+			return
+		}
+		r.retry(ctx, rec, headers, payload, attempt, cause)
+	default:
+		reason := out.err
+		if reason == nil {
+			reason = errors.New("rejected by the handler")
+		}
+		r.giveUp(ctx, rec, headers, payload, attempt, reason)
+	}
+}
+
+// call runs the handler; a panic is recovered, logged with its stack and
+// turned into a retry.
+func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outcome, decodeErr error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("handler panicked; retrying the record",
+				"shard", d.ShardID, "sequence", d.SequenceNumber, "attempt", d.Attempt,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			out, decodeErr = Outcome{kind: outcomeRetry, err: fmt.Errorf("handler panicked: %v", p)}, nil
+		}
+	}()
+	return r.s.invoke(ctx, payload, d)
+}
+
+// retry publishes a copy of rec at the tip of its stream, with the same key
+// and headers and the next attempt count, then settles the original. A copy
+// that cannot be published keeps the original unsettled.
+func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, cause error) {
+	h := cloneHeaders(headers, 1)
+	h[AttemptHeader] = strconv.Itoa(attempt + 1)
+	out := Outgoing{Stream: r.s.stream, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
+	switch r.publish(ctx, rec, out) {
+	case published:
+		r.log.Debug("record retried", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "error", cause)
+		rec.Settle()
+	case refused:
+		// The copy can never be published (too large with its headers, say):
+		// retrying would stall the shard, so the record is given up.
+		r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("retry copy refused: %w", cause))
+	}
+}
+
+// giveUp sends rec to the dead-letter stream, with its reason and origin in
+// headers, and settles it; without a dead-letter stream it logs and settles.
+func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) {
+	attrs := []any{"shard", rec.ShardID, "sequence", rec.SequenceNumber, "partition_key", rec.PartitionKey, "attempt", attempt, "error", reason}
+	dl := r.s.set.deadLetter
+	if dl == "" {
+		r.log.Error("record rejected and checkpointed past", attrs...)
+		rec.Settle()
+		return
+	}
+	h := cloneHeaders(headers, 5)
+	why := reason.Error()
+	if len(why) > maxReasonLen {
+		why = why[:maxReasonLen]
+	}
+	h[DeadLetterReasonHeader] = why
+	h[OriginStreamHeader] = rec.Stream
+	h[OriginShardHeader] = rec.ShardID
+	h[OriginSequenceHeader] = rec.SequenceNumber
+	h[OriginAttemptsHeader] = strconv.Itoa(attempt)
+	out := Outgoing{Stream: dl, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
+	switch r.publish(ctx, rec, out) {
+	case published:
+		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl)...)
+		rec.Settle()
+	case refused:
+		r.log.Error("dead-letter stream refused the record; checkpointed past", append(attrs, "dead_letter", dl)...)
+		rec.Settle()
+	}
+}
+
+type publishResult uint8
+
+const (
+	published publishResult = iota
+	refused                 // the record itself is invalid: trying again cannot help
+	abandoned               // the run stopped first: leave the record unsettled
+)
+
+// publish puts out, trying again with backoff and jitter until it succeeds,
+// the record is refused as invalid, or ctx ends. The lane waits meanwhile,
+// which holds its shard back: the original stays unsettled, never lost.
+func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) publishResult {
+	const maxBackoff = 10 * time.Second
+	if n := len(encodeRecord(out.Headers, out.Payload)) + len(out.PartitionKey); n > MaxRecordSize {
+		r.log.Error("record too large to republish with its headers", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "bytes", n)
+		return refused
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := r.c.put(ctx, out)
+		switch {
+		case err == nil:
+			return published
+		case errors.Is(err, ErrInvalid):
+			r.log.Error("publish refused", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "error", err)
+			return refused
+		case ctx.Err() != nil, errors.Is(err, ErrNotConnected):
+			return abandoned
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		r.log.Warn("publish failed; the record stays unsettled and is tried again",
+			"to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "retry_in", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return abandoned
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// takeAttempt removes the attempt header from h and returns the attempt it
+// names (1 when absent or unreadable).
+func takeAttempt(h Headers) int {
+	v, ok := h[AttemptHeader]
+	if !ok {
+		return 1
+	}
+	delete(h, AttemptHeader)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// deliveryHeaders is the handler's own copy of the user headers plus the
+// partition key.
+func deliveryHeaders(h Headers, key string) Headers {
+	out := make(Headers, len(h)+1)
+	for k, v := range h {
+		out[k] = v
+	}
+	out[PartitionKeyHeader] = key
+	return out
+}
+
+func cloneHeaders(h Headers, extra int) Headers {
+	out := make(Headers, len(h)+extra)
+	for k, v := range h {
+		out[k] = v
+	}
+	delete(out, PartitionKeyHeader)
+	return out
+}

@@ -1,0 +1,192 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// concurrency tracks how many calls run at once.
+type concurrency struct {
+	now, max atomic.Int64
+}
+
+func (c *concurrency) enter() {
+	n := c.now.Add(1)
+	for {
+		m := c.max.Load()
+		if n <= m || c.max.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+func (c *concurrency) leave() { c.now.Add(-1) }
+
+func TestLanesByKeyKeepOrderPerKeyAndRunInParallel(t *testing.T) {
+	const keys, perKey = 32, 50
+	var (
+		mu   sync.Mutex
+		seen = map[string][]int{}
+		cc   concurrency
+		wg   sync.WaitGroup
+	)
+	wg.Add(keys * perKey)
+	l := newLanes(4, true, func(r *shard.Record) {
+		defer wg.Done()
+		cc.enter()
+		defer cc.leave()
+		time.Sleep(50 * time.Microsecond) // long enough for lanes to overlap
+		var n int
+		fmt.Sscan(string(r.Data), &n)
+		mu.Lock()
+		seen[r.PartitionKey] = append(seen[r.PartitionKey], n)
+		mu.Unlock()
+	})
+	defer l.close()
+
+	ctx := t.Context()
+	for i := range perKey {
+		for k := range keys {
+			r := &shard.Record{PartitionKey: fmt.Sprintf("customer-%d", k), Data: fmt.Append(nil, i)}
+			if err := l.submit(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+
+	for k, got := range seen {
+		for i, n := range got {
+			if n != i {
+				t.Fatalf("key %s handled out of order: %v", k, got)
+			}
+		}
+	}
+	if len(seen) != keys {
+		t.Fatalf("saw %d keys, want %d", len(seen), keys)
+	}
+	if cc.max.Load() < 2 {
+		t.Fatalf("at most %d deliveries ran at once, want the 4 lanes to overlap", cc.max.Load())
+	}
+	if cc.max.Load() > 4 {
+		t.Fatalf("%d deliveries ran at once with 4 lanes", cc.max.Load())
+	}
+}
+
+func TestLanesWithoutKeyRunAllWorkers(t *testing.T) {
+	const workers = 4
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(workers)
+	var cc concurrency
+	l := newLanes(workers, false, func(r *shard.Record) {
+		cc.enter()
+		defer cc.leave()
+		started.Done()
+		<-release
+	})
+	defer l.close()
+	// Every record has one key: only plain workers may run them together.
+	for range workers {
+		if err := l.submit(t.Context(), &shard.Record{PartitionKey: "same"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started.Wait() // all four handlers are running at once
+	close(release)
+	if got := cc.max.Load(); got != workers {
+		t.Fatalf("max concurrency %d, want %d", got, workers)
+	}
+}
+
+func TestLanesFullLaneBlocksTheSink(t *testing.T) {
+	block := make(chan struct{})
+	took := make(chan struct{}, 1)
+	l := newLanes(1, true, func(r *shard.Record) {
+		select {
+		case took <- struct{}{}:
+		default:
+		}
+		<-block
+	})
+	defer func() { close(block); l.close() }()
+
+	ctx := t.Context()
+	if err := l.submit(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	<-took // the worker holds one record; the queue is empty
+	for i := range laneDepth {
+		if err := l.submit(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+	}
+	// The lane is full: the sink must wait, and give up only when its context ends.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.submit(done, &shard.Record{PartitionKey: "k"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("submit on a full lane = %v, want it to wait until its context ends", err)
+	}
+}
+
+func TestLanesCloseRefusesAndStopsWorkers(t *testing.T) {
+	var handled atomic.Int64
+	l := newLanes(2, false, func(*shard.Record) { handled.Add(1) })
+	l.close()
+	select {
+	case <-l.idle:
+	case <-time.After(5 * time.Second):
+		t.Fatal("workers did not exit after close")
+	}
+	// The queue may still take a record, but no worker may handle it.
+	_ = l.submit(t.Context(), &shard.Record{})
+	if handled.Load() != 0 {
+		t.Fatal("a closed lane handled a record")
+	}
+}
+
+func TestKeyLaneSpreadsKeys(t *testing.T) {
+	const n = 8
+	counts := make([]int, n)
+	for i := range 8000 {
+		counts[keyLane(fmt.Sprintf("customer-%d", i), n)]++
+	}
+	for lane, c := range counts {
+		if c < 700 || c > 1300 {
+			t.Fatalf("lane %d got %d of 8000 keys: %v", lane, c, counts)
+		}
+	}
+	if keyLane("abc", n) != keyLane("abc", n) {
+		t.Fatal("keyLane is not deterministic")
+	}
+}
+
+func TestTakeAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    Headers
+		want int
+	}{
+		{"absent", Headers{"a": "b"}, 1},
+		{"nil headers", nil, 1},
+		{"third", Headers{AttemptHeader: "3"}, 3},
+		{"garbage", Headers{AttemptHeader: "x"}, 1},
+		{"zero", Headers{AttemptHeader: "0"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := takeAttempt(tc.h); got != tc.want {
+				t.Fatalf("takeAttempt = %d, want %d", got, tc.want)
+			}
+			if _, ok := tc.h[AttemptHeader]; ok {
+				t.Fatal("the attempt header stayed among the headers")
+			}
+		})
+	}
+}

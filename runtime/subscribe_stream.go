@@ -1,0 +1,86 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// createWait bounds the wait for a stream to become active.
+const createWait = time.Minute
+
+// ensureStream checks that stream exists, creating it with createShards
+// shards when it is missing and createShards > 0, and waits (up to a minute,
+// bounded by ctx) until it can be read.
+func ensureStream(ctx context.Context, c *conn, stream string, createShards int32, log *slog.Logger) error {
+	status, err := describeStatus(ctx, c, stream)
+	switch {
+	case err == nil && readable(status):
+		return nil
+	case err == nil && status == types.StreamStatusDeleting:
+		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
+	case err == nil: // CREATING
+	case !isNotFound(err):
+		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
+	case createShards == 0:
+		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
+	default:
+		_, err := c.client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: &createShards})
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) { // in use: someone else created it first
+			return &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: err}
+		}
+		log.Info("stream created", "shards", createShards)
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	for {
+		t := time.NewTimer(backoff)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: fmt.Errorf("stream not active: %w", wctx.Err())}
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+		status, err := describeStatus(wctx, c, stream)
+		switch {
+		case err == nil && readable(status):
+			return nil
+		case err == nil && status == types.StreamStatusDeleting:
+			return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
+		case err != nil && !isNotFound(err) && wctx.Err() == nil:
+			// Just after CreateStream a stream may read as missing for a moment;
+			// any other error ends the wait.
+			return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
+		}
+	}
+}
+
+func describeStatus(ctx context.Context, c *conn, stream string) (types.StreamStatus, error) {
+	out, err := c.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	if err != nil {
+		return "", err
+	}
+	if out.StreamDescriptionSummary == nil {
+		return "", errors.New("DescribeStreamSummary returned no summary")
+	}
+	return out.StreamDescriptionSummary.StreamStatus, nil
+}
+
+// readable: an UPDATING stream (resharding) serves reads and writes.
+func readable(s types.StreamStatus) bool {
+	return s == types.StreamStatusActive || s == types.StreamStatusUpdating
+}
+
+func isNotFound(err error) bool {
+	var nf *types.ResourceNotFoundException
+	return errors.As(err, &nf)
+}

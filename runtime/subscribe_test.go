@@ -1,0 +1,778 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// testTimeout bounds every wait of these tests.
+const testTimeout = 20 * time.Second
+
+// env is one test's Kinesis (in process unless a live endpoint is used),
+// lease store and captured logs.
+type env struct {
+	t     *testing.T
+	api   kinesisapi.API
+	store lease.Store
+	logs  *syncBuffer
+	ctx   context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	return newEnvWith(t, kinesistest.New(kinesistest.WithLongPoll(time.Second)))
+}
+
+func newEnvWith(t *testing.T, api kinesisapi.API) *env {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return &env{t: t, api: api, store: lease.NewMemory(), logs: &syncBuffer{}, ctx: ctx}
+}
+
+// broker is a broker on the env's Kinesis and lease store, with intervals
+// short enough for tests. Leases expire only after a minute, so a second
+// broker gets a shard at once only if the first released it.
+func (e *env) broker(opts ...runtime.Option) *runtime.Broker {
+	base := []runtime.Option{
+		runtime.WithKinesisClient(e.api),
+		runtime.WithLeaseStore(e.store),
+		runtime.WithLogger(slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		runtime.WithShardSyncInterval(200 * time.Millisecond),
+		runtime.WithLeaseRenewInterval(100 * time.Millisecond),
+		runtime.WithFailoverTime(time.Minute),
+		runtime.WithCheckpointInterval(50 * time.Millisecond),
+		runtime.WithShutdownTimeout(5 * time.Second),
+	}
+	return runtime.NewBroker(append(base, opts...)...)
+}
+
+func (e *env) connect(b *runtime.Broker) {
+	e.t.Helper()
+	if err := b.Connect(e.ctx); err != nil {
+		e.t.Fatalf("Connect: %v", err)
+	}
+	e.t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+}
+
+func (e *env) createStream(name string, shards int32) {
+	e.t.Helper()
+	if _, err := e.api.CreateStream(e.ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)}); err != nil {
+		e.t.Fatalf("CreateStream %s: %v", name, err)
+	}
+}
+
+// publisher is a connected broker that only publishes.
+func (e *env) publisher(stream string) runtime.Publisher[order] {
+	b := e.broker()
+	e.connect(b)
+	return runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: stream})
+}
+
+func (e *env) publish(p runtime.Publisher[order], o order) {
+	e.t.Helper()
+	if err := p.Message(o).PartitionKey(o.Customer).Publish(e.ctx); err != nil {
+		e.t.Fatalf("publish %+v: %v", o, err)
+	}
+}
+
+// leases returns the stream's leases as the store has them.
+func (e *env) leases(stream string) []lease.Lease {
+	e.t.Helper()
+	ls, err := e.store.List(e.ctx, runtime.DefaultApplication+"/"+stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ls
+}
+
+// receive waits for n values from ch.
+func receive[T any](e *env, ch <-chan T, n int) []T {
+	e.t.Helper()
+	out := make([]T, 0, n)
+	for len(out) < n {
+		select {
+		case v := <-ch:
+			out = append(out, v)
+		case <-e.ctx.Done():
+			e.t.Fatalf("received %d of %d: %v", len(out), n, e.ctx.Err())
+		}
+	}
+	return out
+}
+
+type delivered struct {
+	order order
+	d     runtime.Delivery
+}
+
+// collect is a handler that acks and reports every delivery on the returned channel.
+func collect() (runtime.Handler[order], <-chan delivered) {
+	ch := make(chan delivered, 1024)
+	return func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		ch <- delivered{o, d}
+		return runtime.Ack()
+	}, ch
+}
+
+func ids(ds []delivered) []int {
+	out := make([]int, len(ds))
+	for i, d := range ds {
+		out[i] = d.order.ID
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// line returns the first log line with msg, or "".
+func (s *syncBuffer) line(msg string) string {
+	for l := range strings.SplitSeq(s.String(), "\n") {
+		if strings.Contains(l, `"msg":"`+msg) {
+			return l
+		}
+	}
+	return ""
+}
+
+type gauge struct{ now, max atomic.Int64 }
+
+func (g *gauge) enter() {
+	n := g.now.Add(1)
+	for m := g.max.Load(); n > m && !g.max.CompareAndSwap(m, n); m = g.max.Load() {
+	}
+}
+func (g *gauge) leave() { g.now.Add(-1) }
+
+// The order service of shards-keys-ordering.txt: a 2-shard stream created if
+// missing, four lanes by key, many customers. Every customer's orders are
+// handled in the order they were published, while the lanes run in parallel.
+func TestOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(t *testing.T) {
+	e := newEnv(t)
+	testOrderService(e)
+}
+
+func testOrderService(e *env) {
+	t := e.t
+	const customers, perCustomer = 40, 25
+	stream := fmt.Sprintf("customer-orders-%d", time.Now().UnixNano())
+	var (
+		mu  sync.Mutex
+		got = map[string][]int{}
+		g   gauge
+	)
+	all := make(chan runtime.Delivery, customers*perCustomer)
+	b := e.broker()
+	_, err := runtime.Subscribe(b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		g.enter()
+		defer g.leave()
+		time.Sleep(200 * time.Microsecond) // a journal write
+		mu.Lock()
+		got[o.Customer] = append(got[o.Customer], o.ID)
+		mu.Unlock()
+		all <- d
+		return runtime.Ack()
+	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey(), runtime.PollInterval(runtime.MinPollInterval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b) // creates the stream, then reads it from its tip
+
+	out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil || len(out.Shards) != 2 {
+		t.Fatalf("ListShards after Connect: %d shards, %v; want the stream created with 2", len(out.Shards), err)
+	}
+
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: stream})
+	var wg sync.WaitGroup
+	for c := range customers {
+		wg.Go(func() {
+			for i := range perCustomer {
+				e.publish(p, order{ID: i, Customer: fmt.Sprintf("customer-%d", c)})
+			}
+		})
+	}
+	wg.Wait()
+
+	shards := map[string]bool{}
+	for _, d := range receive(e, all, customers*perCustomer) {
+		shards[d.ShardID] = true
+		if d.Stream != stream || d.SequenceNumber == "" || d.ArrivalTime.IsZero() || d.Attempt != 1 {
+			t.Fatalf("delivery metadata incomplete: %+v", d)
+		}
+		if d.Headers[runtime.PartitionKeyHeader] != d.PartitionKey || !strings.HasPrefix(d.PartitionKey, "customer-") {
+			t.Fatalf("partition key %q, header %q", d.PartitionKey, d.Headers[runtime.PartitionKeyHeader])
+		}
+	}
+	if len(shards) != 2 {
+		t.Fatalf("deliveries came from %d shards, want both", len(shards))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for c, ids := range got {
+		if !slices.IsSorted(ids) || len(ids) != perCustomer {
+			t.Fatalf("%s: orders handled as %v, want 0..%d in order", c, ids, perCustomer-1)
+		}
+	}
+	if g.max.Load() < 2 {
+		t.Fatalf("at most %d orders were handled at once; the 4 lanes should overlap", g.max.Load())
+	}
+	t.Logf("max concurrency %d", g.max.Load())
+}
+
+// Plain workers=4 runs deliveries of one key side by side, so they can
+// finish out of order: order 0 waits for order 1 to be handled.
+func TestPlainWorkersCanReorderOneKey(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	secondDone := make(chan struct{})
+	finished := make(chan int, 2)
+	b := e.broker()
+	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		if o.ID == 0 {
+			select {
+			case <-secondDone:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		finished <- o.ID
+		if o.ID == 1 {
+			close(secondDone)
+		}
+		return runtime.Ack()
+	}, runtime.Workers(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	e.publish(p, order{ID: 0, Customer: "alice"})
+	e.publish(p, order{ID: 1, Customer: "alice"})
+	if got := receive(e, finished, 2); !slices.Equal(got, []int{1, 0}) {
+		t.Fatalf("finished %v, want [1 0]: plain workers should run one key's orders at once", got)
+	}
+}
+
+// A new broker on the same lease store resumes after the checkpoint of the
+// one that stopped: nothing it handled is delivered again.
+func TestResumeFromCheckpointAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 2)
+	pub := e.publisher("orders")
+
+	h1, ch1 := collect()
+	b1 := e.broker(runtime.WithOwnerID("first"))
+	if _, err := runtime.Subscribe(b1, "orders", h1, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b1)
+	for i := range 20 {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	receive(e, ch1, 20)
+	if err := b1.Shutdown(e.ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+
+	for i := 20; i < 30; i++ {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	h2, ch2 := collect()
+	b2 := e.broker(runtime.WithOwnerID("second"))
+	if _, err := runtime.Subscribe(b2, "orders", h2, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b2)
+	// One worker: each shard's records are handled in shard order, so once
+	// every new record has arrived, an old one would have arrived before it.
+	got := receive(e, ch2, 10)
+	shards := map[string]bool{}
+	for _, d := range got {
+		shards[d.d.ShardID] = true
+	}
+	if g := ids(got); slices.Min(g) < 20 {
+		t.Fatalf("after restart got %v: records handled before the restart came again", g)
+	}
+	if len(shards) != 2 {
+		t.Fatalf("new records landed on %d shards; the test needs both", len(shards))
+	}
+}
+
+// A record whose handler never finishes is not checkpointed: the next owner
+// gets it again, with everything after it on its shard.
+func TestUnacknowledgedRecordIsRedelivered(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	pub := e.publisher("orders")
+
+	stuck := make(chan struct{})
+	handled := make(chan int, 16)
+	b1 := e.broker(runtime.WithOwnerID("first"), runtime.WithShutdownTimeout(300*time.Millisecond))
+	_, err := runtime.Subscribe(b1, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		if o.ID == 3 {
+			close(stuck)
+			<-ctx.Done() // cancelled when the shutdown timeout ends
+			return runtime.Ack()
+		}
+		handled <- o.ID
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b1)
+	for i := range 6 {
+		e.publish(pub, order{ID: i, Customer: "alice"})
+	}
+	if got := receive(e, handled, 3); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("handled %v", got)
+	}
+	<-stuck
+	_ = b1.Shutdown(e.ctx) // times out waiting for order 3
+
+	h2, ch2 := collect()
+	b2 := e.broker(runtime.WithOwnerID("second"))
+	if _, err := runtime.Subscribe(b2, "orders", h2, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b2)
+	if got := ids(receive(e, ch2, 3)); !slices.Equal(got, []int{3, 4, 5}) {
+		t.Fatalf("second owner got %v, want [3 4 5]: the unsettled record and what follows it", got)
+	}
+}
+
+// Retry publishes a copy at the tip with the attempt counted up, keeping the
+// key and headers; the original is settled.
+func TestRetryPublishesCopiesWithAttemptCount(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	seen := make(chan runtime.Delivery, 8)
+	b := e.broker()
+	sub, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		if d.Attempt < 3 {
+			return runtime.OutcomeOf(errors.New("warehouse busy"))
+		}
+		return runtime.Ack()
+	}, runtime.MaxRetries(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	if err := p.Message(order{ID: 7, Customer: "alice"}).PartitionKey("alice").Header("trace", "t-1").Publish(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(e, seen, 3)
+	for i, d := range got {
+		if d.Attempt != i+1 {
+			t.Fatalf("delivery %d has attempt %d", i, d.Attempt)
+		}
+		if d.PartitionKey != "alice" || d.Headers["trace"] != "t-1" {
+			t.Fatalf("retry copy lost its key or headers: %+v", d)
+		}
+		if _, ok := d.Headers[runtime.AttemptHeader]; ok {
+			t.Fatalf("the attempt header shows among the user headers: %v", d.Headers)
+		}
+		if i > 0 && d.SequenceNumber <= got[i-1].SequenceNumber {
+			t.Fatalf("copy %d is not at the tip: %s after %s", i, d.SequenceNumber, got[i-1].SequenceNumber)
+		}
+	}
+	// Stopping checkpoints past the original and both copies.
+	if err := sub.Stop(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls := e.leases("orders")
+	if len(ls) != 1 || ls[0].Checkpoint != got[2].SequenceNumber {
+		t.Fatalf("leases after stop: %+v; want the checkpoint at the last copy %s", ls, got[2].SequenceNumber)
+	}
+}
+
+func TestDeadLetterCarriesReasonAndOrigin(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	e.createStream("orders-dlq", 1)
+	attempts := make(chan runtime.Delivery, 8)
+	b := e.broker()
+	_, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		attempts <- d
+		if o.ID == 1 {
+			return runtime.Reject(errors.New("unknown customer"))
+		}
+		return runtime.OutcomeOf(errors.New("db down"))
+	}, runtime.MaxRetries(2), runtime.DeadLetter("orders-dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, deadCh := collect()
+	if _, err := runtime.Subscribe(b, "orders-dlq", dead); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	if err := p.Message(order{ID: 0, Customer: "alice"}).PartitionKey("alice").Header("trace", "t-0").Publish(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(p, order{ID: 1, Customer: "bob"})
+
+	tries := map[int][]runtime.Delivery{}
+	for _, d := range receive(e, attempts, 4) { // order 0: 1 + 2 retries; order 1: once
+		var o int
+		if d.PartitionKey == "bob" {
+			o = 1
+		}
+		tries[o] = append(tries[o], d)
+	}
+	if len(tries[0]) != 3 || tries[0][2].Attempt != 3 {
+		t.Fatalf("order 0 was tried %d times", len(tries[0]))
+	}
+
+	dl := map[int]delivered{}
+	for _, d := range receive(e, deadCh, 2) {
+		dl[d.order.ID] = d
+	}
+	for id, want := range map[int]struct {
+		reason   string
+		attempts string
+		origin   runtime.Delivery
+	}{
+		0: {"gave up after 3 attempts: db down", "3", tries[0][2]},
+		1: {"unknown customer", "1", tries[1][0]},
+	} {
+		d, ok := dl[id]
+		if !ok {
+			t.Fatalf("order %d did not reach the dead-letter stream", id)
+		}
+		h := d.d.Headers
+		if h[runtime.DeadLetterReasonHeader] != want.reason ||
+			h[runtime.OriginStreamHeader] != "orders" ||
+			h[runtime.OriginShardHeader] != want.origin.ShardID ||
+			h[runtime.OriginSequenceHeader] != want.origin.SequenceNumber ||
+			h[runtime.OriginAttemptsHeader] != want.attempts {
+			t.Fatalf("dead letter of order %d has headers %v; want reason %q and origin %s/%s", id, h, want.reason, want.origin.ShardID, want.origin.SequenceNumber)
+		}
+		if d.d.Attempt != 1 || d.d.PartitionKey != want.origin.PartitionKey {
+			t.Fatalf("dead letter of order %d: attempt %d, key %q", id, d.d.Attempt, d.d.PartitionKey)
+		}
+	}
+	if dl[0].d.Headers["trace"] != "t-0" {
+		t.Fatalf("dead letter lost the user headers: %v", dl[0].d.Headers)
+	}
+}
+
+func TestRejectWithoutDeadLetterLogsAndCheckpoints(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	seen := make(chan runtime.Delivery, 2)
+	b := e.broker()
+	sub, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		return runtime.Reject(errors.New("malformed order"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}), order{ID: 1, Customer: "alice"})
+	d := receive(e, seen, 1)[0]
+	if err := sub.Stop(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	line := e.logs.line("record rejected")
+	for _, want := range []string{`"stream":"orders"`, `"shard":"` + d.ShardID, `"sequence":"` + d.SequenceNumber, "malformed order"} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("rejection log %q lacks %s", line, want)
+		}
+	}
+	if ls := e.leases("orders"); len(ls) != 1 || ls[0].Checkpoint != d.SequenceNumber {
+		t.Fatalf("leases %+v: the rejected record should be checkpointed past", ls)
+	}
+}
+
+// rawCodec hands a []byte message the payload as it is.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+
+// Records that do not decode never reach the handler as a zero value: they
+// are rejected to the dead-letter stream with their payload as it was.
+func TestUndecodableRecordsAreRejected(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	e.createStream("orders-dlq", 1)
+	h, ch := collect()
+	b := e.broker()
+	if _, err := runtime.Subscribe(b, "orders", h, runtime.DeadLetter("orders-dlq")); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	type letter struct {
+		data []byte
+		d    runtime.Delivery
+	}
+	letters := make(chan letter, 4)
+	raw := e.broker(runtime.WithCodec(rawCodec{}))
+	if _, err := runtime.Subscribe(raw, "orders-dlq", func(_ context.Context, data []byte, d runtime.Delivery) runtime.Outcome {
+		letters <- letter{data, d}
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(raw)
+
+	bad := [][]byte{
+		[]byte("not json {"),
+		{0xFE, 'k', 'g', 'E', 9, 0}, // an envelope of an unknown version
+	}
+	for _, data := range bad {
+		if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("alice"), Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}), order{ID: 9, Customer: "alice"})
+
+	// Same key, one shard, one worker: the good record comes after the bad ones.
+	if got := receive(e, ch, 1)[0]; got.order.ID != 9 {
+		t.Fatalf("handler got %+v, want only order 9", got.order)
+	}
+	select {
+	case extra := <-ch:
+		t.Fatalf("handler got an undecodable record as %+v", extra.order)
+	default:
+	}
+	for i, l := range receive(e, letters, 2) {
+		if !bytes.Equal(l.data, bad[i]) {
+			t.Fatalf("dead letter %d carries %q, want the original %q", i, l.data, bad[i])
+		}
+		if r := l.d.Headers[runtime.DeadLetterReasonHeader]; !strings.Contains(r, "decode") {
+			t.Fatalf("dead letter %d reason %q", i, r)
+		}
+	}
+}
+
+// A panicking handler does not stop the service: the panic is logged with
+// its stack and the record retried.
+func TestPanickingHandlerIsRetried(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	attempts := make(chan int, 4)
+	b := e.broker()
+	_, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		attempts <- d.Attempt
+		if d.Attempt == 1 {
+			panic("inventory index out of range")
+		}
+		return runtime.Ack()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}), order{ID: 1, Customer: "alice"})
+	if got := receive(e, attempts, 2); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("attempts %v, want [1 2]", got)
+	}
+	line := e.logs.line("handler panicked")
+	if !strings.Contains(line, "inventory index out of range") || !strings.Contains(line, "goroutine ") {
+		t.Fatalf("panic log %q lacks the panic value or the stack", line)
+	}
+}
+
+func TestSeekToHorizonReplaysAndSeekAfterShutdownFails(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	h, ch := collect()
+	b := e.broker()
+	sub, err := runtime.Subscribe(b, "orders", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	for i := range 5 {
+		e.publish(p, order{ID: i, Customer: "alice"})
+	}
+	if got := ids(receive(e, ch, 5)); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("got %v", got)
+	}
+	if err := sub.Seek(e.ctx, runtime.Horizon()); err != nil {
+		t.Fatalf("Seek: %v", err)
+	}
+	if got := ids(receive(e, ch, 5)); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("after seeking to the horizon got %v", got)
+	}
+
+	if err := b.Shutdown(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Seek(e.ctx, runtime.Horizon()); !errors.Is(err, runtime.ErrNotConnected) {
+		t.Fatalf("Seek after Shutdown = %v, want ErrNotConnected", err)
+	}
+	select {
+	case <-sub.Done():
+	case <-e.ctx.Done():
+		t.Fatal("Done not closed after Shutdown")
+	}
+}
+
+// Shutdown releases the leases, so a second broker takes every shard at
+// once rather than after the failover time (a minute here).
+func TestShutdownReleasesLeasesForTheNextBroker(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 2)
+	b1 := e.broker(runtime.WithOwnerID("first"))
+	h1, _ := collect()
+	if _, err := runtime.Subscribe(b1, "orders", h1); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b1)
+	for _, l := range e.leases("orders") {
+		if l.Owner != "first" {
+			t.Fatalf("lease %s owned by %q after the first Connect", l.ShardID, l.Owner)
+		}
+	}
+	if err := b1.Shutdown(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls := e.leases("orders")
+	if len(ls) != 2 {
+		t.Fatalf("%d leases, want 2", len(ls))
+	}
+	for _, l := range ls {
+		if l.Owner != "" {
+			t.Fatalf("lease %s still owned by %q after Shutdown", l.ShardID, l.Owner)
+		}
+	}
+
+	start := time.Now()
+	b2 := e.broker(runtime.WithOwnerID("second"))
+	h2, ch2 := collect()
+	if _, err := runtime.Subscribe(b2, "orders", h2); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b2)
+	for _, l := range e.leases("orders") {
+		if l.Owner != "second" {
+			t.Fatalf("lease %s owned by %q right after the second Connect", l.ShardID, l.Owner)
+		}
+	}
+	// Records published after Connect returned are read.
+	pub := e.publisher("orders")
+	for i := range 10 {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	receive(e, ch2, 10)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the second broker took %v", d)
+	}
+}
+
+func TestSubscribeTwiceAfterConnectIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	b := e.broker()
+	e.connect(b)
+	h, _ := collect()
+	if _, err := runtime.Subscribe(b, "orders", h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Subscribe(b, "orders", h); !errors.Is(err, runtime.ErrInvalid) {
+		t.Fatalf("second Subscribe = %v, want ErrInvalid", err)
+	}
+}
+
+func TestCreateIfMissingAfterConnect(t *testing.T) {
+	e := newEnv(t)
+	b := e.broker()
+	e.connect(b)
+	h, ch := collect()
+	if _, err := runtime.Subscribe(b, "fresh", h, runtime.CreateIfMissing(3)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("fresh")})
+	if err != nil || aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount) != 3 {
+		t.Fatalf("DescribeStreamSummary: %+v, %v", out, err)
+	}
+	// Subscribe returned with every first iterator: a record published now is read.
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "fresh"}), order{ID: 1, Customer: "alice"})
+	receive(e, ch, 1)
+}
+
+type receipt struct {
+	Order int `json:"order"`
+}
+
+// A reply goes through the reply publisher's key ladder: the mount-site key.
+func TestReplyOutcomePublishesTheReply(t *testing.T) {
+	e := newEnv(t)
+	e.createStream("orders", 1)
+	e.createStream("receipts", 2)
+	b := e.broker()
+	receipts := runtime.NewPublisher[receipt](b, runtime.PublisherSpec{Stream: "receipts"}, runtime.WithPartitionKey("receipts"))
+	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		return runtime.ReplyOutcome(ctx, receipts, receipt{Order: o.ID}, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan runtime.Delivery, 8)
+	ids := make(chan int, 8)
+	if _, err := runtime.Subscribe(b, "receipts", func(_ context.Context, r receipt, d runtime.Delivery) runtime.Outcome {
+		got <- d
+		ids <- r.Order
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	for i := range 3 {
+		e.publish(p, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	for _, d := range receive(e, got, 3) {
+		if d.PartitionKey != "receipts" {
+			t.Fatalf("receipt published under key %q, want the mount-site key", d.PartitionKey)
+		}
+	}
+	if got := receive(e, ids, 3); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("receipts %v, want one per order, in order", got)
+	}
+
+	if o := runtime.ReplyOutcome(e.ctx, receipts, receipt{}, errors.New("no stock")); o.String() != "retry" || o.Err() == nil {
+		t.Fatalf("ReplyOutcome with a handler error = %v, want a retry", o)
+	}
+}
