@@ -112,8 +112,9 @@ type batcher struct {
 	closing  bool
 	wake     chan struct{} // capacity 1: "incoming or closing changed"
 
-	results chan callResult
-	done    chan struct{} // closed when run has returned
+	results    chan callResult
+	done       chan struct{} // closed when run has returned
+	unresolved atomic.Int64  // records submitted and not yet resolved
 
 	// Owned by run.
 	ready    fifo             // sendable now, in arrival order
@@ -151,17 +152,27 @@ func newBatcher(client kinesisapi.API, stream string, cfg batchConfig, log *slog
 // put queues one record and waits for its own result. ordered is false for
 // a process-unique key.
 func (b *batcher) put(ctx context.Context, key string, data []byte, ordered bool) (Receipt, error) {
+	e, err := b.submit(ctx, key, data, ordered)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return b.await(e)
+}
+
+// submit queues one record; records of one key are sent in submit order.
+func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered bool) (*entry, error) {
 	if err := ctx.Err(); err != nil {
-		return Receipt{}, b.errorf(ErrPublish, err)
+		return nil, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
 	e := &entry{ctx: ctx, key: key, data: data, ordered: ordered, done: make(chan struct{}, 1)}
 	b.mu.Lock()
 	if b.closing {
 		b.mu.Unlock()
-		return Receipt{}, b.errorf(ErrNotConnected, nil)
+		return nil, b.errorf(ErrNotConnected, nil)
 	}
 	b.incoming = append(b.incoming, e)
 	signal := len(b.incoming) == 1
+	b.unresolved.Add(1)
 	b.mu.Unlock()
 	if signal {
 		select {
@@ -169,25 +180,29 @@ func (b *batcher) put(ctx context.Context, key string, data []byte, ordered bool
 		default:
 		}
 	}
+	return e, nil
+}
 
+// await waits for e's result, or for its caller's ctx to end.
+func (b *batcher) await(e *entry) (Receipt, error) {
 	select {
 	case <-e.done:
 		return e.receipt, e.err
-	case <-ctx.Done():
+	case <-e.ctx.Done():
 	}
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) {
 		// Never sent, or waiting out a backoff: nothing of it will be written.
 		if e.lastErr != nil {
-			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", e.attempts, ctx.Err(), e.lastErr))
+			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", e.attempts, e.ctx.Err(), e.lastErr))
 		}
-		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", ctx.Err()))
+		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", e.ctx.Err()))
 	}
 	select {
 	case <-e.done: // resolved just now
 		return e.receipt, e.err
 	default:
 	}
-	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", ctx.Err()))
+	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", e.ctx.Err()))
 }
 
 func (b *batcher) errorf(kind, cause error) *Error {
@@ -292,6 +307,7 @@ func (b *batcher) pushReady(e *entry) {
 
 // resolve ends an entry (result or error) and lets its key's next entry go.
 func (b *batcher) resolve(e *entry, r Receipt, err error) {
+	b.unresolved.Add(-1)
 	if e.state.Swap(entryDone) != entryAbandoned {
 		e.receipt, e.err = r, err
 		e.done <- struct{}{}

@@ -1,6 +1,28 @@
 // Package runtime is what kinesisgen's generated code calls: the Broker and
 // its lifecycle, typed publishers, subscriptions with their outcomes and
 // worker lanes, and the record envelope.
+//
+// # Publishing
+//
+// A publish resolves its partition key by the ladder of keys.txt (the
+// PartitionKey step, the partition-key header, the mount-site key, a
+// process-unique key), checks it (1 to 256 Unicode characters) and the
+// record's size (1 MiB of data plus key) before any I/O, and waits for its
+// own result. Concurrent publishes to one stream share PutRecords calls: a
+// call starts at once when none is in flight or one has just returned, and
+// otherwise when 500 records or 5 MiB are ready or after a linger of a
+// millisecond; up to four calls per stream run at once. Entries the service
+// refuses with a retryable code (throttling, internal failure) are retried
+// with capped exponential backoff and jitter until they succeed or their
+// caller's context ends; nothing is dropped silently.
+//
+// Order: records of one partition key are stored in the order their
+// publishes were submitted, even when one of them is retried. PutRecords
+// does not order the entries of one request, so at most one record per key
+// is unresolved at any time and a key's later records wait for it; a hot
+// key therefore gets one record per round trip. Records with a
+// process-unique key have no order to keep and are never held back. Records
+// published from concurrent goroutines have no submit order between them.
 package runtime
 
 // SupportPackageIsVersion1 is referenced by generated code; a generator and a

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
 )
 
 // PartitionKeyHeader is the header that names a record's partition key.
@@ -13,6 +14,10 @@ type Headers map[string]string
 
 // HeaderEncoder is implemented by generated header contracts.
 type HeaderEncoder interface{ EncodeHeaders(h Headers) }
+
+// EncodeHeaders copies h into dst, so a header map (for example the
+// Headers of a Delivery) can be passed to Message.Headers as it is.
+func (h Headers) EncodeHeaders(dst Headers) { maps.Copy(dst, h) }
 
 // HeaderDecoder is implemented by pointers to generated header contracts.
 type HeaderDecoder interface{ DecodeHeaders(h Headers) error }
