@@ -43,7 +43,7 @@ func TestDecodeForeignRecords(t *testing.T) {
 		[]byte(`["a"]`),
 		[]byte("\xef\xbb\xbf{\"bom\":true}"), // UTF-8 BOM then JSON
 		[]byte("plain text, with | pipes: and\nnewlines"),
-		[]byte("\x0a\x03abc"),     // a protobuf message
+		[]byte("\x0a\x03abc"),    // a protobuf message
 		{0xF3, 0x89, 0x9A, 0xC2}, // the KPL magic is not ours
 		{0xFE},                   // a prefix of our magic is not our magic
 		{},

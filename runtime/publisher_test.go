@@ -32,10 +32,12 @@ func TestKeyLadder(t *testing.T) {
 		wantHeaders Headers
 	}{
 		{
-			name:    "step wins over header and mount site",
-			spec:    "spec-key",
-			mount:   []PublishOption{WithPartitionKey("mount-key")},
-			build:   func(m *Message[order]) *Message[order] { return m.Header(PartitionKeyHeader, "hdr").PartitionKey("step") },
+			name:  "step wins over header and mount site",
+			spec:  "spec-key",
+			mount: []PublishOption{WithPartitionKey("mount-key")},
+			build: func(m *Message[order]) *Message[order] {
+				return m.Header(PartitionKeyHeader, "hdr").PartitionKey("step")
+			},
 			wantKey: "step",
 		},
 		{
