@@ -51,6 +51,11 @@ func TestDynamoDBConformance(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })
 }
 
+func TestDynamoDBLeader(t *testing.T) {
+	client := dynaliteClient(t)
+	leasetest.RunLeader(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })
+}
+
 // landTwice sends every UpdateItem twice and answers with the second reply:
 // what the client sees when a write lands but its reply is lost and the
 // retryer sends it again.

@@ -12,6 +12,10 @@ func TestMemoryConformance(t *testing.T) {
 	leasetest.Run(t, func(*testing.T) lease.Store { return lease.NewMemory() })
 }
 
+func TestMemoryLeader(t *testing.T) {
+	leasetest.RunLeader(t, func(*testing.T) lease.Store { return lease.NewMemory() })
+}
+
 // BenchmarkMemoryRenew measures one renewal of a held lease.
 func BenchmarkMemoryRenew(b *testing.B) {
 	ctx := context.Background()
