@@ -257,6 +257,9 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 		}
 		return nil
 	}
+	if in.StartingSequenceNumber != nil && in.ShardIteratorType != types.ShardIteratorTypeAtSequenceNumber && in.ShardIteratorType != types.ShardIteratorTypeAfterSequenceNumber {
+		return nil, opError(op.String(), invalidArg("Must either specify (1) AT_SEQUENCE_NUMBER or AFTER_SEQUENCE_NUMBER and StartingSequenceNumber or (2) TRIM_HORIZON or LATEST and no StartingSequenceNumber. Request specified %s and also a StartingSequenceNumber.", in.ShardIteratorType))
+	}
 	switch in.ShardIteratorType {
 	case types.ShardIteratorTypeTrimHorizon:
 	case types.ShardIteratorTypeLatest:
@@ -270,9 +273,12 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 	case types.ShardIteratorTypeAfterSequenceNumber:
 		err = atSeq(true)
 	case types.ShardIteratorTypeAtTimestamp:
-		if in.Timestamp == nil {
-			err = invalidArg("Timestamp is required for AT_TIMESTAMP")
-		} else {
+		switch {
+		case in.Timestamp == nil:
+			err = invalidArg("Must specify timestampInMillis parameter for iterator of type AT_TIMESTAMP. Current request has no timestamp parameter.")
+		case in.Timestamp.UnixMilli() > now.UnixMilli(): // the service compares milliseconds
+			err = invalidArg("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: %d, currentTimestampInMillis: %d", in.Timestamp.UnixMilli(), now.UnixMilli())
+		default:
 			it.ts = in.Timestamp.UnixNano()
 			if it.ts <= 0 {
 				it.ts = 1 // before every record; 0 means "no timestamp"

@@ -37,7 +37,7 @@ func (s *Server) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ 
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
-	if !parent.start.less(at) || parent.end.less(at) {
+	if !parent.start.inc().less(at) || !at.less(parent.end) {
 		return nil, opError(op.String(), invalidArg("NewStartingHashKey %s used in SplitShard() on shard %s in stream %s under account %s is not both greater than one plus the shard's StartingHashKey %s and less than the shard's EndingHashKey %s.",
 			at, parent.id, name, s.cfg.account, parent.start, parent.end))
 	}

@@ -1,0 +1,370 @@
+// Package conformance is one behavioural test suite for every Kinesis
+// backend the project runs on (the in-process server, kinesalite, the real
+// service), so that the in-process stand-in cannot drift from the real thing.
+// Known deviations of a backend are declared once, in its Deviations value,
+// and the cases respect them.
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+)
+
+// Deviations lists the ways a backend knowingly differs from the service.
+type Deviations struct {
+	// ListShardsIgnoresMaxResults: ListShards returns every shard in one
+	// page and never a NextToken.
+	ListShardsIgnoresMaxResults bool
+	// NoChildShards: GetRecords never returns ChildShards at a closed
+	// shard's end.
+	NoChildShards bool
+	// ExtraReadAtShardEnd: the read that returns a closed shard's last
+	// records still hands out a NextShardIterator; a further (empty) read
+	// ends the shard.
+	ExtraReadAtShardEnd bool
+	// AtTimestampPastEndHangs: GetShardIterator AT_TIMESTAMP later than a
+	// shard's last record never answers (only the context deadline ends it).
+	AtTimestampPastEndHangs bool
+	// NoThrottling: the backend never answers
+	// ProvisionedThroughputExceededException.
+	NoThrottling bool
+	// ReshardsClosedShards: SplitShard accepts a shard that is already
+	// closed instead of answering ResourceInUseException.
+	ReshardsClosedShards bool
+}
+
+// Kinesalite is how kinesalite 3.3.3 deviates from the service.
+var Kinesalite = Deviations{
+	ListShardsIgnoresMaxResults: true,
+	NoChildShards:               true,
+	ExtraReadAtShardEnd:         true,
+	AtTimestampPastEndHangs:     true,
+	NoThrottling:                true,
+	ReshardsClosedShards:        true,
+}
+
+// Harness describes a backend under test.
+type Harness struct {
+	// New returns the API to test; it is called once per case. A backend
+	// that is shared between cases is fine: every case uses fresh streams.
+	New func(t *testing.T) kinesisapi.API
+	// Deviations are the backend's known differences from the service.
+	Deviations Deviations
+	// Timeout bounds each case (default 30 s).
+	Timeout time.Duration
+}
+
+// Run runs every case against the harness's backend.
+func Run(t *testing.T, h Harness) {
+	if h.Timeout == 0 {
+		h.Timeout = 30 * time.Second
+	}
+	cases := []struct {
+		name string
+		run  func(*testing.T, *env)
+	}{
+		{"StreamLifecycle", testStreamLifecycle},
+		{"EvenHashRanges", testEvenHashRanges},
+		{"KeyRouting", testKeyRouting},
+		{"ExplicitHashKey", testExplicitHashKey},
+		{"PerShardOrder", testPerShardOrder},
+		{"IteratorTypes", testIteratorTypes},
+		{"AtTimestamp", testAtTimestamp},
+		{"IteratorErrors", testIteratorErrors},
+		{"GetRecordsLimit", testGetRecordsLimit},
+		{"ListShardsPages", testListShardsPages},
+		{"Split", testSplit},
+		{"Merge", testMerge},
+		{"ReshardErrors", testReshardErrors},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
+			defer cancel()
+			c.run(t, &env{t: t, ctx: ctx, api: h.New(t), dev: h.Deviations})
+		})
+	}
+}
+
+type env struct {
+	t   *testing.T
+	ctx context.Context
+	api kinesisapi.API
+	dev Deviations
+}
+
+// stream creates a stream with a name unique to this run and waits until it
+// is ACTIVE; it is deleted when the test ends.
+func (e *env) stream(shards int32) string {
+	e.t.Helper()
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := fmt.Sprintf("conf-%s-%s", strings.NewReplacer("/", "-", "_", "-").Replace(e.t.Name()), hex.EncodeToString(rnd[:]))
+	if len(name) > 128 {
+		name = name[len(name)-128:]
+	}
+	if _, err := e.api.CreateStream(e.ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
+		e.t.Fatalf("CreateStream %s: %v", name, err)
+	}
+	e.waitActive(name)
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = e.api.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &name})
+	})
+	return name
+}
+
+// waitActive waits for a stream to leave CREATING/UPDATING. Servers that
+// change state asynchronously offer no event to await, so this polls
+// briefly; an in-process server is ACTIVE at once and never sleeps here.
+func (e *env) waitActive(name string) {
+	e.t.Helper()
+	for {
+		out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &name})
+		if err != nil {
+			e.t.Fatalf("DescribeStreamSummary %s: %v", name, err)
+		}
+		if out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatalf("stream %s not ACTIVE before the deadline (status %s)", name, out.StreamDescriptionSummary.StreamStatus)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) shards(name string) []types.Shard {
+	e.t.Helper()
+	var all []types.Shard
+	in := &kinesis.ListShardsInput{StreamName: &name}
+	for {
+		out, err := e.api.ListShards(e.ctx, in)
+		if err != nil {
+			e.t.Fatalf("ListShards %s: %v", name, err)
+		}
+		all = append(all, out.Shards...)
+		if out.NextToken == nil {
+			return all
+		}
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
+
+type put struct {
+	key   string
+	data  []byte
+	shard string
+	seq   string
+}
+
+// putAll writes records with PutRecords (in chunks of 500) and returns
+// them with their shard and sequence number.
+func (e *env) putAll(name string, keys []string, data func(i int) []byte) []put {
+	e.t.Helper()
+	out := make([]put, len(keys))
+	for start := 0; start < len(keys); start += 500 {
+		end := min(start+500, len(keys))
+		entries := make([]types.PutRecordsRequestEntry, 0, end-start)
+		for i := start; i < end; i++ {
+			out[i] = put{key: keys[i], data: data(i)}
+			entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String(keys[i]), Data: out[i].data})
+		}
+		res, err := e.api.PutRecords(e.ctx, &kinesis.PutRecordsInput{StreamName: &name, Records: entries})
+		if err != nil {
+			e.t.Fatalf("PutRecords: %v", err)
+		}
+		if aws.ToInt32(res.FailedRecordCount) != 0 || len(res.Records) != len(entries) {
+			e.t.Fatalf("PutRecords: %d failed of %d, %d results", aws.ToInt32(res.FailedRecordCount), len(entries), len(res.Records))
+		}
+		for j, r := range res.Records {
+			if r.ShardId == nil || r.SequenceNumber == nil {
+				e.t.Fatalf("PutRecords entry %d: no shard or sequence number: %+v", j, r)
+			}
+			out[start+j].shard, out[start+j].seq = *r.ShardId, *r.SequenceNumber
+		}
+	}
+	return out
+}
+
+func (e *env) putOne(name, key string, data []byte) put {
+	e.t.Helper()
+	out, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: &name, PartitionKey: &key, Data: data})
+	if err != nil {
+		e.t.Fatalf("PutRecord: %v", err)
+	}
+	return put{key: key, data: data, shard: aws.ToString(out.ShardId), seq: aws.ToString(out.SequenceNumber)}
+}
+
+func (e *env) iterator(name, shard string, typ types.ShardIteratorType, seq string, ts *time.Time) string {
+	e.t.Helper()
+	in := &kinesis.GetShardIteratorInput{StreamName: &name, ShardId: &shard, ShardIteratorType: typ, Timestamp: ts}
+	if seq != "" {
+		in.StartingSequenceNumber = &seq
+	}
+	out, err := e.api.GetShardIterator(e.ctx, in)
+	if err != nil {
+		e.t.Fatalf("GetShardIterator %s %s: %v", shard, typ, err)
+	}
+	return aws.ToString(out.ShardIterator)
+}
+
+// readN reads from it until n records arrived (or the context ends) and
+// returns them with the iterator to continue from.
+func (e *env) readN(it string, n int) ([]types.Record, string) {
+	e.t.Helper()
+	var got []types.Record
+	for len(got) < n {
+		out, err := e.api.GetRecords(e.ctx, &kinesis.GetRecordsInput{ShardIterator: &it})
+		if err != nil {
+			e.t.Fatalf("GetRecords after %d of %d records: %v", len(got), n, err)
+		}
+		got = append(got, out.Records...)
+		if out.NextShardIterator == nil {
+			e.t.Fatalf("shard ended after %d of %d records", len(got), n)
+		}
+		it = *out.NextShardIterator
+	}
+	return got, it
+}
+
+// readToEnd reads a closed shard until GetRecords hands out no further
+// iterator and returns its records and the last answer. The read that
+// returns the shard's last records must end it, unless the backend has
+// ExtraReadAtShardEnd: then exactly one empty read after them may.
+func (e *env) readToEnd(it string) ([]types.Record, *kinesis.GetRecordsOutput) {
+	e.t.Helper()
+	var got []types.Record
+	empty := 0 // empty reads after the last record so far
+	for {
+		out, err := e.api.GetRecords(e.ctx, &kinesis.GetRecordsInput{ShardIterator: &it})
+		if err != nil {
+			e.t.Fatalf("GetRecords: %v", err)
+		}
+		got = append(got, out.Records...)
+		if len(out.Records) == 0 && len(got) > 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		allowed := 0
+		if e.dev.ExtraReadAtShardEnd {
+			allowed = 1
+		}
+		if empty > allowed {
+			e.t.Fatalf("closed shard: the read returning its last (%d) records did not end it; %d more empty reads were needed (allowed: %d)", len(got), empty, allowed)
+		}
+		if out.NextShardIterator == nil {
+			return got, out
+		}
+		if len(out.Records) == 0 && len(got) == 0 && empty == 0 {
+			// An empty closed shard must end on the first read.
+			e.t.Fatalf("closed shard with no records: GetRecords answered a NextShardIterator")
+		}
+		it = *out.NextShardIterator
+	}
+}
+
+func seqBig(t *testing.T, s string) *big.Int {
+	t.Helper()
+	b, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		t.Fatalf("sequence number %q is not a decimal integer", s)
+	}
+	return b
+}
+
+func hashBig(t *testing.T, s *string) *big.Int {
+	t.Helper()
+	if s == nil {
+		t.Fatal("missing hash key")
+	}
+	b, ok := new(big.Int).SetString(*s, 10)
+	if !ok {
+		t.Fatalf("hash key %q is not a decimal integer", *s)
+	}
+	return b
+}
+
+func md5Key(key string) *big.Int {
+	sum := md5.Sum([]byte(key))
+	return new(big.Int).SetBytes(sum[:])
+}
+
+var maxHash = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 128), big.NewInt(1))
+
+// owner returns the open shard whose range holds h.
+func owner(t *testing.T, shards []types.Shard, h *big.Int) string {
+	t.Helper()
+	for _, s := range shards {
+		if s.SequenceNumberRange.EndingSequenceNumber != nil {
+			continue
+		}
+		if hashBig(t, s.HashKeyRange.StartingHashKey).Cmp(h) <= 0 && h.Cmp(hashBig(t, s.HashKeyRange.EndingHashKey)) <= 0 {
+			return *s.ShardId
+		}
+	}
+	t.Fatalf("no open shard holds hash key %s", h)
+	return ""
+}
+
+func find(shards []types.Shard, id string) *types.Shard {
+	for i := range shards {
+		if aws.ToString(shards[i].ShardId) == id {
+			return &shards[i]
+		}
+	}
+	return nil
+}
+
+// wantErr asserts err matches the SDK error type T.
+func wantErr[T error](t *testing.T, what string, err error) {
+	t.Helper()
+	if _, ok := errors.AsType[T](err); !ok {
+		var zero T
+		t.Fatalf("%s: got error %v, want %T", what, err, zero)
+	}
+}
+
+func keys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+func payload(i int) []byte { return []byte(fmt.Sprintf("record-%04d\x00\xff", i)) }
+
+func sameData(t *testing.T, what string, got []types.Record, want []put) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %d records, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i].Data, want[i].data) || aws.ToString(got[i].SequenceNumber) != want[i].seq || aws.ToString(got[i].PartitionKey) != want[i].key {
+			t.Fatalf("%s: record %d = (%q, %s, %s), want (%q, %s, %s)", what, i,
+				got[i].Data, aws.ToString(got[i].SequenceNumber), aws.ToString(got[i].PartitionKey), want[i].data, want[i].seq, want[i].key)
+		}
+		if got[i].ApproximateArrivalTimestamp == nil || got[i].ApproximateArrivalTimestamp.IsZero() {
+			t.Fatalf("%s: record %d has no ApproximateArrivalTimestamp", what, i)
+		}
+	}
+}

@@ -1,0 +1,16 @@
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
+)
+
+// The in-process server claims no deviation from the service.
+func TestConformanceInProcess(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		New: func(*testing.T) kinesisapi.API { return kinesistest.New() },
+	})
+}

@@ -1,0 +1,25 @@
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
+)
+
+func TestConformanceKinesalite(t *testing.T) {
+	url := livetest.KinesisEndpoint(t)
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	conformance.Run(t, conformance.Harness{
+		New:        func(*testing.T) kinesisapi.API { return client },
+		Deviations: conformance.Kinesalite,
+	})
+}
