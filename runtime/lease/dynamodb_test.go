@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,5 +250,216 @@ func TestDynamoDBWrongSchemaRefused(t *testing.T) {
 	s := lease.NewDynamoDB(client, table, lease.CreateTableIfMissing())
 	if err := s.EnsureTable(ctx); !errors.Is(err, lease.ErrNoTable) || !strings.Contains(err.Error(), "leaseKey") {
 		t.Fatalf("EnsureTable on a table keyed by id: %v; want ErrNoTable naming leaseKey", err)
+	}
+}
+
+// smallPages makes every Scan return at most two items per page.
+type smallPages struct{ lease.DynamoDBAPI }
+
+func (f smallPages) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	in.Limit = aws.Int32(2)
+	return f.DynamoDBAPI.Scan(ctx, in, opts...)
+}
+
+func TestDynamoDBListFollowsPages(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct := newDynamo(t, client)
+	for i := range 5 {
+		if _, err := direct.Create(ctx, lease.Lease{Key: lease.KeyFor("app/orders", fmt.Sprint("shard-", i)), ShardID: fmt.Sprint("shard-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		if _, err := direct.Create(ctx, lease.Lease{Key: lease.KeyFor("app/payments", fmt.Sprint("shard-", i)), ShardID: fmt.Sprint("shard-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := lease.NewDynamoDB(smallPages{client}, direct.Table())
+	ls, err := s.List(ctx, "app/orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range ls {
+		got = append(got, l.ShardID)
+	}
+	if want := "[shard-0 shard-1 shard-2 shard-3 shard-4]"; fmt.Sprint(got) != want {
+		t.Fatalf("List over 2-item pages = %v; want %s", got, want)
+	}
+}
+
+func TestDynamoDBConcurrentTableCreation(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	table := freshTable(t)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			errs <- lease.NewDynamoDB(client, table, lease.CreateTableIfMissing(), lease.TableWaitTimeout(30*time.Second)).EnsureTable(ctx)
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("instances creating the table at once: %v", err)
+		}
+	}
+}
+
+// counting counts the calls a store makes, by operation.
+type counting struct {
+	lease.DynamoDBAPI
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *counting) count(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+func (c *counting) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = map[string]int{}
+	return out
+}
+
+func (c *counting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+}
+
+func (c *counting) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count("GetItem")
+	return c.DynamoDBAPI.GetItem(ctx, in, opts...)
+}
+
+func (c *counting) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.count("Scan")
+	return c.DynamoDBAPI.Scan(ctx, in, opts...)
+}
+
+func (c *counting) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	c.count("DescribeTable")
+	return c.DynamoDBAPI.DescribeTable(ctx, in, opts...)
+}
+
+// TestDynamoDBOneWritePerRenewal pins the cost of a renewal pass: one
+// UpdateItem per held lease, no reads, no table check after the first call.
+func TestDynamoDBOneWritePerRenewal(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct := newDynamo(t, client)
+	const held = 8
+	api := &counting{DynamoDBAPI: client, calls: map[string]int{}}
+	s := lease.NewDynamoDB(api, direct.Table())
+	var leases []lease.Lease
+	for i := range held {
+		l := lease.Lease{Key: lease.KeyFor("app/orders", fmt.Sprint("shard-", i)), ShardID: fmt.Sprint("shard-", i), Owner: "worker-a"}
+		if _, err := direct.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	if err := s.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api.take()
+	for pass := range 3 {
+		for i, l := range leases {
+			r, err := s.Renew(ctx, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases[i] = r
+		}
+		got := api.take()
+		if fmt.Sprint(got) != fmt.Sprintf("map[UpdateItem:%d]", held) {
+			t.Fatalf("renewal pass %d over %d leases made calls %v; want exactly %d UpdateItem", pass, held, got, held)
+		}
+	}
+}
+
+// fakeAPI answers from its functions; a call it has no function for panics.
+type fakeAPI struct {
+	lease.DynamoDBAPI // nil: the calls not overridden below
+	describe          func() (*dynamodb.DescribeTableOutput, error)
+	update            func() (*dynamodb.UpdateItemOutput, error)
+	get               func() (*dynamodb.GetItemOutput, error)
+	describes         atomic.Int32
+}
+
+func (f *fakeAPI) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	f.describes.Add(1)
+	return f.describe()
+}
+
+func (f *fakeAPI) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return f.update()
+}
+
+func (f *fakeAPI) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return f.get()
+}
+
+func leaseTableDescription() (*dynamodb.DescribeTableOutput, error) {
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{
+		TableStatus:          types.TableStatusActive,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
+	}}, nil
+}
+
+func TestDynamoDBThrottlingIsNotLeaseLost(t *testing.T) {
+	throttled := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	api := &fakeAPI{
+		describe: leaseTableDescription,
+		update:   func() (*dynamodb.UpdateItemOutput, error) { return nil, throttled },
+	}
+	s := lease.NewDynamoDB(api, "leases")
+	_, err := s.Renew(context.Background(), lease.Lease{Key: "app/s/shard-0", Owner: "worker-a", Counter: 3})
+	if errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("throttled renewal reported as lost: %v (the caller would stop a reader it still owns)", err)
+	}
+	var pt *types.ProvisionedThroughputExceededException
+	var le *lease.Error
+	if !errors.As(err, &pt) || !errors.As(err, &le) || le.Op != "renew" {
+		t.Fatalf("error %v: want a *lease.Error for renew wrapping the SDK's throttling error", err)
+	}
+}
+
+func TestDynamoDBTableDeletedWhileRunning(t *testing.T) {
+	gone := &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+	api := &fakeAPI{
+		describe: leaseTableDescription,
+		get:      func() (*dynamodb.GetItemOutput, error) { return nil, gone },
+	}
+	s := lease.NewDynamoDB(api, "leases")
+	for range 2 {
+		_, err := s.Get(context.Background(), "app/s/shard-0")
+		if !errors.Is(err, lease.ErrNoTable) {
+			t.Fatalf("Get on a deleted table: %v; want ErrNoTable", err)
+		}
+	}
+	// The table is checked again after it went missing, not assumed.
+	if n := api.describes.Load(); n != 2 {
+		t.Fatalf("DescribeTable called %d times; want 2 (once per call after the table went missing)", n)
+	}
+}
+
+func TestDynamoDBMissingTableUnit(t *testing.T) {
+	api := &fakeAPI{describe: func() (*dynamodb.DescribeTableOutput, error) {
+		return nil, &types.ResourceNotFoundException{Message: aws.String("not found")}
+	}}
+	s := lease.NewDynamoDB(api, "leases")
+	_, err := s.List(context.Background(), "app/s")
+	if !errors.Is(err, lease.ErrNoTable) || !strings.Contains(err.Error(), `"leases"`) || !strings.Contains(err.Error(), "CreateTableIfMissing") {
+		t.Fatalf("List without a table: %v; want ErrNoTable naming the table and the option", err)
 	}
 }
