@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
@@ -28,12 +29,18 @@ const testTimeout = 20 * time.Second
 // env is one test's Kinesis (in process unless a live endpoint is used),
 // lease store and captured logs.
 type env struct {
-	t     *testing.T
-	api   kinesisapi.API
-	store lease.Store
-	logs  *syncBuffer
-	ctx   context.Context
+	t      *testing.T
+	api    kinesisapi.API
+	store  lease.Store
+	logs   *syncBuffer
+	ctx    context.Context
+	suffix string // makes stream names unique on a shared server
 }
+
+var streamSeq atomic.Int64
+
+// stream is a stream name unique to this test run.
+func (e *env) stream(base string) string { return base + e.suffix }
 
 func newEnv(t *testing.T) *env {
 	return newEnvWith(t, kinesistest.New(kinesistest.WithLongPoll(time.Second)))
@@ -42,7 +49,8 @@ func newEnv(t *testing.T) *env {
 func newEnvWith(t *testing.T, api kinesisapi.API) *env {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
-	return &env{t: t, api: api, store: lease.NewMemory(), logs: &syncBuffer{}, ctx: ctx}
+	suffix := fmt.Sprintf("-%d-%d", time.Now().UnixNano(), streamSeq.Add(1))
+	return &env{t: t, api: api, store: lease.NewMemory(), logs: &syncBuffer{}, ctx: ctx, suffix: suffix}
 }
 
 // broker is a broker on the env's Kinesis and lease store, with intervals
@@ -62,6 +70,12 @@ func (e *env) broker(opts ...runtime.Option) *runtime.Broker {
 	return runtime.NewBroker(append(base, opts...)...)
 }
 
+// subscribe is runtime.Subscribe polling as often as the service allows, so
+// that tests on a live server (no long poll) wait little; opts override it.
+func subscribe[M any](e *env, b *runtime.Broker, stream string, h runtime.Handler[M], opts ...runtime.SubscribeOption) (*runtime.Subscription, error) {
+	return runtime.Subscribe(b, stream, h, append([]runtime.SubscribeOption{runtime.PollInterval(runtime.MinPollInterval)}, opts...)...)
+}
+
 func (e *env) connect(b *runtime.Broker) {
 	e.t.Helper()
 	if err := b.Connect(e.ctx); err != nil {
@@ -74,6 +88,17 @@ func (e *env) createStream(name string, shards int32) {
 	e.t.Helper()
 	if _, err := e.api.CreateStream(e.ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)}); err != nil {
 		e.t.Fatalf("CreateStream %s: %v", name, err)
+	}
+	for { // a live server creates streams asynchronously
+		out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
+			return
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatalf("stream %s not active: %v", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -178,14 +203,13 @@ func (g *gauge) leave() { g.now.Add(-1) }
 // missing, four lanes by key, many customers. Every customer's orders are
 // handled in the order they were published, while the lanes run in parallel.
 func TestOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(t *testing.T) {
-	e := newEnv(t)
-	testOrderService(e)
+	testOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(newEnv(t))
 }
 
-func testOrderService(e *env) {
+func testOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(e *env) {
 	t := e.t
 	const customers, perCustomer = 40, 25
-	stream := fmt.Sprintf("customer-orders-%d", time.Now().UnixNano())
+	stream := e.stream("customer-orders")
 	var (
 		mu  sync.Mutex
 		got = map[string][]int{}
@@ -193,7 +217,7 @@ func testOrderService(e *env) {
 	)
 	all := make(chan runtime.Delivery, customers*perCustomer)
 	b := e.broker()
-	_, err := runtime.Subscribe(b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	_, err := subscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		g.enter()
 		defer g.leave()
 		time.Sleep(200 * time.Microsecond) // a journal write
@@ -252,13 +276,16 @@ func testOrderService(e *env) {
 
 // Plain workers=4 runs deliveries of one key side by side, so they can
 // finish out of order: order 0 waits for order 1 to be handled.
-func TestPlainWorkersCanReorderOneKey(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
+func TestPlainWorkersCanReorderOneKey(t *testing.T) { testPlainWorkersCanReorderOneKey(newEnv(t)) }
+
+func testPlainWorkersCanReorderOneKey(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
 	secondDone := make(chan struct{})
 	finished := make(chan int, 2)
 	b := e.broker()
-	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		if o.ID == 0 {
 			select {
 			case <-secondDone:
@@ -275,7 +302,7 @@ func TestPlainWorkersCanReorderOneKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	e.publish(p, order{ID: 0, Customer: "alice"})
 	e.publish(p, order{ID: 1, Customer: "alice"})
 	if got := receive(e, finished, 2); !slices.Equal(got, []int{1, 0}) {
@@ -286,13 +313,18 @@ func TestPlainWorkersCanReorderOneKey(t *testing.T) {
 // A new broker on the same lease store resumes after the checkpoint of the
 // one that stopped: nothing it handled is delivered again.
 func TestResumeFromCheckpointAfterRestart(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 2)
-	pub := e.publisher("orders")
+	testResumeFromCheckpointAfterRestart(newEnv(t))
+}
+
+func testResumeFromCheckpointAfterRestart(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
+	pub := e.publisher(orders)
 
 	h1, ch1 := collect()
 	b1 := e.broker(runtime.WithOwnerID("first"))
-	if _, err := runtime.Subscribe(b1, "orders", h1, runtime.StartAt(runtime.Horizon())); err != nil {
+	if _, err := subscribe(e, b1, orders, h1, runtime.StartAt(runtime.Horizon())); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b1)
@@ -309,7 +341,7 @@ func TestResumeFromCheckpointAfterRestart(t *testing.T) {
 	}
 	h2, ch2 := collect()
 	b2 := e.broker(runtime.WithOwnerID("second"))
-	if _, err := runtime.Subscribe(b2, "orders", h2, runtime.StartAt(runtime.Horizon())); err != nil {
+	if _, err := subscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon())); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b2)
@@ -331,14 +363,19 @@ func TestResumeFromCheckpointAfterRestart(t *testing.T) {
 // A record whose handler never finishes is not checkpointed: the next owner
 // gets it again, with everything after it on its shard.
 func TestUnacknowledgedRecordIsRedelivered(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
-	pub := e.publisher("orders")
+	testUnacknowledgedRecordIsRedelivered(newEnv(t))
+}
+
+func testUnacknowledgedRecordIsRedelivered(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	pub := e.publisher(orders)
 
 	stuck := make(chan struct{})
 	handled := make(chan int, 16)
 	b1 := e.broker(runtime.WithOwnerID("first"), runtime.WithShutdownTimeout(300*time.Millisecond))
-	_, err := runtime.Subscribe(b1, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	_, err := subscribe(e, b1, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		if o.ID == 3 {
 			close(stuck)
 			<-ctx.Done() // cancelled when the shutdown timeout ends
@@ -362,7 +399,7 @@ func TestUnacknowledgedRecordIsRedelivered(t *testing.T) {
 
 	h2, ch2 := collect()
 	b2 := e.broker(runtime.WithOwnerID("second"))
-	if _, err := runtime.Subscribe(b2, "orders", h2, runtime.StartAt(runtime.Horizon())); err != nil {
+	if _, err := subscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon())); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b2)
@@ -374,11 +411,16 @@ func TestUnacknowledgedRecordIsRedelivered(t *testing.T) {
 // Retry publishes a copy at the tip with the attempt counted up, keeping the
 // key and headers; the original is settled.
 func TestRetryPublishesCopiesWithAttemptCount(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
+	testRetryPublishesCopiesWithAttemptCount(newEnv(t))
+}
+
+func testRetryPublishesCopiesWithAttemptCount(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
 	seen := make(chan runtime.Delivery, 8)
 	b := e.broker()
-	sub, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	sub, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		if d.Attempt < 3 {
 			return runtime.OutcomeOf(errors.New("warehouse busy"))
@@ -389,7 +431,7 @@ func TestRetryPublishesCopiesWithAttemptCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	if err := p.Message(order{ID: 7, Customer: "alice"}).PartitionKey("alice").Header("trace", "t-1").Publish(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -412,34 +454,39 @@ func TestRetryPublishesCopiesWithAttemptCount(t *testing.T) {
 	if err := sub.Stop(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	ls := e.leases("orders")
+	ls := e.leases(orders)
 	if len(ls) != 1 || ls[0].Checkpoint != got[2].SequenceNumber {
 		t.Fatalf("leases after stop: %+v; want the checkpoint at the last copy %s", ls, got[2].SequenceNumber)
 	}
 }
 
 func TestDeadLetterCarriesReasonAndOrigin(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
-	e.createStream("orders-dlq", 1)
+	testDeadLetterCarriesReasonAndOrigin(newEnv(t))
+}
+
+func testDeadLetterCarriesReasonAndOrigin(e *env) {
+	t := e.t
+	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
+	e.createStream(orders, 1)
+	e.createStream(dlq, 1)
 	attempts := make(chan runtime.Delivery, 8)
 	b := e.broker()
-	_, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	_, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		attempts <- d
 		if o.ID == 1 {
 			return runtime.Reject(errors.New("unknown customer"))
 		}
 		return runtime.OutcomeOf(errors.New("db down"))
-	}, runtime.MaxRetries(2), runtime.DeadLetter("orders-dlq"))
+	}, runtime.MaxRetries(2), runtime.DeadLetter(dlq))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead, deadCh := collect()
-	if _, err := runtime.Subscribe(b, "orders-dlq", dead); err != nil {
+	if _, err := subscribe(e, b, dlq, dead); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	if err := p.Message(order{ID: 0, Customer: "alice"}).PartitionKey("alice").Header("trace", "t-0").Publish(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +522,7 @@ func TestDeadLetterCarriesReasonAndOrigin(t *testing.T) {
 		}
 		h := d.d.Headers
 		if h[runtime.DeadLetterReasonHeader] != want.reason ||
-			h[runtime.OriginStreamHeader] != "orders" ||
+			h[runtime.OriginStreamHeader] != orders ||
 			h[runtime.OriginShardHeader] != want.origin.ShardID ||
 			h[runtime.OriginSequenceHeader] != want.origin.SequenceNumber ||
 			h[runtime.OriginAttemptsHeader] != want.attempts {
@@ -491,11 +538,16 @@ func TestDeadLetterCarriesReasonAndOrigin(t *testing.T) {
 }
 
 func TestRejectWithoutDeadLetterLogsAndCheckpoints(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
+	testRejectWithoutDeadLetterLogsAndCheckpoints(newEnv(t))
+}
+
+func testRejectWithoutDeadLetterLogsAndCheckpoints(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
 	seen := make(chan runtime.Delivery, 2)
 	b := e.broker()
-	sub, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	sub, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		return runtime.Reject(errors.New("malformed order"))
 	})
@@ -503,18 +555,18 @@ func TestRejectWithoutDeadLetterLogsAndCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}), order{ID: 1, Customer: "alice"})
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 1, Customer: "alice"})
 	d := receive(e, seen, 1)[0]
 	if err := sub.Stop(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	line := e.logs.line("record rejected")
-	for _, want := range []string{`"stream":"orders"`, `"shard":"` + d.ShardID, `"sequence":"` + d.SequenceNumber, "malformed order"} {
+	for _, want := range []string{`"stream":"` + orders + `"`, `"shard":"` + d.ShardID, `"sequence":"` + d.SequenceNumber, "malformed order"} {
 		if !strings.Contains(line, want) {
 			t.Fatalf("rejection log %q lacks %s", line, want)
 		}
 	}
-	if ls := e.leases("orders"); len(ls) != 1 || ls[0].Checkpoint != d.SequenceNumber {
+	if ls := e.leases(orders); len(ls) != 1 || ls[0].Checkpoint != d.SequenceNumber {
 		t.Fatalf("leases %+v: the rejected record should be checkpointed past", ls)
 	}
 }
@@ -530,13 +582,16 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 // Records that do not decode never reach the handler as a zero value: they
 // are rejected to the dead-letter stream with their payload as it was.
-func TestUndecodableRecordsAreRejected(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
-	e.createStream("orders-dlq", 1)
+func TestUndecodableRecordsAreRejected(t *testing.T) { testUndecodableRecordsAreRejected(newEnv(t)) }
+
+func testUndecodableRecordsAreRejected(e *env) {
+	t := e.t
+	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
+	e.createStream(orders, 1)
+	e.createStream(dlq, 1)
 	h, ch := collect()
 	b := e.broker()
-	if _, err := runtime.Subscribe(b, "orders", h, runtime.DeadLetter("orders-dlq")); err != nil {
+	if _, err := subscribe(e, b, orders, h, runtime.DeadLetter(dlq)); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b)
@@ -546,7 +601,7 @@ func TestUndecodableRecordsAreRejected(t *testing.T) {
 	}
 	letters := make(chan letter, 4)
 	raw := e.broker(runtime.WithCodec(rawCodec{}))
-	if _, err := runtime.Subscribe(raw, "orders-dlq", func(_ context.Context, data []byte, d runtime.Delivery) runtime.Outcome {
+	if _, err := subscribe(e, raw, dlq, func(_ context.Context, data []byte, d runtime.Delivery) runtime.Outcome {
 		letters <- letter{data, d}
 		return runtime.Ack()
 	}); err != nil {
@@ -559,11 +614,11 @@ func TestUndecodableRecordsAreRejected(t *testing.T) {
 		{0xFE, 'k', 'g', 'E', 9, 0}, // an envelope of an unknown version
 	}
 	for _, data := range bad {
-		if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("alice"), Data: data}); err != nil {
+		if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String(orders), PartitionKey: aws.String("alice"), Data: data}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}), order{ID: 9, Customer: "alice"})
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 9, Customer: "alice"})
 
 	// Same key, one shard, one worker: the good record comes after the bad ones.
 	if got := receive(e, ch, 1)[0]; got.order.ID != 9 {
@@ -586,12 +641,15 @@ func TestUndecodableRecordsAreRejected(t *testing.T) {
 
 // A panicking handler does not stop the service: the panic is logged with
 // its stack and the record retried.
-func TestPanickingHandlerIsRetried(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
+func TestPanickingHandlerIsRetried(t *testing.T) { testPanickingHandlerIsRetried(newEnv(t)) }
+
+func testPanickingHandlerIsRetried(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
 	attempts := make(chan int, 4)
 	b := e.broker()
-	_, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	_, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		attempts <- d.Attempt
 		if d.Attempt == 1 {
 			panic("inventory index out of range")
@@ -602,7 +660,7 @@ func TestPanickingHandlerIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}), order{ID: 1, Customer: "alice"})
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 1, Customer: "alice"})
 	if got := receive(e, attempts, 2); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("attempts %v, want [1 2]", got)
 	}
@@ -613,16 +671,21 @@ func TestPanickingHandlerIsRetried(t *testing.T) {
 }
 
 func TestSeekToHorizonReplaysAndSeekAfterShutdownFails(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
+	testSeekToHorizonReplaysAndSeekAfterShutdownFails(newEnv(t))
+}
+
+func testSeekToHorizonReplaysAndSeekAfterShutdownFails(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
 	h, ch := collect()
 	b := e.broker()
-	sub, err := runtime.Subscribe(b, "orders", h)
+	sub, err := subscribe(e, b, orders, h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	for i := range 5 {
 		e.publish(p, order{ID: i, Customer: "alice"})
 	}
@@ -652,15 +715,20 @@ func TestSeekToHorizonReplaysAndSeekAfterShutdownFails(t *testing.T) {
 // Shutdown releases the leases, so a second broker takes every shard at
 // once rather than after the failover time (a minute here).
 func TestShutdownReleasesLeasesForTheNextBroker(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 2)
+	testShutdownReleasesLeasesForTheNextBroker(newEnv(t))
+}
+
+func testShutdownReleasesLeasesForTheNextBroker(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
 	b1 := e.broker(runtime.WithOwnerID("first"))
 	h1, _ := collect()
-	if _, err := runtime.Subscribe(b1, "orders", h1); err != nil {
+	if _, err := subscribe(e, b1, orders, h1); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b1)
-	for _, l := range e.leases("orders") {
+	for _, l := range e.leases(orders) {
 		if l.Owner != "first" {
 			t.Fatalf("lease %s owned by %q after the first Connect", l.ShardID, l.Owner)
 		}
@@ -668,7 +736,7 @@ func TestShutdownReleasesLeasesForTheNextBroker(t *testing.T) {
 	if err := b1.Shutdown(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	ls := e.leases("orders")
+	ls := e.leases(orders)
 	if len(ls) != 2 {
 		t.Fatalf("%d leases, want 2", len(ls))
 	}
@@ -681,17 +749,17 @@ func TestShutdownReleasesLeasesForTheNextBroker(t *testing.T) {
 	start := time.Now()
 	b2 := e.broker(runtime.WithOwnerID("second"))
 	h2, ch2 := collect()
-	if _, err := runtime.Subscribe(b2, "orders", h2); err != nil {
+	if _, err := subscribe(e, b2, orders, h2); err != nil {
 		t.Fatal(err)
 	}
 	e.connect(b2)
-	for _, l := range e.leases("orders") {
+	for _, l := range e.leases(orders) {
 		if l.Owner != "second" {
 			t.Fatalf("lease %s owned by %q right after the second Connect", l.ShardID, l.Owner)
 		}
 	}
 	// Records published after Connect returned are read.
-	pub := e.publisher("orders")
+	pub := e.publisher(orders)
 	for i := range 10 {
 		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
 	}
@@ -702,33 +770,41 @@ func TestShutdownReleasesLeasesForTheNextBroker(t *testing.T) {
 }
 
 func TestSubscribeTwiceAfterConnectIsRefused(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
+	testSubscribeTwiceAfterConnectIsRefused(newEnv(t))
+}
+
+func testSubscribeTwiceAfterConnectIsRefused(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
 	b := e.broker()
 	e.connect(b)
 	h, _ := collect()
-	if _, err := runtime.Subscribe(b, "orders", h); err != nil {
+	if _, err := subscribe(e, b, orders, h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runtime.Subscribe(b, "orders", h); !errors.Is(err, runtime.ErrInvalid) {
+	if _, err := subscribe(e, b, orders, h); !errors.Is(err, runtime.ErrInvalid) {
 		t.Fatalf("second Subscribe = %v, want ErrInvalid", err)
 	}
 }
 
-func TestCreateIfMissingAfterConnect(t *testing.T) {
-	e := newEnv(t)
+func TestCreateIfMissingAfterConnect(t *testing.T) { testCreateIfMissingAfterConnect(newEnv(t)) }
+
+func testCreateIfMissingAfterConnect(e *env) {
+	t := e.t
+	fresh := e.stream("fresh")
 	b := e.broker()
 	e.connect(b)
 	h, ch := collect()
-	if _, err := runtime.Subscribe(b, "fresh", h, runtime.CreateIfMissing(3)); err != nil {
+	if _, err := subscribe(e, b, fresh, h, runtime.CreateIfMissing(3)); err != nil {
 		t.Fatal(err)
 	}
-	out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("fresh")})
+	out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(fresh)})
 	if err != nil || aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount) != 3 {
 		t.Fatalf("DescribeStreamSummary: %+v, %v", out, err)
 	}
 	// Subscribe returned with every first iterator: a record published now is read.
-	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "fresh"}), order{ID: 1, Customer: "alice"})
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: fresh}), order{ID: 1, Customer: "alice"})
 	receive(e, ch, 1)
 }
 
@@ -737,13 +813,16 @@ type receipt struct {
 }
 
 // A reply goes through the reply publisher's key ladder: the mount-site key.
-func TestReplyOutcomePublishesTheReply(t *testing.T) {
-	e := newEnv(t)
-	e.createStream("orders", 1)
-	e.createStream("receipts", 2)
+func TestReplyOutcomePublishesTheReply(t *testing.T) { testReplyOutcomePublishesTheReply(newEnv(t)) }
+
+func testReplyOutcomePublishesTheReply(e *env) {
+	t := e.t
+	orders, receiptStream := e.stream("orders"), e.stream("receipts")
+	e.createStream(orders, 1)
+	e.createStream(receiptStream, 2)
 	b := e.broker()
-	receipts := runtime.NewPublisher[receipt](b, runtime.PublisherSpec{Stream: "receipts"}, runtime.WithPartitionKey("receipts"))
-	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	receipts := runtime.NewPublisher[receipt](b, runtime.PublisherSpec{Stream: receiptStream}, runtime.WithPartitionKey("receipts"))
+	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		return runtime.ReplyOutcome(ctx, receipts, receipt{Order: o.ID}, nil)
 	})
 	if err != nil {
@@ -751,7 +830,7 @@ func TestReplyOutcomePublishesTheReply(t *testing.T) {
 	}
 	got := make(chan runtime.Delivery, 8)
 	ids := make(chan int, 8)
-	if _, err := runtime.Subscribe(b, "receipts", func(_ context.Context, r receipt, d runtime.Delivery) runtime.Outcome {
+	if _, err := subscribe(e, b, receiptStream, func(_ context.Context, r receipt, d runtime.Delivery) runtime.Outcome {
 		got <- d
 		ids <- r.Order
 		return runtime.Ack()
@@ -759,7 +838,7 @@ func TestReplyOutcomePublishesTheReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.connect(b)
-	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	for i := range 3 {
 		e.publish(p, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
 	}

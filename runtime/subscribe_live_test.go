@@ -1,0 +1,46 @@
+package runtime_test
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+)
+
+// The subscription flows again, on kinesalite: no long poll, asynchronous
+// stream creation, real iterators and sequence numbers.
+func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
+	url := livetest.KinesisEndpoint(t)
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+
+	for _, f := range []struct {
+		name string
+		run  func(*env)
+	}{
+		{"OrderService", testOrderServiceKeepsEachCustomersOrderAcrossParallelLanes},
+		{"PlainWorkersReorder", testPlainWorkersCanReorderOneKey},
+		{"ResumeAfterRestart", testResumeFromCheckpointAfterRestart},
+		{"UnacknowledgedRedelivered", testUnacknowledgedRecordIsRedelivered},
+		{"RetryCopies", testRetryPublishesCopiesWithAttemptCount},
+		{"DeadLetter", testDeadLetterCarriesReasonAndOrigin},
+		{"RejectLogged", testRejectWithoutDeadLetterLogsAndCheckpoints},
+		{"Undecodable", testUndecodableRecordsAreRejected},
+		{"Panic", testPanickingHandlerIsRetried},
+		{"SeekToHorizon", testSeekToHorizonReplaysAndSeekAfterShutdownFails},
+		{"ShutdownReleasesLeases", testShutdownReleasesLeasesForTheNextBroker},
+		{"SubscribedTwice", testSubscribeTwiceAfterConnectIsRefused},
+		{"CreateIfMissing", testCreateIfMissingAfterConnect},
+		{"Reply", testReplyOutcomePublishesTheReply},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel() // unique stream names: the flows share the server
+			f.run(newEnvWith(t, client))
+		})
+	}
+}
