@@ -1,0 +1,65 @@
+package kinesistest
+
+import (
+	"context"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// AddStream creates an ACTIVE stream with shards evenly split shards; it is
+// CreateStream without the SDK ceremony, for test setup.
+func (s *Server) AddStream(name string, shards int) error {
+	_, err := s.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
+	return err
+}
+
+// StoredRecord is a record as the server keeps it, with its shard.
+type StoredRecord struct {
+	ShardID string
+	types.Record
+}
+
+// Records returns every record the stream still retains, shard by shard in
+// shard-index order and in sequence order within a shard, without counting
+// as a read. Tests use it to see what was published (a dead-letter stream,
+// say) without running a consumer.
+func (s *Server) Records(stream string) ([]StoredRecord, error) {
+	st, err := s.lookup(stream)
+	if err != nil {
+		return nil, err
+	}
+	cutoff := s.now().Add(-s.cfg.retention)
+	var out []StoredRecord
+	for _, sh := range *st.all.Load() {
+		sh.mu.Lock()
+		sh.trimLocked(cutoff)
+		recs := sh.recs
+		sh.mu.Unlock()
+		for _, r := range recs {
+			arrival := r.arrival
+			out = append(out, StoredRecord{ShardID: sh.id, Record: types.Record{
+				Data:                        clone(r.data),
+				PartitionKey:                aws.String(r.key),
+				SequenceNumber:              aws.String(r.seq),
+				ApproximateArrivalTimestamp: &arrival,
+				EncryptionType:              types.EncryptionTypeNone,
+			}})
+		}
+	}
+	return out, nil
+}
+
+// Streams returns the names of the existing streams, sorted.
+func (s *Server) Streams() []string {
+	s.mu.RLock()
+	out := make([]string, 0, len(s.streams))
+	for name := range s.streams {
+		out = append(out, name)
+	}
+	s.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
