@@ -37,6 +37,7 @@ func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
 		{"SubscribedTwice", testSubscribeTwiceAfterConnectIsRefused},
 		{"CreateIfMissing", testCreateIfMissingAfterConnect},
 		{"Reply", testReplyOutcomePublishesTheReply},
+		{"SplitAndMerge", testSplitAndMerge},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // unique stream names: the flows share the server

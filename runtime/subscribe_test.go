@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"slices"
 	"strings"
 	"sync"
@@ -853,5 +854,144 @@ func testReplyOutcomePublishesTheReply(e *env) {
 
 	if o := runtime.ReplyOutcome(e.ctx, receipts, receipt{}, errors.New("no stock")); o.String() != "retry" || o.Err() == nil {
 		t.Fatalf("ReplyOutcome with a handler error = %v, want a retry", o)
+	}
+}
+
+// A retry copy that cannot be published keeps the original unsettled: after
+// a restart the original is delivered again, nothing is lost.
+func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
+	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
+	e := newEnvWith(t, srv)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+
+	var failing atomic.Bool
+	refused := make(chan struct{}, 64)
+	srv.InjectPutFault(func(stream, key string) error {
+		if failing.Load() && stream == orders {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+			return &types.InternalFailureException{Message: aws.String("injected")}
+		}
+		return nil
+	})
+
+	first := make(chan runtime.Delivery, 4)
+	b1 := e.broker(runtime.WithOwnerID("first"), runtime.WithShutdownTimeout(300*time.Millisecond))
+	if _, err := subscribe(e, b1, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		first <- d
+		return runtime.Retry()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b1)
+	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
+	orig := receive(e, first, 1)[0]
+	failing.Store(true) // the copy of the retry is refused...
+	receive(e, refused, 2)
+	_ = b1.Shutdown(e.ctx) // ...until the broker stops trying
+	failing.Store(false)
+	select {
+	case d := <-first:
+		t.Fatalf("a copy was delivered although none was published: %+v", d)
+	default:
+	}
+
+	h2, ch2 := collect()
+	b2 := e.broker(runtime.WithOwnerID("second"))
+	if _, err := subscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b2)
+	got := receive(e, ch2, 1)[0]
+	if got.d.SequenceNumber != orig.SequenceNumber || got.d.Attempt != 1 {
+		t.Fatalf("after restart got %+v, want the original %s again", got.d, orig.SequenceNumber)
+	}
+}
+
+// Splitting and merging shards while the service reads keeps every
+// customer's order: a child is read only after its parents.
+func TestSplitAndMergeDuringConsumptionKeepEachKeysOrder(t *testing.T) {
+	testSplitAndMerge(newEnv(t))
+}
+
+func testSplitAndMerge(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
+	const customers, rounds, perRound = 30, 3, 10
+	var (
+		mu  sync.Mutex
+		got = map[string][]int{}
+	)
+	all := make(chan struct{}, customers*rounds*perRound)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		mu.Lock()
+		got[o.Customer] = append(got[o.Customer], o.ID)
+		mu.Unlock()
+		all <- struct{}{}
+		return runtime.Ack()
+	}, runtime.Workers(4), runtime.ByKey()); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	pub := e.publisher(orders)
+	publishRound := func(r int) {
+		var wg sync.WaitGroup
+		for c := range customers {
+			wg.Go(func() {
+				for i := range perRound {
+					e.publish(pub, order{ID: r*perRound + i, Customer: fmt.Sprintf("c%d", c)})
+				}
+			})
+		}
+		wg.Wait()
+	}
+	openShards := func() []types.Shard {
+		out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: aws.String(orders)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var open []types.Shard
+		for _, s := range out.Shards {
+			if s.SequenceNumberRange.EndingSequenceNumber == nil {
+				open = append(open, s)
+			}
+		}
+		return open
+	}
+
+	publishRound(0)
+	// Split the first shard at the middle of its hash range.
+	s0 := openShards()[0]
+	lo, _ := new(big.Int).SetString(*s0.HashKeyRange.StartingHashKey, 10)
+	hi, _ := new(big.Int).SetString(*s0.HashKeyRange.EndingHashKey, 10)
+	mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+	if _, err := e.api.SplitShard(e.ctx, &kinesis.SplitShardInput{StreamName: aws.String(orders), ShardToSplit: s0.ShardId, NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		t.Fatalf("SplitShard: %v", err)
+	}
+	publishRound(1)
+	// Merge the two lowest open shards (adjacent by hash range).
+	open := openShards()
+	slices.SortFunc(open, func(a, b types.Shard) int {
+		x, _ := new(big.Int).SetString(*a.HashKeyRange.StartingHashKey, 10)
+		y, _ := new(big.Int).SetString(*b.HashKeyRange.StartingHashKey, 10)
+		return x.Cmp(y)
+	})
+	if _, err := e.api.MergeShards(e.ctx, &kinesis.MergeShardsInput{StreamName: aws.String(orders), ShardToMerge: open[0].ShardId, AdjacentShardToMerge: open[1].ShardId}); err != nil {
+		t.Fatalf("MergeShards: %v", err)
+	}
+	publishRound(2)
+
+	receive(e, all, customers*rounds*perRound)
+	mu.Lock()
+	defer mu.Unlock()
+	for c, ids := range got {
+		if len(ids) != rounds*perRound || !slices.IsSorted(ids) {
+			t.Fatalf("%s: handled %v, want 0..%d in order across the split and merge", c, ids, rounds*perRound-1)
+		}
 	}
 }
