@@ -463,3 +463,21 @@ func TestDynamoDBMissingTableUnit(t *testing.T) {
 		t.Fatalf("List without a table: %v; want ErrNoTable naming the table and the option", err)
 	}
 }
+
+// BenchmarkDynamoDBRenew measures one renewal (one conditional UpdateItem)
+// against dynalite.
+func BenchmarkDynamoDBRenew(b *testing.B) {
+	client := dynaliteClient(b)
+	s := newDynamo(b, client)
+	ctx := context.Background()
+	l := lease.Lease{Key: lease.KeyFor("bench/stream", "shard-0"), ShardID: "shard-0", Owner: "bench"}
+	if _, err := s.Create(ctx, l); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var err error
+		if l, err = s.Renew(ctx, l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -14,16 +14,17 @@ import (
 // It is safe for concurrent use.
 type Memory struct {
 	mu     sync.Mutex
-	leases map[string]Lease
+	leases map[string]*Lease // updated in place: a Lease is too big to store by value without an allocation per write
 }
 
 // NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{leases: make(map[string]Lease)} }
+func NewMemory() *Memory { return &Memory{leases: make(map[string]*Lease)} }
 
 var _ Store = (*Memory)(nil)
 
 // clone copies the slices of l so that neither the caller nor the store can
-// change the other's lease through shared backing arrays.
+// change the other's lease through shared backing arrays. Every lease that
+// enters or leaves the store goes through it.
 func clone(l Lease) Lease {
 	l.ParentShardIDs = slices.Clone(l.ParentShardIDs)
 	l.ChildShardIDs = slices.Clone(l.ChildShardIDs)
@@ -40,7 +41,7 @@ func (m *Memory) List(ctx context.Context, namespace string) ([]Lease, error) {
 	out := make([]Lease, 0, len(m.leases))
 	for k, l := range m.leases {
 		if strings.HasPrefix(k, prefix) {
-			out = append(out, clone(l))
+			out = append(out, clone(*l))
 		}
 	}
 	m.mu.Unlock()
@@ -59,7 +60,7 @@ func (m *Memory) Get(ctx context.Context, key string) (Lease, error) {
 	if !ok {
 		return Lease{}, &Error{Op: "get", Key: key, Err: ErrNotFound}
 	}
-	return clone(l), nil
+	return clone(*l), nil
 }
 
 // Create stores l unless a lease with its key exists. The stored copy keeps
@@ -76,7 +77,8 @@ func (m *Memory) Create(ctx context.Context, l Lease) (bool, error) {
 	if _, ok := m.leases[l.Key]; ok {
 		return false, nil
 	}
-	m.leases[l.Key] = clone(l)
+	stored := clone(l)
+	m.leases[l.Key] = &stored
 	return true, nil
 }
 
@@ -98,11 +100,11 @@ func (m *Memory) update(ctx context.Context, op string, l Lease, checkOwner bool
 	if cur.Counter != l.Counter || (checkOwner && cur.Owner != l.Owner) {
 		return Lease{}, &Error{Op: op, Key: l.Key, Err: ErrLeaseLost}
 	}
-	next := clone(cur)
-	change(&next)
-	next.Counter = cur.Counter + 1
-	m.leases[l.Key] = next
-	return clone(next), nil
+	// Stored slices are never written in place (SetChildren stores a fresh
+	// copy), so only the caller's result needs copies.
+	change(cur)
+	cur.Counter++
+	return clone(*cur), nil
 }
 
 // Take sets the owner, clears PendingOwner and counts an owner switch.
