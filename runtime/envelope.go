@@ -132,3 +132,9 @@ func lengthPrefixed(b []byte, what string) ([]byte, []byte, error) {
 func envelopeError(msg string) error {
 	return &Error{Kind: ErrDecode, Op: "envelope", Err: errors.New(msg)}
 }
+
+// DecodeRecord splits the data of a record this runtime published into its
+// user headers and payload, for consumers outside the framework. Records of
+// other producers come back as they are, without headers; a corrupt
+// envelope is an ErrDecode error.
+func DecodeRecord(data []byte) (Headers, []byte, error) { return decodeEnvelope(data) }
