@@ -234,4 +234,3 @@ func readAll(ctx context.Context, t *testing.T, api kinesisapi.API, stream strin
 	}
 	return out
 }
-
