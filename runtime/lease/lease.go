@@ -1,6 +1,12 @@
 // Package lease stores shard leases and checkpoints: who reads a shard, and
 // how far it has been read. Every mutation is conditional on the lease counter
 // (fencing), so a stale owner can neither renew nor checkpoint.
+//
+// Two stores implement Store: Memory (one process) and DynamoDB (a table laid
+// out like the KCL lease table, shared by many instances, streams and
+// applications). Leader elects one instance per namespace through a lock
+// item in the same store. Package leasetest is the conformance kit both
+// stores pass.
 package lease
 
 import (

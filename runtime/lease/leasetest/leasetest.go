@@ -2,8 +2,13 @@
 // named subtest per sentence of the lease.Store contract, so the memory store
 // and the DynamoDB store cannot drift apart.
 //
-// A store's test calls Run with a constructor; each subtest gets a fresh
-// store and its own namespaces.
+// A store's test calls Run (and RunLeader, for the lease.Leader built on
+// it) with a constructor; each subtest gets a fresh store and its own
+// namespaces:
+//
+//	func TestMyStore(t *testing.T) {
+//		leasetest.Run(t, func(t *testing.T) lease.Store { return newMyStore(t) })
+//	}
 package leasetest
 
 import (
@@ -180,15 +185,17 @@ func testGetMissing(ctx context.Context, t *testing.T, s lease.Store) {
 }
 
 func testListScoping(ctx context.Context, t *testing.T, s lease.Store) {
-	// "orders" is a string prefix of "orders-v2": List must scope by the
-	// namespace plus its separator, not by the bare string.
+	// Two applications reading the same stream, and a stream whose name
+	// extends another's ("orders" is a string prefix of "orders-v2"): List
+	// scopes by the namespace plus its separator, not by the bare string.
 	base := ns(t, "")
-	a, b := base+"orders", base+"orders-v2"
+	a, b, c := base+"app-a/orders", base+"app-a/orders-v2", base+"app-b/orders"
 	for _, shard := range []string{"shard-2", "shard-0", "shard-1"} {
 		seed(ctx, t, s, a, shard)
 	}
 	seed(ctx, t, s, b, "shard-0")
 	seed(ctx, t, s, b, "shard-9")
+	seed(ctx, t, s, c, "shard-0")
 
 	keys := func(namespace string) []string {
 		ls, err := s.List(ctx, namespace)
@@ -201,13 +208,17 @@ func testListScoping(ctx context.Context, t *testing.T, s lease.Store) {
 		}
 		return out
 	}
-	wantA := []string{lease.KeyFor(a, "shard-0"), lease.KeyFor(a, "shard-1"), lease.KeyFor(a, "shard-2")}
-	if diff := cmp.Diff(wantA, keys(a)); diff != "" {
-		t.Fatalf("List(%s) (-want +got):\n%s", a, diff)
-	}
-	wantB := []string{lease.KeyFor(b, "shard-0"), lease.KeyFor(b, "shard-9")}
-	if diff := cmp.Diff(wantB, keys(b)); diff != "" {
-		t.Fatalf("List(%s) (-want +got):\n%s", b, diff)
+	for _, tc := range []struct {
+		namespace string
+		want      []string
+	}{
+		{a, []string{lease.KeyFor(a, "shard-0"), lease.KeyFor(a, "shard-1"), lease.KeyFor(a, "shard-2")}},
+		{b, []string{lease.KeyFor(b, "shard-0"), lease.KeyFor(b, "shard-9")}},
+		{c, []string{lease.KeyFor(c, "shard-0")}},
+	} {
+		if diff := cmp.Diff(tc.want, keys(tc.namespace)); diff != "" {
+			t.Fatalf("List(%s) (-want +got):\n%s", tc.namespace, diff)
+		}
 	}
 }
 
