@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -108,8 +109,8 @@ type DynamoDB struct {
 	table  string
 	cfg    dynamoConfig
 
-	mu    sync.Mutex // serialises the table check
-	ready bool
+	mu    sync.Mutex  // serialises the table check
+	ready atomic.Bool // the table was seen usable: skip the check
 }
 
 var _ Store = (*DynamoDB)(nil)
@@ -132,15 +133,18 @@ func (d *DynamoDB) Table() string { return d.table }
 // key, creating it when the store was made with CreateTableIfMissing. Every
 // other method calls it until it has succeeded once.
 func (d *DynamoDB) EnsureTable(ctx context.Context) error {
+	if d.ready.Load() {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.ready {
+	if d.ready.Load() {
 		return nil
 	}
 	if err := d.ensureTable(ctx); err != nil {
 		return &Error{Op: "ensure-table", Key: d.table, Err: err}
 	}
-	d.ready = true
+	d.ready.Store(true)
 	return nil
 }
 
@@ -213,9 +217,7 @@ func (d *DynamoDB) waitActive(ctx context.Context) error {
 func (d *DynamoDB) fail(op, key string, err error) error {
 	var missing *types.ResourceNotFoundException
 	if errors.As(err, &missing) {
-		d.mu.Lock()
-		d.ready = false
-		d.mu.Unlock()
+		d.ready.Store(false)
 		err = fmt.Errorf("%w: table %q: %w", ErrNoTable, d.table, err)
 	}
 	return &Error{Op: op, Key: key, Err: err}
@@ -537,8 +539,12 @@ func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-// normSet sorts and de-duplicates ids, as a DynamoDB string set holds them.
+// normSet returns a sorted copy of ids without duplicates, as a DynamoDB
+// string set holds them; nil for none.
 func normSet(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
 	out := slices.Clone(ids)
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -38,10 +38,12 @@ type Lease struct {
 	Checkpoint                   string // checkpoint
 	SubSequence                  int64  // checkpointSubSequenceNumber
 	OwnerSwitchesSinceCheckpoint int64  // ownerSwitchesSinceCheckpoint
-	ParentShardIDs               []string
-	ChildShardIDs                []string
-	StartingHashKey              string
-	EndingHashKey                string
+	// ParentShardIDs and ChildShardIDs are sets (string sets in DynamoDB):
+	// every store returns them sorted, without duplicates.
+	ParentShardIDs  []string // parentShardId
+	ChildShardIDs   []string // childShardIds
+	StartingHashKey string
+	EndingHashKey   string
 	// PendingOwner asks the owner to hand the lease over gracefully: the
 	// owner checkpoints and releases, and PendingOwner takes it.
 	PendingOwner string

@@ -77,7 +77,9 @@ func (m *Memory) Create(ctx context.Context, l Lease) (bool, error) {
 	if _, ok := m.leases[l.Key]; ok {
 		return false, nil
 	}
-	stored := clone(l)
+	stored := l
+	stored.ParentShardIDs = normSet(l.ParentShardIDs)
+	stored.ChildShardIDs = normSet(l.ChildShardIDs)
 	m.leases[l.Key] = &stored
 	return true, nil
 }
@@ -147,7 +149,7 @@ func (m *Memory) RequestHandoff(ctx context.Context, l Lease, to string) (Lease,
 
 // SetChildren records the children of a closed shard.
 func (m *Memory) SetChildren(ctx context.Context, l Lease, children []string) (Lease, error) {
-	return m.update(ctx, "set-children", l, true, func(s *Lease) { s.ChildShardIDs = slices.Clone(children) })
+	return m.update(ctx, "set-children", l, true, func(s *Lease) { s.ChildShardIDs = normSet(children) })
 }
 
 // Delete removes a lease.

@@ -62,6 +62,7 @@ var cases = []struct {
 	{"ReleaseByStaleOwnerIsLost", testReleaseStale},
 	{"HandoffRequestThenTakeByPendingOwner", testHandoff},
 	{"SetChildren", testSetChildren},
+	{"ShardIDSetsSortedWithoutDuplicates", testShardSets},
 	{"SetChildrenByStaleOwnerIsLost", testSetChildrenStale},
 	{"Delete", testDelete},
 	{"DeleteWithStaleCounterIsLost", testDeleteStale},
@@ -465,6 +466,35 @@ func testSetChildren(ctx context.Context, t *testing.T, s lease.Store) {
 	}
 	if c.Counter != a.Counter+1 {
 		t.Fatalf("SetChildren counter %d; want %d", c.Counter, a.Counter+1)
+	}
+}
+
+func testShardSets(ctx context.Context, t *testing.T, s lease.Store) {
+	l := lease.Lease{
+		Key: lease.KeyFor(ns(t, "s"), "shard-9"), ShardID: "shard-9",
+		ParentShardIDs: []string{"shard-7", "shard-3", "shard-7"},
+	}
+	if _, err := s.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(ctx, t, s, l.Key)
+	if diff := cmp.Diff([]string{"shard-3", "shard-7"}, got.ParentShardIDs); diff != "" {
+		t.Fatalf("parents (-want +got):\n%s", diff)
+	}
+	got, err := s.Take(ctx, got, "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.SetChildren(ctx, got, []string{"shard-12", "shard-11", "shard-12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"shard-11", "shard-12"}
+	if diff := cmp.Diff(want, got.ChildShardIDs); diff != "" {
+		t.Fatalf("returned children (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, mustGet(ctx, t, s, l.Key).ChildShardIDs); diff != "" {
+		t.Fatalf("stored children (-want +got):\n%s", diff)
 	}
 }
 
