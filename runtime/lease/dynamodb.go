@@ -194,10 +194,14 @@ func (d *DynamoDB) createTable(ctx context.Context) error {
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
 	})
 	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) { // in use: another instance is creating it
+	switch {
+	case errors.As(err, &inUse):
+		// Another instance is creating it: wait for it like for ours.
+	case err != nil:
 		return fmt.Errorf("create table %q: %w", d.table, err)
+	default:
+		d.cfg.log.Info("creating lease table", "table", d.table)
 	}
-	d.cfg.log.Info("lease table created", "table", d.table)
 	return d.waitActive(ctx)
 }
 

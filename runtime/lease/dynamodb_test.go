@@ -75,6 +75,13 @@ func (f landTwice) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 	return f.DynamoDBAPI.UpdateItem(ctx, in, opts...)
 }
 
+func (f landTwice) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if _, err := f.DynamoDBAPI.PutItem(ctx, in, opts...); err != nil {
+		return nil, err
+	}
+	return f.DynamoDBAPI.PutItem(ctx, in, opts...)
+}
+
 func TestDynamoDBRetriedWriteThatLandedSucceeds(t *testing.T) {
 	client := dynaliteClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -84,8 +91,11 @@ func TestDynamoDBRetriedWriteThatLandedSucceeds(t *testing.T) {
 	s := lease.NewDynamoDB(landTwice{DynamoDBAPI: client}, table)
 
 	l := lease.Lease{Key: lease.KeyFor("app/stream", "shard-0"), ShardID: "shard-0"}
-	if _, err := s.Create(ctx, l); err != nil {
-		t.Fatal(err)
+	if created, err := s.Create(ctx, l); err != nil || !created {
+		t.Fatalf("Create whose retry found the item = %v, %v; want true (the first attempt created it)", created, err)
+	}
+	if created, err := s.Create(ctx, l); err != nil || created {
+		t.Fatalf("second Create = %v, %v; want false", created, err)
 	}
 	a, err := s.Take(ctx, l, "worker-a")
 	if err != nil {
