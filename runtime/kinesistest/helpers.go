@@ -35,10 +35,10 @@ func (s *Server) Records(stream string) ([]StoredRecord, error) {
 	var out []StoredRecord
 	for _, sh := range *st.all.Load() {
 		sh.mu.Lock()
-		sh.trimLocked(cutoff)
-		recs := sh.recs
+		sh.log.trim(cutoff)
+		segs := sh.log.segments(0, sh.log.len())
 		sh.mu.Unlock()
-		for _, r := range recs {
+		for _, r := range concat(segs) {
 			arrival := r.arrival
 			out = append(out, StoredRecord{ShardID: sh.id, Record: types.Record{
 				Data:                        clone(r.data),
@@ -61,5 +61,16 @@ func (s *Server) Streams() []string {
 	}
 	s.mu.RUnlock()
 	sort.Strings(out)
+	return out
+}
+
+func concat(segs [][]record) []record {
+	if len(segs) == 1 {
+		return segs[0]
+	}
+	var out []record
+	for _, s := range segs {
+		out = append(out, s...)
+	}
 	return out
 }

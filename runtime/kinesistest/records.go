@@ -48,8 +48,8 @@ func route(key string, explicit *string) (hashKey, error) {
 
 // append stores one record on the open shard that owns h and returns the
 // shard and the record's sequence number. data is already a private copy.
-func (s *Server) append(st *stream, h hashKey, key string, data []byte) (*shard, string) {
-	now := s.now()
+func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time.Time) (*shard, string) {
+	cutoff := now.Add(-s.cfg.retention)
 	for {
 		open := *st.open.Load()
 		// The open shards cover the whole key space in contiguous ranges.
@@ -62,15 +62,15 @@ func (s *Server) append(st *stream, h hashKey, key string, data []byte) (*shard,
 			continue
 		}
 		arrival := now
-		if n := len(sh.recs); n > 0 && arrival.Before(sh.recs[n-1].arrival) {
-			arrival = sh.recs[n-1].arrival // arrival times never go back within a shard
+		if n := sh.log.len(); n > 0 {
+			if last := sh.log.at(n - 1).arrival; arrival.Before(last) {
+				arrival = last // arrival times never go back within a shard
+			}
+			sh.log.trim(cutoff)
 		}
 		c := st.counter.Add(1)
 		seq := formatSeq(c, sh.index)
-		if len(sh.recs) > 0 && sh.recs[0].arrival.Before(now.Add(-s.cfg.retention)) {
-			sh.trimLocked(now.Add(-s.cfg.retention))
-		}
-		sh.recs = append(sh.recs, record{counter: c, seq: seq, key: key, data: data, arrival: arrival})
+		sh.log.add(record{counter: c, seq: seq, key: key, data: data, arrival: arrival})
 		sh.wakeLocked()
 		sh.mu.Unlock()
 		sh.putCount.Add(1)
@@ -106,7 +106,7 @@ func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ..
 			return nil, opError(op.String(), err)
 		}
 	}
-	sh, seq := s.append(st, h, key, clone(in.Data))
+	sh, seq := s.append(st, h, key, clone(in.Data), s.now())
 	return &kinesis.PutRecordOutput{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq), EncryptionType: types.EncryptionTypeNone}, nil
 }
 
@@ -147,9 +147,11 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 		return nil, opError(op.String(), err)
 	}
 	fault := s.putFault.Load()
+	now := s.now()
 	// One backing array for every entry's data keeps allocations per call,
 	// not per record.
 	buf := make([]byte, 0, size)
+	strs := make([]string, 2*len(in.Records)) // the results' ShardId and SequenceNumber
 	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records)), EncryptionType: types.EncryptionTypeNone}
 	failed := int32(0)
 	for i, e := range in.Records {
@@ -163,8 +165,9 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 		}
 		start := len(buf)
 		buf = append(buf, e.Data...)
-		sh, seq := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)])
-		out.Records[i] = types.PutRecordsResultEntry{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq)}
+		sh, seq := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)], now)
+		strs[2*i], strs[2*i+1] = sh.id, seq
+		out.Records[i] = types.PutRecordsResultEntry{ShardId: &strs[2*i], SequenceNumber: &strs[2*i+1]}
 	}
 	out.FailedRecordCount = aws.Int32(failed)
 	return out, nil
@@ -313,23 +316,21 @@ func (s *Server) resolveIterator(raw *string) (iterator, *stream, *shard, error)
 	return it, st, sh, nil
 }
 
-// pending returns the records at or after the iterator's position, and the
-// shard's closed flag and children, under the shard lock. If there is
+// pending returns up to limit+1 records at or after the iterator's
+// position (the extra one tells whether the answer reaches the tip), and
+// the shard's closed flag and children, under the shard lock. If there is
 // nothing and the shard is open, wait is a channel closed at its next
 // change.
-func (s *Server) pending(sh *shard, it iterator, now time.Time, wantWait bool) (recs []record, closed bool, children []*shard, wait <-chan struct{}) {
+func (s *Server) pending(sh *shard, it iterator, now time.Time, limit int, wantWait bool) (recs [][]record, closed bool, children []*shard, wait <-chan struct{}) {
+	var ts time.Time
+	if it.ts != 0 {
+		ts = time.Unix(0, it.ts)
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.trimLocked(now.Add(-s.cfg.retention))
-	all := sh.recs
-	i := sort.Search(len(all), func(i int) bool { return all[i].counter >= it.pos })
-	if it.ts != 0 {
-		ts := time.Unix(0, it.ts)
-		if j := sort.Search(len(all), func(j int) bool { return !all[j].arrival.Before(ts) }); j > i {
-			i = j
-		}
-	}
-	recs = all[i:len(all):len(all)]
+	sh.log.trim(now.Add(-s.cfg.retention))
+	from := sh.log.search(it.pos, ts)
+	recs = sh.log.segments(from, min(limit+1, sh.log.len()-from))
 	if len(recs) == 0 && !sh.closed && wantWait {
 		wait = sh.waitChanLocked()
 	}
@@ -362,7 +363,7 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 	}
 	sh.getCalls.Add(1)
 
-	recs, closed, children, wait := s.pending(sh, it, now, s.cfg.longPoll > 0)
+	segs, closed, children, wait := s.pending(sh, it, now, limit, s.cfg.longPoll > 0)
 	if wait != nil {
 		timer := time.NewTimer(s.cfg.longPoll)
 		for wait != nil {
@@ -380,58 +381,79 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 				return nil, opError(op.String(), notFound("Stream %s under account %s not found.", it.stream, s.cfg.account))
 			}
 			now = s.now()
-			recs, closed, children, wait = s.pending(sh, it, now, true)
+			segs, closed, children, wait = s.pending(sh, it, now, limit, true)
 		}
 		timer.Stop()
 	}
 
 	// Take up to limit records and 10 MiB of data (always at least one).
-	n, size := 0, 0
-	for n < len(recs) && n < limit {
-		if n > 0 && size+len(recs[n].data) > maxGetBytes {
-			break
+	avail, n, size := 0, 0, 0
+	var nextUnread *record // the first record this answer leaves behind
+	for _, seg := range segs {
+		avail += len(seg)
+		for i := range seg {
+			if nextUnread != nil {
+				break
+			}
+			if n == limit || (n > 0 && size+len(seg[i].data) > maxGetBytes) {
+				nextUnread = &seg[i]
+				break
+			}
+			size += len(seg[i].data)
+			n++
 		}
-		size += len(recs[n].data)
-		n++
 	}
 	out := &kinesis.GetRecordsOutput{Records: make([]types.Record, n), MillisBehindLatest: aws.Int64(0)}
+	var last *record
 	if n == 0 {
 		sh.emptyGets.Add(1)
 	} else {
-		// The answer owns its bytes and times: one allocation each per call.
+		// The answer owns its bytes, times and strings: one allocation each
+		// per call, not per record.
 		buf := make([]byte, 0, size)
 		times := make([]time.Time, n)
-		for i, r := range recs[:n] {
-			start := len(buf)
-			buf = append(buf, r.data...)
-			times[i] = r.arrival
-			out.Records[i] = types.Record{
-				Data:                        buf[start:len(buf):len(buf)],
-				PartitionKey:                aws.String(r.key),
-				SequenceNumber:              aws.String(r.seq),
-				ApproximateArrivalTimestamp: &times[i],
-				EncryptionType:              types.EncryptionTypeNone,
+		strs := make([]string, 2*n)
+		i := 0
+		for _, seg := range segs {
+			for j := range seg {
+				if i == n {
+					break
+				}
+				r := &seg[j]
+				start := len(buf)
+				buf = append(buf, r.data...)
+				times[i] = r.arrival
+				strs[2*i], strs[2*i+1] = r.key, r.seq
+				out.Records[i] = types.Record{
+					Data:                        buf[start:len(buf):len(buf)],
+					PartitionKey:                &strs[2*i],
+					SequenceNumber:              &strs[2*i+1],
+					ApproximateArrivalTimestamp: &times[i],
+					EncryptionType:              types.EncryptionTypeNone,
+				}
+				last = r
+				i++
 			}
 		}
-		if n < len(recs) {
-			out.MillisBehindLatest = aws.Int64(max(0, now.Sub(recs[n].arrival).Milliseconds()))
+		if nextUnread != nil {
+			out.MillisBehindLatest = aws.Int64(max(0, now.Sub(nextUnread.arrival).Milliseconds()))
 		}
 	}
-	if closed && n == len(recs) {
-		out.ChildShards = childShards(sh, children)
+	if closed && n == avail {
+		out.ChildShards = childShards(children)
 		return out, nil
 	}
 	next := it
 	next.issued = now.UnixNano()
-	if n > 0 {
-		next.pos = recs[n-1].counter + 1
+	if last != nil {
+		next.pos = last.counter + 1
 		next.ts = 0
 	}
 	out.NextShardIterator = aws.String(next.encode())
 	return out, nil
 }
 
-func childShards(parent *shard, children []*shard) []types.ChildShard {
+func childShards(children []*shard) []types.ChildShard {
 	out := make([]types.ChildShard, 0, len(children))
 	for _, c := range children {
 		parents := []string{c.parent}
@@ -464,8 +486,8 @@ func (s *Server) WaitForRecords(ctx context.Context, shardIterator string) error
 		return opError(OpGetRecords.String(), err)
 	}
 	for {
-		recs, closed, _, wait := s.pending(sh, it, s.now(), true)
-		if len(recs) > 0 || closed {
+		segs, closed, _, wait := s.pending(sh, it, s.now(), 0, true)
+		if len(segs) > 0 || closed {
 			return nil
 		}
 		select {

@@ -3,7 +3,6 @@ package kinesistest
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,19 +122,32 @@ func (st *stream) shardByID(id string) *shard {
 	return st.shard(idx)
 }
 
-var streamNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,128}$`)
+// validStreamName is the service's pattern [a-zA-Z0-9_.-]{1,128}, by hand:
+// it runs on every call.
+func validStreamName(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // streamName resolves the stream a request names by StreamName or StreamARN.
 func streamName(name, arn *string) (string, error) {
 	switch {
 	case name != nil && *name != "":
-		if !streamNameRE.MatchString(*name) {
+		if !validStreamName(*name) {
 			return "", validation("1 validation error detected: Value '%s' at 'streamName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and length 1-128", *name)
 		}
 		return *name, nil
 	case arn != nil && *arn != "":
 		i := strings.LastIndex(*arn, ":stream/")
-		if i < 0 || !streamNameRE.MatchString((*arn)[i+8:]) {
+		if i < 0 || !validStreamName((*arn)[i+8:]) {
 			return "", invalidArg("StreamARN %q is not a stream ARN", *arn)
 		}
 		return (*arn)[i+8:], nil

@@ -606,3 +606,69 @@ func TestGetRecordsDataIsolation(t *testing.T) {
 		t.Fatalf("appending to record 0 changed record 1 to %q", out.Records[1].Data)
 	}
 }
+
+// A shard longer than its storage chunks reads, trims and seeks correctly
+// across chunk boundaries.
+func TestLongShard(t *testing.T) {
+	clk := newClock()
+	s := kinesistest.New(kinesistest.WithClock(clk.Now), kinesistest.WithRetention(time.Hour), kinesistest.WithIteratorTTL(24*time.Hour))
+	mustStream(t, s, "long", 1)
+	const total = 5000
+	var seqs []string
+	for i := 0; i < total; i += 500 {
+		entries := make([]types.PutRecordsRequestEntry, 500)
+		for j := range entries {
+			entries[j] = types.PutRecordsRequestEntry{PartitionKey: aws.String("k"), Data: fmt.Appendf(nil, "%d", i+j)}
+		}
+		out, err := s.PutRecords(testCtx(t), &kinesis.PutRecordsInput{StreamName: aws.String("long"), Records: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out.Records {
+			seqs = append(seqs, *r.SequenceNumber)
+		}
+		clk.Advance(time.Minute) // batch b arrived b minutes ago, give or take
+	}
+	readAll := func(it string, limit int32) []string {
+		var got []string
+		for {
+			out, err := s.GetRecords(testCtx(t), &kinesis.GetRecordsInput{ShardIterator: &it, Limit: &limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Records) > int(limit) {
+				t.Fatalf("Limit %d returned %d", limit, len(out.Records))
+			}
+			if len(out.Records) == 0 {
+				return got
+			}
+			got = append(got, data(out.Records)...)
+			it = *out.NextShardIterator
+		}
+	}
+	check := func(what string, got []string, from int) {
+		t.Helper()
+		if len(got) != total-from {
+			t.Fatalf("%s: %d records, want %d", what, len(got), total-from)
+		}
+		for i, d := range got {
+			if d != fmt.Sprint(from+i) {
+				t.Fatalf("%s: record %d is %s, want %d", what, i, d, from+i)
+			}
+		}
+	}
+	check("Limit 700", readAll(iter(t, s, "long", shard0, types.ShardIteratorTypeTrimHorizon), 700), 0)
+	check("Limit 10000", readAll(iter(t, s, "long", shard0, types.ShardIteratorTypeTrimHorizon), 10000), 0)
+	at, err := s.GetShardIterator(testCtx(t), &kinesis.GetShardIteratorInput{StreamName: aws.String("long"), ShardId: aws.String(shard0),
+		ShardIteratorType: types.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: &seqs[3333]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("AT_SEQUENCE_NUMBER 3333", readAll(*at.ShardIterator, 1000), 3333)
+
+	// Now 10 minutes after the first batch: with 55 more minutes, batches
+	// 0-4 (records 0-2499) are past the hour and go.
+	clk.Advance(55 * time.Minute)
+	check("after retention", readAll(iter(t, s, "long", shard0, types.ShardIteratorTypeTrimHorizon), 1000), 2500)
+	check("an old position after retention", readAll(*at.ShardIterator, 1000), 3333)
+}

@@ -15,8 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// record is one stored record. Its fields never change once appended, so
-// readers may use a sub-slice of shard.recs after releasing the lock.
+// record is one stored record. Its fields never change once added.
 type record struct {
 	counter uint64
 	seq     string
@@ -34,10 +33,9 @@ type shard struct {
 	adjacent   string // AdjacentParentShardId
 	createdAt  time.Time
 
-	// mu guards everything below. Appends never modify existing elements of
-	// recs and trimming never writes into the old backing array.
+	// mu guards everything below.
 	mu       sync.Mutex
-	recs     []record
+	log      recordLog
 	closed   bool
 	endSeq   string
 	closedAt time.Time
@@ -67,24 +65,6 @@ func (sh *shard) waitChanLocked() <-chan struct{} {
 		sh.notify = make(chan struct{})
 	}
 	return sh.notify
-}
-
-// trimLocked drops records older than the retention cutoff.
-func (sh *shard) trimLocked(cutoff time.Time) {
-	n := 0
-	for n < len(sh.recs) && sh.recs[n].arrival.Before(cutoff) {
-		n++
-	}
-	if n == 0 {
-		return
-	}
-	rest := sh.recs[n:]
-	if len(rest) < cap(sh.recs)/2 {
-		// Copy into a fresh array so the trimmed records can be collected;
-		// readers holding the old array keep a valid view.
-		rest = append(make([]record, 0, len(rest)+16), rest...)
-	}
-	sh.recs = rest
 }
 
 func (sh *shard) toType() types.Shard {
