@@ -1,0 +1,125 @@
+// Command kinesisgen writes kinesis_gen.go — typed publishers, header
+// contracts and handler mounts — for every package with //kinesis: markers.
+//
+// Usage:
+//
+//	kinesisgen [-check] [packages]
+//
+// Run it from //go:generate go tool kinesisgen in a package directory, or as
+// kinesisgen ./... over package patterns ("." by default). It reports every
+// problem as path:line:col: message and writes nothing when there is one.
+// With -check it writes nothing at all and exits 1 naming every generated
+// file that is missing, out of date or stale, for CI. kinesisgen -help
+// prints the marker reference.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/kinesisgen/kinesisgen/annotations"
+	"github.com/kinesisgen/kinesisgen/internal/gen"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole command; it returns the exit code: 0 done, 1 problems in
+// the packages or stale files under -check, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("kinesisgen", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files that are missing, out of date or stale")
+	verbose := fl.Bool("v", false, "print the files written and the time spent")
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "usage: kinesisgen [-check] [-v] [packages]\n\nflags:\n")
+		fl.PrintDefaults()
+		fmt.Fprintf(fl.Output(), "\n%s", annotations.Help())
+	}
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	res, err := gen.Generate(gen.Config{}, fl.Args()...)
+	if err != nil {
+		fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
+		return 1
+	}
+	if len(res.Diagnostics) > 0 {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintln(stderr, d)
+		}
+		return 1
+	}
+	wd, _ := os.Getwd()
+	rel := func(p string) string {
+		if r, err := filepath.Rel(wd, p); err == nil {
+			return r
+		}
+		return p
+	}
+	if *check {
+		return checkFiles(res, rel, stderr)
+	}
+	status := 0
+	for _, f := range res.Files {
+		if old, err := os.ReadFile(f.Path); err == nil && bytes.Equal(old, f.Content) {
+			continue // unchanged: keep its modification time
+		}
+		if err := os.WriteFile(f.Path, f.Content, 0o644); err != nil {
+			fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
+			status = 1
+			continue
+		}
+		if *verbose {
+			fmt.Fprintf(stdout, "wrote %s\n", rel(f.Path))
+		}
+	}
+	for _, p := range res.Remove {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
+			status = 1
+			continue
+		}
+		if *verbose {
+			fmt.Fprintf(stdout, "removed %s (no marker left)\n", rel(p))
+		}
+	}
+	if *verbose {
+		fmt.Fprintf(stdout, "%d files in %v (loading packages %v)\n", len(res.Files), res.Total.Round(1e6), res.Load.Round(1e6))
+	}
+	return status
+}
+
+// checkFiles compares what would be written with what is on disk.
+func checkFiles(res *gen.Result, rel func(string) string, stderr io.Writer) int {
+	status := 0
+	for _, f := range res.Files {
+		old, err := os.ReadFile(f.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(stderr, "%s: missing; run go generate\n", rel(f.Path))
+			status = 1
+		case err != nil:
+			fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
+			status = 1
+		case !bytes.Equal(old, f.Content):
+			fmt.Fprintf(stderr, "%s: out of date; run go generate\n", rel(f.Path))
+			status = 1
+		}
+	}
+	for _, p := range res.Remove {
+		fmt.Fprintf(stderr, "%s: stale, no //kinesis: marker left in its package; run go generate to remove it\n", rel(p))
+		status = 1
+	}
+	return status
+}

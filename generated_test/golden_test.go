@@ -1,0 +1,171 @@
+package generatedtest
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kinesisgen/kinesisgen/internal/gen"
+)
+
+var update = flag.Bool("update", false, "rewrite the committed kinesis_gen.go files and expected stderr")
+
+// TestGolden regenerates every input package below this directory and
+// compares the result with the committed kinesis_gen.go.
+func TestGolden(t *testing.T) {
+	res, err := gen.Generate(gen.Config{Dir: "."}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Diagnostics {
+		t.Errorf("unexpected diagnostic: %s", d)
+	}
+	if len(res.Remove) != 0 {
+		t.Errorf("Remove = %v, want none", res.Remove)
+	}
+	wantDirs := []string{"headers", "keys", "shapes"}
+	var gotDirs []string
+	for _, f := range res.Files {
+		rel, _ := filepath.Rel(mustAbs(t, "."), f.Path)
+		gotDirs = append(gotDirs, filepath.Dir(rel))
+		if *update {
+			if err := os.WriteFile(f.Path, f.Content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(f.Path)
+		if err != nil {
+			t.Fatalf("%s: %v (run go test ./generated_test -update)", rel, err)
+		}
+		if diff := cmp.Diff(string(want), string(f.Content)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", rel, diff)
+		}
+	}
+	if diff := cmp.Diff(wantDirs, gotDirs); diff != "" {
+		t.Errorf("generated packages (-want +got):\n%s", diff)
+	}
+}
+
+// TestGenerateTwice checks that output is byte-identical from run to run.
+func TestGenerateTwice(t *testing.T) {
+	first, err := gen.Generate(gen.Config{Dir: "."}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := gen.Generate(gen.Config{Dir: "."}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first.Files, second.Files); diff != "" {
+		t.Errorf("second run differs (-first +second):\n%s", diff)
+	}
+}
+
+// TestDiagnostics runs the generator once over every directory of
+// testdata/diag (one package per diagnostic) and compares each directory's
+// diagnostics with its stderr file.
+func TestDiagnostics(t *testing.T) {
+	root := filepath.Join("testdata", "diag")
+	dirs, err := filepath.Glob(filepath.Join(root, "*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no diagnostic cases: %v", err)
+	}
+	res, err := gen.Generate(gen.Config{Dir: root}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 0 || len(res.Remove) != 0 {
+		t.Errorf("with diagnostics the result must write nothing; got %d files, %d removals", len(res.Files), len(res.Remove))
+	}
+	byCase := map[string]*strings.Builder{}
+	for _, d := range res.Diagnostics {
+		name, rest, _ := strings.Cut(filepath.ToSlash(d.Pos.Filename), "/")
+		if byCase[name] == nil {
+			byCase[name] = &strings.Builder{}
+		}
+		d.Pos.Filename = rest
+		byCase[name].WriteString(d.String() + "\n")
+	}
+	for _, dir := range dirs {
+		name := filepath.Base(dir)
+		t.Run(name, func(t *testing.T) {
+			var got string
+			if b := byCase[name]; b != nil {
+				got = b.String()
+			}
+			stderr := filepath.Join(dir, "stderr")
+			if *update {
+				if err := os.WriteFile(stderr, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == "" {
+				t.Error("no diagnostic at all")
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("diagnostics (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestForgivesMissingGeneratedNames: a package that already uses Mount,
+// NewXPublisher and the header methods generates although kinesis_gen.go is
+// missing (fresh) or names things that are gone (stale).
+func TestForgivesMissingGeneratedNames(t *testing.T) {
+	for _, name := range []string{"fresh", "stale"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join("testdata", "ok", name)
+			res, err := gen.Generate(gen.Config{Dir: dir}, ".")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range res.Diagnostics {
+				t.Errorf("diagnostic: %s", d)
+			}
+			if len(res.Files) != 1 || filepath.Base(res.Files[0].Path) != gen.FileName {
+				t.Fatalf("files = %v, want one %s", res.Files, gen.FileName)
+			}
+			src := string(res.Files[0].Content)
+			for _, want := range []string{"func NewEntryPublisher(", "func (h Key) EncodeHeaders(", "func (h *Key) DecodeHeaders(", "func Mount(b *runtime.Broker, service *Service) error"} {
+				if !strings.Contains(src, want) {
+					t.Errorf("generated file lacks %q", want)
+				}
+			}
+			if strings.Contains(src, "OldHandler") {
+				t.Error("the stale file's contents leaked into the output")
+			}
+		})
+	}
+}
+
+// TestRemovesStaleFile: a package whose last marker went keeps no kinesis_gen.go.
+func TestRemovesStaleFile(t *testing.T) {
+	dir := filepath.Join("testdata", "ok", "unmarked")
+	res, err := gen.Generate(gen.Config{Dir: dir}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(mustAbs(t, dir), gen.FileName)}
+	if diff := cmp.Diff(want, res.Remove); diff != "" || len(res.Files) != 0 || len(res.Diagnostics) != 0 {
+		t.Errorf("Remove (-want +got):\n%s\nfiles %v, diagnostics %v", diff, res.Files, res.Diagnostics)
+	}
+}

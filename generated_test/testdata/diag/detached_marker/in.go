@@ -1,0 +1,16 @@
+package p
+
+import (
+	"context"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+var (
+	_ runtime.Outcome
+	_ context.Context
+)
+
+//kinesis:message stream=orders
+
+type Order struct{}

@@ -1,0 +1,15 @@
+package p
+
+import (
+	"context"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+var (
+	_ runtime.Outcome
+	_ context.Context
+)
+
+//kinesis:message stream=orders stream=orders2
+type Order struct{}

@@ -1,0 +1,20 @@
+package p
+
+import (
+	"context"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+var (
+	_ runtime.Outcome
+	_ context.Context
+)
+
+type Order struct{}
+
+//kinesis:subscriber stream=orders
+func Handle(ctx context.Context, msg Order) error { return nil }
+
+// Mount is the user's own.
+func Mount() {}

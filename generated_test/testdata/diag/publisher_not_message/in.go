@@ -1,0 +1,19 @@
+package p
+
+import (
+	"context"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+var (
+	_ runtime.Outcome
+	_ context.Context
+)
+
+type Order struct{}
+
+type Entry struct{}
+
+//kinesis:subscriber stream=orders
+func Handle(ctx context.Context, msg Order, out runtime.Publisher[Entry]) error { return nil }

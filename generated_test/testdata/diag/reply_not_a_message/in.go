@@ -1,0 +1,19 @@
+package p
+
+import (
+	"context"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+var (
+	_ runtime.Outcome
+	_ context.Context
+)
+
+type Order struct{}
+
+type Receipt struct{}
+
+//kinesis:subscriber stream=orders reply
+func Handle(ctx context.Context, msg Order) (Receipt, error) { return Receipt{}, nil }

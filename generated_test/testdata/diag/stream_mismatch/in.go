@@ -1,0 +1,18 @@
+package p
+
+import (
+	"context"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+var (
+	_ runtime.Outcome
+	_ context.Context
+)
+
+//kinesis:message stream=orders
+type Order struct{}
+
+//kinesis:subscriber stream=order
+func Handle(ctx context.Context, msg Order) error { return nil }

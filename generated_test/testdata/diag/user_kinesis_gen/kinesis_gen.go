@@ -1,0 +1,4 @@
+package p
+
+// Hand-written, despite the name.
+const Handwritten = true
