@@ -91,9 +91,9 @@ func isGenerated(src []byte) bool {
 
 // The go/types messages that a missing generated file causes.
 var (
-	undefinedRE      = regexp.MustCompile(`^undefined: (\w+)$`)
-	noMethodRE       = regexp.MustCompile(`\(type \*?(\w+) has no field or method (EncodeHeaders|DecodeHeaders)\)$`)
-	missingMethodRE  = regexp.MustCompile(`\*?(\w+) does not implement .*\(missing method (EncodeHeaders|DecodeHeaders)\)$`)
+	undefinedRE     = regexp.MustCompile(`^undefined: (\w+)$`)
+	noMethodRE      = regexp.MustCompile(`\(type \*?(\w+) has no field or method (EncodeHeaders|DecodeHeaders)\)$`)
+	missingMethodRE = regexp.MustCompile(`\*?(\w+) does not implement .*\(missing method (EncodeHeaders|DecodeHeaders)\)$`)
 )
 
 // forgiven reports whether a type error is one that this run's output for

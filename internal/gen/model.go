@@ -19,15 +19,17 @@ type pkgModel struct {
 	pkg        *loadedPkg
 	genPath    string
 	ownGenFile bool
-	messages   []*message   // by name
-	contracts  []*contract  // by name
-	subs       []*handler   // by receiver type, then name
-	receivers  []*receiver  // by type name
+	messages   []*message  // by name
+	contracts  []*contract // by name
+	subs       []*handler  // by receiver type, then name
+	receivers  []*receiver // by type name
 	byName     map[string]*message
 	contractOf map[string]*contract
 }
 
-func (m *pkgModel) empty() bool { return len(m.messages) == 0 && len(m.contracts) == 0 && len(m.subs) == 0 }
+func (m *pkgModel) empty() bool {
+	return len(m.messages) == 0 && len(m.contracts) == 0 && len(m.subs) == 0
+}
 
 // generates reports whether the generated file declares name at package level.
 func (m *pkgModel) generates(name string) bool {
