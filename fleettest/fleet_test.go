@@ -1,0 +1,833 @@
+package fleettest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// The timing the workers run with: short, so the test is short. The
+// runtime's defaults are 10 s failover, 3 s renewal, 10 s shard sync.
+const (
+	failover   = 3 * time.Second
+	renew      = time.Second
+	syncEvery  = time.Second
+	checkpoint = time.Second
+
+	shards     = 4
+	keys       = 200
+	perKey1    = 100 // batch 1: 20k records, a SIGKILL halfway
+	perKey2    = 50  // batch 2: 10k records, a SIGTERM halfway
+	app        = "fleettest"
+	idleWindow = 3 * time.Second // lease-store writes measured over it
+)
+
+// TestFleet runs three worker processes on one 4-shard stream with a
+// DynamoDB lease table, SIGKILLs one halfway through 20k records and
+// SIGTERMs another halfway through 10k more, and checks every record's fate.
+func TestFleet(t *testing.T) {
+	kinesisURL := livetest.KinesisEndpoint(t)
+	dynamoURL := livetest.DynamoDBEndpoint(t)
+	bin := buildWorker(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+	f := &fleet{
+		t:       t,
+		bin:     bin,
+		kinesis: kinesisURL,
+		dynamo:  dynamoURL,
+		stream:  "fleet-" + suffix,
+		table:   "fleet-leases-" + suffix,
+		procs:   make(map[string]*proc),
+		seen:    make(map[record][]sighting),
+		changed: make(chan struct{}),
+	}
+	f.setup(ctx)
+
+	for _, owner := range []string{"w1", "w2", "w3"} {
+		f.start(owner)
+	}
+	start := time.Now()
+	f.awaitLeases(ctx, "all 4 shards are owned", func(ls []lease.Lease) bool {
+		return len(ls) == shards && sum(ownerLoad(ls)) == shards
+	})
+	owned := time.Since(start)
+	balanced := f.awaitLeases(ctx, "3 workers share the 4 shards", func(ls []lease.Lease) bool {
+		load := ownerLoad(ls)
+		return len(ls) == shards && len(load) == 3 && slices.Min(mapValues(load)) >= 1 && f.allLive(load)
+	})
+	t.Logf("all shards owned after %v, balanced after %v: %s", owned.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), describe(balanced))
+
+	idle := f.measureWrites(ctx, balanced)
+
+	// Batch 1, SIGKILL of the worker with the most shards halfway.
+	victim := busiest(balanced)
+	pub := f.publisher(ctx)
+	pubStart := time.Now()
+	published1 := f.publish(ctx, pub, 0, perKey1)
+	f.awaitHandled(ctx, keys*perKey1/2)
+	// Kill it right after it printed a line: in the middle of handling
+	// records, when it has some past its last checkpoint.
+	f.awaitLineFrom(ctx, victim)
+	killedAt := f.kill(victim)
+	atKill := f.distinct()
+	busy := f.writesSince(pubStart)
+	inherited, failoverTook := f.awaitFailover(ctx, victim, killedAt)
+	t.Logf("SIGKILL %s %v after the first publish, at %d distinct records; its shards were owned by live workers again after %v: %s",
+		victim, killedAt.Sub(pubStart).Round(time.Millisecond), atKill, failoverTook.Round(time.Millisecond), describe(f.leases(ctx)))
+	if err := <-published1; err != nil {
+		t.Fatalf("publish batch 1: %v", err)
+	}
+	t.Logf("batch 1 published in %v", time.Since(pubStart).Round(time.Millisecond))
+	f.awaitHandled(ctx, keys*perKey1)
+
+	// Batch 2, SIGTERM of one of the two survivors halfway.
+	published2 := f.publish(ctx, pub, perKey1, perKey2)
+	f.awaitHandled(ctx, keys*perKey1+keys*perKey2/2)
+	ls := f.leases(ctx)
+	stopped := busiest(ls)
+	var remaining string
+	for owner := range f.liveOwners() {
+		if owner != stopped {
+			remaining = owner
+		}
+	}
+	f.awaitLineFrom(ctx, stopped) // stop it while it is handling records
+	termAt := f.terminate(ctx, stopped)
+	handoff := f.awaitLeases(ctx, "the stopped worker's shards move to "+remaining, func(ls []lease.Lease) bool {
+		load := ownerLoad(ls)
+		return len(ls) == shards && load[remaining] == shards
+	})
+	handoffTook := time.Since(termAt)
+	t.Logf("SIGTERM %s: all shards owned by %s after %v: %s", stopped, remaining, handoffTook.Round(time.Millisecond), describe(handoff))
+	if err := <-published2; err != nil {
+		t.Fatalf("publish batch 2: %v", err)
+	}
+	f.awaitHandled(ctx, keys*(perKey1+perKey2))
+	f.terminate(ctx, remaining) // its exit status is checked too
+
+	// What a user cares about.
+	r := f.check(victim, killedAt, inherited, stopped)
+	if failoverTook > 2*failover {
+		t.Errorf("shards of the killed worker owned again after %v, want within 2 × failover = %v", failoverTook, 2*failover)
+	}
+	if handoffTook >= failover {
+		t.Errorf("shards of the stopped worker moved after %v, want before the failover time %v (released, not expired)", handoffTook, failover)
+	}
+	t.Logf("FLEET failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
+		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful,
+		idle.writesPerSec, busy.writesPerSec, busy.checkpointsPerSec, idle.readsPerSec)
+}
+
+// buildWorker compiles the worker command, with the race detector when this
+// test binary has it, into a temporary directory.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the worker: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "worker")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/kinesisgen/kinesisgen/fleettest/worker")
+	out, err := exec.CommandContext(ctx, goCmd, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+type fleet struct {
+	t               *testing.T
+	bin             string
+	kinesis, dynamo string
+	stream, table   string
+	store           *lease.DynamoDB
+	kc              *kinesis.Client
+	namespace       string
+
+	mu       sync.Mutex
+	procs    map[string]*proc
+	seen     map[record][]sighting
+	stats    map[string][]Stats
+	problems []string
+	changed  chan struct{} // closed and replaced whenever the above change
+}
+
+type record struct {
+	key   string
+	index int
+}
+
+// sighting is one line a worker printed: who handled the record, where it
+// read it, and when the test received the line.
+type sighting struct {
+	owner, shard, seq string
+	at                time.Time
+	pos               int // position among this owner's lines
+}
+
+type proc struct {
+	owner    string
+	cmd      *exec.Cmd
+	stderr   string
+	lines    int
+	exited   chan struct{}
+	exitErr  error
+	expected bool // the test killed or stopped it
+}
+
+func (f *fleet) setup(ctx context.Context) {
+	t := f.t
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")}
+	f.kc = kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(f.kinesis) })
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(f.dynamo) })
+	f.namespace = app + "/" + f.stream
+
+	if _, err := f.kc.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &f.stream, ShardCount: aws.Int32(shards)}); err != nil {
+		t.Fatalf("create stream: %v", err)
+	}
+	w := kinesis.NewStreamExistsWaiter(f.kc, func(o *kinesis.StreamExistsWaiterOptions) { o.MinDelay = 100 * time.Millisecond })
+	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: &f.stream}, 30*time.Second); err != nil {
+		t.Fatalf("stream %s not active: %v", f.stream, err)
+	}
+	// The test creates the table; the workers only check it.
+	f.store = lease.NewDynamoDB(ddb, f.table, lease.CreateTableIfMissing())
+	if err := f.store.EnsureTable(ctx); err != nil {
+		t.Fatalf("create lease table: %v", err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = f.kc.DeleteStream(cctx, &kinesis.DeleteStreamInput{StreamName: &f.stream})
+		_, _ = ddb.DeleteTable(cctx, &dynamodb.DeleteTableInput{TableName: &f.table})
+	})
+}
+
+// start launches one worker; its lines are collected until it exits, and
+// t.Cleanup kills it (by PID) if it is still running.
+func (f *fleet) start(owner string) {
+	t := f.t
+	errPath := filepath.Join(t.TempDir(), owner+".stderr")
+	errFile, err := os.Create(errPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(f.bin,
+		"-kinesis-endpoint", f.kinesis, "-dynamodb-endpoint", f.dynamo,
+		"-stream", f.stream, "-table", f.table, "-owner", owner, "-app", app,
+		"-failover", failover.String(), "-renew", renew.String(),
+		"-sync", syncEvery.String(), "-checkpoint", checkpoint.String(),
+		"-stats", "500ms")
+	cmd.Stderr = errFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker %s: %v", owner, err)
+	}
+	errFile.Close() // the child has its own descriptor
+	p := &proc{owner: owner, cmd: cmd, stderr: errPath, exited: make(chan struct{})}
+	f.mu.Lock()
+	f.procs[owner] = p
+	f.mu.Unlock()
+
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f.line(p, sc.Text())
+		}
+		werr := cmd.Wait() // after the last read, as os/exec requires
+		f.mu.Lock()
+		p.exitErr = werr
+		if !p.expected {
+			f.problems = append(f.problems, fmt.Sprintf("worker %s exited on its own: %v", owner, werr))
+		}
+		close(p.exited)
+		f.notifyLocked()
+		f.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			f.mu.Lock()
+			p.expected = true
+			f.mu.Unlock()
+			_ = cmd.Process.Kill()
+			select {
+			case <-p.exited:
+			case <-time.After(10 * time.Second):
+				t.Errorf("worker %s (pid %d) did not exit after SIGKILL", owner, cmd.Process.Pid)
+			}
+		}
+		if t.Failed() || os.Getenv("FLEETTEST_LOGS") != "" {
+			t.Logf("--- %s stderr (tail) ---\n%s", owner, tail(p.stderr, 30))
+		}
+	})
+}
+
+func (f *fleet) line(p *proc, text string) {
+	h, s, err := ParseLine(text)
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case err != nil:
+		f.problems = append(f.problems, fmt.Sprintf("worker %s: %v", p.owner, err))
+	case s != nil:
+		if f.stats == nil {
+			f.stats = make(map[string][]Stats)
+		}
+		f.stats[p.owner] = append(f.stats[p.owner], *s)
+	case h.Owner != p.owner:
+		f.problems = append(f.problems, fmt.Sprintf("worker %s printed a line of %s: %q", p.owner, h.Owner, text))
+	default:
+		r := record{h.Key, h.Index}
+		f.seen[r] = append(f.seen[r], sighting{owner: h.Owner, shard: h.Shard, seq: h.Sequence, at: now, pos: p.lines})
+		p.lines++
+	}
+	f.notifyLocked()
+}
+
+func (f *fleet) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// awaitLineFrom waits until owner prints its next record line.
+func (f *fleet) awaitLineFrom(ctx context.Context, owner string) {
+	f.t.Helper()
+	f.mu.Lock()
+	p := f.procs[owner]
+	n := p.lines
+	f.mu.Unlock()
+	for {
+		f.mu.Lock()
+		got, problems, ch := p.lines, slices.Clone(f.problems), f.changed
+		f.mu.Unlock()
+		if len(problems) > 0 {
+			f.t.Fatalf("waiting for a line of %s: %s", owner, strings.Join(problems, "; "))
+		}
+		if got > n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			f.t.Fatalf("worker %s printed no line: %v", owner, ctx.Err())
+		}
+	}
+}
+
+func (f *fleet) distinct() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.seen)
+}
+
+// awaitHandled waits until n distinct records have been handled, failing
+// at once when a worker misbehaves.
+func (f *fleet) awaitHandled(ctx context.Context, n int) {
+	f.t.Helper()
+	for {
+		f.mu.Lock()
+		got, problems, ch := len(f.seen), slices.Clone(f.problems), f.changed
+		f.mu.Unlock()
+		if len(problems) > 0 {
+			f.t.Fatalf("waiting for %d handled records: %s", n, strings.Join(problems, "; "))
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			f.t.Fatalf("only %d of %d records handled: %v", got, n, ctx.Err())
+		}
+	}
+}
+
+// leases reads the lease table as an operator would.
+func (f *fleet) leases(ctx context.Context) []lease.Lease {
+	f.t.Helper()
+	ls, err := f.store.List(ctx, f.namespace)
+	if err != nil {
+		f.t.Fatalf("list leases: %v", err)
+	}
+	return ls
+}
+
+// awaitLeases polls the lease table (a store change cannot be awaited)
+// until ok holds, and returns the listing that satisfied it.
+func (f *fleet) awaitLeases(ctx context.Context, what string, ok func([]lease.Lease) bool) []lease.Lease {
+	f.t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last []lease.Lease
+	for {
+		f.mu.Lock()
+		problems := slices.Clone(f.problems)
+		f.mu.Unlock()
+		if len(problems) > 0 {
+			f.t.Fatalf("waiting until %s: %s", what, strings.Join(problems, "; "))
+		}
+		last = f.leases(ctx)
+		if ok(last) {
+			return last
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			f.t.Fatalf("not true before the deadline: %s; leases: %s", what, describe(last))
+		}
+	}
+}
+
+// liveOwners are the workers neither killed nor stopped.
+func (f *fleet) liveOwners() map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	live := make(map[string]bool)
+	for owner, p := range f.procs {
+		if !p.expected {
+			live[owner] = true
+		}
+	}
+	return live
+}
+
+func (f *fleet) allLive(load map[string]int) bool {
+	live := f.liveOwners()
+	for owner := range load {
+		if !live[owner] {
+			return false
+		}
+	}
+	return true
+}
+
+// kill SIGKILLs owner and waits until the process is gone.
+func (f *fleet) kill(owner string) time.Time {
+	f.mu.Lock()
+	p := f.procs[owner]
+	p.expected = true
+	f.mu.Unlock()
+	at := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		f.t.Fatalf("SIGKILL %s: %v", owner, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		f.t.Fatalf("worker %s still running 10 s after SIGKILL", owner)
+	}
+	return at
+}
+
+// terminate SIGTERMs owner and requires a clean exit (status 0).
+func (f *fleet) terminate(ctx context.Context, owner string) time.Time {
+	f.t.Helper()
+	f.mu.Lock()
+	p := f.procs[owner]
+	p.expected = true
+	f.mu.Unlock()
+	at := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		f.t.Fatalf("SIGTERM %s: %v", owner, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		f.t.Fatalf("worker %s still running 20 s after SIGTERM", owner)
+	case <-ctx.Done():
+		f.t.Fatalf("worker %s still running after SIGTERM: %v", owner, ctx.Err())
+	}
+	f.mu.Lock()
+	err := p.exitErr
+	f.mu.Unlock()
+	if err != nil {
+		f.t.Errorf("worker %s after SIGTERM: %v, want exit status 0", owner, err)
+	}
+	return at
+}
+
+// awaitFailover polls the lease table from the kill until every shard is
+// owned by a live worker. It returns, per shard the victim held, the last
+// checkpoint the victim wrote (its writes in flight at the kill land in
+// milliseconds; the takeover comes seconds later), and how long it took.
+func (f *fleet) awaitFailover(ctx context.Context, victim string, killedAt time.Time) (map[string]string, time.Duration) {
+	inherited := make(map[string]string)
+	f.awaitLeases(ctx, "the killed worker's shards are owned again", func(ls []lease.Lease) bool {
+		for _, l := range ls {
+			if l.Owner == victim {
+				inherited[l.ShardID] = l.Checkpoint
+			}
+		}
+		load := ownerLoad(ls)
+		return len(ls) == shards && f.allLive(load) && sum(load) == shards
+	})
+	return inherited, time.Since(killedAt)
+}
+
+// publisher connects a broker of the test's own to publish with.
+func (f *fleet) publisher(ctx context.Context) runtime.Publisher[Item] {
+	b := runtime.NewBroker(runtime.WithEndpoint(f.kinesis), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+	if err := b.Connect(ctx); err != nil {
+		f.t.Fatalf("connect publisher: %v", err)
+	}
+	f.t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = b.Shutdown(cctx)
+	})
+	return runtime.NewPublisher[Item](b, runtime.PublisherSpec{Stream: f.stream})
+}
+
+// publish sends indices [from, from+n) of every key in the background, one
+// key's records one after another so that a key's order in its shard is
+// its index order; keys go in parallel.
+func (f *fleet) publish(ctx context.Context, p runtime.Publisher[Item], from, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		errs := make(chan error, keys)
+		for k := range keys {
+			go func() {
+				key := keyName(k)
+				for i := from; i < from+n; i++ {
+					if err := p.Message(Item{Key: key, Index: i}).PartitionKey(key).Publish(ctx); err != nil {
+						errs <- fmt.Errorf("key %s index %d: %w", key, i, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		var all []error
+		for range keys {
+			all = append(all, <-errs)
+		}
+		done <- errors.Join(all...)
+	}()
+	return done
+}
+
+func keyName(k int) string { return fmt.Sprintf("key-%03d", k) }
+
+// rate is lease-store calls per second per instance over a window.
+type rate struct {
+	at                                           time.Time
+	writesPerSec, checkpointsPerSec, readsPerSec float64
+}
+
+// measureWrites waits for an idle window (no records, leases settled) and
+// returns the lease-store calls per second per instance over it; the
+// ownership must not change meanwhile, or the window was not steady.
+func (f *fleet) measureWrites(ctx context.Context, before []lease.Lease) rate {
+	f.t.Helper()
+	begin := f.latestStats(ctx, time.Now())
+	end := f.latestStats(ctx, time.Now().Add(idleWindow))
+	after := f.leases(ctx)
+	if describe(after) != describe(before) {
+		f.t.Logf("ownership changed during the idle window (%s -> %s); the idle rate includes a handoff", describe(before), describe(after))
+	}
+	return ratio(begin, end)
+}
+
+// writesSince is the rate per instance from the stats lines at or after t
+// to the latest ones.
+func (f *fleet) writesSince(t time.Time) rate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	begin, end := make(map[string]Stats), make(map[string]Stats)
+	for owner, ss := range f.stats {
+		for _, s := range ss {
+			if time.Unix(0, s.UnixNano).Before(t) {
+				continue
+			}
+			if _, ok := begin[owner]; !ok {
+				begin[owner] = s
+			}
+			end[owner] = s
+		}
+	}
+	return ratio(begin, end)
+}
+
+func ratio(begin, end map[string]Stats) rate {
+	var w, c, r float64
+	n := 0
+	for owner, b := range begin {
+		e, ok := end[owner]
+		if !ok || e.UnixNano <= b.UnixNano {
+			continue
+		}
+		d := float64(e.UnixNano-b.UnixNano) / 1e9
+		w += float64(e.Writes-b.Writes) / d
+		c += float64(e.Checkpoints-b.Checkpoints) / d
+		r += float64(e.Reads-b.Reads) / d
+		n++
+	}
+	if n == 0 {
+		return rate{}
+	}
+	return rate{at: time.Unix(0, begin[firstKey(begin)].UnixNano), writesPerSec: w / float64(n), checkpointsPerSec: c / float64(n), readsPerSec: r / float64(n)}
+}
+
+func firstKey(m map[string]Stats) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks[0]
+}
+
+// latestStats waits until every live worker has printed a stats line
+// stamped at or after t and returns the first such line of each.
+func (f *fleet) latestStats(ctx context.Context, t time.Time) map[string]Stats {
+	f.t.Helper()
+	live := f.liveOwners()
+	for {
+		f.mu.Lock()
+		got := make(map[string]Stats)
+		for owner := range live {
+			for _, s := range f.stats[owner] {
+				if !time.Unix(0, s.UnixNano).Before(t) {
+					got[owner] = s
+					break
+				}
+			}
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if len(got) == len(live) {
+			return got
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			f.t.Fatalf("workers printed no stats after %v: %v", t, ctx.Err())
+		}
+	}
+}
+
+type result struct {
+	dupKill, dupGraceful int
+}
+
+// check asserts what every record went through:
+//   - every published record was handled at least once;
+//   - one worker never handles a key's records out of index order;
+//   - a record is handled twice only if the killed worker handled it before
+//     the kill and a live worker again after it, and the duplicates are
+//     exactly the records the killed worker handled past the last checkpoint
+//     it wrote on its shards: what it had in flight, never more;
+//   - so no record handled by the gracefully stopped worker is handled again.
+func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]string, stopped string) result {
+	t := f.t
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var res result
+	for k := range keys {
+		for i := range perKey1 + perKey2 {
+			if len(f.seen[record{keyName(k), i}]) == 0 {
+				t.Errorf("record %s/%d was never handled", keyName(k), i)
+			}
+		}
+	}
+	if len(f.seen) != keys*(perKey1+perKey2) {
+		t.Errorf("%d distinct records handled, published %d", len(f.seen), keys*(perKey1+perKey2))
+	}
+
+	// Per worker and key, in the order the worker printed them.
+	type ownerKey struct{ owner, key string }
+	byOwnerKey := make(map[ownerKey][][2]int) // (pos, index)
+	for r, ss := range f.seen {
+		for _, s := range ss {
+			ok := ownerKey{s.owner, r.key}
+			byOwnerKey[ok] = append(byOwnerKey[ok], [2]int{s.pos, r.index})
+		}
+	}
+	backwards := 0
+	for ok, list := range byOwnerKey {
+		sort.Slice(list, func(i, j int) bool { return list[i][0] < list[j][0] })
+		for i := 1; i < len(list); i++ {
+			if list[i][1] <= list[i-1][1] {
+				backwards++
+				if backwards <= 5 {
+					t.Errorf("worker %s handled key %s index %d after index %d", ok.owner, ok.key, list[i][1], list[i-1][1])
+				}
+			}
+		}
+	}
+
+	// The records the killed worker had in flight: handled past the last
+	// checkpoint it wrote on a shard it held.
+	inFlight := make(map[record]bool)
+	for r, ss := range f.seen {
+		for _, s := range ss {
+			ckpt, held := inherited[s.shard]
+			if s.owner == victim && held && pastCheckpoint(s.seq, ckpt) {
+				inFlight[r] = true
+			}
+		}
+	}
+	var unexpected []string
+	for r, ss := range f.seen {
+		if len(ss) == 1 {
+			continue
+		}
+		byVictim, byOthers, byStopped := 0, 0, 0
+		late := true
+		for _, s := range ss {
+			switch {
+			case s.owner == victim:
+				byVictim++
+			default:
+				byOthers++
+				if s.at.Before(killedAt) {
+					late = false
+				}
+			}
+			if s.owner == stopped {
+				byStopped++
+			}
+		}
+		if byVictim == 1 && byOthers == 1 && late && inFlight[r] {
+			res.dupKill++
+			continue
+		}
+		if byStopped > 0 {
+			res.dupGraceful++
+		}
+		unexpected = append(unexpected, fmt.Sprintf("%s/%d by %s", r.key, r.index, owners(ss)))
+	}
+	sort.Strings(unexpected)
+	if len(unexpected) > 0 {
+		t.Errorf("%d records handled more than once outside the killed worker's in-flight records (%d of those were the stopped worker's): %s",
+			len(unexpected), res.dupGraceful, strings.Join(unexpected[:min(len(unexpected), 10)], ", "))
+	}
+	// Every in-flight record is read again by the taker from the checkpoint.
+	for r := range inFlight {
+		if len(f.seen[r]) < 2 {
+			t.Errorf("record %s/%d: handled by %s past its checkpoint, yet not redelivered: was the checkpoint observed wrong?", r.key, r.index, victim)
+			break
+		}
+	}
+	return res
+}
+
+func owners(ss []sighting) string {
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.owner)
+	}
+	return strings.Join(names, "+")
+}
+
+// pastCheckpoint reports whether seq lies after a checkpoint: any sequence
+// number does when the shard had none yet.
+func pastCheckpoint(seq, ckpt string) bool {
+	switch ckpt {
+	case "", lease.CheckpointTrimHorizon, lease.CheckpointLatest, lease.CheckpointAtTimestamp:
+		return true
+	case lease.CheckpointShardEnd:
+		return false
+	}
+	return CompareSequence(seq, ckpt) > 0
+}
+
+func ownerLoad(ls []lease.Lease) map[string]int {
+	load := make(map[string]int)
+	for _, l := range ls {
+		if l.Owner != "" {
+			load[l.Owner]++
+		}
+	}
+	return load
+}
+
+// busiest is the owner holding the most leases (ties by name).
+func busiest(ls []lease.Lease) string {
+	load := ownerLoad(ls)
+	best, n := "", 0
+	for owner, c := range load {
+		if c > n || (c == n && owner < best) {
+			best, n = owner, c
+		}
+	}
+	return best
+}
+
+func describe(ls []lease.Lease) string {
+	parts := make([]string, 0, len(ls))
+	for _, l := range ls {
+		owner := l.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		parts = append(parts, l.ShardID+"="+owner)
+	}
+	return strings.Join(parts, " ")
+}
+
+func mapValues(m map[string]int) []int {
+	out := make([]int, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		out = append(out, 0)
+	}
+	return out
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
