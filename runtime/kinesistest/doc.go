@@ -11,6 +11,7 @@
 //
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
 // CreateStream returns and resharding is immediate; there is no throttling
-// unless injected (InjectCallFault, InjectPutFault); no enhanced fan-out,
-// encryption or tagging.
+// unless WithThrottling asks for the service's per-shard limits (or faults
+// are injected with InjectCallFault and InjectPutFault); no enhanced
+// fan-out, encryption or tagging.
 package kinesistest

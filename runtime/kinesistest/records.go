@@ -48,7 +48,10 @@ func route(key string, explicit *string) (hashKey, error) {
 
 // append stores one record on the open shard that owns h and returns the
 // shard and the record's sequence number. data is already a private copy.
-func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time.Time) (*shard, string) {
+//
+// With WithThrottling, a record over the shard's write limit is refused
+// with a ProvisionedThroughputExceededException and not stored.
+func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time.Time) (*shard, string, error) {
 	cutoff := now.Add(-s.cfg.retention)
 	for {
 		open := *st.open.Load()
@@ -60,6 +63,10 @@ func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time
 			// Resharded between loading the table and locking: reroute.
 			sh.mu.Unlock()
 			continue
+		}
+		if s.cfg.throttle && !sh.admitPut(now, len(key)+len(data)) {
+			sh.mu.Unlock()
+			return sh, "", throttled(sh, st.name, s.cfg.account)
 		}
 		arrival := now
 		if n := sh.log.len(); n > 0 {
@@ -74,7 +81,7 @@ func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time
 		sh.wakeLocked()
 		sh.mu.Unlock()
 		sh.putCount.Add(1)
-		return sh, seq
+		return sh, seq, nil
 	}
 }
 
@@ -106,7 +113,10 @@ func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ..
 			return nil, opError(op.String(), err)
 		}
 	}
-	sh, seq := s.append(st, h, key, clone(in.Data), s.now())
+	sh, seq, err := s.append(st, h, key, clone(in.Data), s.now())
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
 	return &kinesis.PutRecordOutput{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq), EncryptionType: types.EncryptionTypeNone}, nil
 }
 
@@ -156,16 +166,24 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 	failed := int32(0)
 	for i, e := range in.Records {
 		key := aws.ToString(e.PartitionKey)
+		fail := func(err error) {
+			failed++
+			out.Records[i] = types.PutRecordsResultEntry{ErrorCode: aws.String(errorCode(err)), ErrorMessage: aws.String(err.Error())}
+		}
 		if fault != nil {
 			if err := (*fault)(name, key); err != nil {
-				failed++
-				out.Records[i] = types.PutRecordsResultEntry{ErrorCode: aws.String(errorCode(err)), ErrorMessage: aws.String(err.Error())}
+				fail(err)
 				continue
 			}
 		}
 		start := len(buf)
 		buf = append(buf, e.Data...)
-		sh, seq := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)], now)
+		sh, seq, err := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)], now)
+		if err != nil {
+			buf = buf[:start]
+			fail(err)
+			continue
+		}
 		strs[2*i], strs[2*i+1] = sh.id, seq
 		out.Records[i] = types.PutRecordsResultEntry{ShardId: &strs[2*i], SequenceNumber: &strs[2*i+1]}
 	}
@@ -362,6 +380,9 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 			time.Unix(0, it.issued).UTC().Format(time.RFC3339Nano), now.Format(time.RFC3339Nano), s.cfg.iteratorTTL.Milliseconds()))
 	}
 	sh.getCalls.Add(1)
+	if s.cfg.throttle && !sh.admitGet(now) {
+		return nil, opError(op.String(), throttled(sh, it.stream, s.cfg.account))
+	}
 
 	segs, closed, children, wait := s.pending(sh, it, now, limit, s.cfg.longPoll > 0)
 	if wait != nil {

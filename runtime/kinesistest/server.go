@@ -39,6 +39,7 @@ type config struct {
 	iteratorTTL time.Duration
 	longPoll    time.Duration
 	shardLimit  int
+	throttle    bool
 	account     string
 	region      string
 }
@@ -68,6 +69,14 @@ func WithLongPoll(d time.Duration) Option { return func(c *config) { c.longPoll 
 // 1000); CreateStream and SplitShard beyond it fail with
 // LimitExceededException.
 func WithShardLimit(n int) Option { return func(c *config) { c.shardLimit = n } }
+
+// WithThrottling enforces the service's per-shard limits: 1,000 records and
+// 1 MiB (data plus partition keys) written per second, 5 GetRecords calls
+// per second. Over them, PutRecords fails the entry, and PutRecord and
+// GetRecords fail, with ProvisionedThroughputExceededException. Seconds are
+// those of the server's clock. Off by default: tests and benchmarks should
+// not be throttled unless they are about throttling.
+func WithThrottling() Option { return func(c *config) { c.throttle = true } }
 
 // New returns an empty server.
 func New(opts ...Option) *Server {

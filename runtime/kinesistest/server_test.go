@@ -672,3 +672,50 @@ func TestLongShard(t *testing.T) {
 	check("after retention", readAll(iter(t, s, "long", shard0, types.ShardIteratorTypeTrimHorizon), 1000), 2500)
 	check("an old position after retention", readAll(*at.ShardIterator, 1000), 3333)
 }
+
+func TestThrottling(t *testing.T) {
+	clk := newClock()
+	s := kinesistest.New(kinesistest.WithClock(clk.Now), kinesistest.WithThrottling())
+	mustStream(t, s, "th", 1)
+	batch := make([]types.PutRecordsRequestEntry, 500)
+	for i := range batch {
+		batch[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String("k"), Data: fmt.Appendf(nil, "%d", i)}
+	}
+	putBatch := func() *kinesis.PutRecordsOutput {
+		out, err := s.PutRecords(testCtx(t), &kinesis.PutRecordsInput{StreamName: aws.String("th"), Records: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	putBatch()
+	putBatch()
+	out := putBatch() // records 1001-1500 of this second
+	if aws.ToInt32(out.FailedRecordCount) != 500 || aws.ToString(out.Records[0].ErrorCode) != "ProvisionedThroughputExceededException" {
+		t.Fatalf("third batch in one second: %d failed, first code %q; want all 500 throttled", aws.ToInt32(out.FailedRecordCount), aws.ToString(out.Records[0].ErrorCode))
+	}
+	_, err := s.PutRecord(testCtx(t), &kinesis.PutRecordInput{StreamName: aws.String("th"), PartitionKey: aws.String("k"), Data: []byte("x")})
+	wantAs[*types.ProvisionedThroughputExceededException](t, "PutRecord over the write limit", err)
+	clk.Advance(time.Second)
+	if out := putBatch(); aws.ToInt32(out.FailedRecordCount) != 0 {
+		t.Fatalf("next second: %d failed, want 0", aws.ToInt32(out.FailedRecordCount))
+	}
+	// Bytes: a maximal record fits alone, not with another.
+	big := make([]byte, 1<<20)
+	clk.Advance(time.Second)
+	put(t, s, "th", "k", string(big))
+	_, err = s.PutRecord(testCtx(t), &kinesis.PutRecordInput{StreamName: aws.String("th"), PartitionKey: aws.String("k"), Data: []byte("x")})
+	wantAs[*types.ProvisionedThroughputExceededException](t, "PutRecord after 1 MiB in the same second", err)
+
+	it := iter(t, s, "th", shard0, types.ShardIteratorTypeLatest)
+	for range 5 {
+		get(t, testCtx(t), s, it)
+	}
+	_, err = s.GetRecords(testCtx(t), &kinesis.GetRecordsInput{ShardIterator: &it})
+	wantAs[*types.ProvisionedThroughputExceededException](t, "a sixth GetRecords in one second", err)
+	clk.Advance(time.Second)
+	get(t, testCtx(t), s, it)
+	if recs, _ := s.Records("th"); len(recs) != 1501 {
+		t.Fatalf("stored %d records, want 1501 (throttled ones are not stored)", len(recs))
+	}
+}

@@ -41,6 +41,7 @@ type shard struct {
 	closedAt time.Time
 	children []*shard
 	notify   chan struct{} // made by a waiter, closed by the next append or close
+	rates    rates         // WithThrottling
 
 	getCalls  atomic.Int64
 	emptyGets atomic.Int64

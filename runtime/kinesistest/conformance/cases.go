@@ -509,3 +509,47 @@ func testReshardErrors(t *testing.T, e *env) {
 		wantErr[*types.ResourceInUseException](t, "SplitShard of a closed shard", err)
 	}
 }
+
+// testThrottling exceeds a shard's limits of 5 reads and 1,000 records a
+// second and expects the service's throttling answers.
+func testThrottling(t *testing.T, e *env) {
+	if e.dev.NoThrottling {
+		t.Skip("the backend does not throttle (Deviations.NoThrottling)")
+	}
+	name := e.stream(1)
+	shard := aws.ToString(e.shards(name)[0].ShardId)
+	entries := make([]types.PutRecordsRequestEntry, 500)
+	for i := range entries {
+		entries[i] = types.PutRecordsRequestEntry{PartitionKey: aws.String("hot"), Data: payload(i)}
+	}
+	failed := 0
+	for range 5 { // 2,500 records: over the limit even if split across two seconds
+		out, err := e.api.PutRecords(e.ctx, &kinesis.PutRecordsInput{StreamName: &name, Records: entries})
+		if err != nil {
+			t.Fatalf("PutRecords: %v", err)
+		}
+		for _, r := range out.Records {
+			if r.ErrorCode != nil {
+				if *r.ErrorCode != "ProvisionedThroughputExceededException" {
+					t.Fatalf("entry failed with %s, want ProvisionedThroughputExceededException", *r.ErrorCode)
+				}
+				failed++
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("2,500 records to one shard in a burst: none throttled")
+	}
+
+	it := e.iterator(name, shard, types.ShardIteratorTypeLatest, "", nil)
+	for i := range 20 {
+		_, err := e.api.GetRecords(e.ctx, &kinesis.GetRecordsInput{ShardIterator: &it})
+		if err != nil {
+			wantErr[*types.ProvisionedThroughputExceededException](t, "GetRecords over the read limit", err)
+			return
+		}
+		if i == 19 {
+			t.Fatal("20 GetRecords on one shard in a burst: none throttled")
+		}
+	}
+}

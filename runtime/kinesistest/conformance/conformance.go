@@ -63,6 +63,10 @@ type Harness struct {
 	// New returns the API to test; it is called once per case. A backend
 	// that is shared between cases is fine: every case uses fresh streams.
 	New func(t *testing.T) kinesisapi.API
+	// Throttled, when set, returns a backend that enforces the service's
+	// per-shard limits, for the throttling case (New is used otherwise).
+	// The in-process server throttles only when asked to.
+	Throttled func(t *testing.T) kinesisapi.API
 	// Deviations are the backend's known differences from the service.
 	Deviations Deviations
 	// Timeout bounds each case (default 30 s).
@@ -75,28 +79,34 @@ func Run(t *testing.T, h Harness) {
 		h.Timeout = 30 * time.Second
 	}
 	cases := []struct {
-		name string
-		run  func(*testing.T, *env)
+		name      string
+		run       func(*testing.T, *env)
+		throttled bool
 	}{
-		{"StreamLifecycle", testStreamLifecycle},
-		{"EvenHashRanges", testEvenHashRanges},
-		{"KeyRouting", testKeyRouting},
-		{"ExplicitHashKey", testExplicitHashKey},
-		{"PerShardOrder", testPerShardOrder},
-		{"IteratorTypes", testIteratorTypes},
-		{"AtTimestamp", testAtTimestamp},
-		{"IteratorErrors", testIteratorErrors},
-		{"GetRecordsLimit", testGetRecordsLimit},
-		{"ListShardsPages", testListShardsPages},
-		{"Split", testSplit},
-		{"Merge", testMerge},
-		{"ReshardErrors", testReshardErrors},
+		{"StreamLifecycle", testStreamLifecycle, false},
+		{"EvenHashRanges", testEvenHashRanges, false},
+		{"KeyRouting", testKeyRouting, false},
+		{"ExplicitHashKey", testExplicitHashKey, false},
+		{"PerShardOrder", testPerShardOrder, false},
+		{"IteratorTypes", testIteratorTypes, false},
+		{"AtTimestamp", testAtTimestamp, false},
+		{"IteratorErrors", testIteratorErrors, false},
+		{"GetRecordsLimit", testGetRecordsLimit, false},
+		{"ListShardsPages", testListShardsPages, false},
+		{"Split", testSplit, false},
+		{"Merge", testMerge, false},
+		{"ReshardErrors", testReshardErrors, false},
+		{"Throttling", testThrottling, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
 			defer cancel()
-			c.run(t, &env{t: t, ctx: ctx, api: h.New(t), dev: h.Deviations})
+			newAPI := h.New
+			if c.throttled && h.Throttled != nil {
+				newAPI = h.Throttled
+			}
+			c.run(t, &env{t: t, ctx: ctx, api: newAPI(t), dev: h.Deviations})
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 // The in-process server claims no deviation from the service.
 func TestConformanceInProcess(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
-		New: func(*testing.T) kinesisapi.API { return kinesistest.New() },
+		New:       func(*testing.T) kinesisapi.API { return kinesistest.New() },
+		Throttled: func(*testing.T) kinesisapi.API { return kinesistest.New(kinesistest.WithThrottling()) },
 	})
 }
