@@ -87,6 +87,23 @@ type entry struct {
 
 func (e *entry) size() int { return len(e.data) + len(e.key) }
 
+// Entries are pooled: a publish then allocates neither its entry nor its
+// done channel.
+var entryPool = sync.Pool{New: func() any { return &entry{done: make(chan struct{}, 1)} }}
+
+// result reads a resolved entry's result and recycles it.
+func (e *entry) result() (Receipt, error) {
+	r, err := e.receipt, e.err
+	e.recycle()
+	return r, err
+}
+
+func (e *entry) recycle() {
+	done := e.done
+	*e = entry{done: done} // the atomic state is reset with the rest
+	entryPool.Put(e)
+}
+
 // batcher coalesces one stream's publishes into PutRecords calls. One
 // goroutine (run) owns the queues; each call runs in its own goroutine, at
 // most maxInFlight at once, and reports back on results.
@@ -164,10 +181,13 @@ func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered b
 	if err := ctx.Err(); err != nil {
 		return nil, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
-	e := &entry{ctx: ctx, key: key, data: data, ordered: ordered, done: make(chan struct{}, 1)}
+	e := entryPool.Get().(*entry)
+	e.ctx, e.key, e.data, e.ordered = ctx, key, data, ordered
+	e.state.Store(entryQueued)
 	b.mu.Lock()
 	if b.closing {
 		b.mu.Unlock()
+		e.recycle()
 		return nil, b.errorf(ErrNotConnected, nil)
 	}
 	b.incoming = append(b.incoming, e)
@@ -183,11 +203,13 @@ func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered b
 	return e, nil
 }
 
-// await waits for e's result, or for its caller's ctx to end.
+// await waits for e's result, or for its caller's ctx to end. e is
+// recycled once its result is read; an abandoned entry is left to the
+// garbage collector, as the batcher may still hold it.
 func (b *batcher) await(e *entry) (Receipt, error) {
 	select {
 	case <-e.done:
-		return e.receipt, e.err
+		return e.result()
 	case <-e.ctx.Done():
 	}
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) {
@@ -199,7 +221,7 @@ func (b *batcher) await(e *entry) (Receipt, error) {
 	}
 	select {
 	case <-e.done: // resolved just now
-		return e.receipt, e.err
+		return e.result()
 	default:
 	}
 	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", e.ctx.Err()))
@@ -308,19 +330,20 @@ func (b *batcher) pushReady(e *entry) {
 // resolve ends an entry (result or error) and lets its key's next entry go.
 func (b *batcher) resolve(e *entry, r Receipt, err error) {
 	b.unresolved.Add(-1)
+	key, ordered := e.key, e.ordered // e may be recycled once done is signalled
 	if e.state.Swap(entryDone) != entryAbandoned {
 		e.receipt, e.err = r, err
 		e.done <- struct{}{}
 	}
-	if !e.ordered {
+	if !ordered {
 		return
 	}
-	q := b.keys[e.key]
+	q := b.keys[key]
 	if next := q.pop(); next != nil {
 		b.pushReady(next)
 		return
 	}
-	delete(b.keys, e.key)
+	delete(b.keys, key)
 }
 
 // dispatch starts calls while a slot is free and the policy says send: at

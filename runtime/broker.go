@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,6 +67,10 @@ type state struct {
 	phase phase
 	conn  *conn           // nil before Connect
 	subs  []*Subscription // registered (Mount) or running
+
+	// live mirrors conn while connected, so that publishes, which all ask
+	// for it, need no lock.
+	live atomic.Pointer[conn]
 }
 
 // conn is one Connect's worth of live state.
@@ -75,9 +81,9 @@ type conn struct {
 	logger *slog.Logger
 	batch  batchConfig
 
-	mu       sync.Mutex
+	mu       sync.Mutex // serialises adding batchers and closing
 	closed   bool
-	batchers map[string]*batcher // one per stream, made on first publish
+	batchers atomic.Pointer[map[string]*batcher] // one per stream, made on first publish; copied on write
 }
 
 // Option configures a Broker.
@@ -107,12 +113,10 @@ func (b *Broker) Logger() *slog.Logger { return b.s.cfg.logger }
 
 // connection returns the live connection, or ErrNotConnected.
 func (b *Broker) connection() (*conn, error) {
-	b.s.mu.Lock()
-	defer b.s.mu.Unlock()
-	if b.s.phase != phaseConnected || b.s.conn == nil {
-		return nil, ErrNotConnected
+	if c := b.s.live.Load(); c != nil {
+		return c, nil
 	}
-	return b.s.conn, nil
+	return nil, ErrNotConnected
 }
 
 // Connect loads the AWS configuration (the default chain with the named
@@ -145,6 +149,7 @@ func (b *Broker) Connect(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.conn = c
+	s.live.Store(c)
 	s.phase = phaseConnected
 	s.mu.Unlock()
 	c.logger.Debug("kinesis broker connected", "owner", c.owner)
@@ -157,6 +162,7 @@ func (b *Broker) Connect(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		s.conn = nil
+		s.live.Store(nil)
 		s.phase = phaseNew
 		s.mu.Unlock()
 		c.close(stopCtx)
@@ -168,12 +174,11 @@ func (b *Broker) Connect(ctx context.Context) error {
 // dial builds one connection from cfg.
 func dial(ctx context.Context, cfg config) (*conn, error) {
 	c := &conn{
-		client:   cfg.client,
-		leases:   cfg.leases,
-		owner:    cfg.owner,
-		logger:   cfg.logger,
-		batch:    cfg.batch.withDefaults(),
-		batchers: make(map[string]*batcher),
+		client: cfg.client,
+		leases: cfg.leases,
+		owner:  cfg.owner,
+		logger: cfg.logger,
+		batch:  cfg.batch.withDefaults(),
 	}
 	if c.client == nil {
 		awsCfg, err := loadAWSConfig(ctx, cfg)
@@ -267,6 +272,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.phase = phaseClosed
 	s.conn = nil
+	s.live.Store(nil)
 	s.mu.Unlock()
 	c.close(ctx)
 	c.logger.Debug("kinesis broker shut down", "owner", c.owner)
@@ -319,16 +325,27 @@ func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
 
 // batcher returns the stream's batcher, starting it on first use.
 func (c *conn) batcher(stream string) (*batcher, error) {
+	if m := c.batchers.Load(); m != nil {
+		if bt := (*m)[stream]; bt != nil {
+			return bt, nil // a closed batcher refuses the record itself
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrNotConnected
+		return nil, &Error{Kind: ErrNotConnected, Op: "publish", Stream: stream}
 	}
-	bt := c.batchers[stream]
-	if bt == nil {
-		bt = newBatcher(c.client, stream, c.batch, c.logger)
-		c.batchers[stream] = bt
+	old := c.batchers.Load()
+	if old != nil && (*old)[stream] != nil {
+		return (*old)[stream], nil
 	}
+	m := make(map[string]*batcher, 1)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	bt := newBatcher(c.client, stream, c.batch, c.logger)
+	m[stream] = bt
+	c.batchers.Store(&m)
 	return bt, nil
 }
 
@@ -337,13 +354,15 @@ func (c *conn) batcher(stream string) (*batcher, error) {
 func (c *conn) close(ctx context.Context) {
 	c.mu.Lock()
 	c.closed = true
-	bts := c.batchers
-	c.batchers = nil
+	m := c.batchers.Load()
 	c.mu.Unlock()
-	for _, bt := range bts {
+	if m == nil {
+		return
+	}
+	for _, bt := range *m {
 		bt.close()
 	}
-	for _, bt := range bts {
+	for _, bt := range *m {
 		bt.wait(ctx)
 	}
 }

@@ -173,7 +173,7 @@ func seq(n int) []int {
 	return s
 }
 
-func createStream(ctx context.Context, t *testing.T, api kinesisapi.API, shards int32) string {
+func createStream(ctx context.Context, t testing.TB, api kinesisapi.API, shards int32) string {
 	t.Helper()
 	var r [4]byte
 	_, _ = rand.Read(r[:])

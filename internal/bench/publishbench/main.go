@@ -1,0 +1,294 @@
+// Command publishbench measures publishing to a Kinesis endpoint (kinesalite
+// under scripts/with-servers.sh) three ways, side by side in one run:
+//
+//	ours  runtime.Publisher, many concurrent callers, batched by the runtime
+//	(a)   one PutRecord per message from 16 goroutines
+//	(b)   a bare loop of PutRecords batches of 500 from 4 goroutines
+//
+// It reports records per second and the client's CPU time per record
+// (user+sys of this process, from getrusage), and the ratios of ours to (b).
+//
+//	bash scripts/with-servers.sh go run ./internal/bench/publishbench -n 100000
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	kgrt "github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+)
+
+// event is the ~200-byte message every mode publishes.
+type event struct {
+	ID      int    `json:"id"`
+	Kind    string `json:"kind"`
+	Account string `json:"account"`
+	Body    string `json:"body"`
+}
+
+func main() {
+	endpoint := flag.String("endpoint", os.Getenv("KINESIS_TEST_ENDPOINT"), "Kinesis endpoint URL (default $KINESIS_TEST_ENDPOINT)")
+	n := flag.Int("n", 100_000, "records per mode")
+	shards := flag.Int("shards", 4, "shards per stream")
+	callers := flag.Int("callers", 2048, "concurrent publishing goroutines for ours")
+	modes := flag.String("modes", "a,b,ours,b,ours", "modes to run, in order; a mode named twice is averaged")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of ours to this file")
+	flag.Parse()
+	if *endpoint == "" {
+		fmt.Fprintln(os.Stderr, "publishbench: no endpoint: pass -endpoint or run under scripts/with-servers.sh")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	client, err := newClient(ctx, *endpoint)
+	if err != nil {
+		fail(err)
+	}
+	payload := sample()
+	fmt.Printf("publishbench: %d records of %d bytes per mode, %d shards, GOMAXPROCS=%s\n",
+		*n, len(payload), *shards, strconv.Itoa(goruntime.GOMAXPROCS(0)))
+
+	results := map[string]result{}
+	for _, mode := range strings.Split(*modes, ",") {
+		stream, err := createStream(ctx, client, int32(*shards))
+		if err != nil {
+			fail(err)
+		}
+		var r result
+		switch mode {
+		case "a":
+			r = measure(*n, func() error { return perMessage(ctx, client, stream, *n, 16, payload) })
+		case "b":
+			r = measure(*n, func() error { return bareBatches(ctx, client, stream, *n, 4, payload) })
+		case "ours":
+			if *cpuprofile != "" {
+				f, err := os.Create(*cpuprofile)
+				if err != nil {
+					fail(err)
+				}
+				_ = pprof.StartCPUProfile(f)
+			}
+			counted := &countingClient{Client: client}
+			r = measure(*n, func() error { return ours(ctx, counted, stream, *n, *callers) })
+			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
+			if *cpuprofile != "" {
+				pprof.StopCPUProfile()
+			}
+		default:
+			fail(fmt.Errorf("unknown mode %q", mode))
+		}
+		if r.err != nil {
+			fail(fmt.Errorf("mode %s: %w", mode, r.err))
+		}
+		fmt.Printf("%-5s %9.0f records/s  %7.2f µs CPU/record  (%v wall%s)\n", mode, r.rate(), r.cpuPerRecord(), r.wall.Round(time.Millisecond), r.note)
+		results[mode] = results[mode].add(r) // a mode named twice is averaged
+	}
+	if o, ok := results["ours"]; ok {
+		if b, ok := results["b"]; ok {
+			fmt.Printf("ours/(b): throughput %.2f (goal ≥ 0.90), CPU per record %.2f (goal ≤ 1.50)\n", o.rate()/b.rate(), o.cpuPerRecord()/b.cpuPerRecord())
+		}
+		if a, ok := results["a"]; ok {
+			fmt.Printf("ours/(a): throughput %.2f, CPU per record %.2f\n", o.rate()/a.rate(), o.cpuPerRecord()/a.cpuPerRecord())
+		}
+	}
+}
+
+type result struct {
+	n    int
+	wall time.Duration
+	cpu  time.Duration
+	err  error
+	note string
+}
+
+func (r result) add(o result) result {
+	return result{n: r.n + o.n, wall: r.wall + o.wall, cpu: r.cpu + o.cpu}
+}
+
+// countingClient counts the PutRecords calls the runtime makes.
+type countingClient struct {
+	*kinesis.Client
+	calls, records atomic.Int64
+}
+
+func (c *countingClient) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	c.calls.Add(1)
+	c.records.Add(int64(len(in.Records)))
+	return c.Client.PutRecords(ctx, in, opts...)
+}
+
+func (r result) rate() float64         { return float64(r.n) / r.wall.Seconds() }
+func (r result) cpuPerRecord() float64 { return float64(r.cpu.Microseconds()) / float64(r.n) }
+
+func measure(n int, run func() error) result {
+	before := cpuTime()
+	start := time.Now()
+	err := run()
+	return result{n: n, wall: time.Since(start), cpu: cpuTime() - before, err: err}
+}
+
+// cpuTime is the user plus system CPU time of this process.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ours publishes through runtime.Publisher from many callers, each waiting
+// for its own result, as a service's handlers would. The broker gets the
+// same SDK client as (a) and (b), built as Connect builds it.
+func ours(ctx context.Context, client kinesisapi.API, stream string, n, callers int) error {
+	b := kgrt.NewBroker(kgrt.WithKinesisClient(client))
+	if err := b.Connect(ctx); err != nil {
+		return err
+	}
+	defer b.Shutdown(ctx)
+	p := kgrt.NewPublisher[event](b, kgrt.PublisherSpec{Stream: stream})
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1))
+				if i > n {
+					return
+				}
+				if err := p.Publish(ctx, makeEvent(i)); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// perMessage is (a): one PutRecord per message from g goroutines.
+func perMessage(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload []byte) error {
+	var next atomic.Int64
+	errs := make(chan error, g)
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				key := strconv.FormatInt(i, 36)
+				if _, err := client.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: &stream, PartitionKey: &key, Data: payload}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// bareBatches is (b): PutRecords of 500 from g goroutines, resending the
+// entries a call refused.
+func bareBatches(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload []byte) error {
+	var next atomic.Int64
+	errs := make(chan error, g)
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for {
+				start := next.Add(500) - 500
+				if start >= int64(n) {
+					return
+				}
+				end := min(start+500, int64(n))
+				recs := make([]types.PutRecordsRequestEntry, 0, end-start)
+				for i := start; i < end; i++ {
+					recs = append(recs, types.PutRecordsRequestEntry{Data: payload, PartitionKey: aws.String(strconv.FormatInt(i, 36))})
+				}
+				for len(recs) > 0 {
+					out, err := client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &stream, Records: recs})
+					if err != nil {
+						errs <- err
+						return
+					}
+					var again []types.PutRecordsRequestEntry
+					for j, r := range out.Records {
+						if r.ErrorCode != nil {
+							again = append(again, recs[j])
+						}
+					}
+					recs = again
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func makeEvent(i int) event {
+	return event{ID: i, Kind: "order.created", Account: "acct-0042", Body: body}
+}
+
+var body = strings.Repeat("lorem ipsum dolor sit amet ", 5)[:130]
+
+// sample is the JSON of one event: the payload (a) and (b) send.
+func sample() []byte {
+	b, err := kgrt.JSON.Marshal(makeEvent(123456))
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func newClient(ctx context.Context, endpoint string) (*kinesis.Client, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		return nil, err
+	}
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) }), nil
+}
+
+func createStream(ctx context.Context, client *kinesis.Client, shards int32) (string, error) {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	name := "bench-" + hex.EncodeToString(r[:])
+	if _, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
+		return "", err
+	}
+	w := kinesis.NewStreamExistsWaiter(client, func(o *kinesis.StreamExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
+	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: &name}, time.Minute); err != nil {
+		return "", errors.Join(errors.New("stream never became active"), err)
+	}
+	return name, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "publishbench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,64 @@
+package runtime_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+type benchEvent struct {
+	ID      int    `json:"id"`
+	Kind    string `json:"kind"`
+	Account string `json:"account"`
+	Body    string `json:"body"`
+}
+
+// BenchmarkPublish publishes ~200-byte JSON messages through the batcher to
+// the in-process backend from many concurrent callers (parallelism × GOMAXPROCS
+// goroutines), each waiting for its own result. Run with -cpu 1 for one core.
+func BenchmarkPublish(b *testing.B) {
+	for _, keyed := range []bool{false, true} {
+		name := "unique-keys"
+		if keyed {
+			name = "64-keys"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s := kinesistest.New()
+			stream := createStream(ctx, b, s, 4)
+			br := runtime.NewBroker(runtime.WithKinesisClient(s))
+			if err := br.Connect(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer br.Shutdown(ctx)
+			p := runtime.NewPublisher[benchEvent](br, runtime.PublisherSpec{Stream: stream})
+			body := strings.Repeat("x", 130)
+			keys := make([]string, 64)
+			for i := range keys {
+				keys[i] = "customer-" + string(rune('A'+i%26)) + string(rune('a'+i/26))
+			}
+			b.SetParallelism(512)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					i++
+					m := p.Message(benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body})
+					if keyed {
+						m.PartitionKey(keys[i%len(keys)])
+					}
+					if err := m.Publish(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
