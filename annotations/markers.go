@@ -56,8 +56,8 @@ type Subscriber struct {
 	// not exist; without it a missing stream is an error.
 	CreateIfMissing int32 `marker:"create_if_missing" meta:"SHARDS" min:"1" max:"100000"`
 
-	// Workers runs up to N deliveries at once (default 1).
-	Workers int `marker:"workers" meta:"N" min:"1" max:"10000"`
+	// Workers runs up to N deliveries at once (default 1, at most 1024).
+	Workers int `marker:"workers" meta:"N" min:"1" max:"1024"`
 
 	// ByKey makes the workers N lanes: deliveries of one partition key run
 	// one after another on one lane. Needs workers.
@@ -78,7 +78,8 @@ type Subscriber struct {
 	Batch int32 `marker:"batch" meta:"N" min:"1" max:"10000"`
 
 	// Poll is how long a reader waits after an empty read, a Go duration
-	// such as 200ms or 1s.
+	// such as 500ms or 2s; at least 200ms, the service's read budget of five
+	// reads per shard per second.
 	Poll time.Duration `marker:"poll" meta:"DURATION"`
 
 	// Retries bounds the deferred retries of one record (0: none); a record

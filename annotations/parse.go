@@ -29,6 +29,9 @@ import (
 // Prefix starts every marker.
 const Prefix = "//kinesis:"
 
+// MinPoll is the shortest poll= the runtime accepts (runtime.MinPollInterval).
+const MinPoll = 200 * time.Millisecond
+
 // Diagnostic is one problem with a marker or tag, at its position.
 type Diagnostic struct {
 	Pos token.Position
@@ -342,8 +345,8 @@ func (f *fieldSpec) set(fv reflect.Value, value string) string {
 		if err != nil {
 			return "not a duration; write for example 500ms or 2s"
 		}
-		if d <= 0 {
-			return "must be more than 0"
+		if d < MinPoll {
+			return "must be at least " + MinPoll.String() + " (five reads per shard per second)"
 		}
 		fv.SetInt(int64(d))
 	case fv.Type() == startAtType:

@@ -1,0 +1,91 @@
+package keys_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/generated_test/keys"
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// TestSettingsReachTheRuntime mounts the package whose markers use every key:
+// the runtime accepts every generated option, create_if_missing makes the
+// stream with its shard count, and replies carry the quoted mount-site key.
+func TestSettingsReachTheRuntime(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, srv := kinesistest.NewBrokerServer()
+	for _, s := range []string{"keys.dead", "keys.replayed", "keys.latest", "keys.echoes"} {
+		if err := srv.AddStream(s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keys.Mount(b); err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
+	echoes := make(chan runtime.Delivery, 1)
+	_, err := runtime.Subscribe(b, "keys.echoes", func(ctx context.Context, e keys.Echo, d runtime.Delivery) runtime.Outcome {
+		echoes <- d
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer b.Shutdown(context.Background())
+
+	out, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("keys.events")})
+	if err != nil {
+		t.Fatalf("create_if_missing did not create keys.events: %v", err)
+	}
+	if n := aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount); n != 3 {
+		t.Errorf("keys.events has %d shards, want 3 (create_if_missing=3)", n)
+	}
+	// start_at is 2026-01-02T13:04:05.123Z: a record published now is after it.
+	if err := runtime.NewPublisher[keys.Replayed](b, runtime.PublisherSpec{Stream: "keys.replayed"}).Publish(ctx, keys.Replayed{ID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-echoes:
+		if d.PartitionKey != "reply key" {
+			t.Errorf("echo keyed %q, want the mount-site key \"reply key\"", d.PartitionKey)
+		}
+	case <-ctx.Done():
+		t.Fatal("no echo")
+	}
+}
+
+// TestDeadLetterMustExist: the runtime refuses a dead_letter stream that does
+// not exist, and Mount's error names the handler.
+func TestDeadLetterMustExist(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, srv := kinesistest.NewBrokerServer()
+	for _, s := range []string{"keys.replayed", "keys.latest"} {
+		if err := srv.AddStream(s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keys.Mount(b); err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
+	err := b.Connect(ctx)
+	if err == nil {
+		b.Shutdown(ctx)
+		t.Fatal("Connect succeeded without the dead-letter stream keys.dead")
+	}
+	t.Logf("Connect: %v", err)
+	var re *runtime.Error
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "keys.dead") {
+		t.Errorf("Connect error %v is not a *runtime.Error naming keys.dead", err)
+	}
+}
