@@ -21,12 +21,21 @@ startup_timeout="${WITH_SERVERS_TIMEOUT:-30}"
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/kinesisgen-servers.XXXXXX")"
 pids=()
+names=()
 cmd_pid=""
 
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM HUP
 	if [ -n "$cmd_pid" ]; then kill "$cmd_pid" 2>/dev/null || true; fi
+	local i
+	for i in "${!pids[@]}"; do
+		# A server that died under the tests explains their failures.
+		if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+			echo "with-servers: ${names[$i]} is no longer running; its log:" >&2
+			cat "$logs/${names[$i]}.log" >&2 || true
+		fi
+	done
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	rm -rf "$logs"
@@ -65,6 +74,7 @@ start() {
 	node "$root/scripts/local-server.js" "$name" >"$log" 2>&1 </dev/null &
 	pid=$!
 	pids+=("$pid")
+	names+=("$name")
 	deadline=$((SECONDS + startup_timeout))
 	while [ -z "$port" ]; do
 		if ! kill -0 "$pid" 2>/dev/null; then

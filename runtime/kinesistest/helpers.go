@@ -2,6 +2,7 @@ package kinesistest
 
 import (
 	"context"
+	"math/big"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +14,24 @@ import (
 // CreateStream without the SDK ceremony, for test setup.
 func (s *Server) AddStream(name string, shards int) error {
 	_, err := s.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
+	return err
+}
+
+// SplitInHalf splits an open shard at the middle of its hash-key range, the
+// usual way to double a stream's capacity.
+func (s *Server) SplitInHalf(stream, shardID string) error {
+	st, err := s.lookup(stream)
+	if err != nil {
+		return err
+	}
+	sh := st.shardByID(shardID)
+	if sh == nil {
+		return notFound("Could not find shard %s in stream %s under account %s.", shardID, stream, s.cfg.account)
+	}
+	mid := new(big.Int).Add(sh.start.big(), sh.end.big())
+	mid.Rsh(mid, 1)
+	mid.Add(mid, big.NewInt(1))
+	_, err = s.SplitShard(context.Background(), &kinesis.SplitShardInput{StreamName: aws.String(stream), ShardToSplit: aws.String(shardID), NewStartingHashKey: aws.String(mid.String())})
 	return err
 }
 

@@ -361,7 +361,11 @@ func (s *Server) pending(sh *shard, it iterator, now time.Time, limit int, wantW
 func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	const op = OpGetRecords
 	it, st, sh, resolveErr := s.resolveIterator(in.ShardIterator)
-	if err := s.begin(ctx, op, it.stream, shardID(it.shard)); err != nil {
+	var callShard string
+	if it.stream != "" {
+		callShard = shardID(it.shard)
+	}
+	if err := s.begin(ctx, op, it.stream, callShard); err != nil {
 		return nil, err
 	}
 	if resolveErr != nil {

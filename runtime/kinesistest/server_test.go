@@ -719,3 +719,25 @@ func TestThrottling(t *testing.T) {
 		t.Fatalf("stored %d records, want 1501 (throttled ones are not stored)", len(recs))
 	}
 }
+
+func TestSplitInHalf(t *testing.T) {
+	s := kinesistest.New()
+	mustStream(t, s, "half", 1)
+	if err := s.SplitInHalf("half", shard0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.ListShards(testCtx(t), &kinesis.ListShardsInput{StreamName: aws.String("half")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Shards) != 3 {
+		t.Fatalf("%d shards after SplitInHalf, want 3", len(out.Shards))
+	}
+	lo, hi := out.Shards[1].HashKeyRange, out.Shards[2].HashKeyRange
+	const want = "[0 170141183460469231731687303715884105727] [170141183460469231731687303715884105728 340282366920938463463374607431768211455]"
+	if got := fmt.Sprintf("[%s %s] [%s %s]", *lo.StartingHashKey, *lo.EndingHashKey, *hi.StartingHashKey, *hi.EndingHashKey); got != want {
+		t.Fatalf("children %s, want %s", got, want)
+	}
+	wantAs[*types.ResourceInUseException](t, "SplitInHalf of a closed shard", s.SplitInHalf("half", shard0))
+	wantAs[*types.ResourceNotFoundException](t, "SplitInHalf of a missing shard", s.SplitInHalf("half", "shardId-000000000077"))
+}
