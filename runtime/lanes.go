@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
@@ -19,15 +20,17 @@ const laneDepth = 64
 // its partition key hashes to, so the records of one key (which one shard
 // delivers in order) are handled one after another in that order.
 type lanes struct {
-	queues []chan *shard.Record
-	quit   chan struct{} // closed by close: workers exit, submit refuses
-	once   sync.Once
-	wg     sync.WaitGroup
-	idle   chan struct{} // closed when every worker has exited
+	queues  []chan *shard.Record
+	workers int
+	quit    chan struct{} // closed by close: workers exit, submit refuses
+	once    sync.Once
+	stopped atomic.Bool // set by close, before quit is closed
+	wg      sync.WaitGroup
+	idle    chan struct{} // closed when every worker has exited
 }
 
 func newLanes(workers int, byKey bool, work func(*shard.Record)) *lanes {
-	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{})}
+	l := &lanes{workers: workers, quit: make(chan struct{}), idle: make(chan struct{})}
 	if byKey {
 		l.queues = make([]chan *shard.Record, workers)
 		for i := range l.queues {
@@ -39,21 +42,16 @@ func newLanes(workers int, byKey bool, work func(*shard.Record)) *lanes {
 	for i := range workers {
 		q := l.queues[i%len(l.queues)]
 		l.wg.Go(func() {
-			for {
-				// Checking quit first keeps a stopped lane from starting
-				// another delivery; what stays queued is never settled, so
-				// it is read again after a restart.
-				select {
-				case <-l.quit:
-					return
-				default:
-				}
-				select {
-				case r := <-q:
-					work(r)
-				case <-l.quit:
+			// A plain receive, not a select with quit: this loop is the hot
+			// path. close wakes an idle worker with a nil record; a worker
+			// that finds a real one after close exits too: a stopped lane
+			// starts no other delivery, and what stays queued is never
+			// settled, so it is read again after a restart.
+			for r := range q {
+				if r == nil || l.stopped.Load() {
 					return
 				}
+				work(r)
 			}
 		})
 	}
@@ -71,6 +69,11 @@ func (l *lanes) submit(ctx context.Context, r *shard.Record) error {
 	if len(l.queues) > 1 {
 		q = l.queues[keyLane(r.PartitionKey, len(l.queues))]
 	}
+	select { // the common case: room on the lane
+	case q <- r:
+		return nil
+	default:
+	}
 	select {
 	case q <- r:
 		return nil
@@ -83,7 +86,21 @@ func (l *lanes) submit(ctx context.Context, r *shard.Record) error {
 
 // close stops the workers after their current delivery.
 func (l *lanes) close() {
-	l.once.Do(func() { close(l.quit) })
+	l.once.Do(func() {
+		l.stopped.Store(true)
+		close(l.quit)
+		go func() {
+			// One wake-up per worker; a full queue needs none, its workers
+			// will receive a record and see stopped.
+			for i := range l.workers {
+				select {
+				case l.queues[i%len(l.queues)] <- nil:
+				case <-l.idle:
+					return
+				}
+			}
+		}()
+	})
 }
 
 // keyLane hashes a partition key (FNV-1a) onto one of n lanes.

@@ -1,0 +1,262 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// fillStream creates stream with shards shards on srv and puts n small JSON
+// orders over keys customers, straight through the API.
+func fillStream(tb testing.TB, srv *kinesistest.Server, stream string, shards int32, n, keys int) {
+	tb.Helper()
+	ctx := context.Background()
+	if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(shards)}); err != nil {
+		tb.Fatal(err)
+	}
+	entries := make([]types.PutRecordsRequestEntry, 0, 500)
+	flush := func() {
+		out, err := srv.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		if err != nil || aws.ToInt32(out.FailedRecordCount) != 0 {
+			tb.Fatalf("PutRecords: %v", err)
+		}
+		entries = entries[:0]
+	}
+	for i := range n {
+		c := fmt.Sprintf("customer-%d", i%keys)
+		data, _ := json.Marshal(order{ID: i, Customer: c})
+		entries = append(entries, types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(c)})
+		if len(entries) == cap(entries) {
+			flush()
+		}
+	}
+	if len(entries) > 0 {
+		flush()
+	}
+}
+
+// bareDrain reads every shard of stream from the horizon with one goroutine
+// per shard (GetRecords Limit 10000) and decodes every record, until n
+// records are read: the floor any consumer pays on this backend.
+func bareDrain(tb testing.TB, srv *kinesistest.Server, stream string, n int) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	out, err := srv.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var read atomic.Int64
+	var wg sync.WaitGroup
+	for _, sh := range out.Shards {
+		wg.Go(func() {
+			it, err := srv.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+			if err != nil {
+				tb.Error(err)
+				return
+			}
+			iter := it.ShardIterator
+			for iter != nil {
+				got, err := srv.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				for _, r := range got.Records {
+					var o order
+					if err := json.Unmarshal(r.Data, &o); err != nil {
+						tb.Error(err)
+						return
+					}
+				}
+				read.Add(int64(len(got.Records)))
+				if len(got.Records) == 0 || aws.ToInt64(got.MillisBehindLatest) == 0 && len(got.Records) < 10000 {
+					return // drained
+				}
+				iter = got.NextShardIterator
+			}
+		})
+	}
+	wg.Wait()
+	if int(read.Load()) != n {
+		tb.Fatalf("bare loop read %d of %d", read.Load(), n)
+	}
+	return time.Since(start)
+}
+
+// subscriptionDrain reads the same records through a subscription (8 lanes
+// by key, a no-op handler, checkpoints every second) and times until the
+// last one was handled.
+func subscriptionDrain(tb testing.TB, srv *kinesistest.Server, stream string, n int) time.Duration {
+	var handled atomic.Int64
+	done := make(chan struct{})
+	b := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(lease.NewMemory()))
+	_, err := runtime.Subscribe(b, stream, func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		if handled.Add(1) == int64(n) {
+			close(done)
+		}
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.Workers(8), runtime.ByKey())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	start := time.Now()
+	if err := b.Connect(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		tb.Fatalf("handled %d of %d", handled.Load(), n)
+	}
+	d := time.Since(start)
+	if err := b.Shutdown(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// BenchmarkInProcessDrain: 200k small JSON records over 4 shards, the bare
+// loop and a subscription side by side. Goal: ratio >= 0.7.
+func BenchmarkInProcessDrain(b *testing.B) {
+	const n = 200_000
+	srv := kinesistest.New()
+	fillStream(b, srv, "drain", 4, n, 1000)
+	var bare, ours, bareCPU, oursCPU time.Duration
+	for b.Loop() {
+		c0 := cpuTime()
+		bare += bareDrain(b, srv, "drain", n)
+		c1 := cpuTime()
+		ours += subscriptionDrain(b, srv, "drain", n)
+		bareCPU += c1 - c0
+		oursCPU += cpuTime() - c1
+	}
+	bareRate := float64(n*b.N) / bare.Seconds()
+	oursRate := float64(n*b.N) / ours.Seconds()
+	b.ReportMetric(bareRate, "bare-rec/s")
+	b.ReportMetric(oursRate, "sub-rec/s")
+	b.ReportMetric(oursRate/bareRate, "ratio")
+	// CPU per record (user+sys of the process): on a shared machine the
+	// wall-clock rates depend on what else runs; this does not.
+	b.ReportMetric(float64(bareCPU.Nanoseconds())/float64(n*b.N), "bare-cpu-ns/rec")
+	b.ReportMetric(float64(oursCPU.Nanoseconds())/float64(n*b.N), "sub-cpu-ns/rec")
+}
+
+// cpuTime is the user plus system CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkLanes: a handler that sleeps 1 ms, 8 lanes by key against 1 lane,
+// per-key order checked. Goal: speedup >= 6.
+func BenchmarkLanes(b *testing.B) {
+	const keys, perKey = 1600, 2
+	srv := kinesistest.New()
+	fillStream(b, srv, "lanes", 2, keys*perKey, keys)
+	run := func(workers int) time.Duration {
+		var (
+			mu   sync.Mutex
+			seen = map[string][]int{}
+			left atomic.Int64
+		)
+		left.Store(keys * perKey)
+		done := make(chan struct{})
+		br := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(lease.NewMemory()))
+		_, err := runtime.Subscribe(br, "lanes", func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			seen[o.Customer] = append(seen[o.Customer], o.ID)
+			mu.Unlock()
+			if left.Add(-1) == 0 {
+				close(done)
+			}
+			return runtime.Ack()
+		}, runtime.StartAt(runtime.Horizon()), runtime.Workers(workers), runtime.ByKey())
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := br.Connect(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute):
+			b.Fatalf("%d records left", left.Load())
+		}
+		d := time.Since(start)
+		_ = br.Shutdown(context.Background())
+		for k, ids := range seen {
+			if !slices.IsSorted(ids) {
+				b.Fatalf("key %s handled out of order: %v", k, ids)
+			}
+		}
+		return d
+	}
+	var one, eight time.Duration
+	for b.Loop() {
+		one += run(1)
+		eight += run(8)
+	}
+	b.ReportMetric(one.Seconds()/float64(b.N), "1-lane-s")
+	b.ReportMetric(eight.Seconds()/float64(b.N), "8-lanes-s")
+	b.ReportMetric(one.Seconds()/eight.Seconds(), "speedup")
+}
+
+// BenchmarkPublishToHandlerLatency: from Publish returning to the handler
+// starting, one record in flight at a time, in process. Goal: p50 < 1 ms.
+func BenchmarkPublishToHandlerLatency(b *testing.B) {
+	srv := kinesistest.New(kinesistest.WithLongPoll(10 * time.Second))
+	ctx := context.Background()
+	if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("latency"), ShardCount: aws.Int32(1)}); err != nil {
+		b.Fatal(err)
+	}
+	started := make(chan time.Time, 1)
+	br := runtime.NewBroker(runtime.WithKinesisClient(srv))
+	if _, err := runtime.Subscribe(br, "latency", func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		started <- time.Now()
+		return runtime.Ack()
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := br.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer br.Shutdown(ctx)
+	p := runtime.NewPublisher[order](br, runtime.PublisherSpec{Stream: "latency"})
+	var lat, full []time.Duration
+	for b.Loop() {
+		called := time.Now()
+		if err := p.Message(order{ID: 1, Customer: "c"}).PartitionKey("c").Publish(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		t1 := <-started
+		lat = append(lat, max(t1.Sub(t0), 0)) // the handler may start before Publish returns
+		full = append(full, t1.Sub(called))
+	}
+	slices.Sort(lat)
+	slices.Sort(full)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+	// From calling Publish (batching and PutRecords included) to the handler.
+	b.ReportMetric(float64(full[len(full)/2].Nanoseconds())/1e3, "call-p50-µs")
+	b.ReportMetric(float64(full[len(full)*99/100].Nanoseconds())/1e3, "call-p99-µs")
+}
