@@ -865,10 +865,11 @@ func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 
-	var failing atomic.Bool
+	// The first put (the original) goes through; every retry copy is refused.
+	var puts atomic.Int64
 	refused := make(chan struct{}, 64)
 	srv.InjectPutFault(func(stream, key string) error {
-		if failing.Load() && stream == orders {
+		if stream == orders && puts.Add(1) > 1 {
 			select {
 			case refused <- struct{}{}:
 			default:
@@ -889,10 +890,9 @@ func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
 	e.connect(b1)
 	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
 	orig := receive(e, first, 1)[0]
-	failing.Store(true) // the copy of the retry is refused...
-	receive(e, refused, 2)
-	_ = b1.Shutdown(e.ctx) // ...until the broker stops trying
-	failing.Store(false)
+	receive(e, refused, 2) // the copy is refused, and tried again...
+	_ = b1.Shutdown(e.ctx) // ...until the broker stops
+	srv.InjectPutFault(nil)
 	select {
 	case d := <-first:
 		t.Fatalf("a copy was delivered although none was published: %+v", d)
