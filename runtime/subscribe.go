@@ -348,6 +348,10 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	}
 
 	b.s.mu.Lock()
+	if b.s.phase == phaseClosed {
+		b.s.mu.Unlock()
+		return nil, &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: stream, Err: errors.New("the broker was shut down")}
+	}
 	for _, other := range b.s.subs {
 		if other.stream == stream {
 			b.s.mu.Unlock()

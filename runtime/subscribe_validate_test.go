@@ -172,3 +172,16 @@ func TestSeekBeforeConnectIsNotConnected(t *testing.T) {
 		t.Fatalf("Seek before Connect = %v, want ErrNotConnected", err)
 	}
 }
+
+func TestSubscribeAfterShutdownIsNotConnected(t *testing.T) {
+	b := runtime.NewBroker(runtime.WithKinesisClient(&countingAPI{}))
+	if err := b.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Subscribe(b, "orders", ack); !errors.Is(err, runtime.ErrNotConnected) {
+		t.Fatalf("Subscribe after Shutdown = %v, want ErrNotConnected", err)
+	}
+}
