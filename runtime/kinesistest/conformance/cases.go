@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -550,6 +551,47 @@ func testThrottling(t *testing.T, e *env) {
 		}
 		if i == 19 {
 			t.Fatal("20 GetRecords on one shard in a burst: none throttled")
+		}
+	}
+}
+
+// testShardFilter lists a split stream with the filters a consumer uses to
+// find where to start.
+func testShardFilter(t *testing.T, e *env) {
+	if e.dev.IgnoresShardFilter {
+		t.Skip("the backend ignores ShardFilter (Deviations.IgnoresShardFilter)")
+	}
+	name := e.stream(2)
+	s0 := "shardId-000000000000"
+	mid := new(big.Int).Rsh(maxHash, 2).String() // inside shard 0's range
+	if _, err := e.api.SplitShard(e.ctx, &kinesis.SplitShardInput{StreamName: &name, ShardToSplit: &s0, NewStartingHashKey: &mid}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitActive(name)
+	list := func(f types.ShardFilter) []string {
+		out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: &name, ShardFilter: &f})
+		if err != nil {
+			t.Fatalf("ListShards %s: %v", f.Type, err)
+		}
+		var ids []string
+		for _, s := range out.Shards {
+			ids = append(ids, aws.ToString(s.ShardId))
+		}
+		return ids
+	}
+	cases := []struct {
+		filter types.ShardFilter
+		want   []string
+	}{
+		{types.ShardFilter{Type: types.ShardFilterTypeAtLatest}, []string{"shardId-000000000001", "shardId-000000000002", "shardId-000000000003"}},
+		{types.ShardFilter{Type: types.ShardFilterTypeAtTrimHorizon}, []string{"shardId-000000000000", "shardId-000000000001"}},
+		{types.ShardFilter{Type: types.ShardFilterTypeFromTrimHorizon}, []string{"shardId-000000000000", "shardId-000000000001", "shardId-000000000002", "shardId-000000000003"}},
+		{types.ShardFilter{Type: types.ShardFilterTypeAfterShardId, ShardId: aws.String("shardId-000000000001")}, []string{"shardId-000000000002", "shardId-000000000003"}},
+	}
+	for _, c := range cases {
+		got := list(c.filter)
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("ShardFilter %s: %v, want %v", c.filter.Type, got, c.want)
 		}
 	}
 }

@@ -43,6 +43,9 @@ type Deviations struct {
 	// NoThrottling: the backend never answers
 	// ProvisionedThroughputExceededException.
 	NoThrottling bool
+	// IgnoresShardFilter: ListShards lists every shard whatever its
+	// ShardFilter says.
+	IgnoresShardFilter bool
 	// ReshardsClosedShards: SplitShard accepts a shard that is already
 	// closed instead of answering ResourceInUseException.
 	ReshardsClosedShards bool
@@ -56,6 +59,7 @@ var Kinesalite = Deviations{
 	AtTimestampPastEndHangs:     true,
 	NoThrottling:                true,
 	ReshardsClosedShards:        true,
+	IgnoresShardFilter:          true,
 }
 
 // Harness describes a backend under test.
@@ -96,6 +100,7 @@ func Run(t *testing.T, h Harness) {
 		{"Split", testSplit, false},
 		{"Merge", testMerge, false},
 		{"ReshardErrors", testReshardErrors, false},
+		{"ShardFilter", testShardFilter, false},
 		{"Throttling", testThrottling, true},
 	}
 	for _, c := range cases {
