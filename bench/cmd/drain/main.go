@@ -1,0 +1,345 @@
+// Command drain fills a kinesalite stream and drains it from the horizon
+// three ways, side by side in one run, each into a fresh consumer with a
+// fresh HTTP client:
+//
+//	ours  runtime.Subscribe: Workers(8), ByKey, a no-op handler, checkpoints
+//	      on (in-memory lease store), BatchSize 10000
+//	bare  a goroutine per shard: GetRecords with Limit 10000, json.Unmarshal
+//	kc    github.com/harlow/kinesis-consumer at its defaults, from the
+//	      horizon, decoding with json.Unmarshal in its callback
+//
+// Each drain is timed from its first call to the moment its n-th record was
+// decoded (ours: handled). It reports records per second and the client's CPU
+// time per record (user+sys of this process, from getrusage, so kinesalite's
+// own CPU is not counted), per round and as medians over the rounds, with the
+// ratios ours/bare and ours/kc. Rounds rotate the order of the modes.
+//
+//	bash scripts/with-servers.sh sh -c 'cd bench && go run ./cmd/drain'
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	consumer "github.com/harlow/kinesis-consumer"
+
+	"github.com/kinesisgen/kinesisgen/bench/internal/kbench"
+	kgrt "github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// drainTimeout bounds one drain; kinesalite drains 100k records in seconds.
+const drainTimeout = 5 * time.Minute
+
+type options struct {
+	endpoint string
+	records  int
+	shards   int
+	size     int
+	runs     int
+	warmup   int
+	poll     time.Duration
+	modes    []string
+	profile  string
+}
+
+func main() {
+	var o options
+	var modes string
+	flag.StringVar(&o.endpoint, "endpoint", os.Getenv("KINESIS_TEST_ENDPOINT"), "Kinesis endpoint URL (default $KINESIS_TEST_ENDPOINT)")
+	flag.IntVar(&o.records, "records", 100_000, "records in the stream")
+	flag.IntVar(&o.shards, "shards", 4, "shards of the stream")
+	flag.IntVar(&o.size, "size", 200, "bytes per record (JSON)")
+	flag.IntVar(&o.runs, "runs", 3, "rounds of all modes; medians are reported")
+	flag.IntVar(&o.warmup, "warmup", 1, "uncounted rounds first (heap growth, connection setup)")
+	flag.DurationVar(&o.poll, "poll", time.Second, "ours: poll interval after an empty read")
+	flag.StringVar(&modes, "modes", "bare,kc,ours", "modes to run")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of ours (last round) to this file")
+	flag.Parse()
+	o.modes = strings.Split(modes, ",")
+	if o.endpoint == "" {
+		fail(errors.New("no endpoint: pass -endpoint or run under scripts/with-servers.sh"))
+	}
+	for _, m := range o.modes {
+		if drains[m] == nil {
+			fail(fmt.Errorf("unknown mode %q (want bare, kc, ours)", m))
+		}
+	}
+	if err := run(o); err != nil {
+		fail(err)
+	}
+}
+
+type result struct {
+	wall, cpu  time.Duration
+	getRecords int64
+}
+
+func (r result) rate(n int) float64         { return float64(n) / r.wall.Seconds() }
+func (r result) cpuPerRecord(n int) float64 { return float64(r.cpu.Nanoseconds()) / 1e3 / float64(n) }
+
+type drainFunc func(ctx context.Context, o options, stream string) (result, error)
+
+var drains = map[string]drainFunc{"ours": drainOurs, "bare": drainBare, "kc": drainKC}
+
+func run(o options) error {
+	ctx := context.Background()
+	cfg, _ := kbench.Config()
+	client := kbench.Client(cfg, o.endpoint)
+	stream, err := kbench.CreateStream(ctx, client, "drain", int32(o.shards))
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	if err := kbench.Fill(ctx, client, stream, o.records, o.size); err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	fmt.Printf("drain: %d records of %d bytes on %d shards (filled in %v), %d rounds after %d warm-up, GOMAXPROCS=%d, poll %v\n",
+		o.records, len(kbench.Payload(o.records/2, o.size)), o.shards, time.Since(began).Round(time.Millisecond),
+		o.runs, o.warmup, goruntime.GOMAXPROCS(0), o.poll)
+
+	rates := map[string][]float64{}
+	cpus := map[string][]float64{}
+	for round := -o.warmup; round < o.runs; round++ {
+		label := fmt.Sprintf("round %d", round+1)
+		if round < 0 {
+			label = "warm-up"
+		}
+		for i := range o.modes {
+			mode := o.modes[(i+round+o.warmup)%len(o.modes)]
+			goruntime.GC() // earlier modes' garbage is not this mode's cost
+			stopProfile := func() {}
+			if mode == "ours" && o.profile != "" && round == o.runs-1 {
+				if stopProfile, err = startProfile(o.profile); err != nil {
+					return err
+				}
+			}
+			dctx, cancel := context.WithTimeout(ctx, drainTimeout)
+			r, err := drains[mode](dctx, o, stream)
+			cancel()
+			stopProfile()
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", label, mode, err)
+			}
+			fmt.Printf("%-8s %-4s %8.0f records/s %6.2f µs CPU/record  %v wall, %d GetRecords\n",
+				label, mode, r.rate(o.records), r.cpuPerRecord(o.records), r.wall.Round(time.Millisecond), r.getRecords)
+			if round < 0 {
+				continue
+			}
+			rates[mode] = append(rates[mode], r.rate(o.records))
+			cpus[mode] = append(cpus[mode], r.cpuPerRecord(o.records))
+		}
+	}
+	fmt.Println("medians:")
+	for _, m := range o.modes {
+		fmt.Printf("  %-4s %8.0f records/s %6.2f µs CPU/record   (runs: %s records/s; %s µs)\n",
+			m, kbench.Median(rates[m]), kbench.Median(cpus[m]), kbench.Fmt(rates[m], 0), kbench.Fmt(cpus[m], 2))
+	}
+	ratio := func(other, goalRate, goalCPU string) {
+		if rates["ours"] == nil || rates[other] == nil {
+			return
+		}
+		fmt.Printf("ours/%s: records/s %.2f%s, CPU/record %.2f%s\n", other,
+			kbench.Median(rates["ours"])/kbench.Median(rates[other]), goalRate,
+			kbench.Median(cpus["ours"])/kbench.Median(cpus[other]), goalCPU)
+	}
+	ratio("bare", " (goal ≥ 0.90)", " (goal ≤ 1.30)")
+	ratio("kc", "", " (goal < 1.00)")
+	return nil
+}
+
+// finish records the end of a drain: the first caller to reach n closes done.
+type finish struct {
+	n       int64
+	count   atomic.Int64
+	done    chan struct{}
+	started time.Time
+	cpu0    time.Duration
+	res     result
+}
+
+func start(n int) *finish {
+	return &finish{n: int64(n), done: make(chan struct{}), started: time.Now(), cpu0: kbench.CPUTime()}
+}
+
+// add counts k decoded records and stamps the end when they reach n.
+func (f *finish) add(k int) {
+	if c := f.count.Add(int64(k)); c >= f.n && c-int64(k) < f.n {
+		f.res = result{wall: time.Since(f.started), cpu: kbench.CPUTime() - f.cpu0}
+		close(f.done)
+	}
+}
+
+func (f *finish) wait(ctx context.Context) (result, error) {
+	select {
+	case <-f.done:
+		return f.res, nil
+	case <-ctx.Done():
+		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
+	}
+}
+
+// drainOurs reads through a subscription on a fresh broker.
+func drainOurs(ctx context.Context, o options, stream string) (result, error) {
+	cfg, calls := kbench.Config()
+	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(lease.NewMemory()))
+	var f *finish
+	_, err := kgrt.Subscribe(b, stream, func(context.Context, kbench.Event, kgrt.Delivery) kgrt.Outcome {
+		f.add(1)
+		return kgrt.Ack()
+	}, kgrt.StartAt(kgrt.Horizon()), kgrt.Workers(8), kgrt.ByKey(), kgrt.BatchSize(10000), kgrt.PollInterval(o.poll))
+	if err != nil {
+		return result{}, err
+	}
+	f = start(o.records)
+	if err := b.Connect(ctx); err != nil {
+		return result{}, err
+	}
+	r, err := f.wait(ctx)
+	r.getRecords = calls.GetRecords()
+	stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return r, errors.Join(err, b.Shutdown(stopCtx))
+}
+
+// drainBare is the baseline: a goroutine per shard reading GetRecords in a
+// loop and decoding each record. An empty read waits 200 ms, the service's
+// per-shard budget (it happens only on a shard already drained).
+func drainBare(ctx context.Context, o options, stream string) (result, error) {
+	cfg, calls := kbench.Config()
+	client := kbench.Client(cfg, o.endpoint)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := start(o.records)
+	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
+	if err != nil {
+		return result{}, err
+	}
+	errs := make(chan error, len(shards.Shards))
+	var wg sync.WaitGroup
+	for _, s := range shards.Shards {
+		wg.Go(func() {
+			if err := readShard(ctx, client, stream, aws.ToString(s.ShardId), f); err != nil && ctx.Err() == nil {
+				errs <- err
+				cancel()
+			}
+		})
+	}
+	var r result
+	select {
+	case <-f.done:
+		r = f.res
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return result{}, err
+	}
+	if r.wall == 0 {
+		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, context.Cause(ctx))
+	}
+	r.getRecords = calls.GetRecords()
+	return r, nil
+}
+
+func readShard(ctx context.Context, client *kinesis.Client, stream, shard string, f *finish) error {
+	it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+		StreamName: &stream, ShardId: &shard, ShardIteratorType: types.ShardIteratorTypeTrimHorizon,
+	})
+	if err != nil {
+		return err
+	}
+	iter := it.ShardIterator
+	for iter != nil && ctx.Err() == nil {
+		out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
+		if err != nil {
+			return err
+		}
+		for i := range out.Records {
+			var e kbench.Event
+			if err := json.Unmarshal(out.Records[i].Data, &e); err != nil {
+				return err
+			}
+		}
+		f.add(len(out.Records))
+		if len(out.Records) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		iter = out.NextShardIterator
+	}
+	return nil
+}
+
+// drainKC reads with kinesis-consumer at its defaults (250 ms scan interval,
+// 10000 records per call, no-op checkpoint store), from the horizon.
+func drainKC(ctx context.Context, o options, stream string) (result, error) {
+	cfg, calls := kbench.Config()
+	client := kbench.Client(cfg, o.endpoint)
+	c, err := consumer.New(stream, consumer.WithClient(client),
+		consumer.WithShardIteratorType(string(types.ShardIteratorTypeTrimHorizon)))
+	if err != nil {
+		return result{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := start(o.records)
+	scanned := make(chan error, 1)
+	go func() {
+		scanned <- c.Scan(ctx, func(r *consumer.Record) error {
+			var e kbench.Event
+			if err := json.Unmarshal(r.Data, &e); err != nil {
+				return err
+			}
+			f.add(1)
+			return nil
+		})
+	}()
+	var r result
+	select {
+	case <-f.done:
+		r = f.res
+	case err := <-scanned:
+		return result{}, fmt.Errorf("scan ended after %d of %d records: %v", f.count.Load(), f.n, err)
+	case <-ctx.Done():
+		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
+	}
+	cancel()
+	<-scanned // an error now is our cancellation (it wraps it with %v, so errors.Is cannot tell)
+	r.getRecords = calls.GetRecords()
+	return r, nil
+}
+
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "drain:", err)
+	os.Exit(1)
+}

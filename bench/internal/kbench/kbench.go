@@ -1,0 +1,200 @@
+// Package kbench holds what the kinesalite benchmark commands share: an AWS
+// configuration whose HTTP client counts GetRecords calls, stream creation
+// and filling, the benchmark message, CPU accounting and medians.
+package kbench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Event is the message every benchmark publishes and decodes.
+type Event struct {
+	ID      int    `json:"id"`
+	Kind    string `json:"kind"`
+	Account string `json:"account"`
+	Body    string `json:"body"`
+}
+
+// Payload returns the JSON of event id, its body padded so that the whole
+// record is about size bytes (ids up to 6 digits).
+func Payload(id, size int) []byte {
+	e := Event{ID: id, Kind: "order.created", Account: "acct-0042"}
+	empty, _ := json.Marshal(Event{ID: 100000, Kind: e.Kind, Account: e.Account})
+	e.Body = strings.Repeat("x", max(0, size-len(empty)))
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Counter counts the Kinesis calls made through an HTTP client, by operation.
+type Counter struct {
+	getRecords atomic.Int64
+	all        atomic.Int64
+}
+
+// GetRecords is the number of GetRecords calls so far.
+func (c *Counter) GetRecords() int64 { return c.getRecords.Load() }
+
+// Calls is the number of Kinesis calls of any kind so far.
+func (c *Counter) Calls() int64 { return c.all.Load() }
+
+// countingClient sees every request the SDK sends; the Kinesis JSON protocol
+// names the operation in the X-Amz-Target header.
+type countingClient struct {
+	next aws.HTTPClient
+	c    *Counter
+}
+
+func (h countingClient) Do(r *http.Request) (*http.Response, error) {
+	h.c.all.Add(1)
+	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetRecords") {
+		h.c.getRecords.Add(1)
+	}
+	// kinesalite 3.3.3 dies (an uncaught 'aborted' error) when a client
+	// closes a connection with a request in flight, which is what a
+	// cancelled context does; a stopping consumer must not take the server
+	// down with it. Local calls answer in milliseconds, so letting them
+	// finish costs nothing, and every consumer is treated alike.
+	return h.next.Do(r.WithContext(context.WithoutCancel(r.Context())))
+}
+
+// Config is a fresh AWS configuration for a local server: its own HTTP
+// client (so no consumer inherits another's warm connections) that counts
+// calls into the returned Counter and lets in-flight calls finish after
+// their context is cancelled. Every consumer in a comparison gets one
+// built the same way.
+func Config() (aws.Config, *Counter) {
+	c := &Counter{}
+	return aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+		HTTPClient:  countingClient{next: awshttp.NewBuildableClient(), c: c},
+	}, c
+}
+
+// Client is an SDK Kinesis client on cfg, pointed at endpoint.
+func Client(cfg aws.Config, endpoint string) *kinesis.Client {
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+// CreateStream creates a stream with a unique name and waits until it is active.
+func CreateStream(ctx context.Context, client *kinesis.Client, prefix string, shards int32) (string, error) {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	name := prefix + "-" + hex.EncodeToString(r[:])
+	if _, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
+		return "", err
+	}
+	w := kinesis.NewStreamExistsWaiter(client, func(o *kinesis.StreamExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
+	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: &name}, time.Minute); err != nil {
+		return "", errors.Join(errors.New("stream never became active"), err)
+	}
+	return name, nil
+}
+
+// Keys is the number of distinct partition keys the filled records use.
+const Keys = 1000
+
+// Key is the partition key of record i.
+func Key(i int) string { return "customer-" + strconv.Itoa(i%Keys) }
+
+// Fill puts n records of about size bytes into stream with PutRecords of 500
+// from 4 goroutines, resending the entries a call refused.
+func Fill(ctx context.Context, client *kinesis.Client, stream string, n, size int) error {
+	var next atomic.Int64
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(500) - 500)
+				if start >= n {
+					return
+				}
+				end := min(start+500, n)
+				recs := make([]types.PutRecordsRequestEntry, 0, end-start)
+				for i := start; i < end; i++ {
+					recs = append(recs, types.PutRecordsRequestEntry{Data: Payload(i, size), PartitionKey: aws.String(Key(i))})
+				}
+				for len(recs) > 0 {
+					out, err := client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &stream, Records: recs})
+					if err != nil {
+						errs <- err
+						return
+					}
+					var again []types.PutRecordsRequestEntry
+					for j, r := range out.Records {
+						if r.ErrorCode != nil {
+							again = append(again, recs[j])
+						}
+					}
+					recs = again
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// CPUTime is the user plus system CPU time of this process so far.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Median of xs (the mean of the middle two for an even count); 0 when empty.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// Percentile is the p-th percentile (0..100, nearest rank) of ds.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Fmt formats a float list compactly, for the per-run columns.
+func Fmt(xs []float64, prec int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', prec, 64)
+	}
+	return strings.Join(parts, " ")
+}
