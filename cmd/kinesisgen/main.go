@@ -38,15 +38,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files that are missing, out of date or stale")
 	verbose := fl.Bool("v", false, "print the files written and the time spent")
-	fl.Usage = func() {
-		fmt.Fprintf(fl.Output(), "usage: kinesisgen [-check] [-v] [packages]\n\nflags:\n")
+	usage := func(w io.Writer) {
+		fl.SetOutput(w)
+		fmt.Fprintf(w, "usage: kinesisgen [-check] [-v] [packages]\n\nflags:\n")
 		fl.PrintDefaults()
-		fmt.Fprintf(fl.Output(), "\n%s", annotations.Help())
+		fmt.Fprintf(w, "\n%s", annotations.Help())
 	}
+	fl.Usage = func() {} // printed below: the reference to stdout on -help
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return 0
 		}
+		fmt.Fprintf(stderr, "run kinesisgen -help for the usage and the marker reference\n")
 		return 2
 	}
 	res, err := gen.Generate(gen.Config{}, fl.Args()...)

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kinesisgen/kinesisgen/internal/gen"
+	"github.com/kinesisgen/kinesisgen/internal/gen/gentest"
+)
+
+const orders = `package orders
+
+import "context"
+
+// Order is an order.
+//
+//kinesis:message stream=orders
+type Order struct{ ID int }
+
+// Post posts an order.
+//
+//kinesis:subscriber stream=orders workers=2
+func Post(ctx context.Context, msg Order) error { return nil }
+`
+
+// kinesisgen runs the command in dir and returns its exit code and output.
+func kinesisgen(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func useModuleEnv(t *testing.T) {
+	for _, kv := range gentest.Env()[len(os.Environ()):] {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
+func TestWriteCheckRemove(t *testing.T) {
+	useModuleEnv(t)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders, "plain/plain.go": "package plain\n"})
+	genFile := filepath.Join(dir, "orders", gen.FileName)
+
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != "orders/kinesis_gen.go: missing; run go generate\n" {
+		t.Errorf("-check before generating: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(genFile); err == nil {
+		t.Fatal("-check wrote a file")
+	}
+
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	first, err := os.ReadFile(genFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(first, []byte(gen.Header+"\n")) || !bytes.Contains(first, []byte("func Mount(b *runtime.Broker) error")) {
+		t.Errorf("generated file:\n%s", first)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "plain", gen.FileName)); err == nil {
+		t.Error("a package without markers got a kinesis_gen.go")
+	}
+
+	// From the package directory with the default pattern, as go:generate runs it.
+	if code, _, stderr := kinesisgen(t, filepath.Join(dir, "orders")); code != 0 || stderr != "" {
+		t.Fatalf("generate in the package directory: exit %d, stderr %q", code, stderr)
+	}
+	second, _ := os.ReadFile(genFile)
+	if !bytes.Equal(first, second) {
+		t.Error("second run changed the file")
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 0 || stderr != "" {
+		t.Errorf("-check when up to date: exit %d, stderr %q", code, stderr)
+	}
+
+	if err := os.WriteFile(genFile, append(first, "// edited\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != "orders/kinesis_gen.go: out of date; run go generate\n" {
+		t.Errorf("-check after an edit: exit %d, stderr %q", code, stderr)
+	}
+
+	// The last marker goes: the generated file is stale, then removed.
+	unmarked := strings.NewReplacer("//kinesis:message stream=orders\n", "", "//kinesis:subscriber stream=orders workers=2\n", "").Replace(orders)
+	if err := os.WriteFile(filepath.Join(dir, "orders", "orders.go"), []byte(unmarked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.HasPrefix(stderr, "orders/kinesis_gen.go: stale, no //kinesis: marker left") {
+		t.Errorf("-check with no marker left: exit %d, stderr %q", code, stderr)
+	}
+	if code, stdout, stderr := kinesisgen(t, dir, "-v", "./..."); code != 0 || !strings.Contains(stdout, "removed orders/kinesis_gen.go") {
+		t.Errorf("generate with no marker left: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, err := os.Stat(genFile); err == nil {
+		t.Error("stale kinesis_gen.go was not removed")
+	}
+}
+
+func TestDiagnosticsWriteNothing(t *testing.T) {
+	useModuleEnv(t)
+	bad := strings.Replace(orders, "workers=2", "workers=two", 1)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": bad, "good/good.go": strings.Replace(orders, "package orders", "package good", 1)})
+	code, _, stderr := kinesisgen(t, dir, "./...")
+	if want := "orders/orders.go:12:36: workers=two: not a whole number\n"; code != 1 || stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1, %q", code, stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "good", gen.FileName)); err == nil {
+		t.Error("a file was written although another package has a problem")
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-help"}, &stdout, &stderr); code != 0 {
+		t.Errorf("-help exit %d", code)
+	}
+	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS]", "Workers runs up to N deliveries at once"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("-help output lacks %q", want)
+		}
+	}
+	if code := run([]string{"-nope"}, &stdout, &stderr); code != 2 {
+		t.Errorf("bad flag: exit %d, want 2", code)
+	}
+}
