@@ -995,3 +995,44 @@ func testSplitAndMerge(e *env) {
 		}
 	}
 }
+
+// A handler that does not keep up pauses its shard's reader: the records in
+// flight stay bounded (a lane's queue plus one read), however large the
+// backlog.
+func TestSlowHandlerPausesTheReader(t *testing.T) {
+	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
+	e := newEnvWith(t, srv)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	pub := e.publisher(orders)
+	for i := range 1000 {
+		e.publish(pub, order{ID: i, Customer: "alice"})
+	}
+
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.BatchSize(10)); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	defer close(release)
+	<-entered
+	// Give an unbounded reader time to run ahead: it would read all 100
+	// batches of 10 in far less than this.
+	time.Sleep(300 * time.Millisecond)
+	stats, _ := srv.ShardStats(orders, "shardId-000000000000")
+	if read := stats.GetRecords * 10; read > 100 {
+		t.Fatalf("the reader fetched about %d records while the handler was stuck on the first", read)
+	}
+}
