@@ -5,6 +5,7 @@ import "errors"
 // Op names a Kinesis operation for fault injection and call counters.
 type Op int
 
+// The operations of kinesisapi.API.
 const (
 	OpCreateStream Op = iota
 	OpDeleteStream

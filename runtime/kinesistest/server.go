@@ -174,14 +174,6 @@ func (s *Server) lookup(name string) (*stream, error) {
 	return st, nil
 }
 
-func (s *Server) lookupIn(name, arn *string) (*stream, error) {
-	n, err := streamName(name, arn)
-	if err != nil {
-		return nil, err
-	}
-	return s.lookup(n)
-}
-
 // begin runs what every operation does first: honour ctx, count the call
 // and consult the injected call fault.
 func (s *Server) begin(ctx context.Context, op Op, streamName, shardID string) error {

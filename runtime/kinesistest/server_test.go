@@ -741,3 +741,22 @@ func TestSplitInHalf(t *testing.T) {
 	wantAs[*types.ResourceInUseException](t, "SplitInHalf of a closed shard", s.SplitInHalf("half", shard0))
 	wantAs[*types.ResourceNotFoundException](t, "SplitInHalf of a missing shard", s.SplitInHalf("half", "shardId-000000000077"))
 }
+
+// An iterator of a deleted stream does not read a new stream of the same
+// name.
+func TestIteratorOfRecreatedStream(t *testing.T) {
+	s := kinesistest.New()
+	mustStream(t, s, "again", 1)
+	put(t, s, "again", "k", "old")
+	it := iter(t, s, "again", shard0, types.ShardIteratorTypeTrimHorizon)
+	if _, err := s.DeleteStream(testCtx(t), &kinesis.DeleteStreamInput{StreamName: aws.String("again")}); err != nil {
+		t.Fatal(err)
+	}
+	mustStream(t, s, "again", 1)
+	put(t, s, "again", "k", "new")
+	_, err := s.GetRecords(testCtx(t), &kinesis.GetRecordsInput{ShardIterator: &it})
+	wantAs[*types.ResourceNotFoundException](t, "GetRecords with an iterator of the deleted stream", err)
+	if got := data(get(t, testCtx(t), s, iter(t, s, "again", shard0, types.ShardIteratorTypeTrimHorizon)).Records); len(got) != 1 || got[0] != "new" {
+		t.Fatalf("the new stream holds %v, want [new]", got)
+	}
+}
