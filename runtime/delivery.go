@@ -27,6 +27,10 @@ const (
 	OriginAttemptsHeader   = "kinesisgen-origin-attempts"
 )
 
+// stopGrace is how long a stop that ran out of time still waits for
+// handlers to return after their context is cancelled.
+const stopGrace = time.Second
+
 // maxReasonLen keeps a dead letter's reason header short; an error text can
 // be arbitrarily long.
 const maxReasonLen = 1024
@@ -147,9 +151,17 @@ func (r *subRun) stop(ctx context.Context) error {
 	select {
 	case <-r.idle:
 	case <-ctx.Done():
-		r.log.Warn("handlers still running after the shutdown timeout")
-		if err == nil {
-			err = ctx.Err()
+		// The handlers' context was cancelled just now: give those that
+		// honour it a moment to return.
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-r.idle:
+		case <-t.C:
+			r.log.Warn("handlers still running after the shutdown timeout")
+			if err == nil {
+				err = fmt.Errorf("handlers still running: %w", ctx.Err())
+			}
 		}
 	}
 	if err != nil {
