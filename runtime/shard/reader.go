@@ -53,7 +53,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 					continue
 				}
 				log.Debug("iterator expired; renewed", "at", string(resume.typ), "sequence", resume.seq)
-				iter = next
+				iter, skip = next, resume.skip
 			case classThrottle:
 				log.Debug("GetRecords throttled; backing off", "err", err)
 				sleep(ctx, bo.next())

@@ -1,0 +1,539 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	good := e.config("a", newCollector().sink)
+	for name, mut := range map[string]func(*shard.Config){
+		"no stream":        func(c *shard.Config) { c.Stream = "" },
+		"no client":        func(c *shard.Config) { c.Client = nil },
+		"no store":         func(c *shard.Config) { c.Leases = nil },
+		"no owner":         func(c *shard.Config) { c.Owner = "" },
+		"no sink":          func(c *shard.Config) { c.Sink = nil },
+		"batch too large":  func(c *shard.Config) { c.BatchSize = 10001 },
+		"negative poll":    func(c *shard.Config) { c.Poll = -1 },
+		"renew > failover": func(c *shard.Config) { c.Renew, c.Failover = time.Second, time.Second },
+		"timestamp zero":   func(c *shard.Config) { c.Start = shard.Position{Kind: shard.AtTimestamp} },
+		"sequence no shard": func(c *shard.Config) {
+			c.Start = shard.Position{Kind: shard.AtSequence, Sequence: "1"}
+		},
+	} {
+		cfg := good
+		mut(&cfg)
+		if _, err := shard.New(cfg); !errors.Is(err, shard.ErrConfig) {
+			t.Errorf("%s: err = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// Start returns once every shard has its first iterator, so a record
+// published right after Start (at the default start, Latest) is read.
+func TestReadsRecordPublishedRightAfterStart(t *testing.T) {
+	e, srv := memEnv(t, 4)
+	e.put("before", 0) // before Start: Latest skips it
+	col := newCollector()
+	c := e.start(e.config("a", col.sink))
+	if got := c.Owned(); len(got) != 4 {
+		t.Fatalf("owned %v after Start, want all 4 shards", got)
+	}
+	want := map[string]int{}
+	for i := range 16 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	recs := col.waitN(t, 16)
+	checkKeyOrder(t, recs, want)
+	for _, s := range e.shards() {
+		if st, _ := srv.ShardStats(e.stream, s); st.GetRecords == 0 {
+			t.Errorf("shard %s never read", s)
+		}
+	}
+	// Settled records reach the lease store as checkpoints.
+	last := recs[len(recs)-1]
+	eventually(t, 5*time.Second, "checkpoint of the last record", func() bool {
+		return e.lease(last.ShardID).Checkpoint == last.SequenceNumber
+	})
+}
+
+func TestFirstPassErrorIsReturned(t *testing.T) {
+	e, srv := memEnv(t, 2)
+	srv.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpListShards {
+			return &types.ResourceNotFoundException{Message: aws.String("gone")}
+		}
+		return nil
+	})
+	c, err := shard.New(e.config("a", newCollector().sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Start(e.ctx(10 * time.Second))
+	var se *shard.Error
+	if !errors.As(err, &se) || se.Op != "ListShards" || !errors.As(err, new(*types.ResourceNotFoundException)) {
+		t.Fatalf("Start err = %v, want a ListShards *shard.Error wrapping ResourceNotFound", err)
+	}
+	if err := c.Seek(context.Background(), shard.Position{Kind: shard.Horizon}); !errors.Is(err, shard.ErrStopped) {
+		t.Fatalf("Seek after a failed Start: %v, want ErrStopped", err)
+	}
+}
+
+// Stop writes the final checkpoint and releases; a new coordinator on the
+// same store resumes after the last settled record: nothing lost, nothing
+// settled delivered twice (its Latest start does not apply to checkpointed shards).
+func TestResumeFromCheckpointAfterRestart(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	cfg.Checkpoint = time.Hour // only Stop writes: the final checkpoint is what counts
+	c := e.start(cfg)
+	want := map[string]int{}
+	for i := range 20 {
+		key := fmt.Sprintf("k%d", i%5)
+		e.put(key, want[key])
+		want[key]++
+	}
+	col.waitN(t, 20)
+	if err := c.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	for _, s := range e.shards() {
+		if l := e.lease(s); l.Owner != "" || l.Checkpoint == "" {
+			t.Fatalf("after Stop lease %s: owner %q checkpoint %q; want released with a checkpoint", s, l.Owner, l.Checkpoint)
+		}
+	}
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i%5)
+		e.put(key, want[key])
+		want[key]++
+	}
+	col2 := newCollector()
+	cfg2 := e.config("b", col2.sink) // Latest: must not skip the 10 published while down
+	e.start(cfg2)
+	recs := col2.waitN(t, 10)
+	all := append(col.records(), recs...)
+	checkKeyOrder(t, all, want)
+	if extra := len(col2.records()); extra != 10 {
+		t.Fatalf("second run delivered %d, want exactly the 10 new records", extra)
+	}
+}
+
+// An unsettled record holds the watermark: after a restart it and every
+// record after it are delivered again; the settled prefix is not.
+func TestUnsettledRecordRedeliveredAfterRestart(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	col.hold = func(r *shard.Record) bool { return string(r.Data) == "k:2" }
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	c := e.start(cfg)
+	for i := range 5 {
+		e.put("k", i)
+	}
+	col.waitN(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := c.Stop(ctx); err == nil {
+		t.Fatal("Stop with a record unsettled past its deadline returned nil")
+	}
+	sh := e.shards()[0]
+	if l := e.lease(sh); l.Owner != "" {
+		t.Fatalf("lease still owned by %q after Stop", l.Owner)
+	}
+	col2 := newCollector()
+	e.start(e.config("b", col2.sink))
+	recs := col2.waitN(t, 3)
+	if got := dataOf(recs); got != " k:2 k:3 k:4" {
+		t.Fatalf("redelivered%s; want k:2 k:3 k:4 (from the unsettled record on)", got)
+	}
+}
+
+func split(t *testing.T, e *env, shardID string) {
+	t.Helper()
+	// The middle of the hash-key space of a stream's single first shard.
+	_, err := e.client.SplitShard(e.ctx(10*time.Second), &kinesis.SplitShardInput{
+		StreamName: aws.String(e.stream), ShardToSplit: aws.String(shardID),
+		NewStartingHashKey: aws.String("170141183460469231731687303715884105728"),
+	})
+	if err != nil {
+		t.Fatalf("SplitShard %s: %v", shardID, err)
+	}
+}
+
+func merge(t *testing.T, e *env, a, b string) {
+	t.Helper()
+	_, err := e.client.MergeShards(e.ctx(10*time.Second), &kinesis.MergeShardsInput{
+		StreamName: aws.String(e.stream), ShardToMerge: aws.String(a), AdjacentShardToMerge: aws.String(b),
+	})
+	if err != nil {
+		t.Fatalf("MergeShards %s %s: %v", a, b, err)
+	}
+}
+
+// waitOpen waits for the stream to list n open shards (kinesalite applies
+// a reshard asynchronously) and returns them.
+func waitOpen(t *testing.T, e *env, n int) []string {
+	t.Helper()
+	var ids []string
+	eventually(t, 10*time.Second, fmt.Sprintf("%d open shards", n), func() bool {
+		ids = e.shards()
+		return len(ids) == n
+	})
+	return ids
+}
+
+// A split and then a merge while records flow: children start only after
+// their parents are read to the end (SHARD_END), so every key stays in
+// order across parent and child, and nothing is lost.
+func testSplitMergeKeepsKeyOrder(t *testing.T, e *env) {
+	col := newCollector()
+	c := e.start(e.config("a", col.sink))
+	want := map[string]int{}
+	publish := func(n int) {
+		for i := range n {
+			key := fmt.Sprintf("cust-%d", i%10)
+			e.put(key, want[key])
+			want[key]++
+		}
+	}
+	total := func() int {
+		n := 0
+		for _, v := range want {
+			n += v
+		}
+		return n
+	}
+	publish(30)
+	parent := e.shards()[0]
+	split(t, e, parent)
+	children := waitOpen(t, e, 2)
+	publish(30)
+	col.waitN(t, total())
+	merge(t, e, children[0], children[1])
+	waitOpen(t, e, 1)
+	publish(30)
+	recs := col.waitN(t, total())
+	checkKeyOrder(t, recs, want)
+	for _, id := range append([]string{parent}, children...) {
+		id := id
+		eventually(t, 10*time.Second, "SHARD_END of "+id, func() bool { return e.lease(id).Checkpoint == lease.CheckpointShardEnd })
+	}
+	if got := e.lease(parent).ChildShardIDs; !slices.Equal(got, children) {
+		t.Errorf("children recorded on the parent lease = %v, want %v", got, children)
+	}
+	if r := c.Reading(); len(r) != 1 {
+		t.Errorf("reading %v after the merge, want only the merged child", r)
+	}
+	// Deliveries per shard: no child record came before its parent's last.
+	lastOf := map[string]int{}
+	for i, r := range recs {
+		lastOf[r.ShardID] = i
+	}
+	firstOf := map[string]int{}
+	for i := len(recs) - 1; i >= 0; i-- {
+		firstOf[recs[i].ShardID] = i
+	}
+	for _, ch := range children {
+		if first, ok := firstOf[ch]; ok && first < lastOf[parent] {
+			t.Errorf("child %s delivered (at %d) before its parent's last record (at %d)", ch, first, lastOf[parent])
+		}
+	}
+}
+
+func TestSplitMergeKeepsKeyOrder(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	testSplitMergeKeepsKeyOrder(t, e)
+}
+
+// A child without a checkpoint opens at its trim horizon, whatever the
+// subscription's start: records written to it before its reader started
+// are read.
+func TestChildWithoutCheckpointStartsAtHorizon(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Sync = time.Hour // the child must start because the parent ended, not by a timer
+	cfg.Failover = 2 * time.Hour
+	e.start(cfg)
+	split(t, e, e.shards()[0])
+	want := map[string]int{}
+	for i := range 20 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	checkKeyOrder(t, col.waitN(t, 20), want)
+}
+
+func TestTwoCoordinatorsBalanceAndRelease(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	colA, colB := newCollector(), newCollector()
+	a := e.start(e.config("a", colA.sink))
+	if n := len(a.Owned()); n != 4 {
+		t.Fatalf("first coordinator owns %d shards, want 4", n)
+	}
+	b := e.start(e.config("b", colB.sink))
+	eventually(t, 10*time.Second, "a 2/2 split", func() bool {
+		return len(a.Owned()) == 2 && len(b.Owned()) == 2 && len(b.Reading()) == 2
+	})
+	// Stop releases: b takes a's shards on its next pass, long before the
+	// failover time would let it take expired leases.
+	stopped := time.Now()
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	eventually(t, 10*time.Second, "b owns all 4", func() bool { return len(b.Reading()) == 4 })
+	if took := time.Since(stopped); took >= 500*time.Millisecond {
+		t.Errorf("b took %v to take the released shards, not less than the failover time", took)
+	}
+	want := map[string]int{}
+	for i := range 20 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	recs := colB.wait(t, 10*time.Second, "20 records on b", func(r []*shard.Record) bool {
+		n := 0
+		for _, x := range r {
+			if x.ArrivalTime.After(stopped) {
+				n++
+			}
+		}
+		return n >= 20
+	})
+	_ = recs
+}
+
+// A graceful handoff (a second instance asks for its share while records
+// flow, each settled at once) moves shards with no record delivered twice.
+func TestHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	colA, colB := newCollector(), newCollector()
+	a := e.start(e.config("a", colA.sink))
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.put(fmt.Sprintf("k%d", n%40), n)
+			n++
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	b := e.start(e.config("b", colB.sink))
+	eventually(t, 10*time.Second, "a 2/2 split", func() bool {
+		return len(a.Reading()) == 2 && len(b.Reading()) == 2
+	})
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	published := <-done
+	all := func() []*shard.Record { return append(colA.records(), colB.records()...) }
+	colB.wait(t, 10*time.Second, "every record", func([]*shard.Record) bool { return len(all()) >= published })
+	seen := map[string]bool{}
+	dups := 0
+	for _, r := range all() {
+		if seen[r.SequenceNumber] {
+			dups++
+		}
+		seen[r.SequenceNumber] = true
+	}
+	if len(seen) != published || dups != 0 {
+		t.Fatalf("published %d, delivered %d distinct with %d duplicates; want all once", published, len(seen), dups)
+	}
+}
+
+// A lease taken by another owner through the store fences the reader: it
+// stops at once and delivers nothing more from that shard.
+func TestLostLeaseStopsReader(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Failover = time.Hour // the intruder's lease never looks expired to a
+	c := e.start(cfg)
+	victim := e.shards()[0]
+	l := e.lease(victim)
+	if _, err := e.store.Take(context.Background(), l, "intruder"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the reader of the lost shard to stop", func() bool {
+		return !slices.Contains(c.Owned(), victim) && !slices.Contains(c.Reading(), victim)
+	})
+	sent := 0
+	for i := 0; sent < 10; i++ {
+		if sh, _ := e.put(fmt.Sprintf("k%d", i), 0); sh == victim {
+			sent++
+		}
+	}
+	other := e.shards()[1]
+	for i := 0; ; i++ {
+		if sh, _ := e.put(fmt.Sprintf("z%d", i), 0); sh == other {
+			break
+		}
+	}
+	col.wait(t, 5*time.Second, "the record on the kept shard", func(r []*shard.Record) bool { return len(r) >= 1 })
+	for _, r := range col.records() {
+		if r.ShardID == victim {
+			t.Fatalf("record %s delivered from the lost shard", r.Data)
+		}
+	}
+	if got := e.lease(victim); got.Owner != "intruder" {
+		t.Fatalf("lease owner %q, want the intruder untouched", got.Owner)
+	}
+}
+
+// Seek to the horizon delivers the shard again from its first record; a
+// record of the old generation settled after the seek does not move the
+// checkpoint.
+func TestSeekHorizonRedeliversAndStaleSettlesDoNotCount(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	col.hold = func(r *shard.Record) bool { return string(r.Data) == "k:4" }
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	c := e.start(cfg)
+	for i := range 5 {
+		e.put("k", i)
+	}
+	first := col.waitN(t, 5)
+	sh := first[0].ShardID
+	eventually(t, 5*time.Second, "checkpoint at k:3", func() bool { return e.lease(sh).Checkpoint == first[3].SequenceNumber })
+	col.mu.Lock()
+	col.hold = func(r *shard.Record) bool { return true } // new generation: hold everything
+	col.mu.Unlock()
+	if err := c.Seek(e.ctx(5*time.Second), shard.Position{Kind: shard.Horizon}); err != nil {
+		t.Fatalf("Seek: %v", err)
+	}
+	recs := col.waitN(t, 10)
+	if got := dataOf(recs[5:]); got != " k:0 k:1 k:2 k:3 k:4" {
+		t.Fatalf("after Seek delivered%s, want k:0..k:4 again", got)
+	}
+	if !first[4].Stale() || recs[5].Stale() {
+		t.Fatal("Stale: the old generation's record must be stale, the new one not")
+	}
+	first[4].Settle() // stale: must not move the checkpoint to k:4
+	recs[5].Settle()  // new generation: k:0 is now the checkpoint (the seek moved it back)
+	eventually(t, 5*time.Second, "checkpoint at the new generation's k:0", func() bool {
+		return e.lease(sh).Checkpoint == recs[5].SequenceNumber
+	})
+	time.Sleep(100 * time.Millisecond) // several checkpoint intervals
+	if got := e.lease(sh).Checkpoint; got != recs[5].SequenceNumber {
+		t.Fatalf("checkpoint moved to %s by a stale settle", got)
+	}
+}
+
+func TestSeekAtSequenceOfAShardNotOwned(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	c := e.start(e.config("a", newCollector().sink))
+	err := c.Seek(e.ctx(5*time.Second), shard.Position{Kind: shard.AtSequence, ShardID: "shardId-999", Sequence: "1"})
+	if !errors.Is(err, shard.ErrNotOwned) {
+		t.Fatalf("err = %v, want ErrNotOwned", err)
+	}
+}
+
+// Throttling and an expired iterator cost retries, never records.
+func TestThrottlingAndExpiredIteratorLoseNothing(t *testing.T) {
+	e, srv := memEnv(t, 1)
+	var calls int
+	srv.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op != kinesistest.OpGetRecords {
+			return nil
+		}
+		calls++
+		switch calls % 4 {
+		case 1:
+			return &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+		case 2:
+			return &types.ExpiredIteratorException{Message: aws.String("expired")}
+		}
+		return nil
+	})
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.BatchSize = 3
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	e.start(cfg)
+	want := map[string]int{}
+	for i := range 30 {
+		key := fmt.Sprintf("k%d", i%3)
+		e.put(key, want[key])
+		want[key]++
+	}
+	checkKeyOrder(t, col.waitN(t, 30), want)
+	time.Sleep(50 * time.Millisecond)
+	if n := len(col.records()); n != 30 {
+		t.Fatalf("%d deliveries, want exactly 30", n)
+	}
+}
+
+// countingClient counts GetRecords and, by embedding only the API, hides the
+// in-process server's wake-up hook, so the reader paces itself exactly as it
+// does against the service.
+type countingClient struct {
+	kinesisapi.API
+	gets atomic.Int64
+}
+
+func (c *countingClient) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	c.gets.Add(1)
+	return c.API.GetRecords(ctx, in, o...)
+}
+
+// idleRate runs a coordinator on an idle 4-shard stream for d and returns
+// GetRecords calls per shard per second.
+func idleRate(t *testing.T, e *env, poll time.Duration, d time.Duration) float64 {
+	cc := &countingClient{API: e.client}
+	cfg := e.config("a", newCollector().sink)
+	cfg.Client = cc
+	cfg.Poll = poll
+	c := e.start(cfg)
+	base := cc.gets.Load()
+	began := time.Now()
+	time.Sleep(d)
+	n := cc.gets.Load() - base
+	rate := float64(n) / time.Since(began).Seconds() / 4
+	if err := c.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return rate
+}
+
+// Idle polling stays within the service's budget of 5 GetRecords per shard
+// per second, even at the smallest poll interval.
+func TestIdlePollingWithinReadBudget(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	for _, poll := range []time.Duration{time.Millisecond /* clamped to 200 ms */, time.Second} {
+		rate := idleRate(t, e, poll, 2*time.Second)
+		t.Logf("poll %v: %.2f GetRecords/shard/s idle", poll, rate)
+		if rate > 5 {
+			t.Errorf("poll %v: %.2f GetRecords/shard/s idle, over the budget of 5", poll, rate)
+		}
+		if poll == time.Second && rate > 1.5 {
+			t.Errorf("poll 1s: %.2f GetRecords/shard/s, want about 1", rate)
+		}
+	}
+}

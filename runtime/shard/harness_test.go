@@ -1,0 +1,244 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// env is one stream on one backend with one lease store.
+type env struct {
+	t      *testing.T
+	client kinesisapi.API
+	stream string
+	store  lease.Store
+	live   bool
+}
+
+var streamSeq atomic.Int64
+
+func memEnv(t *testing.T, shards int32) (*env, *kinesistest.Server) {
+	srv := kinesistest.New()
+	e := &env{t: t, client: srv, store: lease.NewMemory()}
+	e.create(shards)
+	return e, srv
+}
+
+func (e *env) create(shards int32) {
+	e.t.Helper()
+	e.stream = fmt.Sprintf("shard-test-%s-%d-%d", strings.ReplaceAll(e.t.Name(), "/", "-"), time.Now().UnixNano()%1e6, streamSeq.Add(1))
+	if len(e.stream) > 128 {
+		e.stream = e.stream[len(e.stream)-128:]
+	}
+	ctx := e.ctx(30 * time.Second)
+	if _, err := e.client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(e.stream), ShardCount: aws.Int32(shards)}); err != nil {
+		e.t.Fatalf("CreateStream: %v", err)
+	}
+	for {
+		out, err := e.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(e.stream)})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE" {
+			break
+		}
+		if ctx.Err() != nil {
+			e.t.Fatalf("stream %s not active: %v", e.stream, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.live {
+		e.t.Cleanup(func() {
+			_, _ = e.client.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(e.stream)})
+		})
+	}
+}
+
+func (e *env) ctx(d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// put publishes key's n-th record and returns where it landed.
+func (e *env) put(key string, n int) (shardID, seq string) {
+	e.t.Helper()
+	out, err := e.client.PutRecord(e.ctx(10*time.Second), &kinesis.PutRecordInput{
+		StreamName: aws.String(e.stream), PartitionKey: aws.String(key), Data: []byte(key + ":" + strconv.Itoa(n)),
+	})
+	if err != nil {
+		e.t.Fatalf("PutRecord: %v", err)
+	}
+	return aws.ToString(out.ShardId), aws.ToString(out.SequenceNumber)
+}
+
+func (e *env) shards() []string {
+	e.t.Helper()
+	out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		e.t.Fatalf("ListShards: %v", err)
+	}
+	var ids []string
+	for _, s := range out.Shards {
+		if s.SequenceNumberRange.EndingSequenceNumber == nil {
+			ids = append(ids, aws.ToString(s.ShardId))
+		}
+	}
+	return ids
+}
+
+// config is a coordinator config with intervals small enough for tests.
+func (e *env) config(owner string, sink shard.Sink) shard.Config {
+	return shard.Config{
+		Stream:     e.stream,
+		Namespace:  "test/" + e.stream,
+		Client:     e.client,
+		Leases:     e.store,
+		Owner:      owner,
+		Sink:       sink,
+		Poll:       200 * time.Millisecond,
+		Sync:       100 * time.Millisecond,
+		Renew:      50 * time.Millisecond,
+		Failover:   500 * time.Millisecond,
+		Checkpoint: 20 * time.Millisecond,
+	}
+}
+
+// start starts a coordinator and stops it when the test ends.
+func (e *env) start(cfg shard.Config) *shard.Coordinator {
+	e.t.Helper()
+	c, err := shard.New(cfg)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
+		e.t.Fatalf("Start: %v", err)
+	}
+	e.t.Cleanup(func() {
+		// Bounded: a test may leave records unsettled on purpose.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	return c
+}
+
+func (e *env) lease(shardID string) lease.Lease {
+	e.t.Helper()
+	l, err := e.store.Get(context.Background(), lease.KeyFor("test/"+e.stream, shardID))
+	if err != nil {
+		e.t.Fatalf("lease of %s: %v", shardID, err)
+	}
+	return l
+}
+
+// collector is a sink that records every delivery, settling at once unless
+// hold says otherwise.
+type collector struct {
+	mu    sync.Mutex
+	got   []*shard.Record
+	hold  func(*shard.Record) bool
+	ch    chan struct{}
+	owner string
+}
+
+func newCollector() *collector { return &collector{ch: make(chan struct{}, 1)} }
+
+func (c *collector) sink(_ context.Context, r *shard.Record) error {
+	c.mu.Lock()
+	c.got = append(c.got, r)
+	hold := c.hold != nil && c.hold(r)
+	c.mu.Unlock()
+	if !hold {
+		r.Settle()
+	}
+	select {
+	case c.ch <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *collector) records() []*shard.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*shard.Record(nil), c.got...)
+}
+
+// wait blocks until cond holds for the deliveries so far.
+func (c *collector) wait(t *testing.T, d time.Duration, what string, cond func([]*shard.Record) bool) []*shard.Record {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		recs := c.records()
+		if cond(recs) {
+			return recs
+		}
+		select {
+		case <-c.ch:
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s; got %d deliveries: %s", d, what, len(recs), dataOf(recs))
+		}
+	}
+}
+
+func (c *collector) waitN(t *testing.T, n int) []*shard.Record {
+	t.Helper()
+	return c.wait(t, 20*time.Second, fmt.Sprintf("%d deliveries", n), func(r []*shard.Record) bool { return len(r) >= n })
+}
+
+func dataOf(recs []*shard.Record) string {
+	var b strings.Builder
+	for i, r := range recs {
+		if i == 20 {
+			b.WriteString(" ...")
+			break
+		}
+		b.WriteString(" " + string(r.Data))
+	}
+	return b.String()
+}
+
+// eventually polls cond (state in another component that has no event to
+// wait on) until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkKeyOrder asserts every key's records arrived in publish order with
+// none missing; it returns the number of redeliveries seen.
+func checkKeyOrder(t *testing.T, recs []*shard.Record, want map[string]int) {
+	t.Helper()
+	next := map[string]int{}
+	for _, r := range recs {
+		key, nstr, _ := strings.Cut(string(r.Data), ":")
+		n, _ := strconv.Atoi(nstr)
+		if n != next[key] {
+			t.Fatalf("key %s: got record %d, want %d (order broken or record lost/duplicated); shard %s seq %s", key, n, next[key], r.ShardID, r.SequenceNumber)
+		}
+		next[key]++
+	}
+	for k, n := range want {
+		if next[k] != n {
+			t.Errorf("key %s: %d records delivered, want %d", k, next[k], n)
+		}
+	}
+}
