@@ -1,7 +1,9 @@
 package generatedtest
 
 import (
+	"bytes"
 	"flag"
+	"go/format"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +34,9 @@ func TestGolden(t *testing.T) {
 	for _, f := range res.Files {
 		rel, _ := filepath.Rel(mustAbs(t, "."), f.Path)
 		gotDirs = append(gotDirs, filepath.Dir(rel))
+		if formatted, err := format.Source(f.Content); err != nil || !bytes.Equal(formatted, f.Content) {
+			t.Errorf("%s is not gofmt's output (%v)", rel, err)
+		}
 		if *update {
 			if err := os.WriteFile(f.Path, f.Content, 0o644); err != nil {
 				t.Fatal(err)

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"go/token"
 	"go/types"
+	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dave/jennifer/jen"
-	"golang.org/x/tools/imports"
 
 	"github.com/kinesisgen/kinesisgen/annotations"
 )
@@ -42,9 +43,8 @@ func emit(m *pkgModel) ([]byte, error) {
 	if err := f.Render(&buf); err != nil {
 		return nil, err
 	}
-	// jen formats already; imports.Process (format only) also groups the
-	// standard library imports apart, as goimports would.
-	return imports.Process(m.genPath, buf.Bytes(), &imports.Options{FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8})
+	// jen has formatted the file; only the import grouping is left.
+	return groupImports(buf.Bytes()), nil
 }
 
 // emitVersionGuard writes
@@ -394,28 +394,31 @@ func (m *pkgModel) typeCode(t types.Type) *jen.Statement {
 
 // namer hands out local names that shadow nothing the generated code refers to.
 type namer struct {
-	taken map[string]bool
+	reserved map[string]bool // the package's names; shared, read only
+	taken    map[string]bool // names given out in this scope and its parents
 }
 
 // namer returns a namer that avoids every package-level name of the package,
 // the names the generated file declares, and the imports it uses.
 func (m *pkgModel) namer() *namer {
-	n := &namer{taken: map[string]bool{}}
-	for _, name := range m.pkg.Types.Scope().Names() {
-		n.taken[name] = true
+	if m.reserved == nil {
+		m.reserved = map[string]bool{}
+		for _, name := range m.pkg.Types.Scope().Names() {
+			m.reserved[name] = true
+		}
+		for _, msg := range m.messages {
+			m.reserved[msg.publisherFunc] = true
+		}
+		for _, name := range []string{"Mount", "context", "errors", "fmt", "strconv", "time", "runtime"} {
+			m.reserved[name] = true
+		}
 	}
-	for _, msg := range m.messages {
-		n.taken[msg.publisherFunc] = true
-	}
-	for _, name := range []string{"Mount", "context", "errors", "fmt", "strconv", "time", "runtime"} {
-		n.taken[name] = true
-	}
-	return n
+	return &namer{reserved: m.reserved, taken: map[string]bool{}}
 }
 
 func (n *namer) fresh(base string) string {
 	name := base
-	for i := 1; n.taken[name] || token.IsKeyword(name) || types.Universe.Lookup(name) != nil; i++ {
+	for i := 1; n.reserved[name] || n.taken[name] || token.IsKeyword(name) || types.Universe.Lookup(name) != nil; i++ {
 		name = base + strconv.Itoa(i)
 	}
 	n.taken[name] = true
@@ -424,11 +427,33 @@ func (n *namer) fresh(base string) string {
 
 // child is a namer for a nested scope: it avoids every name given so far.
 func (n *namer) child() *namer {
-	c := &namer{taken: make(map[string]bool, len(n.taken))}
-	for k := range n.taken {
-		c.taken[k] = true
+	return &namer{reserved: n.reserved, taken: maps.Clone(n.taken)}
+}
+
+// groupImports puts the standard library imports of jen's single sorted
+// import block first and the others after a blank line, as goimports does.
+// Both groups stay sorted, so the result is still gofmt's output.
+func groupImports(src []byte) []byte {
+	s := string(src)
+	start := strings.Index(s, "\nimport (\n")
+	if start < 0 {
+		return src
 	}
-	return c
+	start += len("\nimport (\n")
+	end := start + strings.Index(s[start:], "\n)\n")
+	var std, other []string
+	for _, line := range strings.Split(s[start:end], "\n") {
+		path := line[strings.IndexByte(line, '"')+1:]
+		if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
+			other = append(other, line)
+		} else {
+			std = append(std, line)
+		}
+	}
+	if len(std) == 0 || len(other) == 0 {
+		return src
+	}
+	return []byte(s[:start] + strings.Join(std, "\n") + "\n\n" + strings.Join(other, "\n") + s[end:])
 }
 
 // field renders "Name: value" in a composite literal, in the order given.
