@@ -1,0 +1,108 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// liveEnv creates a stream on the local kinesalite.
+func liveEnv(t *testing.T, shards int32) *env {
+	url := livetest.KinesisEndpoint(t)
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	e := &env{t: t, client: client, store: lease.NewMemory(), live: true}
+	e.create(shards)
+	return e
+}
+
+func TestLiveReadsRecordPublishedRightAfterStart(t *testing.T) {
+	e := liveEnv(t, 2)
+	col := newCollector()
+	e.start(e.config("a", col.sink))
+	want := map[string]int{}
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	checkKeyOrder(t, col.waitN(t, 10), want)
+}
+
+func TestLiveResumeAfterRestart(t *testing.T) {
+	e := liveEnv(t, 2)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	c := e.start(cfg)
+	want := map[string]int{}
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i%3)
+		e.put(key, want[key])
+		want[key]++
+	}
+	col.waitN(t, 10)
+	if err := c.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i%3)
+		e.put(key, want[key])
+		want[key]++
+	}
+	col2 := newCollector()
+	e.start(e.config("b", col2.sink))
+	recs := col2.waitN(t, 10)
+	checkKeyOrder(t, append(col.records(), recs...), want)
+	time.Sleep(300 * time.Millisecond) // more than a poll: nothing else arrives
+	if n := len(col2.records()); n != 10 {
+		t.Fatalf("second run delivered %d, want the 10 new records only", n)
+	}
+}
+
+func TestLiveSplitMergeKeepsKeyOrder(t *testing.T) {
+	testSplitMergeKeepsKeyOrder(t, liveEnv(t, 1))
+}
+
+func TestLiveTwoCoordinatorsBalanceAndRelease(t *testing.T) {
+	e := liveEnv(t, 4)
+	a := e.start(e.config("a", newCollector().sink))
+	colB := newCollector()
+	b := e.start(e.config("b", colB.sink))
+	eventually(t, 15*time.Second, "a 2/2 split", func() bool {
+		return len(a.Reading()) == 2 && len(b.Reading()) == 2
+	})
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	eventually(t, 5*time.Second, "b reads all 4", func() bool { return len(b.Reading()) == 4 })
+	want := map[string]int{}
+	for i := range 12 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	checkKeyOrder(t, colB.waitN(t, 12), want)
+}
+
+// Measures the idle GetRecords rate against kinesalite.
+func TestLiveIdlePollingWithinReadBudget(t *testing.T) {
+	e := liveEnv(t, 4)
+	for _, poll := range []time.Duration{200 * time.Millisecond, time.Second} {
+		rate := idleRate(t, e, poll, 3*time.Second)
+		t.Logf("kinesalite, poll %v: %.2f GetRecords/shard/s idle", poll, rate)
+		if rate > 5 {
+			t.Errorf("poll %v: %.2f GetRecords/shard/s idle, over the budget of 5", poll, rate)
+		}
+	}
+}
