@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("orders", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	endpoint := fs.String("endpoint", "", "Kinesis endpoint URL; empty runs on the in-process Kinesis")
+	region := fs.String("region", "us-east-1", "AWS region")
+	customers := fs.Int("customers", 6, "number of customers")
+	perCustomer := fs.Int("orders", 8, "orders per customer")
+	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	verbose := fs.Bool("v", false, "log the runtime's events to stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+
+	opts := []runtime.Option{
+		// Fast re-listing and polling: the demo should finish in seconds.
+		runtime.WithShardSyncInterval(time.Second),
+	}
+	if *verbose {
+		opts = append(opts, runtime.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	}
+	var b *runtime.Broker
+	if *endpoint == "" {
+		b = kinesistest.NewBroker(opts...)
+	} else {
+		opts = append(opts, runtime.WithEndpoint(*endpoint), runtime.WithRegion(*region), runtime.WithTestCredentials())
+		b = runtime.NewBroker(opts...)
+	}
+
+	book := newBook(*customers * *perCustomer)
+	if err := Mount(b, &Service{book: book}); err != nil {
+		fmt.Fprintln(stderr, "orders:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	if err := b.Connect(ctx); err != nil {
+		fmt.Fprintln(stderr, "orders: connect:", err)
+		return 1
+	}
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Shutdown(shutdownCtx); err != nil {
+			fmt.Fprintln(stderr, "orders: shutdown:", err)
+		}
+	}()
+
+	if err := placeOrders(ctx, NewOrderPublisher(b), *customers, *perCustomer); err != nil {
+		fmt.Fprintln(stderr, "orders: publish:", err)
+		return 1
+	}
+	select {
+	case <-book.done:
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "orders: not every shipment arrived:", context.Cause(ctx))
+		book.Report(stdout)
+		return 1
+	}
+	if book.Report(stdout) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// placeOrders publishes each customer's orders one after another under the
+// customer as partition key; customers publish side by side.
+func placeOrders(ctx context.Context, orders runtime.Publisher[Order], customers, perCustomer int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, customers)
+	for c := range customers {
+		wg.Go(func() {
+			customer := fmt.Sprintf("c%02d", c+1)
+			for i := range perCustomer {
+				order := Order{ID: (c+1)*1000 + i + 1, Customer: customer}
+				if err := orders.Message(order).PartitionKey(customer).Publish(ctx); err != nil {
+					errs[c] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
