@@ -26,12 +26,17 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
-// The timing the workers run with: short, so the test is short. The
-// runtime's defaults are 10 s failover, 3 s renewal, 10 s shard sync.
+// The timing the workers run with: short, so the test is short (the
+// runtime's defaults are 10 s failover, 3 s renewal, 10 s shard sync).
+// FLEETTEST_FAILOVER, FLEETTEST_RENEW and FLEETTEST_SYNC override them, to
+// measure the figures at the defaults.
+var (
+	failover  = envDuration("FLEETTEST_FAILOVER", 3*time.Second)
+	renew     = envDuration("FLEETTEST_RENEW", time.Second)
+	syncEvery = envDuration("FLEETTEST_SYNC", time.Second)
+)
+
 const (
-	failover   = 3 * time.Second
-	renew      = time.Second
-	syncEvery  = time.Second
 	checkpoint = time.Second
 
 	shards     = 4
@@ -39,8 +44,17 @@ const (
 	perKey1    = 100 // batch 1: 20k records, a SIGKILL halfway
 	perKey2    = 50  // batch 2: 10k records, a SIGTERM halfway
 	app        = "fleettest"
-	idleWindow = 3 * time.Second // lease-store writes measured over it
+	idleWindow = 3 * time.Second // lease-store calls measured over it
 )
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+	}
+	return def
+}
 
 // TestFleet runs three worker processes on one 4-shard stream with a
 // DynamoDB lease table, SIGKILLs one halfway through 20k records and
@@ -50,7 +64,9 @@ func TestFleet(t *testing.T) {
 	dynamoURL := livetest.DynamoDBEndpoint(t)
 	bin := buildWorker(t)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	// About 40 s at the short timing; the bound leaves room for a loaded
+	// machine and for longer failover times.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+8*failover)
 	defer cancel()
 
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
@@ -128,6 +144,10 @@ func TestFleet(t *testing.T) {
 	}
 	f.awaitHandled(ctx, keys*(perKey1+perKey2))
 	f.terminate(ctx, remaining) // its exit status is checked too
+
+	if dir := os.Getenv("FLEETTEST_LOGDIR"); dir != "" {
+		f.dump(filepath.Join(dir, "handled.txt"))
+	}
 
 	// What a user cares about.
 	r := f.check(victim, killedAt, inherited, stopped)
@@ -236,7 +256,13 @@ func (f *fleet) setup(ctx context.Context) {
 // t.Cleanup kills it (by PID) if it is still running.
 func (f *fleet) start(owner string) {
 	t := f.t
-	errPath := filepath.Join(t.TempDir(), owner+".stderr")
+	// FLEETTEST_LOGDIR keeps the workers' logs; FLEETTEST_VERBOSE makes them
+	// log at debug level (every lease write).
+	dir := os.Getenv("FLEETTEST_LOGDIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	errPath := filepath.Join(dir, owner+".stderr")
 	errFile, err := os.Create(errPath)
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +273,9 @@ func (f *fleet) start(owner string) {
 		"-failover", failover.String(), "-renew", renew.String(),
 		"-sync", syncEvery.String(), "-checkpoint", checkpoint.String(),
 		"-stats", "500ms")
+	if os.Getenv("FLEETTEST_VERBOSE") != "" {
+		cmd.Args = append(cmd.Args, "-v")
+	}
 	cmd.Stderr = errFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -707,6 +736,13 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 		if len(ss) == 1 {
 			continue
 		}
+		// A redelivery is the same stream record; two sequence numbers
+		// would mean the record was published twice.
+		for _, s := range ss[1:] {
+			if s.shard != ss[0].shard || s.seq != ss[0].seq {
+				t.Errorf("record %s/%d handled from %s/%s and from %s/%s: stored twice", r.key, r.index, ss[0].shard, ss[0].seq, s.shard, s.seq)
+			}
+		}
 		byVictim, byOthers, byStopped := 0, 0, 0
 		late := true
 		for _, s := range ss {
@@ -745,6 +781,23 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 		}
 	}
 	return res
+}
+
+// dump writes every handled line with the time the test received it, for
+// reading a run against the workers' logs.
+func (f *fleet) dump(path string) {
+	f.mu.Lock()
+	var lines []string
+	for r, ss := range f.seen {
+		for _, s := range ss {
+			lines = append(lines, fmt.Sprintf("%s %s %s %d %s %s", s.at.UTC().Format("15:04:05.000000"), s.owner, r.key, r.index, s.shard, s.seq))
+		}
+	}
+	f.mu.Unlock()
+	sort.Strings(lines)
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		f.t.Logf("dump: %v", err)
+	}
 }
 
 func owners(ss []sighting) string {
