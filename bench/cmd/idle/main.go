@@ -1,0 +1,301 @@
+// Command idle measures what a consumer costs on a kinesalite stream with no
+// traffic, and how late a sparse record reaches its handler:
+//
+//   - GetRecords calls per shard per second (counted in the HTTP client) and
+//     client CPU per second, over an idle window, for ours (runtime.Subscribe
+//     at the default poll interval, and at the 200 ms floor) and for github.com/harlow/kinesis-consumer
+//     at its smallest scan interval (1 ns: it reads as fast as the server
+//     answers) and at its default (250 ms);
+//   - the latency from Publish returning to the handler starting, p50 and
+//     p99 over sparse publishes (random gaps), for both of ours and for
+//     kinesis-consumer at its default.
+//
+// Every figure is taken -runs times; medians are reported.
+//
+//	bash scripts/with-servers.sh sh -c 'cd bench && go run ./cmd/idle'
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	consumer "github.com/harlow/kinesis-consumer"
+
+	"github.com/kinesisgen/kinesisgen/bench/internal/kbench"
+	kgrt "github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+type options struct {
+	endpoint  string
+	shards    int
+	idle      time.Duration
+	runs      int
+	publishes int
+	gap       time.Duration
+	size      int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.endpoint, "endpoint", os.Getenv("KINESIS_TEST_ENDPOINT"), "Kinesis endpoint URL (default $KINESIS_TEST_ENDPOINT)")
+	flag.IntVar(&o.shards, "shards", 4, "shards of the stream")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "idle window")
+	flag.IntVar(&o.runs, "runs", 3, "repetitions; medians are reported")
+	flag.IntVar(&o.publishes, "publishes", 200, "sparse publishes for the latency figure")
+	flag.DurationVar(&o.gap, "gap", 50*time.Millisecond, "mean gap between sparse publishes (uniform in 0..2×gap)")
+	flag.IntVar(&o.size, "size", 200, "bytes per record (JSON)")
+	flag.Parse()
+	if o.endpoint == "" {
+		fail(errors.New("no endpoint: pass -endpoint or run under scripts/with-servers.sh"))
+	}
+	if err := run(o); err != nil {
+		fail(err)
+	}
+}
+
+// idleCost is one idle window's figures.
+type idleCost struct {
+	perShardSecond float64 // GetRecords calls per shard per second
+	cpuMsPerSecond float64 // client CPU (user+sys) per second of wall time
+}
+
+func run(o options) error {
+	ctx := context.Background()
+	cfg, _ := kbench.Config()
+	client := kbench.Client(cfg, o.endpoint)
+	fmt.Printf("idle: %d shards, %v idle window, %d sparse publishes with mean gap %v, %d runs; ours at the default poll (%v)\n",
+		o.shards, o.idle, o.publishes, o.gap, o.runs, time.Second)
+
+	calls := map[string][]float64{}
+	cpu := map[string][]float64{}
+	p50 := map[string][]float64{}
+	p99 := map[string][]float64{}
+	note := func(mode string, c idleCost) {
+		calls[mode] = append(calls[mode], c.perShardSecond)
+		cpu[mode] = append(cpu[mode], c.cpuMsPerSecond)
+	}
+	for run := 1; run <= o.runs; run++ {
+		stream, err := kbench.CreateStream(ctx, client, "idle", int32(o.shards))
+		if err != nil {
+			return err
+		}
+		for _, v := range []struct {
+			mode string
+			poll time.Duration
+		}{{"ours", 0}, {"ours-200ms", kgrt.MinPollInterval}} {
+			c, lat, err := ours(ctx, o, stream, v.poll)
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w", run, v.mode, err)
+			}
+			note(v.mode, c)
+			p50[v.mode] = append(p50[v.mode], ms(kbench.Percentile(lat, 50)))
+			p99[v.mode] = append(p99[v.mode], ms(kbench.Percentile(lat, 99)))
+			fmt.Printf("run %d %-10s %6.2f GetRecords/shard/s %7.2f ms CPU/s; latency p50 %v p99 %v max %v\n", run, v.mode,
+				c.perShardSecond, c.cpuMsPerSecond, kbench.Percentile(lat, 50).Round(time.Millisecond),
+				kbench.Percentile(lat, 99).Round(time.Millisecond), kbench.Percentile(lat, 100).Round(time.Millisecond))
+		}
+
+		for _, kc := range []struct {
+			mode     string
+			interval time.Duration
+			latency  bool
+		}{{"kc-1ns", time.Nanosecond, false}, {"kc-250ms", 0, true}} {
+			c, lat, err := kinesisConsumer(ctx, o, stream, kc.interval, kc.latency)
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w", run, kc.mode, err)
+			}
+			note(kc.mode, c)
+			line := fmt.Sprintf("run %d %-10s %6.2f GetRecords/shard/s %7.2f ms CPU/s", run, kc.mode, c.perShardSecond, c.cpuMsPerSecond)
+			if kc.latency {
+				p50[kc.mode] = append(p50[kc.mode], ms(kbench.Percentile(lat, 50)))
+				p99[kc.mode] = append(p99[kc.mode], ms(kbench.Percentile(lat, 99)))
+				line += fmt.Sprintf("; latency p50 %v p99 %v max %v", kbench.Percentile(lat, 50).Round(time.Millisecond),
+					kbench.Percentile(lat, 99).Round(time.Millisecond), kbench.Percentile(lat, 100).Round(time.Millisecond))
+			}
+			fmt.Println(line)
+		}
+	}
+	fmt.Println("medians:")
+	for _, m := range []string{"ours", "ours-200ms", "kc-1ns", "kc-250ms"} {
+		line := fmt.Sprintf("  %-10s %7.2f GetRecords/shard/s %7.2f ms CPU/s", m, kbench.Median(calls[m]), kbench.Median(cpu[m]))
+		if p50[m] != nil {
+			line += fmt.Sprintf("; latency p50 %.0f ms p99 %.0f ms", kbench.Median(p50[m]), kbench.Median(p99[m]))
+		}
+		fmt.Println(line)
+	}
+	fmt.Printf("goal: ours ≤ 5 GetRecords/shard/s idle, latency within one poll interval (%v)\n", time.Second)
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// window counts GetRecords calls and CPU over o.idle with no traffic.
+func window(o options, counter *kbench.Counter) idleCost {
+	c0, cpu0, t0 := counter.GetRecords(), kbench.CPUTime(), time.Now()
+	time.Sleep(o.idle)
+	wall := time.Since(t0).Seconds()
+	return idleCost{
+		perShardSecond: float64(counter.GetRecords()-c0) / float64(o.shards) / wall,
+		cpuMsPerSecond: float64((kbench.CPUTime() - cpu0).Milliseconds()) / wall,
+	}
+}
+
+// ours subscribes (poll 0: the default interval), measures the idle window,
+// then the latency of sparse publishes.
+func ours(ctx context.Context, o options, stream string, poll time.Duration) (idleCost, []time.Duration, error) {
+	cfg, counter := kbench.Config()
+	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(lease.NewMemory()))
+	arrivals := make(chan arrival, o.publishes)
+	opts := []kgrt.SubscribeOption{kgrt.Workers(8), kgrt.ByKey()}
+	if poll > 0 {
+		opts = append(opts, kgrt.PollInterval(poll))
+	}
+	_, err := kgrt.Subscribe(b, stream, func(_ context.Context, e kbench.Event, _ kgrt.Delivery) kgrt.Outcome {
+		deliver(arrivals, e.ID)
+		return kgrt.Ack()
+	}, opts...)
+	if err != nil {
+		return idleCost{}, nil, err
+	}
+	// Connect returns once every shard has its first iterator.
+	if err := b.Connect(ctx); err != nil {
+		return idleCost{}, nil, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = b.Shutdown(stopCtx)
+	}()
+	cost := window(o, counter)
+	lat, err := latency(ctx, o, stream, arrivals)
+	return cost, lat, err
+}
+
+// kinesisConsumer scans with kinesis-consumer (interval 0: its default),
+// waits for its first GetRecords call, measures the idle window and, when
+// asked, the latency of sparse publishes.
+func kinesisConsumer(ctx context.Context, o options, stream string, interval time.Duration, withLatency bool) (idleCost, []time.Duration, error) {
+	cfg, counter := kbench.Config()
+	opts := []consumer.Option{consumer.WithClient(kbench.Client(cfg, o.endpoint)),
+		consumer.WithShardIteratorType(string(types.ShardIteratorTypeLatest))}
+	if interval > 0 {
+		opts = append(opts, consumer.WithScanInterval(interval))
+	}
+	c, err := consumer.New(stream, opts...)
+	if err != nil {
+		return idleCost{}, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	arrivals := make(chan arrival, o.publishes)
+	scanned := make(chan error, 1)
+	go func() {
+		scanned <- c.Scan(ctx, func(r *consumer.Record) error {
+			var e kbench.Event
+			if err := json.Unmarshal(r.Data, &e); err != nil {
+				return err
+			}
+			deliver(arrivals, e.ID)
+			return nil
+		})
+	}()
+	// Every shard has its iterator once each has made a GetRecords call.
+	deadline := time.Now().Add(30 * time.Second)
+	for counter.GetRecords() < int64(o.shards) {
+		if time.Now().After(deadline) {
+			return idleCost{}, nil, errors.New("no GetRecords on every shard within 30 s")
+		}
+		select {
+		case err := <-scanned:
+			return idleCost{}, nil, fmt.Errorf("scan ended: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cost := window(o, counter)
+	var lat []time.Duration
+	if withLatency {
+		lat, err = latency(ctx, o, stream, arrivals)
+	}
+	cancel()
+	<-scanned // an error now is our cancellation
+	return cost, lat, err
+}
+
+type arrival struct {
+	id int
+	at time.Time
+}
+
+// deliver notes that the handler of record id started; it never blocks a
+// handler (a full channel means the measurement is over).
+func deliver(arrivals chan<- arrival, id int) {
+	select {
+	case arrivals <- arrival{id: id, at: time.Now()}:
+	default:
+	}
+}
+
+// latency publishes o.publishes records one at a time with random gaps and
+// returns, per record, the time from Publish returning to its handler
+// starting (0 when the handler started first).
+func latency(ctx context.Context, o options, stream string, arrivals <-chan arrival) ([]time.Duration, error) {
+	cfg, _ := kbench.Config()
+	pb := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint))
+	if err := pb.Connect(ctx); err != nil {
+		return nil, err
+	}
+	defer pb.Shutdown(context.WithoutCancel(ctx))
+	p := kgrt.NewPublisher[kbench.Event](pb, kgrt.PublisherSpec{Stream: stream})
+
+	published := make(map[int]time.Time, o.publishes)
+	arrived := make(map[int]time.Time, o.publishes)
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		timeout := time.After(time.Minute + time.Duration(o.publishes)*2*o.gap)
+		for len(arrived) < o.publishes {
+			select {
+			case a := <-arrivals:
+				if _, dup := arrived[a.id]; !dup {
+					arrived[a.id] = a.at
+				}
+			case <-timeout:
+				return
+			}
+		}
+	}()
+	base := 1_000_000 // ids apart from anything else on the stream
+	for i := range o.publishes {
+		time.Sleep(time.Duration(rand.Int64N(int64(2*o.gap) + 1)))
+		var e kbench.Event
+		if err := json.Unmarshal(kbench.Payload(base+i, o.size), &e); err != nil {
+			return nil, err
+		}
+		if err := p.Message(e).PartitionKey(kbench.Key(i)).Publish(ctx); err != nil {
+			return nil, err
+		}
+		published[base+i] = time.Now()
+	}
+	<-collected
+	if len(arrived) < o.publishes {
+		return nil, fmt.Errorf("%d of %d published records reached the handler", len(arrived), o.publishes)
+	}
+	lat := make([]time.Duration, 0, o.publishes)
+	for id, at := range arrived {
+		lat = append(lat, max(0, at.Sub(published[id])))
+	}
+	return lat, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "idle:", err)
+	os.Exit(1)
+}
