@@ -1036,3 +1036,54 @@ func TestSlowHandlerPausesTheReader(t *testing.T) {
 		t.Fatalf("the reader fetched about %d records while the handler was stuck on the first", read)
 	}
 }
+
+// Start at a time and seek to one shard's sequence number.
+func TestStartAtTimeAndSeekToSequence(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
+	pub := e.publisher(orders)
+	for i := range 4 {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	time.Sleep(5 * time.Millisecond) // arrival times may be kept to the millisecond
+	from := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	for i := 4; i < 8; i++ {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+
+	h, ch := collect()
+	b := e.broker()
+	sub, err := subscribe(e, b, orders, h, runtime.StartAt(runtime.AtTime(from)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	got := receive(e, ch, 4)
+	gotIDs := ids(got)
+	slices.Sort(gotIDs)
+	if !slices.Equal(gotIDs, []int{4, 5, 6, 7}) {
+		t.Fatalf("from %v got %v, want the 4 records published after it", from, gotIDs)
+	}
+
+	// Seek one shard back to the first of its records read: it and what
+	// follows on that shard come again, in order (one worker).
+	target := got[0].d
+	if err := sub.Seek(e.ctx, runtime.AtSequence(target.ShardID, target.SequenceNumber)); err != nil {
+		t.Fatalf("Seek: %v", err)
+	}
+	var want []int
+	for _, d := range got {
+		if d.d.ShardID == target.ShardID {
+			want = append(want, d.order.ID)
+		}
+	}
+	again := ids(receive(e, ch, len(want)))
+	if !slices.Equal(again, want) {
+		t.Fatalf("after seeking to %s/%s got %v, want %v", target.ShardID, target.SequenceNumber, again, want)
+	}
+	if err := sub.Seek(e.ctx, runtime.AtSequence("shardId-999999999999", "1")); !errors.Is(err, runtime.ErrInvalid) {
+		t.Fatalf("Seek to a shard the subscription does not read = %v, want ErrInvalid", err)
+	}
+}
