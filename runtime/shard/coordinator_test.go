@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
@@ -535,5 +536,110 @@ func TestIdlePollingWithinReadBudget(t *testing.T) {
 		if poll == time.Second && rate > 1.5 {
 			t.Errorf("poll 1s: %.2f GetRecords/shard/s, want about 1", rate)
 		}
+	}
+}
+
+// KPL aggregates are expanded; a checkpoint inside an aggregate resumes at
+// the next sub-record, not after the whole aggregate.
+func TestKPLAggregateResumesInsideTheAggregate(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	col.hold = func(r *shard.Record) bool { return string(r.Data) == "b:0" }
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	c := e.start(cfg)
+	agg := kpl.Aggregate([]kpl.Record{{PartitionKey: "a", Data: []byte("a:0")}, {PartitionKey: "b", Data: []byte("b:0")}, {PartitionKey: "c", Data: []byte("c:0")}})
+	if _, err := e.client.PutRecord(e.ctx(5*time.Second), &kinesis.PutRecordInput{StreamName: aws.String(e.stream), PartitionKey: aws.String("agg"), Data: agg}); err != nil {
+		t.Fatal(err)
+	}
+	e.put("d", 0)
+	recs := col.waitN(t, 4)
+	if got := dataOf(recs); got != " a:0 b:0 c:0 d:0" {
+		t.Fatalf("delivered%s, want the three sub-records then d:0", got)
+	}
+	for i, r := range recs[:3] {
+		if r.SubSequence != int64(i) || r.PartitionKey != string(r.Data[:1]) || r.SequenceNumber != recs[0].SequenceNumber {
+			t.Fatalf("sub-record %d: sub %d key %q seq %s", i, r.SubSequence, r.PartitionKey, r.SequenceNumber)
+		}
+	}
+	eventually(t, 5*time.Second, "checkpoint at sub-record 0", func() bool {
+		l := e.lease(recs[0].ShardID)
+		return l.Checkpoint == recs[0].SequenceNumber && l.SubSequence == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = c.Stop(ctx) // b:0 stays unsettled
+	col2 := newCollector()
+	e.start(e.config("b", col2.sink))
+	if got := dataOf(col2.waitN(t, 3)); got != " b:0 c:0 d:0" {
+		t.Fatalf("after restart delivered%s, want b:0 c:0 d:0", got)
+	}
+}
+
+// A corrupt aggregate is delivered whole, so the subscriber can reject it.
+func TestCorruptAggregateDeliveredWhole(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	e.start(cfg)
+	agg := kpl.Aggregate([]kpl.Record{{PartitionKey: "a", Data: []byte("a:0")}})
+	agg[len(agg)-1] ^= 0xff // break the MD5
+	if _, err := e.client.PutRecord(e.ctx(5*time.Second), &kinesis.PutRecordInput{StreamName: aws.String(e.stream), PartitionKey: aws.String("agg"), Data: agg}); err != nil {
+		t.Fatal(err)
+	}
+	r := col.waitN(t, 1)[0]
+	if r.PartitionKey != "agg" || string(r.Data) != string(agg) {
+		t.Fatalf("got key %q data %q, want the corrupt record as it was", r.PartitionKey, r.Data)
+	}
+}
+
+// An owner that died (its counters stand still) loses its leases after the
+// failover time as observed locally, and well within twice that.
+func TestExpiredLeasesTakenAfterFailover(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	for _, id := range e.shards() {
+		l := lease.Lease{Key: lease.KeyFor("test/"+e.stream, id), ShardID: id, Owner: "dead"}
+		if _, err := e.store.Create(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := e.config("a", newCollector().sink)
+	began := time.Now()
+	c := e.start(cfg)
+	if n := len(c.Owned()); n != 0 {
+		t.Fatalf("took %d live-looking leases at once, want none before the failover time", n)
+	}
+	eventually(t, 5*time.Second, "both expired leases taken", func() bool { return len(c.Reading()) == 2 })
+	took := time.Since(began)
+	if took < cfg.Failover || took > 2*cfg.Failover {
+		t.Fatalf("took the leases after %v, want between the failover time %v and twice it", took, cfg.Failover)
+	}
+	t.Logf("failover after %v (failover time %v)", took, cfg.Failover)
+}
+
+// A new subscription at Latest on a stream that was resharded before starts
+// at today's tip: neither the closed parent nor the open children replay
+// their history, and what is published after Start is read.
+func TestLatestOnResplitStreamStartsAtTheTip(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	for i := range 5 {
+		e.put(fmt.Sprintf("old%d", i), 0)
+	}
+	parent := e.shards()[0]
+	split(t, e, parent)
+	for i := range 5 {
+		e.put(fmt.Sprintf("old-child%d", i), 0)
+	}
+	col := newCollector()
+	e.start(e.config("a", col.sink))
+	want := map[string]int{}
+	for i := range 10 {
+		key := fmt.Sprintf("new%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	checkKeyOrder(t, col.waitN(t, 10), want)
+	if got := e.lease(parent).Checkpoint; got != lease.CheckpointShardEnd {
+		t.Fatalf("closed parent's lease checkpoint %q, want SHARD_END", got)
 	}
 }

@@ -47,12 +47,25 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		byShard[l.ShardID] = l
 	}
 	if relist {
+		// A subscription new to the stream that starts at Latest begins at
+		// today's tip, as the KCL does: closed shards count as read and open
+		// children start at their tip instead of their horizon.
+		c.mu.Lock()
+		fresh := len(leases) == 0 && c.start.Kind == Latest
+		c.mu.Unlock()
 		for _, id := range lin.IDs() {
 			if _, ok := byShard[id]; ok {
 				continue
 			}
 			info, _ := lin.Shard(id)
-			l, err := c.createLease(ctx, info)
+			checkpoint := ""
+			switch {
+			case fresh && info.Closed:
+				checkpoint = lease.CheckpointShardEnd
+			case fresh && lin.HasListedParent(id):
+				checkpoint = lease.CheckpointLatest
+			}
+			l, err := c.createLease(ctx, info, checkpoint)
 			if err != nil {
 				return err
 			}
@@ -144,10 +157,11 @@ func (c *Coordinator) holds(key string) bool {
 
 // createLease stores the lease of a newly found shard (or reads the one
 // another instance created first).
-func (c *Coordinator) createLease(ctx context.Context, info Info) (lease.Lease, error) {
+func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint string) (lease.Lease, error) {
 	l := lease.Lease{
 		Key:             lease.KeyFor(c.cfg.Namespace, info.ID),
 		ShardID:         info.ID,
+		Checkpoint:      checkpoint,
 		ParentShardIDs:  slices.Clone(info.Parents),
 		StartingHashKey: info.StartingHashKey,
 		EndingHashKey:   info.EndingHashKey,
@@ -193,9 +207,10 @@ func (c *Coordinator) startable(l lease.Lease, lin *Lineage, byShard map[string]
 	c.mu.Unlock()
 	switch l.Checkpoint {
 	case "":
-		if child {
+		if child && p.Kind != AtTimestamp {
 			// Whatever was written to a child before its reader started
-			// comes after its parents' records: read all of it.
+			// comes after its parents' records: read all of it. (At a
+			// timestamp, the child's records from then on are the same.)
 			return startAt{typ: types.ShardIteratorTypeTrimHorizon}, true
 		}
 		return positionFor(p, l.ShardID), true

@@ -196,7 +196,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 		} else {
 			for _, id := range lin.IDs() {
 				info, _ := lin.Shard(id)
-				if _, err := c.createLease(ctx, info); err != nil {
+				if _, err := c.createLease(ctx, info, ""); err != nil {
 					log.Warn("child lease not created; the next listing creates it", "child", id, "err", err)
 				}
 			}
