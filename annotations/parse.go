@@ -38,8 +38,11 @@ type Diagnostic struct {
 	Msg string
 }
 
-// String is "file:line:col: message".
+// String is "file:line:col: message" ("file: message" without a line).
 func (d Diagnostic) String() string {
+	if d.Pos.Line == 0 {
+		return d.Pos.Filename + ": " + d.Msg
+	}
 	return fmt.Sprintf("%s:%d:%d: %s", d.Pos.Filename, d.Pos.Line, d.Pos.Column, d.Msg)
 }
 

@@ -162,6 +162,22 @@ func TestForgivesMissingGeneratedNames(t *testing.T) {
 	}
 }
 
+// TestForgivesAcrossPackages: a package of the run may use what the run
+// generates for another one (orders.Mount, orders.Key.DecodeHeaders).
+func TestForgivesAcrossPackages(t *testing.T) {
+	dir := filepath.Join("testdata", "ok", "crosspkg")
+	res, err := gen.Generate(gen.Config{Dir: dir}, "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Diagnostics {
+		t.Errorf("diagnostic: %s", d)
+	}
+	if len(res.Files) != 1 || res.Files[0].Path != filepath.Join(mustAbs(t, dir), "orders", gen.FileName) {
+		t.Errorf("files %v, want orders/%s", res.Files, gen.FileName)
+	}
+}
+
 // TestRemovesStaleFile: a package whose last marker went keeps no kinesis_gen.go.
 func TestRemovesStaleFile(t *testing.T) {
 	dir := filepath.Join("testdata", "ok", "unmarked")

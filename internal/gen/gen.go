@@ -88,10 +88,16 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 	var diags diagnostics
 	diags.rel = dir
 	var models []*pkgModel
+	byPath := map[string]*pkgModel{}
 	for _, p := range loaded.pkgs {
 		m := buildModel(p, &diags)
-		p.forgiveAndReport(m, &diags)
 		models = append(models, m)
+		byPath[p.PkgPath] = m
+	}
+	// A package may use what the run generates for itself or for another
+	// package of the run; those type errors go away with the output.
+	for _, p := range loaded.pkgs {
+		p.report(byPath, &diags)
 	}
 	if len(diags.list) == 0 {
 		for _, m := range models {

@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -54,6 +55,10 @@ func load(dir string, env []string, patterns []string) (*loadResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(pkgs) == 0 {
+		// Outside a module go list can fail without a package to hang it on.
+		return nil, fmt.Errorf("%s matched no packages (is %s inside a Go module?)", strings.Join(patterns, " "), dir)
+	}
 	res := &loadResult{took: time.Since(start)}
 	for _, p := range pkgs {
 		lp := &loadedPkg{Package: p, typeErrs: p.TypeErrors}
@@ -89,39 +94,87 @@ func isGenerated(src []byte) bool {
 	return bytes.HasPrefix(src, []byte(Header+"\n"))
 }
 
-// The go/types messages that a missing generated file causes.
+// The go/types messages that a missing generated file causes, with the
+// package qualifier when the name belongs to another package of the run.
 var (
-	undefinedRE     = regexp.MustCompile(`^undefined: (\w+)$`)
-	noMethodRE      = regexp.MustCompile(`\(type \*?(\w+) has no field or method (EncodeHeaders|DecodeHeaders)\)$`)
-	missingMethodRE = regexp.MustCompile(`\*?(\w+) does not implement .*\(missing method (EncodeHeaders|DecodeHeaders)\)$`)
+	undefinedRE     = regexp.MustCompile(`^undefined: (?:(\w+)\.)?(\w+)$`)
+	noMethodRE      = regexp.MustCompile(`\(type \*?(?:(\w+)\.)?(\w+) has no field or method (?:EncodeHeaders|DecodeHeaders)\)$`)
+	missingMethodRE = regexp.MustCompile(`\*?(?:(\w+)\.)?(\w+) does not implement .*\(missing method (?:EncodeHeaders|DecodeHeaders)\)$`)
 )
 
-// forgiven reports whether a type error is one that this run's output for
-// the package removes: an undefined generated name, or a header method of a
-// header contract.
-func (m *pkgModel) forgiven(msg string) bool {
-	if s := undefinedRE.FindStringSubmatch(msg); s != nil {
-		return m.generates(s[1])
+// forgiven reports whether a type error is one that this run's output
+// removes: an undefined generated name, or a header method of a header
+// contract, of this package or of another package the run generates.
+func (p *loadedPkg) forgiven(e types.Error, models map[string]*pkgModel) bool {
+	if s := undefinedRE.FindStringSubmatch(e.Msg); s != nil {
+		m := models[p.PkgPath]
+		if s[1] != "" {
+			m = models[p.importAt(e.Pos)]
+		}
+		return m != nil && m.generates(s[2])
 	}
 	for _, re := range []*regexp.Regexp{noMethodRE, missingMethodRE} {
-		if s := re.FindStringSubmatch(msg); s != nil {
-			return m.contract(s[1]) != nil
+		if s := re.FindStringSubmatch(e.Msg); s != nil {
+			m := models[p.PkgPath]
+			if s[1] != "" {
+				m = models[p.importNamed(s[1])]
+			}
+			return m != nil && m.contract(s[2]) != nil
 		}
 	}
 	return false
 }
 
-// forgiveAndReport adds the package's load errors to diags, less those that
-// the generated file will fix.
-func (p *loadedPkg) forgiveAndReport(m *pkgModel, diags *diagnostics) {
+// importAt returns the path of the package that the selector whose name is
+// at pos (pkg.Name) refers to, or "".
+func (p *loadedPkg) importAt(pos token.Pos) string {
+	for _, f := range p.Syntax {
+		if f.FileStart > pos || pos > f.FileEnd {
+			continue
+		}
+		var path string
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || path != "" {
+				return path == ""
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && sel.Sel.Pos() == pos {
+				if pn, ok := p.TypesInfo.Uses[id].(*types.PkgName); ok {
+					path = pn.Imported().Path()
+				}
+			}
+			return true
+		})
+		return path
+	}
+	return ""
+}
+
+// importNamed returns the path of the package imported by p whose name is
+// name, when exactly one is.
+func (p *loadedPkg) importNamed(name string) string {
+	path := ""
+	for _, imp := range p.Types.Imports() {
+		if imp.Name() == name {
+			if path != "" {
+				return ""
+			}
+			path = imp.Path()
+		}
+	}
+	return path
+}
+
+// report adds the package's load errors to diags, less those that the
+// generated files will fix.
+func (p *loadedPkg) report(models map[string]*pkgModel, diags *diagnostics) {
 	for _, e := range p.otherErrs {
 		diags.add(parsePos(e.Pos, p), "%s", e.Msg)
 	}
 	for _, e := range p.typeErrs {
-		if m != nil && m.forgiven(e.Msg) {
-			continue
+		if !p.forgiven(e, models) {
+			diags.add(e.Fset.Position(e.Pos), "%s", e.Msg)
 		}
-		diags.add(e.Fset.Position(e.Pos), "%s", e.Msg)
 	}
 }
 

@@ -1,0 +1,17 @@
+// Command crosspkg uses what kinesisgen will generate for another package
+// of the same run.
+package main
+
+import (
+	"github.com/kinesisgen/kinesisgen/generated_test/testdata/ok/crosspkg/orders"
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+func main() {
+	b := runtime.NewBroker()
+	_ = orders.Mount(b)
+	_ = orders.NewOrderPublisher(b)
+	var k orders.Key
+	_ = k.DecodeHeaders(nil)
+	var _ runtime.HeaderEncoder = k
+}
