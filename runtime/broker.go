@@ -143,11 +143,18 @@ func (b *Broker) Connect(ctx context.Context) error {
 	c, err := dial(ctx, cfg)
 	if err != nil {
 		s.mu.Lock()
-		s.phase = phaseNew
+		if s.phase == phaseConnecting {
+			s.phase = phaseNew
+		}
 		s.mu.Unlock()
 		return err
 	}
 	s.mu.Lock()
+	if s.phase != phaseConnecting { // Shutdown ran meanwhile: it is final
+		s.mu.Unlock()
+		c.close(ctx)
+		return &Error{Kind: ErrNotConnected, Op: "connect", Err: errors.New("broker was shut down while connecting")}
+	}
 	s.conn = c
 	s.live.Store(c)
 	s.phase = phaseConnected
@@ -163,7 +170,9 @@ func (b *Broker) Connect(ctx context.Context) error {
 		s.mu.Lock()
 		s.conn = nil
 		s.live.Store(nil)
-		s.phase = phaseNew
+		if s.phase == phaseConnected {
+			s.phase = phaseNew
+		}
 		s.mu.Unlock()
 		c.close(stopCtx)
 		return err
@@ -259,7 +268,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	c := s.conn
-	if c == nil {
+	if c == nil { // never connected, or still connecting: Connect sees the close
 		s.phase = phaseClosed
 		s.mu.Unlock()
 		return nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
 type order struct {
@@ -200,4 +202,59 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	wantKind(t, p.Publish(testCtx(t), order{ID: 2}), ErrNotConnected, "orders")
+}
+
+func TestConnectBuildsTheClientFromTheNamedSettings(t *testing.T) {
+	t.Setenv("AWS_REGION", "sa-east-1") // the default chain's region, overridden below
+	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	tests := []struct {
+		name       string
+		b          *Broker
+		region     string
+		endpoint   string
+		credential string // access key id the client signs with
+	}{
+		{
+			name:   "default chain",
+			b:      NewBroker(),
+			region: "sa-east-1",
+		},
+		{
+			name:       "named endpoint, region and test credentials",
+			b:          NewBroker(WithEndpoint("http://127.0.0.1:4567"), WithRegion("eu-west-1"), WithTestCredentials()),
+			region:     "eu-west-1",
+			endpoint:   "http://127.0.0.1:4567",
+			credential: "test",
+		},
+		{
+			name: "aws.Config taken as it is",
+			b: NewBrokerFromConfig(aws.Config{Region: "ap-south-1",
+				Credentials: credentials.NewStaticCredentialsProvider("mine", "secret", "")}),
+			region:     "ap-south-1",
+			credential: "mine",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.b.Connect(testCtx(t)); err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			defer tt.b.Shutdown(context.Background())
+			c, err := tt.b.connection()
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := c.client.(*kinesis.Client).Options()
+			if o.Region != tt.region || aws.ToString(o.BaseEndpoint) != tt.endpoint {
+				t.Errorf("client region %q endpoint %q, want %q %q", o.Region, aws.ToString(o.BaseEndpoint), tt.region, tt.endpoint)
+			}
+			if tt.credential != "" {
+				creds, err := o.Credentials.Retrieve(testCtx(t))
+				if err != nil || creds.AccessKeyID != tt.credential {
+					t.Errorf("credentials %q, %v; want access key %q", creds.AccessKeyID, err, tt.credential)
+				}
+			}
+		})
+	}
 }

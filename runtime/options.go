@@ -110,3 +110,20 @@ func durationOpt(d time.Duration, field func(*config) *time.Duration) Option {
 		}
 	}
 }
+
+// WithPublishConcurrency sets how many PutRecords calls run at once per
+// stream (default 4). More calls help a stream of many shards over a
+// high-latency link; fewer make fuller batches when the service is the limit.
+func WithPublishConcurrency(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.batch.maxInFlight = n
+		}
+	}
+}
+
+// WithPublishLinger sets how long a partial batch waits for more records
+// while a call is in flight and another could start (default 1 ms).
+func WithPublishLinger(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.batch.linger })
+}

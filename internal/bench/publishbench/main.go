@@ -52,6 +52,8 @@ func main() {
 	shards := flag.Int("shards", 4, "shards per stream")
 	callers := flag.Int("callers", 2048, "concurrent publishing goroutines for ours")
 	modes := flag.String("modes", "a,b,ours,b,ours", "modes to run, in order; a mode named twice is averaged")
+	inflight := flag.Int("inflight", 0, "PutRecords calls in flight per stream for ours (0: the runtime's default)")
+	linger := flag.Duration("linger", 0, "linger of a partial batch for ours (0: the runtime's default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of ours to this file")
 	flag.Parse()
 	if *endpoint == "" {
@@ -88,7 +90,7 @@ func main() {
 				_ = pprof.StartCPUProfile(f)
 			}
 			counted := &countingClient{Client: client}
-			r = measure(*n, func() error { return ours(ctx, counted, stream, *n, *callers) })
+			r = measure(*n, func() error { return ours(ctx, counted, stream, *n, *callers, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger)) })
 			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
 			if *cpuprofile != "" {
 				pprof.StopCPUProfile()
@@ -156,8 +158,8 @@ func cpuTime() time.Duration {
 // ours publishes through runtime.Publisher from many callers, each waiting
 // for its own result, as a service's handlers would. The broker gets the
 // same SDK client as (a) and (b), built as Connect builds it.
-func ours(ctx context.Context, client kinesisapi.API, stream string, n, callers int) error {
-	b := kgrt.NewBroker(kgrt.WithKinesisClient(client))
+func ours(ctx context.Context, client kinesisapi.API, stream string, n, callers int, opts ...kgrt.Option) error {
+	b := kgrt.NewBroker(append(opts, kgrt.WithKinesisClient(client))...)
 	if err := b.Connect(ctx); err != nil {
 		return err
 	}
