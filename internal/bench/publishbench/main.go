@@ -90,7 +90,9 @@ func main() {
 				_ = pprof.StartCPUProfile(f)
 			}
 			counted := &countingClient{Client: client}
-			r = measure(*n, func() error { return ours(ctx, counted, stream, *n, *callers, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger)) })
+			r = measure(*n, func() error {
+				return ours(ctx, counted, stream, *n, *callers, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger))
+			})
 			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
 			if *cpuprofile != "" {
 				pprof.StopCPUProfile()
