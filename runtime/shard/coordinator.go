@@ -205,10 +205,15 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.abort()
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != running { // Stop ran meanwhile
+		return ErrStopped
+	}
 	c.loops.Add(2)
 	go c.syncLoop()
 	go c.keepLoop()
-	c.log.Info("coordinator started", "shards", c.ownedCount())
+	c.log.Info("coordinator started", "shards", len(c.owned))
 	return nil
 }
 
@@ -217,12 +222,6 @@ func (c *Coordinator) abort() {
 	ctx, cancel := context.WithTimeout(context.Background(), finalWrites)
 	defer cancel()
 	_ = c.Stop(ctx)
-}
-
-func (c *Coordinator) ownedCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.owned)
 }
 
 // Owned returns the ids of the shards whose leases this coordinator holds.
@@ -346,9 +345,11 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		}
 	}
 
-	// 4. Stop the loops, then write final checkpoints and release.
+	// 4. Stop the loops, then write final checkpoints and release every
+	// lease held now (the keeper may have taken one while we waited).
 	c.cancel()
 	c.loops.Wait()
+	list = c.snapshot()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
 	for _, o := range list {

@@ -31,6 +31,33 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
 	limit := c.cfg.BatchSize
 	woken := false // the last wait was a waiter's wake-up
+	var arrival time.Time
+	// emit hands one user record to the sink; one closure per session, so
+	// a record costs no allocation beyond its Record.
+	emit := func(seq string, sub int64, key string, data []byte) error {
+		if skip {
+			if seq == resume.seq && sub <= resume.sub {
+				return nil // settled before this session opened
+			}
+			skip = false
+		}
+		r := &Record{
+			Stream:         c.cfg.Stream,
+			ShardID:        o.shard,
+			SequenceNumber: seq,
+			SubSequence:    sub,
+			PartitionKey:   key,
+			Data:           data,
+			ArrivalTime:    arrival,
+		}
+		s.wm.add(r)
+		if err := c.cfg.Sink(ctx, r); err != nil {
+			s.wm.retract(r.idx) // not taken: it must not hold the watermark
+			return err
+		}
+		resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: seq, skip: true, sub: sub}
+		return nil
+	}
 	for ctx.Err() == nil {
 		if iter == "" {
 			c.finish(ctx, o, s, nil)
@@ -65,31 +92,8 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		}
 		bo.reset()
 		for i := range out.Records {
-			err := userRecords(&out.Records[i], func(seq string, sub int64, key string, data []byte) error {
-				if skip {
-					if seq == resume.seq && sub <= resume.sub {
-						return nil // settled before this session opened
-					}
-					skip = false
-				}
-				r := &Record{
-					Stream:         c.cfg.Stream,
-					ShardID:        o.shard,
-					SequenceNumber: seq,
-					SubSequence:    sub,
-					PartitionKey:   key,
-					Data:           data,
-					ArrivalTime:    aws.ToTime(out.Records[i].ApproximateArrivalTimestamp),
-				}
-				s.wm.add(r)
-				if err := c.cfg.Sink(ctx, r); err != nil {
-					s.wm.retract(r.idx) // not taken: it must not hold the watermark
-					return err
-				}
-				resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: seq, skip: true, sub: sub}
-				return nil
-			})
-			if err != nil {
+			arrival = aws.ToTime(out.Records[i].ApproximateArrivalTimestamp)
+			if err := userRecords(&out.Records[i], emit); err != nil {
 				if ctx.Err() == nil {
 					// The sink broke its contract: drop this generation and
 					// let the next pass reopen the shard at its checkpoint.
