@@ -61,7 +61,7 @@ func (c batchConfig) withDefaults() batchConfig {
 const (
 	entryQueued int32 = iota
 	entryInFlight
-	entryAbandoned // the caller's ctx ended before the entry was sent
+	entryAbandoned // the caller's ctx ended while the entry was queued or waiting to be resent
 	entryDone
 )
 
@@ -136,7 +136,7 @@ type batcher struct {
 	// Owned by run.
 	ready    fifo             // sendable now, in arrival order
 	retries  []*entry         // waiting out a backoff
-	keys     map[string]*fifo // ordered keys with an unresolved entry → their later entries
+	keys     map[string]*fifo // ordered keys with an unresolved entry → their later entries (nil: none)
 	inFlight int              // calls running
 	spare    []*entry         // reused buffer for draining incoming
 	readyAt  time.Time        // when ready last became non-empty
@@ -312,10 +312,14 @@ func (b *batcher) drain() bool {
 func (b *batcher) admit(e *entry) {
 	if e.ordered {
 		if q, busy := b.keys[e.key]; busy {
+			if q == nil {
+				q = &fifo{}
+				b.keys[e.key] = q
+			}
 			q.push(e)
 			return
 		}
-		b.keys[e.key] = &fifo{}
+		b.keys[e.key] = nil // busy, nobody waiting
 	}
 	b.pushReady(e)
 }
@@ -338,10 +342,11 @@ func (b *batcher) resolve(e *entry, r Receipt, err error) {
 	if !ordered {
 		return
 	}
-	q := b.keys[key]
-	if next := q.pop(); next != nil {
-		b.pushReady(next)
-		return
+	if q := b.keys[key]; q != nil {
+		if next := q.pop(); next != nil {
+			b.pushReady(next)
+			return
+		}
 	}
 	delete(b.keys, key)
 }
@@ -387,6 +392,9 @@ func (b *batcher) take(now time.Time) []*entry {
 	batch := make([]*entry, 0, min(b.cfg.maxRecords, b.ready.len()+len(b.retries)))
 	bytes := 0
 	fits := func(e *entry) bool {
+		if len(batch) == 0 {
+			return true // a record is never larger than a request
+		}
 		return len(batch) < b.cfg.maxRecords && bytes+e.size() <= b.cfg.maxBytes
 	}
 	claim := func(e *entry) {
@@ -433,6 +441,9 @@ func (b *batcher) settle(r callResult, now time.Time) {
 	}
 	if r.err != nil {
 		kind, retry := classifyCallError(r.err)
+		if b.ctx.Err() != nil {
+			kind, retry = ErrNotConnected, false // a shutdown ran out of time and cancelled the call
+		}
 		for _, e := range r.batch {
 			if retry {
 				b.retry(e, fmt.Errorf("PutRecords: %w", r.err), now)
@@ -534,9 +545,6 @@ func retryableCode(code string) bool {
 // classifyCallError maps a failed PutRecords call to the error kind its
 // records get, and says whether the records should be retried instead.
 func classifyCallError(err error) (kind error, retry bool) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return ErrNotConnected, false // only the batcher's own context bounds a call
-	}
 	var api smithy.APIError
 	if !errors.As(err, &api) {
 		return ErrPublish, true // transport failure: the service may answer next time
