@@ -7,6 +7,7 @@ package keys
 import (
 	"context"
 
+	"github.com/kinesisgen/kinesisgen/generated_test/publishonly"
 	"github.com/kinesisgen/kinesisgen/runtime"
 )
 
@@ -47,3 +48,8 @@ func Replay(ctx context.Context, msg Replayed) (Echo, error) { return Echo(msg),
 //
 //kinesis:subscriber stream=`keys.latest` start_at=latest retries=0 poll=2m
 func Latest(ctx context.Context, msg Late) runtime.Outcome { return runtime.Ack() }
+
+// Noted reads a message type and a header contract of another package.
+//
+//kinesis:subscriber stream=publishonly.events
+func Noted(ctx context.Context, msg publishonly.Event, meta publishonly.Meta) error { return nil }

@@ -22,7 +22,7 @@ func TestSettingsReachTheRuntime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, srv := kinesistest.NewBrokerServer()
-	for _, s := range []string{"keys.dead", "keys.replayed", "keys.latest", "keys.echoes"} {
+	for _, s := range []string{"keys.dead", "keys.replayed", "keys.latest", "keys.echoes", "publishonly.events"} {
 		if err := srv.AddStream(s, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestDeadLetterMustExist(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, srv := kinesistest.NewBrokerServer()
-	for _, s := range []string{"keys.replayed", "keys.latest"} {
+	for _, s := range []string{"keys.replayed", "keys.latest", "publishonly.events"} {
 		if err := srv.AddStream(s, 1); err != nil {
 			t.Fatal(err)
 		}

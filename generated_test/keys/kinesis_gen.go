@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	publishonly "github.com/kinesisgen/kinesisgen/generated_test/publishonly"
 	"github.com/kinesisgen/kinesisgen/runtime"
 )
 
@@ -62,6 +63,15 @@ func Mount(b *runtime.Broker) error {
 		return Latest(ctx, msg)
 	}, runtime.StartAt(runtime.Latest()), runtime.PollInterval(2*time.Minute), runtime.MaxRetries(0), runtime.HandlerName("keys.Latest")); err != nil {
 		errs = append(errs, fmt.Errorf("keys.Latest: %w", err))
+	}
+	if _, err := runtime.Subscribe[publishonly.Event](b, "publishonly.events", func(ctx context.Context, msg publishonly.Event, d runtime.Delivery) runtime.Outcome {
+		var headers publishonly.Meta
+		if err := headers.DecodeHeaders(d.Headers); err != nil {
+			return runtime.Reject(err)
+		}
+		return runtime.OutcomeOf(Noted(ctx, msg, headers))
+	}, runtime.HandlerName("keys.Noted")); err != nil {
+		errs = append(errs, fmt.Errorf("keys.Noted: %w", err))
 	}
 	if _, err := runtime.Subscribe[Replayed](b, "keys.replayed", func(ctx context.Context, msg Replayed, d runtime.Delivery) runtime.Outcome {
 		reply, err := Replay(ctx, msg)

@@ -429,7 +429,13 @@ func (m *pkgModel) addMessage(d *markedDecl, mk *annotations.Message, diags *dia
 		diags.add(pos, "//kinesis:message type %s cannot be generic", tn.Name())
 		return
 	}
-	msg := &message{name: tn.Name(), obj: tn, marker: mk, publisherFunc: "New" + exported(tn.Name()) + "Publisher"}
+	// NewXPublisher, or newXPublisher for an unexported X: the constructor
+	// is exactly as visible as the type it publishes.
+	prefix := "New"
+	if !tn.Exported() {
+		prefix = "new"
+	}
+	msg := &message{name: tn.Name(), obj: tn, marker: mk, publisherFunc: prefix + exported(tn.Name()) + "Publisher"}
 	if mk.Headers != "" {
 		msg.headers = m.contractOf[mk.Headers]
 		if msg.headers == nil {
@@ -628,9 +634,10 @@ func (m *pkgModel) checkHeadersParam(h *handler, v *types.Var, fail func(token.P
 	named, ok := t.(*types.Named)
 	isContract := ok && named.Obj().Pkg() == m.pkg.Types && m.contractOf[named.Obj().Name()] != nil
 	if !isContract {
-		// A contract of another package works if its generated methods are there.
+		// A contract of another package: its generated methods are there, or
+		// its tags say that they will be once that package is generated.
 		dec, _, _ := types.LookupFieldOrMethod(types.NewPointer(t), true, m.pkg.Types, "DecodeHeaders")
-		if !ok || dec == nil {
+		if !ok || (dec == nil && !hasHeaderTags(named)) {
 			fail(pos, "parameter %s of handler %s has type %s, which is not a header contract (a struct with `kinesis:\"HEADER\"` field tags) nor a publisher or delivery", v.Name(), h.name, m.typeString(t))
 			return
 		}
@@ -640,6 +647,20 @@ func (m *pkgModel) checkHeadersParam(h *handler, v *types.Var, fail func(token.P
 			fail(pos, "handler %s takes headers %s, but //kinesis:message %s declares headers=%s", h.name, m.typeString(t), msg.name, msg.headers.name)
 		}
 	}
+}
+
+// hasHeaderTags reports whether t is a struct with a kinesis field tag.
+func hasHeaderTags(t *types.Named) bool {
+	st, ok := t.Underlying().(*types.Struct)
+	if !ok {
+		return false
+	}
+	for i := range st.NumFields() {
+		if _, tagged, _ := annotations.HeaderTag(st.Tag(i)); tagged {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *pkgModel) checkResults(h *handler, sig *types.Signature, pos token.Position, fail func(token.Position, string, ...any)) {
