@@ -95,10 +95,31 @@ const (
 
 func formatSeq(counter uint64, shardIndex int) string {
 	var b [seqLen]byte
+	return string(appendSeq(b[:0], counter, shardIndex))
+}
+
+func appendSeq(dst []byte, counter uint64, shardIndex int) []byte {
+	n := len(dst)
+	dst = append(dst, make([]byte, seqLen)...)
+	b := dst[n:]
 	b[0], b[1] = '4', '9'
 	putDigits(b[2:2+seqCounterLen], counter)
 	putDigits(b[2+seqCounterLen:], uint64(shardIndex))
-	return string(b[:])
+	return dst
+}
+
+// seqStrings formats many sequence numbers into one string and returns
+// substrings of it: one allocation for a whole answer.
+type seqStrings struct{ buf []byte }
+
+func (s *seqStrings) add(counter uint64, shardIndex int) { s.buf = appendSeq(s.buf, counter, shardIndex) }
+
+func (s *seqStrings) len() int { return len(s.buf) / seqLen }
+
+// done returns the i-th added sequence number of each, sharing one string.
+func (s *seqStrings) done() func(i int) string {
+	all := string(s.buf)
+	return func(i int) string { return all[i*seqLen : (i+1)*seqLen] }
 }
 
 func putDigits(dst []byte, v uint64) {

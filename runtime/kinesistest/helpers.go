@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"sort"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -58,11 +59,11 @@ func (s *Server) Records(stream string) ([]StoredRecord, error) {
 		segs := sh.log.segments(0, sh.log.len())
 		sh.mu.Unlock()
 		for _, r := range concat(segs) {
-			arrival := r.arrival
+			arrival := time.Unix(0, r.arrival).UTC()
 			out = append(out, StoredRecord{ShardID: sh.id, Record: types.Record{
 				Data:                        clone(r.data),
 				PartitionKey:                aws.String(r.key),
-				SequenceNumber:              aws.String(r.seq),
+				SequenceNumber:              aws.String(formatSeq(r.counter, sh.index)),
 				ApproximateArrivalTimestamp: &arrival,
 				EncryptionType:              types.EncryptionTypeNone,
 			}})

@@ -46,10 +46,11 @@ func (l *recordLog) add(r record) {
 // trim drops the records that arrived before cutoff.
 func (l *recordLog) trim(cutoff time.Time) {
 	n := l.len()
-	if n == 0 || !l.at(0).arrival.Before(cutoff) {
+	c := cutoff.UnixNano()
+	if n == 0 || l.at(0).arrival >= c {
 		return
 	}
-	drop := sort.Search(n, func(i int) bool { return !l.at(i).arrival.Before(cutoff) })
+	drop := sort.Search(n, func(i int) bool { return l.at(i).arrival >= c })
 	l.head += drop
 	for l.head >= chunkSize {
 		l.chunks[0] = nil // let the collector have it
@@ -59,12 +60,12 @@ func (l *recordLog) trim(cutoff time.Time) {
 }
 
 // search returns the index of the first record whose counter is at least pos
-// and, when ts is non-zero, that arrived at or after ts.
-func (l *recordLog) search(pos uint64, ts time.Time) int {
+// and, when ts (UnixNano) is non-zero, that arrived at or after ts.
+func (l *recordLog) search(pos uint64, ts int64) int {
 	n := l.len()
 	i := sort.Search(n, func(i int) bool { return l.at(i).counter >= pos })
-	if !ts.IsZero() {
-		if j := sort.Search(n, func(j int) bool { return !l.at(j).arrival.Before(ts) }); j > i {
+	if ts != 0 {
+		if j := sort.Search(n, func(j int) bool { return l.at(j).arrival >= ts }); j > i {
 			i = j
 		}
 	}

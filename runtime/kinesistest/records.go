@@ -51,7 +51,7 @@ func route(key string, explicit *string) (hashKey, error) {
 //
 // With WithThrottling, a record over the shard's write limit is refused
 // with a ProvisionedThroughputExceededException and not stored.
-func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time.Time) (*shard, string, error) {
+func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time.Time) (*shard, uint64, error) {
 	cutoff := now.Add(-s.cfg.retention)
 	for {
 		open := *st.open.Load()
@@ -66,22 +66,20 @@ func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time
 		}
 		if s.cfg.throttle && !sh.admitPut(now, len(key)+len(data)) {
 			sh.mu.Unlock()
-			return sh, "", throttled(sh, st.name, s.cfg.account)
+			return sh, 0, throttled(sh, st.name, s.cfg.account)
 		}
-		arrival := now
+		arrival := now.UnixNano()
 		if n := sh.log.len(); n > 0 {
-			if last := sh.log.at(n - 1).arrival; arrival.Before(last) {
-				arrival = last // arrival times never go back within a shard
-			}
+			// Arrival times never go back within a shard.
+			arrival = max(arrival, sh.log.at(n-1).arrival)
 			sh.log.trim(cutoff)
 		}
 		c := st.counter.Add(1)
-		seq := formatSeq(c, sh.index)
-		sh.log.add(record{counter: c, seq: seq, key: key, data: data, arrival: arrival})
+		sh.log.add(record{counter: c, key: key, data: data, arrival: arrival})
 		sh.wakeLocked()
 		sh.mu.Unlock()
 		sh.putCount.Add(1)
-		return sh, seq, nil
+		return sh, c, nil
 	}
 }
 
@@ -113,11 +111,11 @@ func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ..
 			return nil, opError(op.String(), err)
 		}
 	}
-	sh, seq, err := s.append(st, h, key, clone(in.Data), s.now())
+	sh, c, err := s.append(st, h, key, clone(in.Data), s.now())
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
-	return &kinesis.PutRecordOutput{ShardId: aws.String(sh.id), SequenceNumber: aws.String(seq), EncryptionType: types.EncryptionTypeNone}, nil
+	return &kinesis.PutRecordOutput{ShardId: aws.String(sh.id), SequenceNumber: aws.String(formatSeq(c, sh.index)), EncryptionType: types.EncryptionTypeNone}, nil
 }
 
 // PutRecords stores up to 500 records and reports each entry's outcome in
@@ -162,6 +160,8 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 	// not per record.
 	buf := make([]byte, 0, size)
 	strs := make([]string, 2*len(in.Records)) // the results' ShardId and SequenceNumber
+	seqs := seqStrings{buf: make([]byte, 0, seqLen*len(in.Records))}
+	stored := make([]int, 0, len(in.Records)) // indexes of the stored entries
 	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records)), EncryptionType: types.EncryptionTypeNone}
 	failed := int32(0)
 	for i, e := range in.Records {
@@ -178,13 +178,19 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 		}
 		start := len(buf)
 		buf = append(buf, e.Data...)
-		sh, seq, err := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)], now)
+		sh, c, err := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)], now)
 		if err != nil {
 			buf = buf[:start]
 			fail(err)
 			continue
 		}
-		strs[2*i], strs[2*i+1] = sh.id, seq
+		seqs.add(c, sh.index)
+		strs[2*i] = sh.id
+		stored = append(stored, i)
+	}
+	seq := seqs.done()
+	for j, i := range stored {
+		strs[2*i+1] = seq(j)
 		out.Records[i] = types.PutRecordsResultEntry{ShardId: &strs[2*i], SequenceNumber: &strs[2*i+1]}
 	}
 	out.FailedRecordCount = aws.Int32(failed)
@@ -340,14 +346,10 @@ func (s *Server) resolveIterator(raw *string) (iterator, *stream, *shard, error)
 // nothing and the shard is open, wait is a channel closed at its next
 // change.
 func (s *Server) pending(sh *shard, it iterator, now time.Time, limit int, wantWait bool) (recs [][]record, closed bool, children []*shard, wait <-chan struct{}) {
-	var ts time.Time
-	if it.ts != 0 {
-		ts = time.Unix(0, it.ts)
-	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.log.trim(now.Add(-s.cfg.retention))
-	from := sh.log.search(it.pos, ts)
+	from := sh.log.search(it.pos, it.ts)
 	recs = sh.log.segments(from, min(limit+1, sh.log.len()-from))
 	if len(recs) == 0 && !sh.closed && wantWait {
 		wait = sh.waitChanLocked()
@@ -437,7 +439,19 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 		// per call, not per record.
 		buf := make([]byte, 0, size)
 		times := make([]time.Time, n)
-		strs := make([]string, 2*n)
+		keys := make([]string, n)
+		seqs := make([]string, n)
+		var seqBuf seqStrings
+		seqBuf.buf = make([]byte, 0, n*seqLen)
+		for _, seg := range segs {
+			for j := range seg {
+				if seqBuf.len() == n {
+					break
+				}
+				seqBuf.add(seg[j].counter, sh.index)
+			}
+		}
+		seq := seqBuf.done()
 		i := 0
 		for _, seg := range segs {
 			for j := range seg {
@@ -447,12 +461,12 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 				r := &seg[j]
 				start := len(buf)
 				buf = append(buf, r.data...)
-				times[i] = r.arrival
-				strs[2*i], strs[2*i+1] = r.key, r.seq
+				times[i] = time.Unix(0, r.arrival).UTC()
+				keys[i], seqs[i] = r.key, seq(i)
 				out.Records[i] = types.Record{
 					Data:                        buf[start:len(buf):len(buf)],
-					PartitionKey:                &strs[2*i],
-					SequenceNumber:              &strs[2*i+1],
+					PartitionKey:                &keys[i],
+					SequenceNumber:              &seqs[i],
 					ApproximateArrivalTimestamp: &times[i],
 					EncryptionType:              types.EncryptionTypeNone,
 				}
@@ -461,7 +475,7 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 			}
 		}
 		if nextUnread != nil {
-			out.MillisBehindLatest = aws.Int64(max(0, now.Sub(nextUnread.arrival).Milliseconds()))
+			out.MillisBehindLatest = aws.Int64(max(0, now.Sub(time.Unix(0, nextUnread.arrival)).Milliseconds()))
 		}
 	}
 	if closed && n == avail {

@@ -15,13 +15,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// record is one stored record. Its fields never change once added.
+// record is one stored record; its fields never change once added. It
+// holds no sequence-number string and no time.Time (whose location is a
+// pointer): small, and cheap for the collector to scan. Sequence numbers
+// are formatted from counter and the shard's index when answering.
 type record struct {
 	counter uint64
-	seq     string
+	arrival int64 // UnixNano
 	key     string
 	data    []byte
-	arrival time.Time
 }
 
 type shard struct {
