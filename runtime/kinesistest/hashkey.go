@@ -112,7 +112,9 @@ func appendSeq(dst []byte, counter uint64, shardIndex int) []byte {
 // substrings of it: one allocation for a whole answer.
 type seqStrings struct{ buf []byte }
 
-func (s *seqStrings) add(counter uint64, shardIndex int) { s.buf = appendSeq(s.buf, counter, shardIndex) }
+func (s *seqStrings) add(counter uint64, shardIndex int) {
+	s.buf = appendSeq(s.buf, counter, shardIndex)
+}
 
 func (s *seqStrings) len() int { return len(s.buf) / seqLen }
 
