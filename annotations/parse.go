@@ -7,11 +7,12 @@
 //
 //	//kinesis:NAME key=value key="quoted value" flag
 //
-// A comment that reads like a marker with a space after the slashes
-// ("// kinesis:message ...") is reported as an error rather than ignored:
-// gofmt leaves directives alone and reflows prose, so the spaced form is almost
-// always a marker typed wrong, and ignoring it would silently drop a handler.
-// Reword a prose comment that happens to start with "kinesis:".
+// In the doc comment of a declaration, a line that reads like a marker with a
+// space after the slashes ("// kinesis:message ...") is reported as an error
+// rather than ignored: the spaced form is almost always a marker typed wrong,
+// and ignoring it would silently drop a handler. Reword a prose line that
+// happens to start with "kinesis:". A well-formed marker anywhere but a doc
+// comment (detached by a blank line, inside a function body) is an error too.
 package annotations
 
 import (

@@ -227,7 +227,7 @@ func collect(p *loadedPkg, diags *diagnostics) []*markedDecl {
 					if d.Tok == token.TYPE {
 						diags.add(mk.Position(), "%s%s on a grouped type declaration; put it on the type inside the group", annotations.Prefix, mk.MarkerName())
 					} else {
-						diags.add(mk.Position(), "%s%s must be on a %s, not a %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), d.Tok)
+						diags.add(mk.Position(), "%s%s must be on a %s, not on %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), withArticle(d.Tok))
 					}
 				}
 				for _, spec := range d.Specs {
@@ -240,7 +240,7 @@ func collect(p *loadedPkg, diags *diagnostics) []*markedDecl {
 						}
 					case *ast.ValueSpec:
 						for _, mk := range parse(s.Doc) {
-							diags.add(mk.Position(), "%s%s must be on a %s, not a %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), d.Tok)
+							diags.add(mk.Position(), "%s%s must be on a %s, not on %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), withArticle(d.Tok))
 						}
 					}
 				}
@@ -260,6 +260,13 @@ func collect(p *loadedPkg, diags *diagnostics) []*markedDecl {
 		}
 	}
 	return out
+}
+
+func withArticle(tok token.Token) string {
+	if tok == token.IMPORT {
+		return "an import"
+	}
+	return "a " + tok.String()
 }
 
 // brokenMarker stands for a marker that parsed with errors.
