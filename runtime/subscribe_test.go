@@ -1087,3 +1087,43 @@ func TestStartAtTimeAndSeekToSequence(t *testing.T) {
 		t.Fatalf("Seek to a shard the subscription does not read = %v, want ErrInvalid", err)
 	}
 }
+
+// A Connect that fails on one subscription stops the ones it started
+// (leases released) and keeps them all registered: a later Connect starts
+// them again.
+func TestFailedConnectCanBeRetried(t *testing.T) {
+	e := newEnv(t)
+	payments, orders := e.stream("payments"), e.stream("orders")
+	e.createStream(payments, 1)
+	b := e.broker(runtime.WithOwnerID("svc"))
+	hp, chp := collect()
+	if _, err := subscribe(e, b, payments, hp); err != nil {
+		t.Fatal(err)
+	}
+	ho, cho := collect()
+	if _, err := subscribe(e, b, orders, ho); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(e.ctx); !errors.Is(err, runtime.ErrStream) {
+		t.Fatalf("Connect with a missing stream = %v, want ErrStream", err)
+	}
+	ls := e.leases(payments)
+	if len(ls) != 1 {
+		t.Fatalf("%d payments leases; the first subscription should have started", len(ls))
+	}
+	if ls[0].Owner != "" {
+		t.Fatalf("lease %s still owned by %q after the failed Connect", ls[0].ShardID, ls[0].Owner)
+	}
+
+	e.createStream(orders, 1)
+	e.connect(b)
+	pub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: payments})
+	e.publish(pub, order{ID: 1, Customer: "alice"})
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 2, Customer: "bob"})
+	if got := receive(e, chp, 1)[0].order.ID; got != 1 {
+		t.Fatalf("payments got %d", got)
+	}
+	if got := receive(e, cho, 1)[0].order.ID; got != 2 {
+		t.Fatalf("orders got %d", got)
+	}
+}
