@@ -643,3 +643,52 @@ func TestLatestOnResplitStreamStartsAtTheTip(t *testing.T) {
 		t.Fatalf("closed parent's lease checkpoint %q, want SHARD_END", got)
 	}
 }
+
+// countingStore counts lease-store writes.
+type countingStore struct {
+	lease.Store
+	writes atomic.Int64
+}
+
+func (s *countingStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.writes.Add(1)
+	return s.Store.Renew(ctx, l)
+}
+
+func (s *countingStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	s.writes.Add(1)
+	return s.Store.Checkpoint(ctx, l, cp, sub)
+}
+
+// Steady-state lease writes: an idle shard costs one renewal per Renew, a
+// busy one a checkpoint per Checkpoint interval and no renewal on top.
+func TestLeaseWritesPerShard(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	cs := &countingStore{Store: e.store}
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = cs
+	cfg.Renew, cfg.Checkpoint, cfg.Failover = 150*time.Millisecond, 50*time.Millisecond, time.Second
+	c := e.start(cfg)
+	measure := func(d time.Duration, busy bool) float64 {
+		base, began := cs.writes.Load(), time.Now()
+		for time.Since(began) < d {
+			if busy {
+				for i := range 4 {
+					e.put(fmt.Sprintf("k%d", i), 0) // both shards get records
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return float64(cs.writes.Load()-base) / time.Since(began).Seconds() / 2
+	}
+	idle := measure(time.Second, false)
+	busy := measure(time.Second, true)
+	t.Logf("lease writes per shard per second: idle %.1f (Renew %v), busy %.1f (Checkpoint %v)", idle, cfg.Renew, busy, cfg.Checkpoint)
+	if want := float64(time.Second) / float64(cfg.Renew); idle > want*1.3 {
+		t.Errorf("idle: %.1f writes/shard/s, want about %.1f (one renewal per Renew)", idle, want)
+	}
+	if want := float64(time.Second) / float64(cfg.Checkpoint); busy > want*1.3 {
+		t.Errorf("busy: %.1f writes/shard/s, want at most about %.1f (checkpoints replace renewals)", busy, want)
+	}
+	_ = c
+}

@@ -18,11 +18,19 @@ type owned struct {
 	// counter, so two in flight would fence each other) and guards the rest.
 	mu        sync.Mutex
 	l         lease.Lease
-	gone      bool     // lost or released: no more mutations
-	sess      *session // the current reader generation, nil until started
-	persisted uint64   // sess.wm version last written to the store
-	handing   bool     // a handoff to another owner is under way
-	finished  bool     // SHARD_END is written
+	gone      bool      // lost or released: no more mutations
+	sess      *session  // the current reader generation, nil until started
+	persisted uint64    // sess.wm version last written to the store
+	handing   bool      // a handoff to another owner is under way
+	finished  bool      // SHARD_END is written
+	wrote     time.Time // last successful mutation: it renewed the lease too
+}
+
+// askedBy returns the owner that asked for the lease, if any.
+func (o *owned) askedBy() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.PendingOwner
 }
 
 // session is one reader generation: a seek or a lease loss abandons its
@@ -60,7 +68,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 		}
 		l, err := f(o.l)
 		if err == nil {
-			o.l = l
+			o.l, o.wrote = l, time.Now()
 			return l, nil
 		}
 		if !errors.Is(err, lease.ErrLeaseLost) || attempt == 3 {
