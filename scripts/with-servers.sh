@@ -23,6 +23,7 @@ logs="$(mktemp -d "${TMPDIR:-/tmp}/kinesisgen-servers.XXXXXX")"
 pids=()
 names=()
 cmd_pid=""
+cmd_started=""
 
 cleanup() {
 	local status=$?
@@ -31,7 +32,7 @@ cleanup() {
 	local i
 	for i in "${!pids[@]}"; do
 		# A server that died under the tests explains their failures.
-		if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+		if [ -n "$cmd_started" ] && ! kill -0 "${pids[$i]}" 2>/dev/null; then
 			echo "with-servers: ${names[$i]} is no longer running; its log:" >&2
 			cat "$logs/${names[$i]}.log" >&2 || true
 		fi
@@ -113,6 +114,7 @@ echo "with-servers: kinesalite at $KINESIS_TEST_ENDPOINT, dynalite at $DYNAMODB_
 set +e
 "$@" &
 cmd_pid=$!
+cmd_started=1
 wait "$cmd_pid"
 status=$?
 cmd_pid=""
