@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
@@ -104,5 +105,71 @@ func TestLiveIdlePollingWithinReadBudget(t *testing.T) {
 		if rate > 5 {
 			t.Errorf("poll %v: %.2f GetRecords/shard/s idle, over the budget of 5", poll, rate)
 		}
+	}
+}
+
+// The DynamoDB lease store on dynalite under two coordinators: balancing,
+// graceful handoff while records flow (no duplicates) and release on Stop.
+func TestLiveDynamoDBStoreBalanceHandoffRelease(t *testing.T) {
+	e := liveEnv(t, 4)
+	url := livetest.DynamoDBEndpoint(t)
+	ddb := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	table := fmt.Sprintf("shard-leases-%d", time.Now().UnixNano())
+	store := lease.NewDynamoDB(ddb, table, lease.CreateTableIfMissing(), lease.TableWaitTimeout(30*time.Second))
+	if err := store.EnsureTable(e.ctx(30 * time.Second)); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
+	}
+	e.store = store
+	colA, colB := newCollector(), newCollector()
+	cfgA, cfgB := e.config("a", colA.sink), e.config("b", colB.sink)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover, c.Checkpoint = 100*time.Millisecond, time.Second, 50*time.Millisecond
+	}
+	a := e.start(cfgA)
+	want := map[string]int{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := fmt.Sprintf("k%d", i%20)
+			e.put(key, want[key])
+			want[key]++
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	b := e.start(cfgB)
+	eventually(t, 20*time.Second, "a 2/2 split", func() bool {
+		return len(a.Reading()) == 2 && len(b.Reading()) == 2
+	})
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	eventually(t, 10*time.Second, "b reads all 4", func() bool { return len(b.Reading()) == 4 })
+	close(stop)
+	<-done
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	all := func() []*shard.Record { return append(colA.records(), colB.records()...) }
+	colB.wait(t, 20*time.Second, "every record", func([]*shard.Record) bool { return len(all()) >= total })
+	seen := map[string]bool{}
+	for _, r := range all() {
+		if seen[r.SequenceNumber] {
+			t.Errorf("record %s (%s) delivered twice across a graceful handoff", r.SequenceNumber, r.Data)
+		}
+		seen[r.SequenceNumber] = true
+	}
+	if len(seen) != total {
+		t.Fatalf("delivered %d distinct records, published %d", len(seen), total)
 	}
 }
