@@ -1,4 +1,4 @@
-package conformance_test
+package kinesistest_test
 
 import (
 	"testing"
