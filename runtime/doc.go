@@ -11,10 +11,13 @@
 // own result. Concurrent publishes to one stream share PutRecords calls: a
 // call starts at once when none is in flight or one has just returned, and
 // otherwise when 500 records or 5 MiB are ready or after a linger of a
-// millisecond; up to four calls per stream run at once. Entries the service
-// refuses with a retryable code (throttling, internal failure) are retried
-// with capped exponential backoff and jitter until they succeed or their
-// caller's context ends; nothing is dropped silently.
+// millisecond (WithPublishLinger); up to four calls per stream run at once
+// (WithPublishConcurrency). Entries the service refuses with a retryable
+// code (throttling, internal failure) are retried with capped exponential
+// backoff and jitter until they succeed or their caller's context ends;
+// nothing is dropped silently. A publish whose context ends while its record
+// is in a call returns an ErrPublish error saying the record may have been
+// written. After Shutdown, queued publishes fail with ErrNotConnected.
 //
 // Order: records of one partition key are stored in the order their
 // publishes were submitted, even when one of them is retried. PutRecords
