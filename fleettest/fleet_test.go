@@ -277,6 +277,7 @@ func (f *fleet) start(owner string) {
 		cmd.Args = append(cmd.Args, "-v")
 	}
 	cmd.Stderr = errFile
+	dieWithTest(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
