@@ -274,3 +274,33 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestPartialBatchGoesAfterTheLingerWhileACallIsHeld(t *testing.T) {
+	f := newFake()
+	f.gate = make(chan struct{})
+	defer close(f.gate)
+	p := NewPublisher[order](connected(t, f, WithPublishLinger(time.Millisecond)), PublisherSpec{Stream: "orders"})
+	go func() { _ = p.Publish(testCtx(t), order{ID: 1}) }()
+	<-f.entered // an idle stream sends its first record at once
+	go func() { _ = p.Publish(testCtx(t), order{ID: 2}) }()
+	select {
+	case <-f.entered: // a second call, without waiting for the first to return
+	case <-time.After(5 * time.Second):
+		t.Fatal("a partial batch waited for the call in flight instead of its linger")
+	}
+}
+
+func TestCancelledContextPublishesNothing(t *testing.T) {
+	f := newFake()
+	p := NewPublisher[order](connected(t, f), PublisherSpec{Stream: "orders"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := p.Publish(ctx, order{ID: 1})
+	wantKind(t, err, ErrPublish, "orders")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v does not say the context was cancelled", err)
+	}
+	if len(f.callSizes()) != 0 {
+		t.Error("a publish with a cancelled context reached the service")
+	}
+}
