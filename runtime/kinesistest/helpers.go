@@ -61,8 +61,8 @@ func (s *Server) Records(stream string) ([]StoredRecord, error) {
 		for _, r := range concat(segs) {
 			arrival := time.Unix(0, r.arrival).UTC()
 			out = append(out, StoredRecord{ShardID: sh.id, Record: types.Record{
-				Data:                        clone(r.data),
-				PartitionKey:                aws.String(r.key),
+				Data:                        clone(r.data()),
+				PartitionKey:                aws.String(r.key()),
 				SequenceNumber:              aws.String(formatSeq(r.counter, sh.index)),
 				ApproximateArrivalTimestamp: &arrival,
 				EncryptionType:              types.EncryptionTypeNone,

@@ -47,11 +47,12 @@ func route(key string, explicit *string) (hashKey, error) {
 }
 
 // append stores one record on the open shard that owns h and returns the
-// shard and the record's sequence number. data is already a private copy.
+// shard and the record's sequence number counter. kd is a private buffer
+// holding the key (keyLen bytes), then the data.
 //
 // With WithThrottling, a record over the shard's write limit is refused
 // with a ProvisionedThroughputExceededException and not stored.
-func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time.Time) (*shard, uint64, error) {
+func (s *Server) append(st *stream, h hashKey, kd []byte, keyLen int, now time.Time) (*shard, uint64, error) {
 	cutoff := now.Add(-s.cfg.retention)
 	for {
 		open := *st.open.Load()
@@ -64,7 +65,7 @@ func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time
 			sh.mu.Unlock()
 			continue
 		}
-		if s.cfg.throttle && !sh.admitPut(now, len(key)+len(data)) {
+		if s.cfg.throttle && !sh.admitPut(now, len(kd)) {
 			sh.mu.Unlock()
 			return sh, 0, throttled(sh, st.name, s.cfg.account)
 		}
@@ -75,7 +76,7 @@ func (s *Server) append(st *stream, h hashKey, key string, data []byte, now time
 			sh.log.trim(cutoff)
 		}
 		c := st.counter.Add(1)
-		sh.log.add(record{counter: c, key: key, data: data, arrival: arrival})
+		sh.log.add(record{counter: c, arrival: arrival, kd: kd, keyLen: keyLen})
 		sh.wakeLocked()
 		sh.mu.Unlock()
 		sh.putCount.Add(1)
@@ -111,7 +112,8 @@ func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ..
 			return nil, opError(op.String(), err)
 		}
 	}
-	sh, c, err := s.append(st, h, key, clone(in.Data), s.now())
+	kd := append(append(make([]byte, 0, len(key)+len(in.Data)), key...), in.Data...)
+	sh, c, err := s.append(st, h, kd, len(key), s.now())
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
@@ -156,8 +158,8 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 	}
 	fault := s.putFault.Load()
 	now := s.now()
-	// One backing array for every entry's data keeps allocations per call,
-	// not per record.
+	// One backing array for every entry's key and data keeps allocations
+	// per call, not per record.
 	buf := make([]byte, 0, size)
 	strs := make([]string, 2*len(in.Records)) // the results' ShardId and SequenceNumber
 	seqs := seqStrings{buf: make([]byte, 0, seqLen*len(in.Records))}
@@ -177,8 +179,8 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 			}
 		}
 		start := len(buf)
-		buf = append(buf, e.Data...)
-		sh, c, err := s.append(st, hashes[i], key, buf[start:len(buf):len(buf)], now)
+		buf = append(append(buf, key...), e.Data...)
+		sh, c, err := s.append(st, hashes[i], buf[start:len(buf):len(buf)], len(key), now)
 		if err != nil {
 			buf = buf[:start]
 			fail(err)
@@ -422,11 +424,11 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 			if nextUnread != nil {
 				break
 			}
-			if n == limit || (n > 0 && size+len(seg[i].data) > maxGetBytes) {
+			if n == limit || (n > 0 && size+len(seg[i].data()) > maxGetBytes) {
 				nextUnread = &seg[i]
 				break
 			}
-			size += len(seg[i].data)
+			size += len(seg[i].data())
 			n++
 		}
 	}
@@ -460,9 +462,9 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 				}
 				r := &seg[j]
 				start := len(buf)
-				buf = append(buf, r.data...)
+				buf = append(buf, r.data()...)
 				times[i] = time.Unix(0, r.arrival).UTC()
-				keys[i], seqs[i] = r.key, seq(i)
+				keys[i], seqs[i] = r.key(), seq(i)
 				out.Records[i] = types.Record{
 					Data:                        buf[start:len(buf):len(buf)],
 					PartitionKey:                &keys[i],

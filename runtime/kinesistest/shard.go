@@ -9,22 +9,29 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// record is one stored record; its fields never change once added. It
-// holds no sequence-number string and no time.Time (whose location is a
-// pointer): small, and cheap for the collector to scan. Sequence numbers
-// are formatted from counter and the shard's index when answering.
+// record is one stored record; its fields never change once added. It is
+// small and holds a single pointer, which keeps a long shard cheap for the
+// collector: the key and the data share one private buffer, and the
+// sequence number is formatted from counter and the shard's index when
+// answering.
 type record struct {
 	counter uint64
-	arrival int64 // UnixNano
-	key     string
-	data    []byte
+	arrival int64  // UnixNano
+	kd      []byte // the partition key, then the data
+	keyLen  int
 }
+
+// key shares the record's buffer, which is never written again.
+func (r *record) key() string { return unsafe.String(&r.kd[0], r.keyLen) }
+
+func (r *record) data() []byte { return r.kd[r.keyLen:] }
 
 type shard struct {
 	index      int
