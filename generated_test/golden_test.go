@@ -178,6 +178,24 @@ func TestForgivesAcrossPackages(t *testing.T) {
 	}
 }
 
+// TestForgivesDependency: run in one package only, names that generating a
+// dependency will declare are forgiven (go generate ./... may reach the
+// dependency after its user); a name it will not declare is still an error.
+func TestForgivesDependency(t *testing.T) {
+	res, err := gen.Generate(gen.Config{Dir: filepath.Join("testdata", "depmissing")}, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range res.Diagnostics {
+		got = append(got, d.String())
+	}
+	want := []string{"main.go:16:13: undefined: orders.NewRefundPublisher"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("diagnostics (-want +got):\n%s", diff)
+	}
+}
+
 // TestRemovesStaleFile: a package whose last marker went keeps no kinesis_gen.go.
 func TestRemovesStaleFile(t *testing.T) {
 	dir := filepath.Join("testdata", "ok", "unmarked")

@@ -10,8 +10,9 @@
 // methods) — the normal state of a fresh checkout before `go generate`. So
 // the loader parses an existing generated kinesis_gen.go as an empty file,
 // and a type error is forgiven only when it is exactly an undefined name or
-// missing method that this run generates for that package. Every other load
-// or type error is reported and stops the run.
+// missing method that generating that package (this one, another of the
+// run, or a dependency whose markers are read from source) defines. Every
+// other load or type error is reported and stops the run.
 package gen
 
 import (
@@ -88,16 +89,20 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 	var diags diagnostics
 	diags.rel = dir
 	var models []*pkgModel
-	byPath := map[string]*pkgModel{}
+	outlines := map[string]*outline{}
 	for _, p := range loaded.pkgs {
 		m := buildModel(p, &diags)
 		models = append(models, m)
-		byPath[p.PkgPath] = m
+		outlines[p.PkgPath] = m.outline()
 	}
-	// A package may use what the run generates for itself or for another
-	// package of the run; those type errors go away with the output.
+	// A package may use what is generated for itself, for another package
+	// of the run, or for a dependency whose kinesis_gen.go is not written
+	// yet (go generate reaches it later); those type errors are forgiven.
+	if err := outlineDependencies(loaded.pkgs, outlines, dir, cfg.Env); err != nil {
+		return nil, err
+	}
 	for _, p := range loaded.pkgs {
-		p.report(byPath, &diags)
+		p.report(outlines, &diags)
 	}
 	if len(diags.list) == 0 {
 		for _, m := range models {

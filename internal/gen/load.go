@@ -102,27 +102,41 @@ var (
 	missingMethodRE = regexp.MustCompile(`\*?(?:(\w+)\.)?(\w+) does not implement .*\(missing method (?:EncodeHeaders|DecodeHeaders)\)$`)
 )
 
-// forgiven reports whether a type error is one that this run's output
-// removes: an undefined generated name, or a header method of a header
-// contract, of this package or of another package the run generates.
-func (p *loadedPkg) forgiven(e types.Error, models map[string]*pkgModel) bool {
+// suspect reads a type error that a missing generated file would cause: it
+// returns the path of the package whose generated name it is about, the
+// name, and whether the name is a header contract missing its methods.
+func (p *loadedPkg) suspect(e types.Error) (path, name string, contract, ok bool) {
 	if s := undefinedRE.FindStringSubmatch(e.Msg); s != nil {
-		m := models[p.PkgPath]
+		path = p.PkgPath
 		if s[1] != "" {
-			m = models[p.importAt(e.Pos)]
+			path = p.importAt(e.Pos)
 		}
-		return m != nil && m.generates(s[2])
+		return path, s[2], false, path != ""
 	}
 	for _, re := range []*regexp.Regexp{noMethodRE, missingMethodRE} {
 		if s := re.FindStringSubmatch(e.Msg); s != nil {
-			m := models[p.PkgPath]
+			path = p.PkgPath
 			if s[1] != "" {
-				m = models[p.importNamed(s[1])]
+				path = p.importNamed(s[1])
 			}
-			return m != nil && m.contract(s[2]) != nil
+			return path, s[2], true, path != ""
 		}
 	}
-	return false
+	return "", "", false, false
+}
+
+// forgiven reports whether a type error is one that generating removes: an
+// undefined generated name, or a header contract without its methods, of
+// this package or of another whose outline is known.
+func (p *loadedPkg) forgiven(e types.Error, outlines map[string]*outline) bool {
+	path, name, contract, ok := p.suspect(e)
+	if !ok || outlines[path] == nil {
+		return false
+	}
+	if contract {
+		return outlines[path].contracts[name]
+	}
+	return outlines[path].names[name]
 }
 
 // importAt returns the path of the package that the selector whose name is
@@ -167,12 +181,12 @@ func (p *loadedPkg) importNamed(name string) string {
 
 // report adds the package's load errors to diags, less those that the
 // generated files will fix.
-func (p *loadedPkg) report(models map[string]*pkgModel, diags *diagnostics) {
+func (p *loadedPkg) report(outlines map[string]*outline, diags *diagnostics) {
 	for _, e := range p.otherErrs {
 		diags.add(parsePos(e.Pos, p), "%s", e.Msg)
 	}
 	for _, e := range p.typeErrs {
-		if !p.forgiven(e, models) {
+		if !p.forgiven(e, outlines) {
 			diags.add(e.Fset.Position(e.Pos), "%s", e.Msg)
 		}
 	}

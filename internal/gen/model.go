@@ -32,21 +32,6 @@ func (m *pkgModel) empty() bool {
 	return len(m.messages) == 0 && len(m.contracts) == 0 && len(m.subs) == 0
 }
 
-// generates reports whether the generated file declares name at package level.
-func (m *pkgModel) generates(name string) bool {
-	if name == "Mount" {
-		return len(m.subs) > 0
-	}
-	for _, msg := range m.messages {
-		if msg.publisherFunc == name {
-			return true
-		}
-	}
-	return false
-}
-
-func (m *pkgModel) contract(name string) *contract { return m.contractOf[name] }
-
 // message is a //kinesis:message type.
 type message struct {
 	name          string
@@ -436,13 +421,7 @@ func (m *pkgModel) addMessage(d *markedDecl, mk *annotations.Message, diags *dia
 		diags.add(pos, "//kinesis:message type %s cannot be generic", tn.Name())
 		return
 	}
-	// NewXPublisher, or newXPublisher for an unexported X: the constructor
-	// is exactly as visible as the type it publishes.
-	prefix := "New"
-	if !tn.Exported() {
-		prefix = "new"
-	}
-	msg := &message{name: tn.Name(), obj: tn, marker: mk, publisherFunc: prefix + exported(tn.Name()) + "Publisher"}
+	msg := &message{name: tn.Name(), obj: tn, marker: mk, publisherFunc: publisherFunc(tn.Name())}
 	if mk.Headers != "" {
 		msg.headers = m.contractOf[mk.Headers]
 		if msg.headers == nil {
