@@ -88,7 +88,7 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 
 	app := cfg.app
 	if app == "" {
-		app = "kinesisgen"
+		app = DefaultApplication
 	}
 	coord, err := shard.New(shard.Config{
 		Stream:     s.stream,
@@ -134,7 +134,8 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 	return nil
 }
 
-// abandon stops lanes that never received a record.
+// abandon stops the lanes of a run that did not start; nothing it may have
+// delivered was settled, so it is read again.
 func (r *subRun) abandon() {
 	r.lanes.close()
 	r.cancel()
