@@ -35,7 +35,6 @@ func (m *pkgModel) empty() bool {
 // message is a //kinesis:message type.
 type message struct {
 	name          string
-	obj           *types.TypeName
 	marker        *annotations.Message
 	headers       *contract // from headers=, or nil
 	publisherFunc string    // NewXPublisher
@@ -70,7 +69,6 @@ type headerField struct {
 // handler is a //kinesis:subscriber function or method.
 type handler struct {
 	name     string // function or method name
-	fn       *types.Func
 	marker   *annotations.Subscriber
 	recv     *receiver
 	msg      *types.Named
@@ -120,9 +118,6 @@ func buildModel(p *loadedPkg, diags *diagnostics) *pkgModel {
 		return m
 	}
 	decls := collect(p, diags)
-	if len(decls) > 0 && p.userGen {
-		diags.add(token.Position{Filename: p.genPath, Line: 1, Column: 1}, "%s was not written by kinesisgen (no %q line); rename it, kinesisgen needs the name", FileName, Header)
-	}
 	m.findContracts(diags)
 	var subDecls []*markedDecl
 	for _, d := range decls {
@@ -146,6 +141,9 @@ func buildModel(p *loadedPkg, diags *diagnostics) *pkgModel {
 		return cmp.Or(cmp.Compare(a.recvName(), b.recvName()), cmp.Compare(a.name, b.name))
 	})
 	m.checkStreams(diags)
+	if (len(decls) > 0 || !m.empty()) && p.userGen {
+		diags.add(token.Position{Filename: p.genPath, Line: 1, Column: 1}, "%s was not written by kinesisgen (no %q line); rename it, kinesisgen needs the name", FileName, Header)
+	}
 	if len(m.subs) > 0 {
 		m.checkFree("Mount", "kinesisgen generates Mount for the //kinesis:subscriber handlers of this package", diags)
 	}
@@ -421,7 +419,7 @@ func (m *pkgModel) addMessage(d *markedDecl, mk *annotations.Message, diags *dia
 		diags.add(pos, "//kinesis:message type %s cannot be generic", tn.Name())
 		return
 	}
-	msg := &message{name: tn.Name(), obj: tn, marker: mk, publisherFunc: publisherFunc(tn.Name())}
+	msg := &message{name: tn.Name(), marker: mk, publisherFunc: publisherFunc(tn.Name())}
 	if mk.Headers != "" {
 		msg.headers = m.contractOf[mk.Headers]
 		if msg.headers == nil {
@@ -487,7 +485,7 @@ func (m *pkgModel) addHandler(d *markedDecl, mk *annotations.Subscriber, diags *
 	}
 	pos := p.Fset.Position(d.fn.Name.Pos())
 	sig := fn.Type().(*types.Signature)
-	h := &handler{name: fn.Name(), fn: fn, marker: mk, position: pos}
+	h := &handler{name: fn.Name(), marker: mk, position: pos}
 	bad := false
 	fail := func(at token.Position, format string, args ...any) {
 		diags.add(at, format, args...)
