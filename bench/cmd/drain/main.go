@@ -15,6 +15,9 @@
 // ratios ours/bare and ours/kc. Rounds rotate the order of the modes.
 //
 //	bash scripts/with-servers.sh sh -c 'cd bench && go run ./cmd/drain'
+//
+// -cpuprofile PREFIX profiles each mode of the last round, for comparing
+// where the CPU goes (go tool pprof -top PREFIX.ours.prof).
 package main
 
 import (
@@ -67,7 +70,7 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 1, "uncounted rounds first (heap growth, connection setup)")
 	flag.DurationVar(&o.poll, "poll", time.Second, "ours: poll interval after an empty read")
 	flag.StringVar(&modes, "modes", "bare,kc,ours", "modes to run")
-	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of ours (last round) to this file")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of the last round to PREFIX.MODE.prof")
 	flag.Parse()
 	o.modes = strings.Split(modes, ",")
 	if o.endpoint == "" {
@@ -122,8 +125,8 @@ func run(o options) error {
 			mode := o.modes[(i+round+o.warmup)%len(o.modes)]
 			goruntime.GC() // earlier modes' garbage is not this mode's cost
 			stopProfile := func() {}
-			if mode == "ours" && o.profile != "" && round == o.runs-1 {
-				if stopProfile, err = startProfile(o.profile); err != nil {
+			if o.profile != "" && round == o.runs-1 {
+				if stopProfile, err = startProfile(o.profile + "." + mode + ".prof"); err != nil {
 					return err
 				}
 			}
