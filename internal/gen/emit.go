@@ -377,7 +377,7 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 
 // typeCode renders a type; types of the package itself render bare.
 func (m *pkgModel) typeCode(t types.Type) *jen.Statement {
-	switch t := t.(type) {
+	switch t := types.Unalias(t).(type) {
 	case *types.Named:
 		obj := t.Obj()
 		if obj.Pkg() == nil {

@@ -358,15 +358,16 @@ func (m *pkgModel) inGenFile(pos token.Pos) bool {
 }
 
 func headerFieldOf(f *types.Var, header string) (headerField, bool) {
-	hf := headerField{goName: f.Name(), header: header, typ: f.Type()}
-	if n, ok := f.Type().(*types.Named); ok {
+	t := types.Unalias(f.Type())
+	hf := headerField{goName: f.Name(), header: header, typ: t}
+	if n, ok := t.(*types.Named); ok {
 		if obj := n.Obj(); obj.Pkg() != nil && obj.Pkg().Path() == "time" && obj.Name() == "Time" {
 			hf.kind = kindTime
 			return hf, true
 		}
 		hf.named = true
 	}
-	b, ok := f.Type().Underlying().(*types.Basic)
+	b, ok := t.Underlying().(*types.Basic)
 	if !ok {
 		return hf, false
 	}
@@ -547,7 +548,7 @@ func (m *pkgModel) typeString(t types.Type) string {
 
 func (m *pkgModel) checkMsgParam(h *handler, v *types.Var, fail func(token.Position, string, ...any)) *types.Named {
 	pos := m.pkg.Fset.Position(v.Pos())
-	named, ok := v.Type().(*types.Named)
+	named, ok := types.Unalias(v.Type()).(*types.Named)
 	if !ok {
 		fail(pos, "message parameter of handler %s has type %s; want a named struct type", h.name, m.typeString(v.Type()))
 		return nil
@@ -568,7 +569,7 @@ func (m *pkgModel) checkMsgParam(h *handler, v *types.Var, fail func(token.Posit
 
 // messageOf returns the //kinesis:message of this package that t is, or nil.
 func (m *pkgModel) messageOf(t types.Type) *message {
-	named, ok := t.(*types.Named)
+	named, ok := types.Unalias(t).(*types.Named)
 	if !ok || named.Obj().Pkg() != m.pkg.Types {
 		return nil
 	}
@@ -594,7 +595,7 @@ func (m *pkgModel) checkExtraParams(h *handler, params *types.Tuple, fail func(t
 			if len(h.params) > 0 && last == paramDelivery {
 				break // reported by the Delivery case
 			}
-			x := t.(*types.Named).TypeArgs().At(0)
+			x := types.Unalias(t).(*types.Named).TypeArgs().At(0)
 			msg := m.messageOf(x)
 			if msg == nil {
 				fail(pos, "parameter %s of handler %s is runtime.Publisher[%s], but %s is not a //kinesis:message type of this package", v.Name(), h.name, m.typeString(x), m.typeString(x))
@@ -603,7 +604,7 @@ func (m *pkgModel) checkExtraParams(h *handler, params *types.Tuple, fail func(t
 			h.params = append(h.params, paramOut)
 			h.outs = append(h.outs, msg)
 		case i == 2:
-			h.headers = t
+			h.headers = types.Unalias(t)
 			h.params = append(h.params, paramHeaders)
 			m.checkHeadersParam(h, v, fail)
 		default:
@@ -614,7 +615,7 @@ func (m *pkgModel) checkExtraParams(h *handler, params *types.Tuple, fail func(t
 
 func (m *pkgModel) checkHeadersParam(h *handler, v *types.Var, fail func(token.Position, string, ...any)) {
 	pos := m.pkg.Fset.Position(v.Pos())
-	t := v.Type()
+	t := types.Unalias(v.Type())
 	named, ok := t.(*types.Named)
 	isContract := ok && named.Obj().Pkg() == m.pkg.Types && m.contractOf[named.Obj().Name()] != nil
 	if !isContract {
@@ -683,7 +684,7 @@ func (m *pkgModel) checkResults(h *handler, sig *types.Signature, pos token.Posi
 }
 
 func isNamed(t types.Type, pkgPath, name string) bool {
-	n, ok := t.(*types.Named)
+	n, ok := types.Unalias(t).(*types.Named)
 	if !ok {
 		return false
 	}
