@@ -13,6 +13,9 @@ import (
 // Region is a named string type.
 type Region string
 
+// Stamp is an alias of time.Time.
+type Stamp = time.Time
+
 // Level is a named integer type.
 type Level uint16
 
@@ -34,6 +37,7 @@ type All struct {
 	Uint64  uint64    `kinesis:"uint64"`
 	Level   Level     `kinesis:"level"`
 	At      time.Time `kinesis:"at"`
+	Seen    Stamp     `kinesis:"seen"`
 	private string    `kinesis:"x.private_name"`
 	Note    string
 }

@@ -20,7 +20,7 @@ func full() headers.All {
 		Key: "cust-1", Region: "eu-west-1", Urgent: true,
 		Int: -1, Int8: math.MinInt8, Int16: math.MinInt16, Int32: math.MinInt32, Int64: math.MinInt64,
 		Uint: 1, Uint8: math.MaxUint8, Uint16: math.MaxUint16, Uint32: math.MaxUint32, Uint64: math.MaxUint64,
-		Level: 7, At: time.Date(2026, 3, 4, 5, 6, 7, 890, time.FixedZone("x", 3600)),
+		Level: 7, At: time.Date(2026, 3, 4, 5, 6, 7, 890, time.FixedZone("x", 3600)), Seen: time.Unix(1, 0).UTC(),
 		Note: "not a header",
 	}.WithPrivate("p")
 }
@@ -31,7 +31,7 @@ func TestRoundTrip(t *testing.T) {
 	in := full()
 	h := runtime.Headers{}
 	in.EncodeHeaders(h)
-	if len(h) != 16 || h["partition-key"] != "cust-1" || h["uint64"] != "18446744073709551615" || h["x.private_name"] != "p" || h["at"] != "2026-03-04T05:06:07.00000089+01:00" {
+	if len(h) != 17 || h["partition-key"] != "cust-1" || h["uint64"] != "18446744073709551615" || h["x.private_name"] != "p" || h["at"] != "2026-03-04T05:06:07.00000089+01:00" {
 		t.Errorf("encoded %v", h)
 	}
 	var out headers.All

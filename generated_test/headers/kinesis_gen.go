@@ -69,6 +69,9 @@ func (h All) EncodeHeaders(dst runtime.Headers) {
 	if !h.At.IsZero() {
 		dst["at"] = h.At.Format(time.RFC3339Nano)
 	}
+	if !h.Seen.IsZero() {
+		dst["seen"] = h.Seen.Format(time.RFC3339Nano)
+	}
 	if h.private != "" {
 		dst["x.private_name"] = h.private
 	}
@@ -173,6 +176,13 @@ func (h *All) DecodeHeaders(src runtime.Headers) error {
 			return &runtime.Error{Kind: runtime.ErrDecode, Op: "header at", Err: err}
 		}
 		h.At = t
+	}
+	if v, ok := src["seen"]; ok {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return &runtime.Error{Kind: runtime.ErrDecode, Op: "header seen", Err: err}
+		}
+		h.Seen = t
 	}
 	if v, ok := src["x.private_name"]; ok {
 		h.private = v
