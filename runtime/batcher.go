@@ -207,10 +207,15 @@ func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered b
 // recycled once its result is read; an abandoned entry is left to the
 // garbage collector, as the batcher may still hold it.
 func (b *batcher) await(e *entry) (Receipt, error) {
+	ctxDone := e.ctx.Done()
+	if ctxDone == nil { // a context that never ends: a receive is cheaper than a select
+		<-e.done
+		return e.result()
+	}
 	select {
 	case <-e.done:
 		return e.result()
-	case <-e.ctx.Done():
+	case <-ctxDone:
 	}
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) {
 		// Never sent, or waiting out a backoff: nothing of it will be written.
