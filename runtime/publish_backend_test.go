@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -54,6 +55,14 @@ func testPublishReadBack(t *testing.T, api kinesisapi.API, opts ...runtime.Optio
 	}
 	defer b.Shutdown(context.Background())
 	p := runtime.NewPublisher[shipment](b, runtime.PublisherSpec{Stream: stream})
+
+	// A stream that does not exist is an ErrStream error naming it.
+	missing := stream + "-missing"
+	err := runtime.NewPublisher[shipment](b, runtime.PublisherSpec{Stream: missing}).Publish(ctx, shipment{})
+	var re *runtime.Error
+	if !errors.Is(err, runtime.ErrStream) || !errors.As(err, &re) || re.Stream != missing {
+		t.Errorf("publish to a missing stream: %v, want ErrStream naming %s", err, missing)
+	}
 
 	// One record whose key arrives in a header map, with a user header.
 	want := shipment{Order: 7, Note: "héllo | world\n"}
