@@ -38,6 +38,9 @@ func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
 		{"CreateIfMissing", testCreateIfMissingAfterConnect},
 		{"Reply", testReplyOutcomePublishesTheReply},
 		{"SplitAndMerge", testSplitAndMerge},
+		{"Aggregated", testAggregatedRecords},
+		{"FailedConnectRetried", testFailedConnectCanBeRetried},
+		{"StartAtTimeSeekToSequence", testStartAtTimeAndSeekToSequence},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // unique stream names: the flows share the server

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
@@ -1038,8 +1040,10 @@ func TestSlowHandlerPausesTheReader(t *testing.T) {
 }
 
 // Start at a time and seek to one shard's sequence number.
-func TestStartAtTimeAndSeekToSequence(t *testing.T) {
-	e := newEnv(t)
+func TestStartAtTimeAndSeekToSequence(t *testing.T) { testStartAtTimeAndSeekToSequence(newEnv(t)) }
+
+func testStartAtTimeAndSeekToSequence(e *env) {
+	t := e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 2)
 	pub := e.publisher(orders)
@@ -1091,8 +1095,10 @@ func TestStartAtTimeAndSeekToSequence(t *testing.T) {
 // A Connect that fails on one subscription stops the ones it started
 // (leases released) and keeps them all registered: a later Connect starts
 // them again.
-func TestFailedConnectCanBeRetried(t *testing.T) {
-	e := newEnv(t)
+func TestFailedConnectCanBeRetried(t *testing.T) { testFailedConnectCanBeRetried(newEnv(t)) }
+
+func testFailedConnectCanBeRetried(e *env) {
+	t := e.t
 	payments, orders := e.stream("payments"), e.stream("orders")
 	e.createStream(payments, 1)
 	b := e.broker(runtime.WithOwnerID("svc"))
@@ -1125,5 +1131,51 @@ func TestFailedConnectCanBeRetried(t *testing.T) {
 	}
 	if got := receive(e, cho, 1)[0].order.ID; got != 2 {
 		t.Fatalf("orders got %d", got)
+	}
+}
+
+// A KPL aggregate is delivered as its user records, each with its own key;
+// a retry copies just that user record.
+func TestAggregatedRecordsAreDeliveredOneByOne(t *testing.T) {
+	testAggregatedRecords(newEnv(t))
+}
+
+func testAggregatedRecords(e *env) {
+	t := e.t
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	seen := make(chan delivered, 8)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- delivered{o, d}
+		if o.ID == 2 && d.Attempt == 1 {
+			return runtime.Retry()
+		}
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	var users []kpl.Record
+	for i, key := range []string{"alice", "bob", "carol"} {
+		data, _ := json.Marshal(order{ID: i + 1, Customer: key})
+		users = append(users, kpl.Record{PartitionKey: key, Data: data})
+	}
+	if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String(orders), PartitionKey: aws.String("agg"), Data: kpl.Aggregate(users)}); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(e, seen, 4)
+	for i, want := range []struct {
+		id      int
+		key     string
+		attempt int
+	}{{1, "alice", 1}, {2, "bob", 1}, {3, "carol", 1}, {2, "bob", 2}} {
+		d := got[i]
+		if d.order.ID != want.id || d.d.PartitionKey != want.key || d.d.Headers[runtime.PartitionKeyHeader] != want.key || d.d.Attempt != want.attempt {
+			t.Fatalf("delivery %d: order %d key %q attempt %d, want order %d key %q attempt %d", i, d.order.ID, d.d.PartitionKey, d.d.Attempt, want.id, want.key, want.attempt)
+		}
+	}
+	if got[0].d.SequenceNumber != got[2].d.SequenceNumber {
+		t.Fatalf("user records of one aggregate report different sequence numbers: %s, %s", got[0].d.SequenceNumber, got[2].d.SequenceNumber)
 	}
 }
