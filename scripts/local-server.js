@@ -24,5 +24,17 @@ server.on('error', (err) => {
 server.listen(0, '127.0.0.1', () => {
   console.log(`LISTENING ${server.address().port}`)
 })
+// kinesalite rethrows a request's 'error' event, so a client that gives up
+// mid-request (a Go context deadline, a killed test process) would take the
+// server down for every other test. A request the client aborted is the
+// client's business: log it and keep serving; anything else is a real crash.
+process.on('uncaughtException', (err) => {
+  if (err && (err.code === 'ECONNRESET' || err.code === 'EPIPE' || err.message === 'aborted')) {
+    console.error(`${which}: client went away mid-request (${err.code || err.message}); still serving`)
+    return
+  }
+  console.error(err)
+  process.exit(1)
+})
 // Exit promptly on TERM/INT even as PID 1.
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0))
