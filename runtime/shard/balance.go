@@ -36,10 +36,11 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 	o.seen = keep
 }
 
-// expired reports whether l's owner has not touched it for failover.
-func (o *observer) expired(l lease.Lease, now time.Time, failover time.Duration) bool {
+// stale reports whether nobody has written l for failover: its owner (or the
+// owner a handoff reserved it for) stopped working on it.
+func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) bool {
 	ob, ok := o.seen[l.Key]
-	return l.Owner != "" && ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
+	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
 }
 
 // balance is one pass's decision.
@@ -50,9 +51,12 @@ type balance struct {
 }
 
 // planBalance decides which leases me takes. leases is the store's listing;
-// held says whether me holds (or is already being handed) a lease.
-// Finished leases (SHARD_END) need no reader and count for nobody.
-func planBalance(me string, leases []lease.Lease, held func(key string) bool, expired func(lease.Lease) bool) balance {
+// held says whether me holds (or is already being handed) a lease; stale
+// whether a lease has not been written for the failover time. Finished
+// leases (SHARD_END) need no reader and count for nobody. A lease released
+// in a handoff is left to the owner that asked for it, unless that owner
+// has not taken it within the failover time.
+func planBalance(me string, leases []lease.Lease, held func(key string) bool, stale func(lease.Lease) bool) balance {
 	var active []lease.Lease
 	for _, l := range leases {
 		if l.Checkpoint != lease.CheckpointShardEnd {
@@ -66,7 +70,10 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, ex
 		switch {
 		case held(l.Key):
 			mine++
-		case l.Owner == "" || l.Owner == me || expired(l):
+		case l.Owner == "" && l.PendingOwner != "" && l.PendingOwner != me && !stale(l):
+			// Reserved for the owner that asked for it; it counts for that one.
+			load[l.PendingOwner]++
+		case l.Owner == "" || l.Owner == me || stale(l):
 			// Owner == me without a local hold: a previous run of this
 			// owner id left it behind; take it back like an unowned one.
 			free = append(free, l)

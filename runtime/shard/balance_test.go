@@ -20,14 +20,15 @@ func leasesOf(owners ...string) []lease.Lease {
 
 func TestPlanBalance(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		owners   []string
-		held     []int // indexes me holds
-		expired  []int
-		finished []int
-		target   int
-		take     []int
-		steal    int // index, -1 for none
+		name       string
+		owners     []string
+		held       []int // indexes me holds
+		expired    []int
+		finished   []int
+		pendingFor map[int]string
+		target     int
+		take       []int
+		steal      int // index, -1 for none
 	}{
 		{name: "alone takes all", owners: []string{"", "", "", ""}, target: 4, take: []int{0, 1, 2, 3}, steal: -1},
 		{name: "second instance steals one from the loaded", owners: []string{"a", "a", "a", "a"}, target: 2, steal: 0},
@@ -39,11 +40,16 @@ func TestPlanBalance(t *testing.T) {
 		{name: "steal from the one above its share", owners: []string{"a", "a", "a", "b", "b", "me"}, held: []int{5}, target: 2, steal: 0},
 		{name: "no steal when the most loaded holds its share", owners: []string{"a", "a", "me"}, held: []int{2}, target: 2, steal: -1},
 		{name: "left over by a previous run of this owner", owners: []string{"me", ""}, target: 2, take: []int{1, 0}, steal: -1},
+		{name: "a lease released to its asker is left to it", owners: []string{"", "a", "me"}, pendingFor: map[int]string{0: "a"}, held: []int{2}, target: 2, steal: -1},
+		{name: "unless the asker let it go stale", owners: []string{"", "a", "me"}, pendingFor: map[int]string{0: "a"}, expired: []int{0}, held: []int{2}, target: 2, take: []int{0}, steal: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := leasesOf(tc.owners...)
 			for _, i := range tc.finished {
 				ls[i].Checkpoint = lease.CheckpointShardEnd
+			}
+			for i, o := range tc.pendingFor {
+				ls[i].PendingOwner = o
 			}
 			held := func(key string) bool {
 				for _, i := range tc.held {
@@ -87,18 +93,18 @@ func TestObserverExpiresOnlyStillCounters(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	l := lease.Lease{Key: "k", Owner: "a", Counter: 1}
 	o.observe([]lease.Lease{l}, t0)
-	if o.expired(l, t0.Add(9*time.Second), 10*time.Second) {
+	if o.stale(l, t0.Add(9*time.Second), 10*time.Second) {
 		t.Fatal("expired before the failover time")
 	}
 	l.Counter = 2 // renewed: the clock restarts at the local time it was seen
 	o.observe([]lease.Lease{l}, t0.Add(9*time.Second))
-	if o.expired(l, t0.Add(15*time.Second), 10*time.Second) {
+	if o.stale(l, t0.Add(15*time.Second), 10*time.Second) {
 		t.Fatal("a renewed lease expired")
 	}
-	if !o.expired(l, t0.Add(19*time.Second), 10*time.Second) {
+	if !o.stale(l, t0.Add(19*time.Second), 10*time.Second) {
 		t.Fatal("a lease still for the failover time is not expired")
 	}
-	if o.expired(lease.Lease{Key: "k", Counter: 2}, t0.Add(time.Hour), time.Second) {
-		t.Fatal("an unowned lease is never expired")
+	if o.stale(lease.Lease{Key: "k", Counter: 3}, t0.Add(time.Hour), time.Second) {
+		t.Fatal("a lease whose counter moved since the last listing is stale")
 	}
 }

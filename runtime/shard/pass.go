@@ -77,7 +77,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	now := time.Now()
 	c.obs.observe(leases, now)
 	plan := planBalance(c.cfg.Owner, leases, c.holds, func(l lease.Lease) bool {
-		return c.obs.expired(l, now, c.cfg.Failover)
+		return c.obs.stale(l, now, c.cfg.Failover)
 	})
 	var errs []error
 	for _, l := range plan.take {
