@@ -321,6 +321,10 @@ func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
 	if err := checkKey(rec.PartitionKey); err != nil {
 		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
 	}
+	if _, ok := rec.Headers[PartitionKeyHeader]; ok { // the key travels as the record's key only
+		rec.Headers = maps.Clone(rec.Headers)
+		delete(rec.Headers, PartitionKeyHeader)
+	}
 	data := encodeRecord(rec.Headers, rec.Payload)
 	if err := checkSize(rec.PartitionKey, data); err != nil {
 		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}

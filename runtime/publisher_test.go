@@ -256,3 +256,19 @@ func TestHeadersTravelInTheEnvelope(t *testing.T) {
 		t.Errorf("payload %s", payload)
 	}
 }
+
+func TestPutLeavesThePartitionKeyHeaderOutOfTheEnvelope(t *testing.T) {
+	f := newFake()
+	c, _ := connected(t, f).connection()
+	h := Headers{PartitionKeyHeader: "k1", "trace": "t"}
+	if _, err := c.put(testCtx(t), Outgoing{Stream: "orders", PartitionKey: "k1", Headers: h, Payload: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := decodeEnvelope(f.records()[0].Data)
+	if err != nil || !maps.Equal(got, Headers{"trace": "t"}) {
+		t.Errorf("envelope headers %v, %v; want only trace", got, err)
+	}
+	if _, ok := h[PartitionKeyHeader]; !ok {
+		t.Error("put changed the caller's header map")
+	}
+}
