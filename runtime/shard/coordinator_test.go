@@ -692,3 +692,35 @@ func TestLeaseWritesPerShard(t *testing.T) {
 	}
 	_ = c
 }
+
+// Three instances on four shards settle at 2/1/1 (the ceil of the fair
+// share leaves nobody idle) and then stop moving leases.
+func TestThreeCoordinatorsSettleWithoutPingPong(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	var cs []*shard.Coordinator
+	for _, o := range []string{"a", "b", "c"} {
+		cs = append(cs, e.start(e.config(o, newCollector().sink)))
+	}
+	counts := func() []int {
+		var n []int
+		for _, c := range cs {
+			n = append(n, len(c.Reading()))
+		}
+		slices.Sort(n)
+		return n
+	}
+	eventually(t, 10*time.Second, "a 1/1/2 split", func() bool { return slices.Equal(counts(), []int{1, 1, 2}) })
+	switches := func() int64 {
+		var n int64
+		for _, s := range e.shards() {
+			l := e.lease(s)
+			n += l.OwnerSwitchesSinceCheckpoint
+		}
+		return n
+	}
+	before := switches()
+	time.Sleep(time.Second) // ten sync passes
+	if after := switches(); after != before || !slices.Equal(counts(), []int{1, 1, 2}) {
+		t.Fatalf("leases kept moving after balance: %d owner switches, counts %v", after-before, counts())
+	}
+}
