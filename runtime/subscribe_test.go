@@ -1179,3 +1179,65 @@ func testAggregatedRecords(e *env) {
 		t.Fatalf("user records of one aggregate report different sequence numbers: %s, %s", got[0].d.SequenceNumber, got[2].d.SequenceNumber)
 	}
 }
+
+// retries=0: a record that asks for a retry is given up at once.
+func TestNoRetriesGivesUpAtOnce(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	attempts := make(chan int, 4)
+	b := e.broker()
+	sub, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		attempts <- d.Attempt
+		return runtime.OutcomeOf(errors.New("printer jammed"))
+	}, runtime.MaxRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
+	receive(e, attempts, 1)
+	if err := sub.Stop(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(attempts) != 0 {
+		t.Fatalf("retried although retries=0: attempt %d", <-attempts)
+	}
+	if line := e.logs.line("record rejected"); !strings.Contains(line, "gave up after 1 attempts: printer jammed") {
+		t.Fatalf("rejection log %q", line)
+	}
+}
+
+// A record whose retry copy would exceed the service's size limit (the
+// attempt header does not fit) is given up instead of blocking its shard.
+func TestRetryCopyTooLargeIsGivenUp(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	seen := make(chan runtime.Delivery, 4)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		if o.ID == 1 {
+			return runtime.Retry()
+		}
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	pub := e.publisher(orders)
+	key := "alice"
+	big := order{ID: 1, Customer: strings.Repeat("x", runtime.MaxRecordSize-len(key)-len(`{"id":1,"customer":""}`))}
+	if err := pub.Message(big).PartitionKey(key).Publish(e.ctx); err != nil {
+		t.Fatalf("publishing a record of the largest size: %v", err)
+	}
+	e.publish(pub, order{ID: 2, Customer: key})
+	got := receive(e, seen, 2) // the big one once, then the next record: the shard moved on
+	if got[0].Attempt != 1 || got[1].PartitionKey != key {
+		t.Fatalf("deliveries %+v", got)
+	}
+	if e.logs.line("record too large to republish") == "" || e.logs.line("record rejected") == "" {
+		t.Fatal("the oversized retry was not logged as given up")
+	}
+}
