@@ -106,17 +106,20 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	slices.SortFunc(held, func(a, b *owned) int { return compareStrings(a.shard, b.shard) })
 	for _, o := range held {
 		o.mu.Lock()
-		idle := o.sess == nil && !o.gone && !o.handing && !o.finished
+		idle := o.sess == nil && !o.gone && !o.handing
+		// (Not while its reader is still recording the children.)
+		done := o.l.Checkpoint == lease.CheckpointShardEnd && !o.gone && !o.handing && (o.sess == nil || closed(o.sess.done))
 		l := o.l
 		o.mu.Unlock()
-		if !idle {
-			continue
-		}
-		if l.Checkpoint == lease.CheckpointShardEnd {
-			// A finished lease left held by an earlier run: nothing to read.
+		if done {
+			// Read to its end (its release failed, or an earlier run left it
+			// held): nothing to read, let it go.
 			if err := c.release(ctx, o); err != nil {
 				errs = append(errs, err)
 			}
+			continue
+		}
+		if !idle {
 			continue
 		}
 		from, ready := c.startable(l, lin, byShard)
@@ -128,6 +131,15 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func compareStrings(a, b string) int {
