@@ -44,7 +44,10 @@ func useModuleEnv(t *testing.T) {
 
 func TestWriteCheckRemove(t *testing.T) {
 	useModuleEnv(t)
-	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders, "plain/plain.go": "package plain\n"})
+	// plain has nothing for kinesisgen; broken does not compile but has no
+	// marker either, so ./... leaves it to the compiler.
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders, "plain/plain.go": "package plain\n",
+		"broken/broken.go": "package broken\n\nvar _ = undefinedName\n"})
 	genFile := filepath.Join(dir, "orders", gen.FileName)
 
 	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != "orders/kinesis_gen.go: missing; run go generate\n" {

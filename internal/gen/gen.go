@@ -13,6 +13,11 @@
 // missing method that generating that package (this one, another of the
 // run, or a dependency whose markers are read from source) defines. Every
 // other load or type error is reported and stops the run.
+//
+// A wildcard pattern (./...) may match a whole repository, so its packages
+// are first listed without parsing, and only those whose source has a
+// marker, a kinesis field tag or a generated kinesis_gen.go are type-checked.
+// The others are not kinesisgen's business: the compiler reports their errors.
 package gen
 
 import (

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,19 @@ func load(dir string, env []string, patterns []string) (*loadResult, error) {
 			return parser.ParseFile(fset, filename, src, mode)
 		},
 	}
-	pkgs, err := packages.Load(cfg, patterns...)
+	targets := patterns
+	if slices.ContainsFunc(patterns, func(p string) bool { return strings.Contains(p, "...") }) {
+		// A wildcard may match a whole repository: type-check only the
+		// packages that kinesisgen has something to do with.
+		var err error
+		if targets, err = prefilter(dir, env, patterns); err != nil {
+			return nil, err
+		}
+		if len(targets) == 0 {
+			return &loadResult{took: time.Since(start)}, nil
+		}
+	}
+	pkgs, err := packages.Load(cfg, targets...)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +101,36 @@ func load(dir string, env []string, patterns []string) (*loadResult, error) {
 		res.pkgs = append(res.pkgs, lp)
 	}
 	return res, nil
+}
+
+// relevantRE finds what makes a package kinesisgen's business: a marker (or
+// a mistyped one) at the start of a comment line, or a kinesis field tag.
+var relevantRE = regexp.MustCompile(`(?m)^\s*//\s*kinesis:|kinesis:"`)
+
+// prefilter lists the packages matching patterns without parsing them and
+// returns the import paths of those with a marker, a kinesis tag, a
+// generated kinesis_gen.go or a listing error (reported by the full load).
+func prefilter(dir string, env []string, patterns []string) ([]string, error) {
+	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName | packages.NeedFiles, Dir: dir, Env: env}, patterns...)
+	if err != nil {
+		return nil, err
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("%s matched no packages (is %s inside a Go module?)", strings.Join(patterns, " "), dir)
+	}
+	var paths []string
+	for _, p := range pkgs {
+		if len(p.Errors) > 0 || slices.ContainsFunc(p.GoFiles, func(name string) bool {
+			src, err := os.ReadFile(name)
+			if err != nil {
+				return true // let the full load report it
+			}
+			return relevantRE.Match(src) || (filepath.Base(name) == FileName && isGenerated(src))
+		}) {
+			paths = append(paths, p.PkgPath)
+		}
+	}
+	return paths, nil
 }
 
 func isGenerated(src []byte) bool {

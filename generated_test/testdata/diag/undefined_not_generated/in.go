@@ -11,6 +11,9 @@ var (
 	_ context.Context
 )
 
+// Order is a message: this package gets NewOrderPublisher.
+//
+//kinesis:message stream=orders
 type Order struct{}
 
 // Start uses a generated name this package will not get: it has no message Payment.
