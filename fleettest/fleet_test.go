@@ -39,13 +39,16 @@ var (
 const (
 	checkpoint = time.Second
 
-	shards     = 4
-	keys       = 200
-	perKey1    = 100 // batch 1: 20k records, a SIGKILL halfway
-	perKey2    = 50  // batch 2: 10k records, a SIGTERM halfway
-	app        = "fleettest"
-	idleWindow = 3 * time.Second // lease-store calls measured over it
+	shards  = 4
+	keys    = 200
+	perKey1 = 100 // batch 1: 20k records, a SIGKILL halfway
+	perKey2 = 50  // batch 2: 10k records, a SIGTERM halfway
+	app     = "fleettest"
 )
+
+// idleWindow is how long lease-store calls are counted at rest: at least
+// one shard-sync pass.
+var idleWindow = max(3*time.Second, syncEvery)
 
 func envDuration(name string, def time.Duration) time.Duration {
 	if v := os.Getenv(name); v != "" {
