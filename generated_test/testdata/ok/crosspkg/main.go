@@ -7,6 +7,11 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 )
 
+// Ping makes this package one kinesisgen loads under ./... too.
+//
+//kinesis:message stream=crosspkg.pings
+type Ping struct{}
+
 func main() {
 	b := runtime.NewBroker()
 	_ = orders.Mount(b)
