@@ -173,3 +173,33 @@ func TestLiveDynamoDBStoreBalanceHandoffRelease(t *testing.T) {
 		t.Fatalf("delivered %d distinct records, published %d", len(seen), total)
 	}
 }
+
+// AtTimestamp on kinesalite: records from the timestamp on, on every shard,
+// including those published between the timestamp and Start. (kinesalite
+// never answers GetShardIterator AT_TIMESTAMP on a shard with no record at
+// or after the timestamp, so every shard gets one before Start.)
+func TestLiveStartAtTimestamp(t *testing.T) {
+	e := liveEnv(t, 2)
+	e.put("before", 0)
+	time.Sleep(50 * time.Millisecond) // arrival times have millisecond resolution
+	at := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	want := map[string]int{}
+	onShard := map[string]bool{}
+	for i := 0; len(onShard) < 2; i++ {
+		key := fmt.Sprintf("early%d", i)
+		sh, _ := e.put(key, 0)
+		onShard[sh] = true
+		want[key] = 1
+	}
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.AtTimestamp, Time: at}
+	e.start(cfg)
+	for i := range 6 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	checkKeyOrder(t, col.waitN(t, len(want)), want)
+}

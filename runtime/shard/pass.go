@@ -282,7 +282,9 @@ func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) 
 	}
 	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
 	for attempt := 0; ; attempt++ {
-		out, err := c.cfg.Client.GetShardIterator(ctx, in)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := c.cfg.Client.GetShardIterator(cctx, in)
+		cancel()
 		if err == nil {
 			return aws.ToString(out.ShardIterator), nil
 		}

@@ -11,6 +11,10 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
+// callTimeout bounds one Kinesis call of a running reader: a connection that
+// hangs is retried like any transient failure instead of stalling the shard.
+const callTimeout = 30 * time.Second
+
 // recordWaiter is implemented by backends that can say when a shard has a
 // record to read (the in-process Kinesis): a reader waits on it after an
 // empty read instead of sleeping the poll interval.
@@ -64,7 +68,9 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			return
 		}
 		began := time.Now()
-		out, err := c.cfg.Client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)})
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
