@@ -86,6 +86,14 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 	r.lanes = newLanes(s.set.workers, s.set.byKey, r.process)
 	r.idle = r.lanes.idle
 
+	// The coordinator adds stream and owner itself.
+	coordLog := cfg.logger
+	if coordLog == nil {
+		coordLog = slog.New(slog.DiscardHandler)
+	}
+	if s.set.name != "" {
+		coordLog = coordLog.With("handler", s.set.name)
+	}
 	app := cfg.app
 	if app == "" {
 		app = DefaultApplication
@@ -96,7 +104,7 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 		Client:     c.client,
 		Leases:     c.leases,
 		Owner:      c.owner,
-		Logger:     r.log,
+		Logger:     coordLog,
 		Start:      s.set.start,
 		BatchSize:  s.set.batch,
 		Poll:       s.set.poll,

@@ -39,7 +39,12 @@ cleanup() {
 	done
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	rm -rf "$logs"
+	if [ "$status" -eq 0 ]; then
+		rm -rf "$logs"
+	else
+		# The servers' logs explain a failed run; keep them.
+		echo "with-servers: server logs kept in $logs" >&2
+	fi
 	exit "$status"
 }
 trap cleanup EXIT
