@@ -353,7 +353,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
 	for _, o := range list {
-		if err := c.persist(wctx, o); err != nil {
+		if err := c.persist(wctx, o, true); err != nil {
 			errs = append(errs, err)
 		}
 		if err := c.release(wctx, o); err != nil {
@@ -436,7 +436,7 @@ func (c *Coordinator) keepLoop() {
 			c.followHandoffs(c.ctx)
 		case <-cp.C:
 			for _, o := range c.snapshot() {
-				if err := c.persist(c.ctx, o); err != nil && c.ctx.Err() == nil {
+				if err := c.persist(c.ctx, o, false); err != nil && c.ctx.Err() == nil {
 					c.log.Warn("checkpoint failed", "shard", o.shard, "err", err)
 				}
 				c.answerHandoff(o)

@@ -724,3 +724,26 @@ func TestThreeCoordinatorsSettleWithoutPingPong(t *testing.T) {
 		t.Fatalf("leases kept moving after balance: %d owner switches, counts %v", after-before, counts())
 	}
 }
+
+// A shard opened at Latest that delivered nothing keeps its place across a
+// release: a record that arrived while its reader slept is read by the next
+// owner, although that one starts at Latest too.
+func TestReleaseBeforeFirstRecordKeepsThePlace(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	colA := newCollector()
+	cfgA := e.config("a", colA.sink)
+	cfgA.Client = &countingClient{API: e.client} // no wake-up hook: A sleeps its poll
+	cfgA.Poll = time.Hour
+	a := e.start(cfgA)
+	e.put("k", 0) // after A's first (empty) read, before its next
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(colA.records()); n != 0 {
+		t.Fatalf("A delivered %d records; the test needs it to have read none", n)
+	}
+	colB := newCollector()
+	e.start(e.config("b", colB.sink))
+	e.put("k", 1)
+	checkKeyOrder(t, colB.waitN(t, 2), map[string]int{"k": 2})
+}

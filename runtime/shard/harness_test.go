@@ -3,6 +3,8 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +113,17 @@ func (e *env) config(owner string, sink shard.Sink) shard.Config {
 		Renew:      50 * time.Millisecond,
 		Failover:   500 * time.Millisecond,
 		Checkpoint: 20 * time.Millisecond,
+		Logger:     testLogger(),
 	}
+}
+
+// testLogger discards, unless SHARD_TEST_LOG is set to see the
+// coordinators' debug log on stderr.
+func testLogger() *slog.Logger {
+	if os.Getenv("SHARD_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // start starts a coordinator and stops it when the test ends.

@@ -2,7 +2,11 @@ package shard
 
 import (
 	"context"
+
 	"errors"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"sync"
 	"time"
 
@@ -38,6 +42,7 @@ func (o *owned) askedBy() string {
 type session struct {
 	wm     *watermark
 	from   startAt // where it opened, for an iterator that expires before any record
+	iter   string  // the reader's next iterator; read only after done is closed
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader goroutine has returned
 }
@@ -114,13 +119,18 @@ func (c *Coordinator) forget(o *owned) {
 }
 
 // persist writes the current session's settled progress when it moved.
-func (c *Coordinator) persist(ctx context.Context, o *owned) error {
+// final is set when the lease is about to be released and its reader has
+// stopped (Stop, handoff).
+func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
 		s := o.sess
 		if s == nil || o.finished || s.wm.discard.Load() {
 			return l, errNothing
 		}
 		m, ok, version := s.wm.progress()
+		if !ok && final && l.Checkpoint == "" && s.wm.delivered() == 0 {
+			return c.pinTip(ctx, l, s)
+		}
 		if !ok || version == o.persisted {
 			return l, errNothing
 		}
@@ -188,7 +198,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
 		defer cancel()
-		if err := c.persist(ctx, o); err != nil {
+		if err := c.persist(ctx, o, true); err != nil {
 			c.log.Warn("handoff: checkpoint failed", "shard", o.shard, "err", err)
 		}
 		if err := c.release(ctx, o); err != nil {
@@ -253,4 +263,22 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	if took {
 		c.wake(false)
 	}
+}
+
+// pinTip gives a shard that was opened at Latest (or a timestamp) and has
+// delivered nothing a durable position before its lease goes: the first
+// record its reader has not read yet, if one has arrived, checkpointed as
+// "at" that record (SubSequence -1 skips nothing of it). Without it the next
+// owner would open at its own Latest and miss what arrived in between. A
+// record that arrives after this read and before the next owner opens is
+// still missed, as with the KCL's LATEST.
+func (c *Coordinator) pinTip(ctx context.Context, l lease.Lease, s *session) (lease.Lease, error) {
+	if s.iter == "" || (s.from.typ != types.ShardIteratorTypeLatest && s.from.typ != types.ShardIteratorTypeAtTimestamp) {
+		return l, errNothing
+	}
+	out, err := c.cfg.Client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(1)})
+	if err != nil || len(out.Records) == 0 {
+		return l, errNothing
+	}
+	return c.cfg.Leases.Checkpoint(ctx, l, aws.ToString(out.Records[0].SequenceNumber), -1)
 }

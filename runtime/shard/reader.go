@@ -28,6 +28,7 @@ type recordWaiter interface {
 func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter string) {
 	defer c.workers.Done()
 	defer close(s.done)
+	defer func() { s.iter = iter }()
 	log := c.log.With("shard", o.shard)
 	waiter, _ := c.cfg.Client.(recordWaiter)
 	resume := s.from // where a new iterator starts if this one expires

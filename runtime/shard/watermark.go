@@ -103,6 +103,13 @@ func (w *watermark) pending() uint64 {
 	return w.next - w.base
 }
 
+// delivered returns how many records were handed to the sink (and kept).
+func (w *watermark) delivered() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next
+}
+
 // wait returns nil once every delivered record has settled, or ctx's error.
 func (w *watermark) wait(ctx context.Context) error {
 	for {
