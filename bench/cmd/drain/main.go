@@ -89,6 +89,9 @@ func main() {
 type result struct {
 	wall, cpu  time.Duration
 	getRecords int64
+	allocs     uint64 // heap allocations (runtime.MemStats.Mallocs delta)
+	bytes      uint64 // heap bytes allocated
+	gcs        uint32 // GC cycles
 }
 
 func (r result) rate(n int) float64         { return float64(n) / r.wall.Seconds() }
@@ -137,8 +140,9 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", label, mode, err)
 			}
-			fmt.Printf("%-8s %-4s %8.0f records/s %6.2f µs CPU/record  %v wall, %d GetRecords\n",
-				label, mode, r.rate(o.records), r.cpuPerRecord(o.records), r.wall.Round(time.Millisecond), r.getRecords)
+			fmt.Printf("%-8s %-4s %8.0f records/s %6.2f µs CPU/record  %v wall, %d GetRecords, %.1f allocs %.2f KB/record, %d GCs\n",
+				label, mode, r.rate(o.records), r.cpuPerRecord(o.records), r.wall.Round(time.Millisecond), r.getRecords,
+				float64(r.allocs)/float64(o.records), float64(r.bytes)/1024/float64(o.records), r.gcs)
 			if round < 0 {
 				continue
 			}
@@ -171,17 +175,24 @@ type finish struct {
 	done    chan struct{}
 	started time.Time
 	cpu0    time.Duration
+	mem0    goruntime.MemStats
 	res     result
 }
 
 func start(n int) *finish {
-	return &finish{n: int64(n), done: make(chan struct{}), started: time.Now(), cpu0: kbench.CPUTime()}
+	f := &finish{n: int64(n), done: make(chan struct{})}
+	goruntime.ReadMemStats(&f.mem0)
+	f.started, f.cpu0 = time.Now(), kbench.CPUTime()
+	return f
 }
 
 // add counts k decoded records and stamps the end when they reach n.
 func (f *finish) add(k int) {
 	if c := f.count.Add(int64(k)); c >= f.n && c-int64(k) < f.n {
 		f.res = result{wall: time.Since(f.started), cpu: kbench.CPUTime() - f.cpu0}
+		var m goruntime.MemStats
+		goruntime.ReadMemStats(&m)
+		f.res.allocs, f.res.bytes, f.res.gcs = m.Mallocs-f.mem0.Mallocs, m.TotalAlloc-f.mem0.TotalAlloc, m.NumGC-f.mem0.NumGC
 		close(f.done)
 	}
 }
