@@ -1,6 +1,3 @@
-// Package shard reads one stream for one subscription: it follows shard
-// lineage, takes and renews leases, runs a reader per owned shard, and turns
-// settled records into checkpoints through a watermark.
 package shard
 
 import (
