@@ -120,17 +120,17 @@ func (cfg *Config) setDefaults() error {
 		{"renew", &cfg.Renew, defaultRenew},
 		{"failover", &cfg.Failover, defaultFailover},
 		{"checkpoint", &cfg.Checkpoint, defaultCheckpoint},
-		{"handoff", &cfg.Handoff, cfg.Failover},
+		{"handoff", &cfg.Handoff, 0}, // 0: the failover time, set below
 	} {
 		if *d.v < 0 {
 			return configError("stream %s: negative %s interval %v", cfg.Stream, d.name, *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
-			if d.name == "handoff" && *d.v == 0 {
-				*d.v = cfg.Failover
-			}
 		}
+	}
+	if cfg.Handoff == 0 {
+		cfg.Handoff = cfg.Failover
 	}
 	cfg.Poll = max(cfg.Poll, minPoll)
 	if cfg.Renew >= cfg.Failover {
