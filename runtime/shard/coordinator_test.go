@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -746,4 +747,34 @@ func TestReleaseBeforeFirstRecordKeepsThePlace(t *testing.T) {
 	e.start(e.config("b", colB.sink))
 	e.put("k", 1)
 	checkKeyOrder(t, colB.waitN(t, 2), map[string]int{"k": 2})
+}
+
+// Once a finished parent is past retention (no longer listed), its lease is
+// deleted; its children keep reading.
+func TestLeasesOfExpiredShardsAreDeleted(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	srv := kinesistest.New(kinesistest.WithClock(clock), kinesistest.WithRetention(time.Hour))
+	e := &env{t: t, client: srv, store: lease.NewMemory()}
+	e.create(1)
+	col := newCollector()
+	e.start(e.config("a", col.sink))
+	parent := e.shards()[0]
+	split(t, e, parent)
+	eventually(t, 5*time.Second, "the parent read to its end", func() bool { return e.lease(parent).Checkpoint == lease.CheckpointShardEnd })
+	mu.Lock()
+	now = now.Add(2 * time.Hour) // the parent leaves ListShards
+	mu.Unlock()
+	eventually(t, 5*time.Second, "the parent's lease deleted", func() bool {
+		_, err := e.store.Get(context.Background(), lease.KeyFor("test/"+e.stream, parent))
+		return errors.Is(err, lease.ErrNotFound)
+	})
+	want := map[string]int{}
+	for i := range 10 {
+		key := fmt.Sprintf("k%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	checkKeyOrder(t, col.waitN(t, 10), want)
 }

@@ -74,6 +74,10 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		}
 	}
 
+	if relist {
+		leases = c.dropExpiredLeases(ctx, lin, leases, byShard)
+	}
+
 	now := time.Now()
 	c.obs.observe(leases, now)
 	plan := planBalance(c.cfg.Owner, leases, c.holds, func(l lease.Lease) bool {
@@ -337,4 +341,26 @@ func (c *Coordinator) reposition(ctx context.Context, o *owned, p Position) erro
 	}
 	o.mu.Unlock()
 	return c.open(ctx, o, positionFor(p, o.shard))
+}
+
+// dropExpiredLeases deletes the leases of finished shards that the stream no
+// longer lists (their records are past retention), so the lease table does
+// not grow with every reshard. A child whose parent lease is gone counts
+// that parent as finished.
+func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, leases []lease.Lease, byShard map[string]lease.Lease) []lease.Lease {
+	kept := leases[:0:0]
+	for _, l := range leases {
+		if _, listed := lin.Shard(l.ShardID); listed || l.Checkpoint != lease.CheckpointShardEnd || l.Owner != "" {
+			kept = append(kept, l)
+			continue
+		}
+		if err := c.cfg.Leases.Delete(ctx, l); err != nil && !errors.Is(err, lease.ErrLeaseLost) && !errors.Is(err, lease.ErrNotFound) {
+			c.log.Warn("deleting the lease of an expired shard failed", "shard", l.ShardID, "err", err)
+			kept = append(kept, l)
+			continue
+		}
+		delete(byShard, l.ShardID)
+		c.log.Debug("lease of an expired shard deleted", "shard", l.ShardID)
+	}
+	return kept
 }
