@@ -128,7 +128,7 @@ func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 			return l, errNothing
 		}
 		m, ok, version := s.wm.progress()
-		if !ok && final && l.Checkpoint == "" && s.wm.delivered() == 0 {
+		if !ok && final && s.wm.delivered() == 0 && (l.Checkpoint == "" || l.Checkpoint == lease.CheckpointLatest || l.Checkpoint == lease.CheckpointAtTimestamp) {
 			return c.pinTip(ctx, l, s)
 		}
 		if !ok || version == o.persisted {
