@@ -1,30 +1,42 @@
 GO ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test test-unit bench lint generate check-generated
+.PHONY: demo test test-unit bench bench-kinesalite lint fmt-check generate check-generated
 
 # The main job: the order service on the in-process Kinesis.
 demo:
 	$(GO) generate ./examples/orders/...
 	$(GO) run ./examples/orders
 
-# Every test: starts kinesalite and dynalite on free loopback ports, runs the
-# whole suite under -race with the live tests required, stops the servers.
+# Every test: starts kinesalite and dynalite on free loopback ports (installing
+# them from the committed lockfile), runs the whole suite under -race with the
+# live tests required, stops the servers.
 test:
 	bash scripts/with-servers.sh $(MAKE) --no-print-directory test-unit
 
-test-unit: check-generated
+test-unit: fmt-check check-generated
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 generate:
 	$(GO) generate ./...
 
+# Fails when a committed kinesis_gen.go differs from what the generator writes.
 check-generated:
 	$(GO) run ./cmd/kinesisgen -check ./...
 
-lint:
-	@test -z "$$(gofmt -l . | grep -v node_modules)" || (gofmt -l . | grep -v node_modules; exit 1)
-	$(GO) vet ./...
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+lint: fmt-check
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Go benchmarks on the in-process backend (no servers needed).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Side-by-side benchmarks against kinesalite (BENCHMARKS.md has the figures).
+bench-kinesalite:
+	bash scripts/with-servers.sh sh -c '$(GO) run ./internal/bench/publishbench && cd bench && $(GO) run ./cmd/drain && $(GO) run ./cmd/idle'

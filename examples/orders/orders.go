@@ -75,7 +75,7 @@ func (s *Service) Post(ctx context.Context, order Order, journal runtime.Publish
 //
 //kinesis:subscriber stream=customer-orders.journal create_if_missing=1 reply partition_key=receipts
 func (s *Service) Confirm(ctx context.Context, entry Entry) Receipt {
-	return Receipt{Order: entry.Order, Customer: entry.Customer}
+	return Receipt(entry)
 }
 
 // Ship sends a shipment for each receipt. The body names the key only
