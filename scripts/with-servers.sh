@@ -77,6 +77,7 @@ fi
 start() {
 	local name=$1 log="$logs/$1.log" deadline pid
 	port=""
+	: >"$log" # exists before the background job opens it, so the poll below can read it
 	node "$root/scripts/local-server.js" "$name" >"$log" 2>&1 </dev/null &
 	pid=$!
 	pids+=("$pid")
