@@ -166,16 +166,6 @@ func newBatcher(client kinesisapi.API, stream string, cfg batchConfig, log *slog
 	return b
 }
 
-// put queues one record and waits for its own result. ordered is false for
-// a process-unique key.
-func (b *batcher) put(ctx context.Context, key string, data []byte, ordered bool) (Receipt, error) {
-	e, err := b.submit(ctx, key, data, ordered)
-	if err != nil {
-		return Receipt{}, err
-	}
-	return b.await(e)
-}
-
 // submit queues one record; records of one key are sent in submit order.
 func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered bool) (*entry, error) {
 	if err := ctx.Err(); err != nil {

@@ -315,11 +315,21 @@ type Outgoing struct {
 // put sends one record through the batcher and waits for its own result.
 // The record is validated (stream name, key, size) before any I/O.
 func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
+	bt, e, err := c.submit(ctx, rec)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return bt.await(e)
+}
+
+// submit validates rec and queues it on its stream's batcher; records of
+// one key are sent in submit order.
+func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
 	if rec.Stream == "" {
-		return Receipt{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
+		return nil, nil, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
 	}
 	if err := checkKey(rec.PartitionKey); err != nil {
-		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
 	}
 	if _, ok := rec.Headers[PartitionKeyHeader]; ok { // the key travels as the record's key only
 		rec.Headers = maps.Clone(rec.Headers)
@@ -327,13 +337,14 @@ func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
 	}
 	data := encodeRecord(rec.Headers, rec.Payload)
 	if err := checkSize(rec.PartitionKey, data); err != nil {
-		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
 	}
 	bt, err := c.batcher(rec.Stream)
 	if err != nil {
-		return Receipt{}, err
+		return nil, nil, err
 	}
-	return bt.put(ctx, rec.PartitionKey, data, !rec.uniqueKey)
+	e, err := bt.submit(ctx, rec.PartitionKey, data, !rec.uniqueKey)
+	return bt, e, err
 }
 
 // batcher returns the stream's batcher, starting it on first use.

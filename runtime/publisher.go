@@ -144,24 +144,87 @@ func (p *publisher[T]) Publish(ctx context.Context, msg T) error {
 
 func (p *publisher[T]) Message(msg T) *Message[T] { return &Message[T]{p: p, msg: msg} }
 
+// PublishAll publishes every message of msgs and waits for all of them. It
+// returns nil when every record was stored, and otherwise the errors of the
+// messages that failed, joined (errors.Is and errors.As see each of them).
+// The messages are submitted in slice order, so records of one key keep
+// that order; a message that cannot be encoded or keyed fails alone. Keys
+// come from the publisher's mount-site key, else a process-unique key per
+// record. One goroutine can thus keep whole PutRecords calls busy.
+func PublishAll[T any](ctx context.Context, p Publisher[T], msgs []T) error {
+	pp, ok := p.(*publisher[T])
+	if !ok { // another implementation (a test double): one by one
+		var errs []error
+		for _, m := range msgs {
+			if err := p.Publish(ctx, m); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return pp.publishAll(ctx, msgs)
+}
+
+func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
+	type queued struct {
+		bt *batcher
+		e  *entry
+	}
+	pending := make([]queued, 0, len(msgs))
+	var errs []error
+	for _, msg := range msgs {
+		c, rec, err := p.outgoing(msg, "", false, nil)
+		if err == nil {
+			var q queued
+			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
+				pending = append(pending, q)
+				continue
+			}
+		}
+		errs = append(errs, err)
+	}
+	for _, q := range pending {
+		if _, err := q.bt.await(q.e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // send resolves the key, encodes msg and puts the record.
 func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
+	c, rec, err := p.outgoing(msg, key, hasKey, h)
+	if err != nil {
+		return Receipt{}, err
+	}
+	// submit and await rather than put: a waiting caller's stack is one
+	// frame shorter, which the garbage collector scans for every caller.
+	bt, e, err := c.submit(ctx, rec)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return bt.await(e)
+}
+
+// outgoing resolves the key and encodes msg into the record to put, on the
+// broker's connection of the moment.
+func (p *publisher[T]) outgoing(msg T, key string, hasKey bool, h Headers) (*conn, Outgoing, error) {
 	if p.stream == "" {
-		return Receipt{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
+		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
 	}
 	key, unique, h := p.resolveKey(key, hasKey, h)
 	if err := checkKey(key); err != nil {
-		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: p.stream, Err: err}
+		return nil, Outgoing{}, &Error{Kind: ErrPublish, Op: "publish", Stream: p.stream, Err: err}
 	}
 	c, err := p.b.connection()
 	if err != nil {
-		return Receipt{}, &Error{Kind: ErrNotConnected, Op: "publish", Stream: p.stream}
+		return nil, Outgoing{}, &Error{Kind: ErrNotConnected, Op: "publish", Stream: p.stream}
 	}
 	payload, err := p.b.s.cfg.codec.Marshal(msg)
 	if err != nil {
-		return Receipt{}, &Error{Kind: ErrPublish, Op: "encode", Stream: p.stream, Err: err}
+		return nil, Outgoing{}, &Error{Kind: ErrPublish, Op: "encode", Stream: p.stream, Err: err}
 	}
-	return c.put(ctx, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique})
+	return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique}, nil
 }
 
 // resolveKey walks the key ladder of keys.txt: the PartitionKey step, the

@@ -3,9 +3,14 @@ package runtime
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
 // shipmentKey is a header contract as the generator writes one: a field
@@ -271,4 +276,47 @@ func TestPutLeavesThePartitionKeyHeaderOutOfTheEnvelope(t *testing.T) {
 	if _, ok := h[PartitionKeyHeader]; !ok {
 		t.Error("put changed the caller's header map")
 	}
+}
+
+func TestPublishAll(t *testing.T) {
+	f := newFake()
+	f.entryFault = func(_ int, e types.PutRecordsRequestEntry) *string {
+		if strings.Contains(string(e.Data), `"id":13,`) {
+			return aws.String("KMSDisabledException") // not retryable: that record fails alone
+		}
+		return nil
+	}
+	p := NewPublisher[order](connected(t, f), PublisherSpec{Stream: "orders", PartitionKey: "one-key"})
+	msgs := make([]order, 40)
+	for i := range msgs {
+		msgs[i] = order{ID: i}
+	}
+	err := PublishAll(testCtx(t), p, msgs)
+	var ee *EntryError
+	if !errors.Is(err, ErrPublish) || !errors.As(err, &ee) || ee.Code != "KMSDisabledException" {
+		t.Fatalf("PublishAll: %v, want the one refused record's error", err)
+	}
+	var ids []int
+	for _, r := range f.records() {
+		var o order
+		if err := json.Unmarshal(r.Data, &o); err != nil || r.Key != "one-key" {
+			t.Fatalf("stored %q under %q: %v", r.Data, r.Key, err)
+		}
+		ids = append(ids, o.ID)
+	}
+	want := slices.DeleteFunc(seqInts(40), func(i int) bool { return i == 13 })
+	if !slices.Equal(ids, want) {
+		t.Errorf("stored %v, want every id but 13, in slice order", ids)
+	}
+	if err := PublishAll(testCtx(t), NewPublisher[order](NewBroker(), PublisherSpec{Stream: "orders"}), msgs[:2]); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("PublishAll before Connect: %v", err)
+	}
+}
+
+func seqInts(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }

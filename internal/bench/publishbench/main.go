@@ -2,6 +2,7 @@
 // under scripts/with-servers.sh) three ways, side by side in one run:
 //
 //	ours  runtime.Publisher, many concurrent callers, batched by the runtime
+//	bulk  runtime.PublishAll of 500 messages from 4 goroutines
 //	(a)   one PutRecord per message from 16 goroutines
 //	(b)   a bare loop of PutRecords batches of 500 from 4 goroutines
 //
@@ -54,7 +55,7 @@ func main() {
 	modes := flag.String("modes", "a,b,ours,b,ours", "modes to run, in order; a mode named twice is averaged")
 	inflight := flag.Int("inflight", 0, "PutRecords calls in flight per stream for ours (0: the runtime's default)")
 	linger := flag.Duration("linger", 0, "linger of a partial batch for ours (0: the runtime's default)")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of ours to this file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each mode to this file name plus .MODE")
 	flag.Parse()
 	if *endpoint == "" {
 		fmt.Fprintln(os.Stderr, "publishbench: no endpoint: pass -endpoint or run under scripts/with-servers.sh")
@@ -75,6 +76,13 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile + "." + mode)
+			if err != nil {
+				fail(err)
+			}
+			_ = pprof.StartCPUProfile(f)
+		}
 		var r result
 		switch mode {
 		case "a":
@@ -82,29 +90,34 @@ func main() {
 		case "b":
 			r = measure(*n, func() error { return bareBatches(ctx, client, stream, *n, 4, payload) })
 		case "ours":
-			if *cpuprofile != "" {
-				f, err := os.Create(*cpuprofile)
-				if err != nil {
-					fail(err)
-				}
-				_ = pprof.StartCPUProfile(f)
-			}
 			counted := &countingClient{Client: client}
 			r = measure(*n, func() error {
 				return ours(ctx, counted, stream, *n, *callers, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger))
 			})
 			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
-			if *cpuprofile != "" {
-				pprof.StopCPUProfile()
-			}
+		case "bulk":
+			counted := &countingClient{Client: client}
+			r = measure(*n, func() error {
+				return bulk(ctx, counted, stream, *n, 4, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger))
+			})
+			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
 		default:
 			fail(fmt.Errorf("unknown mode %q", mode))
+		}
+		if *cpuprofile != "" {
+			pprof.StopCPUProfile()
 		}
 		if r.err != nil {
 			fail(fmt.Errorf("mode %s: %w", mode, r.err))
 		}
-		fmt.Printf("%-5s %9.0f records/s  %7.2f µs CPU/record  (%v wall%s)\n", mode, r.rate(), r.cpuPerRecord(), r.wall.Round(time.Millisecond), r.note)
+		fmt.Printf("%-5s %9.0f records/s  %7.2f µs CPU/record  (%v wall, %d B and %.2f GCs per 1k records%s)\n",
+			mode, r.rate(), r.cpuPerRecord(), r.wall.Round(time.Millisecond), r.alloc/uint64(r.n), float64(r.gcs)*1000/float64(r.n), r.note)
 		results[mode] = results[mode].add(r) // a mode named twice is averaged
+	}
+	if o, ok := results["bulk"]; ok {
+		if b, ok := results["b"]; ok {
+			fmt.Printf("bulk/(b): throughput %.2f, CPU per record %.2f\n", o.rate()/b.rate(), o.cpuPerRecord()/b.cpuPerRecord())
+		}
 	}
 	if o, ok := results["ours"]; ok {
 		if b, ok := results["b"]; ok {
@@ -117,15 +130,17 @@ func main() {
 }
 
 type result struct {
-	n    int
-	wall time.Duration
-	cpu  time.Duration
-	err  error
-	note string
+	n     int
+	wall  time.Duration
+	cpu   time.Duration
+	alloc uint64 // bytes allocated
+	gcs   uint32 // garbage collections
+	err   error
+	note  string
 }
 
 func (r result) add(o result) result {
-	return result{n: r.n + o.n, wall: r.wall + o.wall, cpu: r.cpu + o.cpu}
+	return result{n: r.n + o.n, wall: r.wall + o.wall, cpu: r.cpu + o.cpu, alloc: r.alloc + o.alloc, gcs: r.gcs + o.gcs}
 }
 
 // countingClient counts the PutRecords calls the runtime makes.
@@ -144,10 +159,16 @@ func (r result) rate() float64         { return float64(r.n) / r.wall.Seconds() 
 func (r result) cpuPerRecord() float64 { return float64(r.cpu.Microseconds()) / float64(r.n) }
 
 func measure(n int, run func() error) result {
+	goruntime.GC()
+	var m0, m1 goruntime.MemStats
+	goruntime.ReadMemStats(&m0)
 	before := cpuTime()
 	start := time.Now()
 	err := run()
-	return result{n: n, wall: time.Since(start), cpu: cpuTime() - before, err: err}
+	r := result{n: n, wall: time.Since(start), cpu: cpuTime() - before, err: err}
+	goruntime.ReadMemStats(&m1)
+	r.alloc, r.gcs = m1.TotalAlloc-m0.TotalAlloc, m1.NumGC-m0.NumGC
+	return r
 }
 
 // cpuTime is the user plus system CPU time of this process.
@@ -187,6 +208,42 @@ func ours(ctx context.Context, client kinesisapi.API, stream string, n, callers 
 	}
 	wg.Wait()
 	return firstErr
+}
+
+// bulk publishes through runtime.PublishAll: g goroutines, 500 messages
+// each time, as (b) sends them.
+func bulk(ctx context.Context, client kinesisapi.API, stream string, n, g int, opts ...kgrt.Option) error {
+	b := kgrt.NewBroker(append(opts, kgrt.WithKinesisClient(client))...)
+	if err := b.Connect(ctx); err != nil {
+		return err
+	}
+	defer b.Shutdown(ctx)
+	p := kgrt.NewPublisher[event](b, kgrt.PublisherSpec{Stream: stream})
+	var next atomic.Int64
+	errs := make(chan error, g)
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			msgs := make([]event, 0, 500)
+			for {
+				start := int(next.Add(500)) - 500
+				if start >= n {
+					return
+				}
+				msgs = msgs[:0]
+				for i := start; i < min(start+500, n); i++ {
+					msgs = append(msgs, makeEvent(i))
+				}
+				if err := kgrt.PublishAll(ctx, p, msgs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // perMessage is (a): one PutRecord per message from g goroutines.
