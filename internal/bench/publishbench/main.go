@@ -52,7 +52,7 @@ func main() {
 	n := flag.Int("n", 100_000, "records per mode")
 	shards := flag.Int("shards", 4, "shards per stream")
 	callers := flag.Int("callers", 2048, "concurrent publishing goroutines for ours")
-	modes := flag.String("modes", "a,b,ours,b,ours", "modes to run, in order; a mode named twice is averaged")
+	modes := flag.String("modes", "a,b,ours,bulk,b,ours,bulk", "modes to run, in order; a mode named twice is averaged")
 	inflight := flag.Int("inflight", 0, "PutRecords calls in flight per stream for ours (0: the runtime's default)")
 	linger := flag.Duration("linger", 0, "linger of a partial batch for ours (0: the runtime's default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each mode to this file name plus .MODE")
