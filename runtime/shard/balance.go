@@ -47,16 +47,22 @@ func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) b
 type balance struct {
 	target int           // fair share: ceil(active leases / live owners)
 	take   []lease.Lease // unowned or expired leases to take now
-	steal  *lease.Lease  // a live owner's lease to ask for (at most one per pass)
+	// spare are the free leases after take, in the same order: when another
+	// instance wins the race for one of take (two survivors of a dead owner
+	// walk the same list), the next spare is tried in the same pass instead
+	// of one lease interval later.
+	spare []lease.Lease
+	steal *lease.Lease // a live owner's lease to ask for (at most one per pass)
 }
 
 // planBalance decides which leases me takes. leases is the store's listing;
 // held says whether me holds (or is already being handed) a lease; stale
 // whether a lease has not been written for the failover time. Finished
 // leases (SHARD_END) need no reader and count for nobody. A lease released
-// in a handoff is left to the owner that asked for it, unless that owner
-// has not taken it within the failover time.
+// in a handoff is left to the owner that asked for it (that owner takes it
+// at its next pass), unless it has not done so within the failover time.
 func planBalance(me string, leases []lease.Lease, held func(key string) bool, stale func(lease.Lease) bool) balance {
+	var b balance
 	var active []lease.Lease
 	for _, l := range leases {
 		if l.Checkpoint != lease.CheckpointShardEnd {
@@ -68,10 +74,18 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 	var free []lease.Lease
 	for _, l := range active {
 		switch {
-		case held(l.Key):
+		case l.Owner == "" && l.PendingOwner == me:
+			// Released to me after I asked: mine, whatever the share says
+			// now (followHandoffs would take it on its next tick anyway).
+			b.take = append(b.take, l)
 			mine++
-		case l.Owner == "" && l.PendingOwner != "" && l.PendingOwner != me && !stale(l):
-			// Reserved for the owner that asked for it; it counts for that one.
+		case held(l.Key) && (l.PendingOwner == "" || l.PendingOwner == me || l.Owner != me):
+			mine++
+		case l.PendingOwner != "" && l.PendingOwner != me && !stale(l):
+			// Asked for by another owner: being handed over, or released
+			// and reserved for it. It counts for that owner already, or
+			// every instance that asked would see the owner still loaded
+			// and ask it for one more while the first handoff settles.
 			load[l.PendingOwner]++
 		case l.Owner == "" || l.Owner == me || stale(l):
 			// Owner == me without a local hold: a previous run of this
@@ -81,7 +95,6 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 			load[l.Owner]++
 		}
 	}
-	b := balance{}
 	if len(active) == 0 {
 		return b
 	}
@@ -94,8 +107,9 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 		}
 		return free[i].ShardID < free[j].ShardID
 	})
-	for _, l := range free {
+	for i, l := range free {
 		if mine >= b.target {
+			b.spare = free[i:]
 			return b
 		}
 		b.take = append(b.take, l)

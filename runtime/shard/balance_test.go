@@ -28,6 +28,7 @@ func TestPlanBalance(t *testing.T) {
 		pendingFor map[int]string
 		target     int
 		take       []int
+		spare      []int
 		steal      int // index, -1 for none
 	}{
 		{name: "alone takes all", owners: []string{"", "", "", ""}, target: 4, take: []int{0, 1, 2, 3}, steal: -1},
@@ -41,6 +42,10 @@ func TestPlanBalance(t *testing.T) {
 		{name: "no steal when the most loaded holds its share", owners: []string{"a", "a", "me"}, held: []int{2}, target: 2, steal: -1},
 		{name: "left over by a previous run of this owner", owners: []string{"me", ""}, target: 2, take: []int{1, 0}, steal: -1},
 		{name: "a lease released to its asker is left to it", owners: []string{"", "a", "me"}, pendingFor: map[int]string{0: "a"}, held: []int{2}, target: 2, steal: -1},
+		{name: "a lease released to me is taken at once", owners: []string{"", "a", "a", "me"}, pendingFor: map[int]string{0: "me"}, held: []int{0, 3}, target: 2, take: []int{0}, steal: -1},
+		{name: "two survivors of a dead owner: the rest are spares", owners: []string{"dead", "dead", "b", "me"}, expired: []int{0, 1}, held: []int{3}, target: 2, take: []int{0}, spare: []int{1}, steal: -1},
+		{name: "leases being handed over count for their askers", owners: []string{"a", "a", "a", "a"}, pendingFor: map[int]string{0: "me", 1: "c"}, held: []int{0}, target: 2, steal: -1},
+		{name: "a lease I hand over counts for its asker", owners: []string{"me", "me", "me", "b"}, pendingFor: map[int]string{0: "c"}, held: []int{0, 1, 2}, target: 2, steal: -1},
 		{name: "unless the asker let it go stale", owners: []string{"", "a", "me"}, pendingFor: map[int]string{0: "a"}, expired: []int{0}, held: []int{2}, target: 2, take: []int{0}, steal: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +82,13 @@ func TestPlanBalance(t *testing.T) {
 			}
 			if !slices.Equal(took, tc.take) {
 				t.Errorf("take = %v, want %v", took, tc.take)
+			}
+			var spare []int
+			for _, l := range b.spare {
+				spare = append(spare, slices.IndexFunc(ls, func(x lease.Lease) bool { return x.Key == l.Key }))
+			}
+			if !slices.Equal(spare, tc.spare) {
+				t.Errorf("spare = %v, want %v", spare, tc.spare)
 			}
 			switch {
 			case tc.steal < 0 && b.steal != nil:

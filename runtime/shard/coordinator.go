@@ -74,6 +74,7 @@ const (
 	defaultBatch      = 10000
 	defaultPoll       = time.Second
 	minPoll           = 200 * time.Millisecond // 5 GetRecords per shard per second
+	minLeaseEvery     = 10 * time.Millisecond
 	defaultSync       = 10 * time.Second
 	defaultRenew      = 3 * time.Second
 	defaultFailover   = 10 * time.Second
@@ -137,6 +138,16 @@ func (cfg *Config) setDefaults() error {
 		return configError("stream %s: renew interval %v must be shorter than the failover time %v", cfg.Stream, cfg.Renew, cfg.Failover)
 	}
 	return nil
+}
+
+// leaseEvery is how often the lease counters are observed (one List) and
+// expired leases taken: a quarter of the failover time, or Sync when that is
+// shorter. The observer's clock for a lease starts at the first listing that
+// shows its last counter, up to one interval after the write, so a dead
+// owner's leases are taken between Failover and 1.25 × Failover after its
+// last renewal, whatever Sync is.
+func (cfg *Config) leaseEvery() time.Duration {
+	return max(min(cfg.Sync, cfg.Failover/4), minLeaseEvery)
 }
 
 // Coordinator runs the readers of one stream.
@@ -312,8 +323,9 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	}
 
 	// 1. No new passes, no new readers.
+	// Taking passMu waits for a pass in progress to finish; none starts after.
 	c.passMu.Lock()
-	c.passMu.Unlock()
+	c.passMu.Unlock() //lint:ignore SA2001 a barrier, not a critical section
 	c.mu.Lock()
 	list := make([]*owned, 0, len(c.owned))
 	for _, o := range c.owned {
@@ -368,13 +380,12 @@ func (c *Coordinator) running() bool {
 	return c.state == running
 }
 
-// syncLoop runs lease passes every min(Sync, Failover/2), so an expired or
-// released lease is taken well within the failover time, and re-lists the
-// shards every Sync, or at once when a shard has ended.
+// syncLoop runs lease passes every leaseEvery and re-lists the shards every
+// Sync, or at once when a shard has ended. A pass between listings costs one
+// lease List and no Kinesis call.
 func (c *Coordinator) syncLoop() {
 	defer c.loops.Done()
-	every := min(c.cfg.Sync, c.cfg.Failover/2)
-	t := time.NewTicker(every)
+	t := time.NewTicker(c.cfg.leaseEvery())
 	defer t.Stop()
 	lastList := time.Now()
 	for {

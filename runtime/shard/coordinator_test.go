@@ -329,7 +329,8 @@ func TestTwoCoordinatorsBalanceAndRelease(t *testing.T) {
 // flow, each settled at once) moves shards with no record delivered twice.
 func TestHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
 	e, _ := memEnv(t, 4)
-	colA, colB := newCollector(), newCollector()
+	cols := newCollectors(2)
+	colA, colB := cols[0], cols[1]
 	a := e.start(e.config("a", colA.sink))
 	stop := make(chan struct{})
 	done := make(chan int)
@@ -695,9 +696,13 @@ func TestLeaseWritesPerShard(t *testing.T) {
 }
 
 // Three instances on four shards settle at 2/1/1 (the ceil of the fair
-// share leaves nobody idle) and then stop moving leases.
+// share leaves nobody idle) and then stop moving leases; every lease handed
+// over goes to the instance that asked for it (no third instance or the
+// releaser grabs it first: no ping-pong).
 func TestThreeCoordinatorsSettleWithoutPingPong(t *testing.T) {
 	e, _ := memEnv(t, 4)
+	rs := &recordingStore{Store: e.store}
+	e.store = rs
 	var cs []*shard.Coordinator
 	for _, o := range []string{"a", "b", "c"} {
 		cs = append(cs, e.start(e.config(o, newCollector().sink)))
@@ -711,19 +716,83 @@ func TestThreeCoordinatorsSettleWithoutPingPong(t *testing.T) {
 		return n
 	}
 	eventually(t, 10*time.Second, "a 1/1/2 split", func() bool { return slices.Equal(counts(), []int{1, 1, 2}) })
-	switches := func() int64 {
-		var n int64
-		for _, s := range e.shards() {
-			l := e.lease(s)
-			n += l.OwnerSwitchesSinceCheckpoint
+	takes := len(rs.events("take"))
+	// Thirty more lease passes (ten per instance): any move would show.
+	lists := rs.lists.Load()
+	eventually(t, 10*time.Second, "thirty lease passes", func() bool { return rs.lists.Load() >= lists+30 })
+	if moved := rs.events("take")[takes:]; len(moved) != 0 || !slices.Equal(counts(), []int{1, 1, 2}) {
+		t.Fatalf("leases kept moving after balance: %v, counts %v", moved, counts())
+	}
+	asked := map[string]string{} // lease key -> asker of the open request
+	handoffs := 0
+	for _, ev := range rs.events("") {
+		switch ev.op {
+		case "ask":
+			asked[ev.key] = ev.owner
+		case "take":
+			if to, ok := asked[ev.key]; ok {
+				handoffs++
+				if ev.owner != to {
+					t.Errorf("lease %s asked for by %s was taken by %s", ev.key, to, ev.owner)
+				}
+				delete(asked, ev.key)
+			}
 		}
-		return n
 	}
-	before := switches()
-	time.Sleep(time.Second) // ten sync passes
-	if after := switches(); after != before || !slices.Equal(counts(), []int{1, 1, 2}) {
-		t.Fatalf("leases kept moving after balance: %d owner switches, counts %v", after-before, counts())
+	if handoffs < 2 {
+		t.Fatalf("%d handoffs seen; the test needs the later instances to ask the first for leases", handoffs)
 	}
+}
+
+// recordingStore records successful takes and handoff requests in order,
+// and counts listings (one per lease pass).
+type recordingStore struct {
+	lease.Store
+	lists atomic.Int64
+	mu    sync.Mutex
+	log   []storeEvent
+}
+
+type storeEvent struct{ op, key, owner string }
+
+func (s *recordingStore) add(op, key, owner string) {
+	s.mu.Lock()
+	s.log = append(s.log, storeEvent{op, key, owner})
+	s.mu.Unlock()
+}
+
+// events returns the events of op so far ("" for all).
+func (s *recordingStore) events(op string) []storeEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []storeEvent
+	for _, ev := range s.log {
+		if op == "" || ev.op == op {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (s *recordingStore) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	s.lists.Add(1)
+	return s.Store.List(ctx, ns)
+}
+
+func (s *recordingStore) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	nl, err := s.Store.Take(ctx, l, owner)
+	if err == nil {
+		s.add("take", l.Key, owner)
+	}
+	return nl, err
+}
+
+func (s *recordingStore) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
+	nl, err := s.Store.RequestHandoff(ctx, l, to)
+	if err == nil {
+		s.add("ask", l.Key, to)
+	}
+	return nl, err
 }
 
 // A shard opened at Latest that delivered nothing keeps its place across a
@@ -733,9 +802,15 @@ func TestReleaseBeforeFirstRecordKeepsThePlace(t *testing.T) {
 	e, _ := memEnv(t, 1)
 	colA := newCollector()
 	cfgA := e.config("a", colA.sink)
-	cfgA.Client = &countingClient{API: e.client} // no wake-up hook: A sleeps its poll
+	read := &firstReadClient{API: e.client, done: make(chan struct{})} // no wake-up hook: A sleeps its poll
+	cfgA.Client = read
 	cfgA.Poll = time.Hour
 	a := e.start(cfgA)
+	select {
+	case <-read.done:
+	case <-e.ctx(5 * time.Second).Done():
+		t.Fatal("A's reader made no first read")
+	}
 	e.put("k", 0) // after A's first (empty) read, before its next
 	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
 		t.Fatal(err)
@@ -747,6 +822,19 @@ func TestReleaseBeforeFirstRecordKeepsThePlace(t *testing.T) {
 	e.start(e.config("b", colB.sink))
 	e.put("k", 1)
 	checkKeyOrder(t, colB.waitN(t, 2), map[string]int{"k": 2})
+}
+
+// firstReadClient closes done when its first GetRecords has returned.
+type firstReadClient struct {
+	kinesisapi.API
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *firstReadClient) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	out, err := c.API.GetRecords(ctx, in, o...)
+	c.once.Do(func() { close(c.done) })
+	return out, err
 }
 
 // Once a finished parent is past retention (no longer listed), its lease is

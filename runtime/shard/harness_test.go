@@ -157,14 +157,24 @@ func (e *env) lease(shardID string) lease.Lease {
 // collector is a sink that records every delivery, settling at once unless
 // hold says otherwise.
 type collector struct {
-	mu    sync.Mutex
-	got   []*shard.Record
-	hold  func(*shard.Record) bool
-	ch    chan struct{}
-	owner string
+	mu   sync.Mutex
+	got  []*shard.Record
+	hold func(*shard.Record) bool
+	ch   chan struct{}
 }
 
 func newCollector() *collector { return &collector{ch: make(chan struct{}, 1)} }
+
+// newCollectors returns collectors that wake each other's waits: a wait on
+// one for a condition over all of them sees every delivery.
+func newCollectors(n int) []*collector {
+	ch := make(chan struct{}, 1)
+	out := make([]*collector, n)
+	for i := range out {
+		out[i] = &collector{ch: ch}
+	}
+	return out
+}
 
 func (c *collector) sink(_ context.Context, r *shard.Record) error {
 	c.mu.Lock()

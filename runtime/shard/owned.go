@@ -40,9 +40,12 @@ func (o *owned) askedBy() string {
 // session is one reader generation: a seek or a lease loss abandons its
 // watermark, so its records can never move a checkpoint.
 type session struct {
-	wm     *watermark
-	from   startAt // where it opened, for an iterator that expires before any record
-	iter   string  // the reader's next iterator; read only after done is closed
+	wm   *watermark
+	from startAt // where it opened, for an iterator that expires before any record
+	iter string  // the reader's next iterator; read only after done is closed
+	// pin is the first record after iter, found by awaitFirst during a
+	// handoff; read and written only after done is closed, under owned.mu.
+	pin    string
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader goroutine has returned
 }
@@ -194,6 +197,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			if err := s.wm.wait(wctx); err != nil {
 				c.log.Warn("handoff: records still unsettled; the next owner reads them again", "shard", o.shard, "pending", s.wm.pending())
 			}
+			c.awaitFirst(wctx, o, s)
 			cancel()
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
@@ -265,6 +269,51 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	}
 }
 
+// awaitFirst, for a handoff of a shard opened at Latest (or a timestamp)
+// whose reader has delivered nothing, waits (bounded by ctx: the handoff's
+// settle time) for the first record after the reader's position, so that
+// pinTip can checkpoint it. Without it, a record that arrives between the
+// release and the asker's opening at its own Latest would be lost: on a
+// shard with records flowing, a handoff right after Start hit this often.
+// An idle shard pays the wait; one with no record then has none to lose
+// except in the short gap before the asker opens.
+func (c *Coordinator) awaitFirst(ctx context.Context, o *owned, s *session) {
+	o.mu.Lock()
+	need := s.pin == "" && s.iter != "" && s.wm.delivered() == 0 && !o.gone && !o.finished &&
+		(o.l.Checkpoint == "" || o.l.Checkpoint == lease.CheckpointLatest || o.l.Checkpoint == lease.CheckpointAtTimestamp) &&
+		(s.from.typ == types.ShardIteratorTypeLatest || s.from.typ == types.ShardIteratorTypeAtTimestamp)
+	iter := s.iter
+	o.mu.Unlock()
+	if !need {
+		return
+	}
+	waiter, _ := c.cfg.Client.(recordWaiter)
+	for iter != "" && ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(1)})
+		cancel()
+		switch {
+		case err != nil:
+			// Expired or throttled: the single read of pinTip is the fallback.
+			return
+		case len(out.Records) > 0:
+			o.mu.Lock()
+			s.pin = aws.ToString(out.Records[0].SequenceNumber)
+			o.mu.Unlock()
+			return
+		}
+		iter = aws.ToString(out.NextShardIterator)
+		o.mu.Lock()
+		s.iter = iter
+		o.mu.Unlock()
+		if waiter != nil {
+			_ = waiter.WaitForRecords(ctx, iter)
+		} else {
+			sleep(ctx, c.cfg.Poll)
+		}
+	}
+}
+
 // pinTip gives a shard that was opened at Latest (or a timestamp) and has
 // delivered nothing a durable position before its lease goes: the first
 // record its reader has not read yet, if one has arrived, checkpointed as
@@ -275,6 +324,9 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 func (c *Coordinator) pinTip(ctx context.Context, l lease.Lease, s *session) (lease.Lease, error) {
 	if s.iter == "" || (s.from.typ != types.ShardIteratorTypeLatest && s.from.typ != types.ShardIteratorTypeAtTimestamp) {
 		return l, errNothing
+	}
+	if s.pin != "" {
+		return c.cfg.Leases.Checkpoint(ctx, l, s.pin, -1)
 	}
 	out, err := c.cfg.Client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(1)})
 	if err != nil || len(out.Records) == 0 {

@@ -84,11 +84,18 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		return c.obs.stale(l, now, c.cfg.Failover)
 	})
 	var errs []error
-	for _, l := range plan.take {
+	spare := plan.spare
+	for i := 0; i < len(plan.take); i++ {
+		l := plan.take[i]
 		nl, err := c.takeLease(ctx, l)
 		switch {
 		case errors.Is(err, lease.ErrLeaseLost):
-			// Another instance was quicker; the next pass balances again.
+			// Another instance was quicker (or the owner renewed after
+			// all): try the next free lease now rather than next pass.
+			if len(spare) > 0 && l.PendingOwner != c.cfg.Owner {
+				plan.take = append(plan.take, spare[0])
+				spare = spare[1:]
+			}
 		case err != nil:
 			errs = append(errs, &Error{Op: "lease take", Stream: c.cfg.Stream, Shard: l.ShardID, Err: err})
 		default:
