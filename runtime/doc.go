@@ -18,6 +18,8 @@
 // nothing is dropped silently. A publish whose context ends while its record
 // is in a call returns an ErrPublish error saying the record may have been
 // written. After Shutdown, queued publishes fail with ErrNotConnected.
+// PublishAll submits many messages at once, so that a single goroutine can
+// keep whole calls busy without a goroutine per record.
 //
 // Order: records of one partition key are stored in the order their
 // publishes were submitted, even when one of them is retried. PutRecords

@@ -62,3 +62,38 @@ func BenchmarkPublish(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPublishAll publishes the same messages through PublishAll, 500
+// at a time from each of GOMAXPROCS goroutines.
+func BenchmarkPublishAll(b *testing.B) {
+	ctx := context.Background()
+	s := kinesistest.New()
+	stream := createStream(ctx, b, s, 4)
+	br := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := br.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer br.Shutdown(ctx)
+	p := runtime.NewPublisher[benchEvent](br, runtime.PublisherSpec{Stream: stream})
+	body := strings.Repeat("x", 130)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		msgs := make([]benchEvent, 0, 500)
+		flush := func() {
+			if err := runtime.PublishAll(ctx, p, msgs); err != nil {
+				b.Error(err)
+			}
+			msgs = msgs[:0]
+		}
+		for i := 0; pb.Next(); i++ {
+			msgs = append(msgs, benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body})
+			if len(msgs) == cap(msgs) {
+				flush()
+			}
+		}
+		flush()
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
