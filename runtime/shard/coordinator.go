@@ -64,8 +64,10 @@ type Config struct {
 	Checkpoint time.Duration // how often settled progress is persisted, default 1 s
 	Sink       Sink
 	// Handoff bounds a graceful handoff: the owner asked for a lease gets
-	// half of it to let its delivered records settle before it checkpoints
-	// and releases; the asker takes the lease by force after all of it.
+	// half of it to let its delivered records settle (or, for a shard
+	// opened at Latest that has delivered nothing, to see its first record
+	// and checkpoint it) before it checkpoints and releases; the asker
+	// takes the lease by force after all of it.
 	// Default Failover.
 	Handoff time.Duration
 }

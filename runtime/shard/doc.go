@@ -4,14 +4,15 @@
 //
 // A Coordinator works in passes. Every Sync it lists the shards (all pages)
 // and creates a lease per shard in the lease store; every min(Sync,
-// Failover/2) it reads the leases and takes its fair share, the ceiling of
-// unfinished shards over live owners. An owner is live while the counter of
+// Failover/4) it reads the leases (one List) and takes its fair share, the
+// ceiling of unfinished shards over live owners. An owner is live while the counter of
 // one of its leases moved within Failover, as seen on this host's clock (no
 // two hosts' clocks are ever compared). Unowned and expired leases are taken
 // first; at most one lease per pass is asked of the most loaded owner, which
 // notices the request on its next lease write, stops reading, lets the
 // delivered records settle, checkpoints and releases. The asker takes the
-// lease by force only after Handoff.
+// lease by force only after Handoff. A dead owner's leases are taken
+// between Failover and 1.25 × Failover after its last write.
 //
 // A held shard is read once every parent is checkpointed SHARD_END, so each
 // key's records stay in order across splits and merges. It starts at its
