@@ -73,11 +73,13 @@ type entry struct {
 	ordered bool // false for process-unique keys, which need no ordering
 	state   atomic.Int32
 
-	// Owned by the batcher goroutine; published to the caller by the state
-	// store that follows each write.
+	// Owned by the batcher goroutine.
 	attempts  int
 	lastErr   error
 	notBefore time.Time
+	// failed is what the caller reports if it gives up: set by the batcher
+	// at each retry, read by the caller at any time.
+	failed atomic.Pointer[failure]
 
 	// Written once before done is signalled.
 	receipt Receipt
@@ -207,10 +209,11 @@ func (b *batcher) await(e *entry) (Receipt, error) {
 		return e.result()
 	case <-ctxDone:
 	}
+	f := e.failed.Load()
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) {
 		// Never sent, or waiting out a backoff: nothing of it will be written.
-		if e.lastErr != nil {
-			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", e.attempts, e.ctx.Err(), e.lastErr))
+		if f != nil {
+			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", f.attempts, e.ctx.Err(), f.err))
 		}
 		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", e.ctx.Err()))
 	}
@@ -219,7 +222,16 @@ func (b *batcher) await(e *entry) (Receipt, error) {
 		return e.result()
 	default:
 	}
+	if f != nil {
+		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while attempt %d was in flight (the record may have been written); last error: %w", e.ctx.Err(), f.attempts+1, f.err))
+	}
 	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", e.ctx.Err()))
+}
+
+// failure is an entry's retry history, as its caller reports it.
+type failure struct {
+	attempts int
+	err      error
 }
 
 func (b *batcher) errorf(kind, cause error) *Error {
@@ -487,8 +499,9 @@ func (b *batcher) retry(e *entry, cause error, now time.Time) {
 	}
 	e.notBefore = now.Add(rand.N(backoff) + 1)
 	e.lastErr = cause
+	e.failed.Store(&failure{attempts: e.attempts, err: cause})
 	b.log.Debug("kinesis publish retry", "stream", b.stream, "attempt", e.attempts, "err", cause)
-	e.state.Store(entryQueued) // publishes lastErr to a caller that abandons it
+	e.state.Store(entryQueued)
 	b.retries = append(b.retries, e)
 }
 
