@@ -688,6 +688,85 @@ func TestExpiredLeasesTakenAfterFailover(t *testing.T) {
 	t.Logf("failover after %v (failover time %v)", took, cfg.Failover)
 }
 
+// Two survivors of a dead owner walk its expired leases in the same order;
+// the one that loses the race for the first takes the next in the same pass
+// (not one lease interval later), so failover does not grow by a pass.
+func TestLostRaceForExpiredLeaseTakesTheNext(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	for i, owner := range []string{"dead", "dead", "c", "b"} {
+		l := lease.Lease{Key: lease.KeyFor("test/"+e.stream, ids[i]), ShardID: ids[i], Owner: owner}
+		if _, err := e.store.Create(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rb := &rivalStore{Store: e.store, rival: "c", took: make(chan int64, 1)}
+	cfgB := e.config("b", newCollector().sink)
+	cfgB.Leases = rb
+	cfgC := e.config("c", newCollector().sink)
+	cfgC.Failover = 4 * cfgB.Failover // c notices the dead owner later: b walks both expired leases
+	b := e.start(cfgB)
+	c := e.start(cfgC)
+	eventually(t, 10*time.Second, "b and c hold their own lease", func() bool {
+		return slices.Equal(b.Owned(), ids[3:]) && slices.Equal(c.Owned(), ids[2:3])
+	})
+	var lostAt int64
+	select {
+	case lostAt = <-rb.took:
+	case <-e.ctx(10 * time.Second).Done():
+		t.Fatal("b never raced for an expired lease")
+	}
+	eventually(t, 10*time.Second, "b holds the second expired lease", func() bool { return slices.Contains(b.Owned(), ids[1]) })
+	if at := rb.tookAt(ids[1]); at != lostAt {
+		t.Fatalf("b took the next expired lease %d lease passes after losing the race, want in the same pass", at-lostAt)
+	}
+	eventually(t, 10*time.Second, "a 2/2 split", func() bool { return len(b.Owned()) == 2 && len(c.Owned()) == 2 })
+}
+
+// rivalStore makes its coordinator lose the race for the first expired
+// lease it takes (the rival takes it just before) and notes, for every
+// lease it takes, how many listings it had made by then.
+type rivalStore struct {
+	lease.Store
+	rival string
+	lists atomic.Int64
+	raced atomic.Bool
+	took  chan int64 // the listing count when the race was lost
+	mu    sync.Mutex
+	at    map[string]int64
+}
+
+func (s *rivalStore) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	s.lists.Add(1)
+	return s.Store.List(ctx, ns)
+}
+
+func (s *rivalStore) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	if l.Owner == "dead" && s.raced.CompareAndSwap(false, true) {
+		if _, err := s.Store.Take(ctx, l, s.rival); err != nil {
+			return lease.Lease{}, err
+		}
+		s.took <- s.lists.Load()
+		return lease.Lease{}, fmt.Errorf("raced: %w", lease.ErrLeaseLost)
+	}
+	nl, err := s.Store.Take(ctx, l, owner)
+	if err == nil {
+		s.mu.Lock()
+		if s.at == nil {
+			s.at = map[string]int64{}
+		}
+		s.at[l.ShardID] = s.lists.Load()
+		s.mu.Unlock()
+	}
+	return nl, err
+}
+
+func (s *rivalStore) tookAt(shardID string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at[shardID]
+}
+
 // A new subscription at Latest on a stream that was resharded before starts
 // at today's tip: neither the closed parent nor the open children replay
 // their history, and what is published after Start is read.
