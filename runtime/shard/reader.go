@@ -141,7 +141,9 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			cancel()
 			woken = true
 		default:
-			sleep(ctx, c.cfg.Poll)
+			// Poll measured from the start of this read: one read per Poll
+			// at most, and a record waits at most one Poll plus a round trip.
+			sleep(ctx, c.cfg.Poll-time.Since(began))
 			woken = false
 		}
 	}
