@@ -52,7 +52,7 @@ func main() {
 	n := flag.Int("n", 100_000, "records per mode")
 	shards := flag.Int("shards", 4, "shards per stream")
 	callers := flag.Int("callers", 2048, "concurrent publishing goroutines for ours")
-	modes := flag.String("modes", "a,b,ours,bulk,b,ours,bulk", "modes to run, in order; a mode named twice is averaged")
+	modes := flag.String("modes", "a,b,bj,ours,bulk,b,bj,ours,bulk", "modes to run, in order; a mode named twice is averaged")
 	inflight := flag.Int("inflight", 0, "PutRecords calls in flight per stream for ours (0: the runtime's default)")
 	linger := flag.Duration("linger", 0, "linger of a partial batch for ours (0: the runtime's default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each mode to this file name plus .MODE")
@@ -88,7 +88,20 @@ func main() {
 		case "a":
 			r = measure(*n, func() error { return perMessage(ctx, client, stream, *n, 16, payload) })
 		case "b":
-			r = measure(*n, func() error { return bareBatches(ctx, client, stream, *n, 4, payload) })
+			r = measure(*n, func() error {
+				return bareBatches(ctx, client, stream, *n, 4, func(int64) []byte { return payload })
+			})
+		case "bj":
+			// (b) as an application writes it: every event encoded on its own.
+			r = measure(*n, func() error {
+				return bareBatches(ctx, client, stream, *n, 4, func(i int64) []byte {
+					data, err := kgrt.JSON.Marshal(makeEvent(int(i)))
+					if err != nil {
+						panic(err)
+					}
+					return data
+				})
+			})
 		case "ours":
 			counted := &countingClient{Client: client}
 			r = measure(*n, func() error {
@@ -122,6 +135,9 @@ func main() {
 	if o, ok := results["ours"]; ok {
 		if b, ok := results["b"]; ok {
 			fmt.Printf("ours/(b): throughput %.2f (goal ≥ 0.90), CPU per record %.2f (goal ≤ 1.50)\n", o.rate()/b.rate(), o.cpuPerRecord()/b.cpuPerRecord())
+		}
+		if bj, ok := results["bj"]; ok {
+			fmt.Printf("ours/(b with per-record JSON): throughput %.2f, CPU per record %.2f\n", o.rate()/bj.rate(), o.cpuPerRecord()/bj.cpuPerRecord())
 		}
 		if a, ok := results["a"]; ok {
 			fmt.Printf("ours/(a): throughput %.2f, CPU per record %.2f\n", o.rate()/a.rate(), o.cpuPerRecord()/a.cpuPerRecord())
@@ -272,8 +288,8 @@ func perMessage(ctx context.Context, client *kinesis.Client, stream string, n, g
 }
 
 // bareBatches is (b): PutRecords of 500 from g goroutines, resending the
-// entries a call refused.
-func bareBatches(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload []byte) error {
+// entries a call refused; payload gives record i's data.
+func bareBatches(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload func(i int64) []byte) error {
 	var next atomic.Int64
 	errs := make(chan error, g)
 	var wg sync.WaitGroup
@@ -287,7 +303,7 @@ func bareBatches(ctx context.Context, client *kinesis.Client, stream string, n, 
 				end := min(start+500, int64(n))
 				recs := make([]types.PutRecordsRequestEntry, 0, end-start)
 				for i := start; i < end; i++ {
-					recs = append(recs, types.PutRecordsRequestEntry{Data: payload, PartitionKey: aws.String(strconv.FormatInt(i, 36))})
+					recs = append(recs, types.PutRecordsRequestEntry{Data: payload(i), PartitionKey: aws.String(strconv.FormatInt(i, 36))})
 				}
 				for len(recs) > 0 {
 					out, err := client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &stream, Records: recs})
