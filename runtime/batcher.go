@@ -199,11 +199,15 @@ func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered b
 // recycled once its result is read; an abandoned entry is left to the
 // garbage collector, as the batcher may still hold it.
 func (b *batcher) await(e *entry) (Receipt, error) {
-	ctxDone := e.ctx.Done()
-	if ctxDone == nil { // a context that never ends: a receive is cheaper than a select
-		<-e.done
-		return e.result()
+	if ctxDone := e.ctx.Done(); ctxDone != nil {
+		return b.awaitOrCancel(e, ctxDone)
 	}
+	<-e.done // a context that never ends: a receive is cheaper than a select
+	return e.result()
+}
+
+// awaitOrCancel is await for a context that can end.
+func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, error) {
 	select {
 	case <-e.done:
 		return e.result()

@@ -197,13 +197,18 @@ func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool,
 	if err != nil {
 		return Receipt{}, err
 	}
-	// submit and await rather than put: a waiting caller's stack is one
-	// frame shorter, which the garbage collector scans for every caller.
+	// The garbage collector scans every waiting caller's stack at each
+	// cycle, so with thousands of callers each frame counts: a caller whose
+	// ctx never ends waits here rather than in put and await.
 	bt, e, err := c.submit(ctx, rec)
 	if err != nil {
 		return Receipt{}, err
 	}
-	return bt.await(e)
+	if ctxDone := ctx.Done(); ctxDone != nil {
+		return bt.awaitOrCancel(e, ctxDone)
+	}
+	<-e.done
+	return e.result()
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
