@@ -8,10 +8,11 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
-// laneDepth is how many records wait on one worker. Together with the
-// worker count it bounds the records in flight: a full lane blocks the
+// laneDepth bounds the records one by-key lane holds: those queued for it
+// plus the batch its worker is working through. A full lane blocks the
 // shard reader that feeds it (backpressure), so memory stays flat on any
-// backlog.
+// backlog. Without by-key, the shared queue holds laneDepth records per
+// worker and each worker holds one more.
 const laneDepth = 64
 
 // lanes run a subscription's deliveries. Without by-key there is one queue
@@ -19,9 +20,13 @@ const laneDepth = 64
 // With by-key each worker has its own queue and a record goes to the queue
 // its partition key hashes to, so the records of one key (which one shard
 // delivers in order) are handled one after another in that order.
+//
+// A by-key worker takes everything queued for it at once, and a reader
+// blocked on a full lane is woken only when its worker has taken the lot:
+// the hand-off costs a lock per record and a wake-up per batch, not a
+// channel operation and a goroutine switch per record.
 type lanes struct {
-	queues  []chan *shard.Record
-	workers int
+	queues  []*queue
 	quit    chan struct{} // closed by close: workers exit, submit refuses
 	once    sync.Once
 	stopped atomic.Bool // set by close, before quit is closed
@@ -30,36 +35,47 @@ type lanes struct {
 }
 
 func newLanes(workers int, byKey bool, work func(*shard.Record)) *lanes {
-	l := &lanes{workers: workers, quit: make(chan struct{}), idle: make(chan struct{})}
+	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{})}
 	if byKey {
-		l.queues = make([]chan *shard.Record, workers)
+		l.queues = make([]*queue, workers)
 		for i := range l.queues {
-			l.queues[i] = make(chan *shard.Record, laneDepth)
+			// Half the depth queued, half taken: the reader refills the
+			// queue while the worker works through its batch.
+			l.queues[i] = newQueue(laneDepth/2, laneDepth/2, 1)
 		}
 	} else {
-		l.queues = []chan *shard.Record{make(chan *shard.Record, laneDepth*workers)}
+		// One record per take, so that n workers run n deliveries at once.
+		l.queues = []*queue{newQueue(laneDepth*workers, 1, workers)}
 	}
 	for i := range workers {
 		q := l.queues[i%len(l.queues)]
-		l.wg.Go(func() {
-			// A plain receive, not a select with quit: this loop is the hot
-			// path. close wakes an idle worker with a nil record; a worker
-			// that finds a real one after close exits too: a stopped lane
-			// starts no other delivery, and what stays queued is never
-			// settled, so it is read again after a restart.
-			for r := range q {
-				if r == nil || l.stopped.Load() {
-					return
-				}
-				work(r)
-			}
-		})
+		l.wg.Go(func() { l.work(q, work) })
 	}
 	go func() {
 		l.wg.Wait()
 		close(l.idle)
 	}()
 	return l
+}
+
+// work runs one worker: it takes records from q and handles them in order
+// until close. A stopped lane starts no other delivery; what it held or
+// what stays queued is never settled, so it is read again after a restart.
+func (l *lanes) work(q *queue, work func(*shard.Record)) {
+	batch := make([]*shard.Record, 0, q.take)
+	for {
+		var ok bool
+		if batch, ok = q.get(batch[:0], l.quit); !ok {
+			return
+		}
+		for i, r := range batch {
+			if l.stopped.Load() {
+				return
+			}
+			work(r)
+			batch[i] = nil // the record's memory goes with its delivery
+		}
+	}
 }
 
 // submit queues r on its lane, waiting while the lane is full. It is the
@@ -69,19 +85,7 @@ func (l *lanes) submit(ctx context.Context, r *shard.Record) error {
 	if len(l.queues) > 1 {
 		q = l.queues[keyLane(r.PartitionKey, len(l.queues))]
 	}
-	select { // the common case: room on the lane
-	case q <- r:
-		return nil
-	default:
-	}
-	select {
-	case q <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.quit:
-		return context.Canceled
-	}
+	return q.put(ctx, r, l.quit)
 }
 
 // close stops the workers after their current delivery.
@@ -89,18 +93,98 @@ func (l *lanes) close() {
 	l.once.Do(func() {
 		l.stopped.Store(true)
 		close(l.quit)
-		go func() {
-			// One wake-up per worker; a full queue needs none, its workers
-			// will receive a record and see stopped.
-			for i := range l.workers {
-				select {
-				case l.queues[i%len(l.queues)] <- nil:
-				case <-l.idle:
-					return
-				}
-			}
-		}()
 	})
+}
+
+// queue is a bounded FIFO of records between shard readers and the workers
+// that share it.
+type queue struct {
+	mu       sync.Mutex
+	ring     []*shard.Record
+	head, n  int
+	take     int           // most records one get returns
+	low      int           // readers waiting for room wake when n drops to this
+	sleepers int           // workers waiting in get for a record
+	ready    chan struct{} // a token per sleeper woken by put
+	space    chan struct{} // closed when room appears; nil while nobody waits
+}
+
+func newQueue(size, take, workers int) *queue {
+	return &queue{
+		ring:  make([]*shard.Record, size),
+		take:  take,
+		low:   size / 2,
+		ready: make(chan struct{}, workers),
+	}
+}
+
+// put appends r, waiting while the queue is full until there is room, ctx
+// ends or quit is closed.
+func (q *queue) put(ctx context.Context, r *shard.Record, quit <-chan struct{}) error {
+	q.mu.Lock()
+	for q.n == len(q.ring) {
+		if q.space == nil {
+			q.space = make(chan struct{})
+		}
+		space := q.space
+		q.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-quit:
+			return context.Canceled
+		}
+		q.mu.Lock()
+	}
+	i := q.head + q.n
+	if i >= len(q.ring) {
+		i -= len(q.ring)
+	}
+	q.ring[i] = r
+	q.n++
+	wake := q.sleepers > 0
+	if wake {
+		q.sleepers--
+	}
+	q.mu.Unlock()
+	if wake {
+		// Never blocks: a token is sent only for a sleeper counted above,
+		// and ready holds one per worker.
+		q.ready <- struct{}{}
+	}
+	return nil
+}
+
+// get appends up to q.take records to dst in queue order, waiting while the
+// queue is empty; ok is false once quit is closed.
+func (q *queue) get(dst []*shard.Record, quit <-chan struct{}) (_ []*shard.Record, ok bool) {
+	q.mu.Lock()
+	for q.n == 0 {
+		q.sleepers++
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-quit:
+			return dst, false
+		}
+		q.mu.Lock() // another worker of a shared queue may have taken it
+	}
+	k := min(q.n, q.take)
+	for range k {
+		dst = append(dst, q.ring[q.head])
+		q.ring[q.head] = nil
+		if q.head++; q.head == len(q.ring) {
+			q.head = 0
+		}
+	}
+	q.n -= k
+	if q.space != nil && q.n <= q.low {
+		close(q.space) // wake every reader waiting for room
+		q.space = nil
+	}
+	q.mu.Unlock()
+	return dst, true
 }
 
 // keyLane hashes a partition key (FNV-1a) onto one of n lanes.

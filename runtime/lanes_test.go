@@ -122,8 +122,8 @@ func TestLanesFullLaneBlocksTheSink(t *testing.T) {
 	if err := l.submit(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	<-took // the worker holds one record; the queue is empty
-	for i := range laneDepth {
+	<-took                         // the worker holds one record; the queue is empty
+	for i := range laneDepth / 2 { // the queue's half of the lane's depth
 		if err := l.submit(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
 			t.Fatalf("submit %d: %v", i, err)
 		}
@@ -186,4 +186,45 @@ func TestTakeAttempt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkLanesHandOff: four readers hand records to eight by-key lanes
+// whose work is small, so the hand-off itself weighs.
+func BenchmarkLanesHandOff(b *testing.B) {
+	var sink int
+	defer func() { _ = sink }()
+	const readers, lanesN = 4, 8
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("customer-%d", i)
+	}
+	recs := make([]shard.Record, b.N)
+	for i := range recs {
+		recs[i].PartitionKey = keys[i%len(keys)]
+	}
+	var left sync.WaitGroup
+	left.Add(b.N)
+	l := newLanes(lanesN, true, func(r *shard.Record) {
+		// About the cost of decoding a small JSON record, so that the
+		// lanes fill up as they do in a drain.
+		for range 60 {
+			sink += keyLane(r.PartitionKey, 7)
+		}
+		left.Done()
+	})
+	defer l.close()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for p := range readers {
+		wg.Go(func() {
+			for i := p; i < b.N; i += readers {
+				if err := l.submit(context.Background(), &recs[i]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	left.Wait()
 }

@@ -15,6 +15,9 @@ import (
 // hangs is retried like any transient failure instead of stalling the shard.
 const callTimeout = 30 * time.Second
 
+// slabSize is how many Records a reader allocates at once.
+const slabSize = 32
+
 // recordWaiter is implemented by backends that can say when a shard has a
 // record to read (the in-process Kinesis): a reader waits on it after an
 // empty read instead of sleeping the poll interval.
@@ -37,8 +40,11 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	limit := c.cfg.BatchSize
 	woken := false // the last wait was a waiter's wake-up
 	var arrival time.Time
-	// emit hands one user record to the sink; one closure per session, so
-	// a record costs no allocation beyond its Record.
+	// slab holds Records allocated together, slabSize at a time instead of
+	// one allocation per record. A record in a lane keeps its slab (and the
+	// data of its neighbours) alive; a small slab keeps that small.
+	var slab []Record
+	// emit hands one user record to the sink; one closure per session.
 	emit := func(seq string, sub int64, key string, data []byte) error {
 		if skip {
 			if seq == resume.seq && sub <= resume.sub {
@@ -46,7 +52,12 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			}
 			skip = false
 		}
-		r := &Record{
+		if len(slab) == 0 {
+			slab = make([]Record, slabSize)
+		}
+		r := &slab[0]
+		slab = slab[1:]
+		*r = Record{
 			Stream:         c.cfg.Stream,
 			ShardID:        o.shard,
 			SequenceNumber: seq,
