@@ -193,19 +193,19 @@ func readErrorKind(err error) error {
 }
 
 // process handles one record on a lane: decode, call the handler, carry out
-// its outcome. Every path either settles the record or leaves it unsettled
-// for redelivery (only when the run stops before a republish succeeded).
-func (r *subRun) process(rec *shard.Record) {
+// its outcome. It reports whether the record is settled (the lane settles
+// it); it is left unsettled for redelivery only when it is stale or the run
+// stops before a republish succeeded.
+func (r *subRun) process(rec *shard.Record) (settle bool) {
 	if rec.Stale() {
 		// A seek repositioned the shard, or its lease went to another
 		// reader: the record is delivered again from there.
-		return
+		return false
 	}
 	ctx := r.ctx
 	headers, payload, err := decodeEnvelope(rec.Data)
 	if err != nil {
-		r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error
-		return
+		return r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error
 	}
 	attempt := takeAttempt(headers)
 	d := Delivery{
@@ -219,28 +219,26 @@ func (r *subRun) process(rec *shard.Record) {
 	}
 	out, err := r.call(ctx, payload, d)
 	if err != nil {
-		r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
-		return
+		return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
 	}
 	switch out.kind {
 	case outcomeAck:
-		rec.Settle()
+		return true
 	case outcomeRetry:
 		cause := out.err
 		if cause == nil {
 			cause = errors.New("handler asked for a retry")
 		}
 		if attempt > r.s.set.retries {
-			r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("gave up after %d attempts: %w", attempt, cause))
-			return
+			return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("gave up after %d attempts: %w", attempt, cause))
 		}
-		r.retry(ctx, rec, headers, payload, attempt, cause)
+		return r.retry(ctx, rec, headers, payload, attempt, cause)
 	default:
 		reason := out.err
 		if reason == nil {
 			reason = errors.New("rejected by the handler")
 		}
-		r.giveUp(ctx, rec, headers, payload, attempt, reason)
+		return r.giveUp(ctx, rec, headers, payload, attempt, reason)
 	}
 }
 
@@ -259,32 +257,34 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 }
 
 // retry publishes a copy of rec at the tip of its stream, with the same key
-// and headers and the next attempt count, then settles the original. A copy
-// that cannot be published keeps the original unsettled.
-func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, cause error) {
+// and headers and the next attempt count; the original is then to be
+// settled. A copy that cannot be published keeps the original unsettled.
+func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, cause error) (settle bool) {
 	h := cloneHeaders(headers, 1)
 	h[AttemptHeader] = strconv.Itoa(attempt + 1)
 	out := Outgoing{Stream: r.s.stream, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
 	switch r.publish(ctx, rec, out) {
 	case published:
 		r.log.Debug("record retried", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "error", cause)
-		rec.Settle()
+		return true
 	case refused:
 		// The copy can never be published (too large with its headers, say):
 		// retrying would stall the shard, so the record is given up.
-		r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("retry copy refused: %w", cause))
+		return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("retry copy refused: %w", cause))
 	}
+	return false
 }
 
 // giveUp sends rec to the dead-letter stream, with its reason and origin in
-// headers, and settles it; without a dead-letter stream it logs and settles.
-func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) {
+// headers, and reports it to be settled; without a dead-letter stream it
+// logs it. A dead letter not yet published when the run stops leaves the
+// record unsettled.
+func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) (settle bool) {
 	attrs := []any{"shard", rec.ShardID, "sequence", rec.SequenceNumber, "partition_key", rec.PartitionKey, "attempt", attempt, "error", reason}
 	dl := r.s.set.deadLetter
 	if dl == "" {
 		r.log.Error("record rejected and checkpointed past", attrs...)
-		rec.Settle()
-		return
+		return true
 	}
 	h := cloneHeaders(headers, 5)
 	why := reason.Error()
@@ -300,11 +300,12 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 	switch r.publish(ctx, rec, out) {
 	case published:
 		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl)...)
-		rec.Settle()
+		return true
 	case refused:
 		r.log.Error("dead-letter stream refused the record; checkpointed past", append(attrs, "dead_letter", dl)...)
-		rec.Settle()
+		return true
 	}
+	return false
 }
 
 type publishResult uint8

@@ -34,7 +34,10 @@ type lanes struct {
 	idle    chan struct{} // closed when every worker has exited
 }
 
-func newLanes(workers int, byKey bool, work func(*shard.Record)) *lanes {
+// newLanes starts the workers. work handles one record and reports whether
+// the record is to be settled; the lane settles it (in a batch with the
+// others of its take, see work).
+func newLanes(workers int, byKey bool, work func(*shard.Record) (settle bool)) *lanes {
 	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{})}
 	if byKey {
 		l.queues = make([]*queue, workers)
@@ -59,10 +62,15 @@ func newLanes(workers int, byKey bool, work func(*shard.Record)) *lanes {
 }
 
 // work runs one worker: it takes records from q and handles them in order
-// until close. A stopped lane starts no other delivery; what it held or
-// what stays queued is never settled, so it is read again after a restart.
-func (l *lanes) work(q *queue, work func(*shard.Record)) {
+// until close. The records it handled are settled together once the take
+// is done, one lock per shard instead of one per record: a shard's
+// checkpoint lags by at most one take, which the records still queued
+// behind the take hold back anyway. A stopped lane settles what it handled
+// and starts no other delivery; what it held or what stays queued is never
+// settled, so it is read again after a restart.
+func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 	batch := make([]*shard.Record, 0, q.take)
+	done := make([]*shard.Record, 0, q.take)
 	for {
 		var ok bool
 		if batch, ok = q.get(batch[:0], l.quit); !ok {
@@ -70,10 +78,18 @@ func (l *lanes) work(q *queue, work func(*shard.Record)) {
 		}
 		for i, r := range batch {
 			if l.stopped.Load() {
-				return
+				clear(batch)
+				break
 			}
-			work(r)
+			if work(r) {
+				done = append(done, r)
+			}
 			batch[i] = nil // the record's memory goes with its delivery
+		}
+		shard.SettleAll(done)
+		done = done[:0]
+		if l.stopped.Load() {
+			return
 		}
 	}
 }

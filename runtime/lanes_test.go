@@ -38,7 +38,7 @@ func TestLanesByKeyKeepOrderPerKeyAndRunInParallel(t *testing.T) {
 		wg   sync.WaitGroup
 	)
 	wg.Add(keys * perKey)
-	l := newLanes(4, true, func(r *shard.Record) {
+	l := newLanes(4, true, func(r *shard.Record) bool {
 		defer wg.Done()
 		cc.enter()
 		defer cc.leave()
@@ -48,6 +48,7 @@ func TestLanesByKeyKeepOrderPerKeyAndRunInParallel(t *testing.T) {
 		mu.Lock()
 		seen[r.PartitionKey] = append(seen[r.PartitionKey], n)
 		mu.Unlock()
+		return true
 	})
 	defer l.close()
 
@@ -86,11 +87,12 @@ func TestLanesWithoutKeyRunAllWorkers(t *testing.T) {
 	var started sync.WaitGroup
 	started.Add(workers)
 	var cc concurrency
-	l := newLanes(workers, false, func(r *shard.Record) {
+	l := newLanes(workers, false, func(r *shard.Record) bool {
 		cc.enter()
 		defer cc.leave()
 		started.Done()
 		<-release
+		return true
 	})
 	defer l.close()
 	// Every record has one key: only plain workers may run them together.
@@ -109,12 +111,13 @@ func TestLanesWithoutKeyRunAllWorkers(t *testing.T) {
 func TestLanesFullLaneBlocksTheSink(t *testing.T) {
 	block := make(chan struct{})
 	took := make(chan struct{}, 1)
-	l := newLanes(1, true, func(r *shard.Record) {
+	l := newLanes(1, true, func(r *shard.Record) bool {
 		select {
 		case took <- struct{}{}:
 		default:
 		}
 		<-block
+		return true
 	})
 	defer func() { close(block); l.close() }()
 
@@ -138,7 +141,7 @@ func TestLanesFullLaneBlocksTheSink(t *testing.T) {
 
 func TestLanesCloseRefusesAndStopsWorkers(t *testing.T) {
 	var handled atomic.Int64
-	l := newLanes(2, false, func(*shard.Record) { handled.Add(1) })
+	l := newLanes(2, false, func(*shard.Record) bool { handled.Add(1); return true })
 	l.close()
 	select {
 	case <-l.idle:
@@ -204,13 +207,14 @@ func BenchmarkLanesHandOff(b *testing.B) {
 	}
 	var left sync.WaitGroup
 	left.Add(b.N)
-	l := newLanes(lanesN, true, func(r *shard.Record) {
+	l := newLanes(lanesN, true, func(r *shard.Record) bool {
 		// About the cost of decoding a small JSON record, so that the
 		// lanes fill up as they do in a drain.
 		for range 60 {
 			sink += keyLane(r.PartitionKey, 7)
 		}
 		left.Done()
+		return true
 	})
 	defer l.close()
 	b.ResetTimer()

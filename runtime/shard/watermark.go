@@ -20,6 +20,12 @@ type mark struct {
 // that doubles when full, so each record costs O(1) amortised and no
 // allocation of its own.
 type watermark struct {
+	// discard is read for every delivered record (Record.Stale) and written
+	// once: it sits apart from the fields that add and settle write, so
+	// that reading it does not miss the cache.
+	discard atomic.Bool
+	_       [cacheLine]byte
+
 	mu       sync.Mutex
 	ring     []slot // len is a power of two
 	base     uint64 // index of the oldest unsettled record
@@ -27,9 +33,10 @@ type watermark struct {
 	last     mark   // last record of the settled prefix
 	has      bool   // last is set
 	drained  chan struct{}
-	discard  atomic.Bool
 	advanced uint64 // bumped whenever base moves; the persister compares it
 }
+
+const cacheLine = 64
 
 type slot struct {
 	m    mark
@@ -66,13 +73,47 @@ func (w *watermark) settle(i uint64) {
 		return
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if i < w.base || i >= w.next {
-		return
+	w.mark(i)
+	w.advance()
+	w.mu.Unlock()
+}
+
+// SettleAll settles every record of rs, as Settle does one by one, taking
+// each watermark's lock once for all its records instead of once per
+// record. It clears rs.
+func SettleAll(rs []*Record) {
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		w := r.wm
+		if w == nil || w.discard.Load() {
+			rs[i] = nil
+			continue
+		}
+		w.mu.Lock()
+		for j := i; j < len(rs); j++ {
+			if rs[j] != nil && rs[j].wm == w {
+				w.mark(rs[j].idx)
+				rs[j] = nil
+			}
+		}
+		w.advance()
+		w.mu.Unlock()
 	}
+}
+
+// mark records index i settled; w.mu is held.
+func (w *watermark) mark(i uint64) {
+	if i >= w.base && i < w.next {
+		w.ring[i&uint64(len(w.ring)-1)].done = true
+	}
+}
+
+// advance moves the watermark over the settled prefix; w.mu is held.
+func (w *watermark) advance() {
 	mask := uint64(len(w.ring) - 1)
-	w.ring[i&mask].done = true
-	if i != w.base {
+	if w.base == w.next || !w.ring[w.base&mask].done {
 		return
 	}
 	for w.base < w.next && w.ring[w.base&mask].done {

@@ -134,3 +134,40 @@ func BenchmarkWatermark(b *testing.B) {
 		r.Settle()
 	}
 }
+
+// SettleAll settles records of several generations in one call as Settle
+// would one by one: each watermark moves over its own settled prefix only,
+// a discarded generation does not move, and the drain waiters wake.
+func TestSettleAllAcrossWatermarks(t *testing.T) {
+	a, b, gone := newWatermark(), newWatermark(), newWatermark()
+	ra, rb, rg := deliver(a, 4), deliver(b, 3), deliver(gone, 2)
+	gone.abandon()
+	// Interleaved as a lane takes them; a's seq-001 is still in flight.
+	batch := []*Record{rb[1], ra[0], rg[0], rb[0], ra[2], ra[3], rb[2], rg[1]}
+	SettleAll(batch)
+	for i, r := range batch {
+		if r != nil {
+			t.Fatalf("SettleAll left batch[%d] set", i)
+		}
+	}
+	if m, _, _ := a.progress(); m.seq != "seq-000" {
+		t.Fatalf("a's checkpoint = %s, want seq-000 while seq-001 is unsettled", m.seq)
+	}
+	if m, _, _ := b.progress(); m.seq != "seq-002" || b.pending() != 0 {
+		t.Fatalf("b's checkpoint = %s with %d pending, want seq-002 and none", m.seq, b.pending())
+	}
+	if _, ok, _ := gone.progress(); ok {
+		t.Fatal("a discarded generation moved its checkpoint")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- a.wait(ctx) }()
+	SettleAll([]*Record{ra[1], ra[1]}) // twice in one batch is harmless
+	if err := <-waited; err != nil {
+		t.Fatalf("wait after the last settle: %v", err)
+	}
+	if m, _, _ := a.progress(); m.seq != "seq-003" {
+		t.Fatalf("a's checkpoint = %s, want seq-003", m.seq)
+	}
+}
