@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,4 +305,59 @@ func TestCancelledContextPublishesNothing(t *testing.T) {
 	if len(f.callSizes()) != 0 {
 		t.Error("a publish with a cancelled context reached the service")
 	}
+}
+
+// BenchmarkGCWithWaitingPublishers times a garbage collection while 2048
+// callers wait in Publish for their results: the collector scans every
+// waiting caller's stack at each cycle, so the depth and the live pointers
+// of the waiting frames are a per-cycle cost that batching cannot amortise.
+func BenchmarkGCWithWaitingPublishers(b *testing.B) {
+	const callers = 2048
+	f := newFake()
+	f.gate = make(chan struct{})
+	br := NewBroker(WithKinesisClient(f))
+	ctx := context.Background()
+	if err := br.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	p := NewPublisher[order](br, PublisherSpec{Stream: "orders"})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			if err := p.Publish(ctx, order{ID: i, Customer: "c"}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	c, err := br.connection()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt, err := c.batcher("orders")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for bt.unresolved.Load() < callers { // the callers expose no event before they wait
+		time.Sleep(time.Millisecond)
+	}
+	runtime.GC()
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		runtime.GC()
+	}
+	b.StopTimer()
+	// CPU time, not wall time: the machine is shared and the collector's
+	// workers run beside the benchmark goroutine.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/gc")
+	close(f.gate)
+	wg.Wait()
+	_ = br.Shutdown(ctx)
+}
+
+// processCPU is the user plus system CPU time of this process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -192,15 +192,13 @@ func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
 }
 
 // send resolves the key, encodes msg and puts the record.
+//
+// The garbage collector scans every waiting caller's stack at each cycle,
+// so with thousands of callers the waiting frames are kept few and small: a
+// caller whose ctx never ends waits here, not in put and await, and the
+// work before the wait happens in enqueue's frame, gone by then.
 func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
-	c, rec, err := p.outgoing(msg, key, hasKey, h)
-	if err != nil {
-		return Receipt{}, err
-	}
-	// The garbage collector scans every waiting caller's stack at each
-	// cycle, so with thousands of callers each frame counts: a caller whose
-	// ctx never ends waits here rather than in put and await.
-	bt, e, err := c.submit(ctx, rec)
+	bt, e, err := p.enqueue(ctx, msg, key, hasKey, h)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -209,6 +207,15 @@ func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool,
 	}
 	<-e.done
 	return e.result()
+}
+
+// enqueue validates and encodes msg and queues its record.
+func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bool, h Headers) (*batcher, *entry, error) {
+	c, rec, err := p.outgoing(msg, key, hasKey, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.submit(ctx, rec)
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
