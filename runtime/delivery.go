@@ -367,8 +367,12 @@ func takeAttempt(h Headers) int {
 }
 
 // deliveryHeaders is the handler's own copy of the user headers plus the
-// partition key.
+// partition key. A handler may keep or change it, so each delivery gets its
+// own map, even when there are no user headers.
 func deliveryHeaders(h Headers, key string) Headers {
+	if len(h) == 0 {
+		return Headers{PartitionKeyHeader: key}
+	}
 	out := make(Headers, len(h)+1)
 	for k, v := range h {
 		out[k] = v
