@@ -441,7 +441,7 @@ func (b *batcher) call(batch []*entry) {
 	for i, e := range batch {
 		recs[i] = types.PutRecordsRequestEntry{Data: e.data, PartitionKey: &e.key}
 	}
-	out, err := b.client.PutRecords(b.ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs})
+	out, err := b.client.PutRecords(b.ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, sizedPutRecords)
 	b.results <- callResult{batch: batch, out: out, err: err}
 }
 
