@@ -56,10 +56,22 @@ func main() {
 	inflight := flag.Int("inflight", 0, "PutRecords calls in flight per stream for ours (0: the runtime's default)")
 	linger := flag.Duration("linger", 0, "linger of a partial batch for ours (0: the runtime's default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each mode to this file name plus .MODE")
+	memprofile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	flag.Parse()
 	if *endpoint == "" {
 		fmt.Fprintln(os.Stderr, "publishbench: no endpoint: pass -endpoint or run under scripts/with-servers.sh")
 		os.Exit(2)
+	}
+	if *memprofile != "" {
+		goruntime.MemProfileRate = 4096
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err != nil {
+				fail(err)
+			}
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			_ = f.Close()
+		}()
 	}
 	ctx := context.Background()
 	client, err := newClient(ctx, *endpoint)
