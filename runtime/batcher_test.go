@@ -171,7 +171,8 @@ func TestRetryGivesUpWhenContextEnds(t *testing.T) {
 		return nil
 	}
 	p := NewPublisher[order](connected(t, f, fastRetries), PublisherSpec{Stream: "orders"})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// Long enough for several throttled calls even on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	err := p.Message(order{ID: 1}).PartitionKey("c1").Publish(ctx)
 	wantKind(t, err, ErrPublish, "orders")
