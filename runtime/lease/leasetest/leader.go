@@ -34,19 +34,10 @@ func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 // the lease.Leader built on a store must elect exactly one leader and fail
 // over only after the failover time.
 func RunLeader(t *testing.T, newStore func(t *testing.T) lease.Store) {
-	for _, tc := range leaderCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			tc.run(ctx, t, newStore(t))
-		})
-	}
+	runCases(t, leaderCases, newStore)
 }
 
-var leaderCases = []struct {
-	name string
-	run  func(ctx context.Context, t *testing.T, s lease.Store)
-}{
+var leaderCases = []kitCase{
 	{"TwoContendersOneLeader", testTwoContenders},
 	{"DeadLeaderTakenOverAfterFailover", testTakeover},
 	{"LeaderThatMissesHeartbeatsStepsDown", testStepDown},

@@ -32,7 +32,17 @@ const timeout = 30 * time.Second
 // subtests (each uses its own namespaces) but must start without leases in
 // them.
 func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
-	for _, tc := range cases {
+	runCases(t, cases, newStore)
+}
+
+// kitCase is one named subtest of a kit, run on a fresh store with a bounded context.
+type kitCase struct {
+	name string
+	run  func(ctx context.Context, t *testing.T, s lease.Store)
+}
+
+func runCases(t *testing.T, cs []kitCase, newStore func(t *testing.T) lease.Store) {
+	for _, tc := range cs {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
@@ -41,10 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
 	}
 }
 
-var cases = []struct {
-	name string
-	run  func(ctx context.Context, t *testing.T, s lease.Store)
-}{
+var cases = []kitCase{
 	{"CreateIfAbsent", testCreateIfAbsent},
 	{"CreateRoundTripsEveryField", testCreateRoundTrip},
 	{"GetMissingIsNotFound", testGetMissing},
