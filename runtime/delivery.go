@@ -17,7 +17,7 @@ import (
 
 // Headers the runtime writes on records it republishes. The attempt header
 // travels on retry copies and is read back into Delivery.Attempt (it is not
-// among Delivery.Headers); the others travel on dead letters.
+// among a Delivery's headers); the others travel on dead letters.
 const (
 	AttemptHeader          = "kinesisgen-attempt"
 	DeadLetterReasonHeader = "kinesisgen-reason"
@@ -215,7 +215,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		PartitionKey:   rec.PartitionKey,
 		ArrivalTime:    rec.ArrivalTime,
 		Attempt:        attempt,
-		Headers:        deliveryHeaders(headers, rec.PartitionKey),
+		headers:        headers,
 	}
 	out, err := r.call(ctx, payload, d)
 	if err != nil {
@@ -364,21 +364,6 @@ func takeAttempt(h Headers) int {
 		return 1
 	}
 	return n
-}
-
-// deliveryHeaders is the handler's own copy of the user headers plus the
-// partition key. A handler may keep or change it, so each delivery gets its
-// own map, even when there are no user headers.
-func deliveryHeaders(h Headers, key string) Headers {
-	if len(h) == 0 {
-		return Headers{PartitionKeyHeader: key}
-	}
-	out := make(Headers, len(h)+1)
-	for k, v := range h {
-		out[k] = v
-	}
-	out[PartitionKeyHeader] = key
-	return out
 }
 
 func cloneHeaders(h Headers, extra int) Headers {

@@ -16,7 +16,7 @@ type Headers map[string]string
 type HeaderEncoder interface{ EncodeHeaders(h Headers) }
 
 // EncodeHeaders copies h into dst, so a header map (for example the
-// Headers of a Delivery) can be passed to Message.Headers as it is.
+// Headers() of a Delivery) can be passed to Message.Headers as it is.
 func (h Headers) EncodeHeaders(dst Headers) { maps.Copy(dst, h) }
 
 // HeaderDecoder is implemented by pointers to generated header contracts.

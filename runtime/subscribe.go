@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -56,8 +57,32 @@ type Delivery struct {
 	SequenceNumber string
 	PartitionKey   string
 	ArrivalTime    time.Time
-	Attempt        int     // 1 on first delivery; retry copies count up
-	Headers        Headers // user headers plus PartitionKeyHeader
+	Attempt        int // 1 on first delivery; retry copies count up
+
+	// headers are the record's user headers as decoded (nil when it has
+	// none). They are shared with the runtime's retry and dead-letter
+	// paths, so they are only ever handed out as copies: a delivery with
+	// no use for its headers costs no map of its own.
+	headers Headers
+}
+
+// Header returns one header of the record: the partition key under
+// PartitionKeyHeader, a user header under its own name.
+func (d Delivery) Header(name string) (string, bool) {
+	if name == PartitionKeyHeader {
+		return d.PartitionKey, true
+	}
+	v, ok := d.headers[name]
+	return v, ok
+}
+
+// Headers returns a copy of the record's user headers plus the partition
+// key under PartitionKeyHeader; the handler may keep or change it.
+func (d Delivery) Headers() Headers {
+	out := make(Headers, len(d.headers)+1)
+	maps.Copy(out, d.headers)
+	out[PartitionKeyHeader] = d.PartitionKey
+	return out
 }
 
 // Outcome is what a handler decided about a delivery.

@@ -257,8 +257,8 @@ func testOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(e *env) {
 		if d.Stream != stream || d.SequenceNumber == "" || d.ArrivalTime.IsZero() || d.Attempt != 1 {
 			t.Fatalf("delivery metadata incomplete: %+v", d)
 		}
-		if d.Headers[runtime.PartitionKeyHeader] != d.PartitionKey || !strings.HasPrefix(d.PartitionKey, "customer-") {
-			t.Fatalf("partition key %q, header %q", d.PartitionKey, d.Headers[runtime.PartitionKeyHeader])
+		if d.Headers()[runtime.PartitionKeyHeader] != d.PartitionKey || !strings.HasPrefix(d.PartitionKey, "customer-") {
+			t.Fatalf("partition key %q, header %q", d.PartitionKey, d.Headers()[runtime.PartitionKeyHeader])
 		}
 	}
 	if len(shards) != 2 {
@@ -443,11 +443,14 @@ func testRetryPublishesCopiesWithAttemptCount(e *env) {
 		if d.Attempt != i+1 {
 			t.Fatalf("delivery %d has attempt %d", i, d.Attempt)
 		}
-		if d.PartitionKey != "alice" || d.Headers["trace"] != "t-1" {
+		if d.PartitionKey != "alice" || d.Headers()["trace"] != "t-1" {
 			t.Fatalf("retry copy lost its key or headers: %+v", d)
 		}
-		if _, ok := d.Headers[runtime.AttemptHeader]; ok {
-			t.Fatalf("the attempt header shows among the user headers: %v", d.Headers)
+		if _, ok := d.Header(runtime.AttemptHeader); ok {
+			t.Fatalf("the attempt header shows among the user headers: %v", d.Headers())
+		}
+		if v, _ := d.Header("trace"); v != "t-1" {
+			t.Fatalf("Header(trace) = %q", v)
 		}
 		if i > 0 && d.SequenceNumber <= got[i-1].SequenceNumber {
 			t.Fatalf("copy %d is not at the tip: %s after %s", i, d.SequenceNumber, got[i-1].SequenceNumber)
@@ -523,7 +526,7 @@ func testDeadLetterCarriesReasonAndOrigin(e *env) {
 		if !ok {
 			t.Fatalf("order %d did not reach the dead-letter stream", id)
 		}
-		h := d.d.Headers
+		h := d.d.Headers()
 		if h[runtime.DeadLetterReasonHeader] != want.reason ||
 			h[runtime.OriginStreamHeader] != orders ||
 			h[runtime.OriginShardHeader] != want.origin.ShardID ||
@@ -535,8 +538,8 @@ func testDeadLetterCarriesReasonAndOrigin(e *env) {
 			t.Fatalf("dead letter of order %d: attempt %d, key %q", id, d.d.Attempt, d.d.PartitionKey)
 		}
 	}
-	if dl[0].d.Headers["trace"] != "t-0" {
-		t.Fatalf("dead letter lost the user headers: %v", dl[0].d.Headers)
+	if dl[0].d.Headers()["trace"] != "t-0" {
+		t.Fatalf("dead letter lost the user headers: %v", dl[0].d.Headers())
 	}
 }
 
@@ -636,7 +639,7 @@ func testUndecodableRecordsAreRejected(e *env) {
 		if !bytes.Equal(l.data, bad[i]) {
 			t.Fatalf("dead letter %d carries %q, want the original %q", i, l.data, bad[i])
 		}
-		if r := l.d.Headers[runtime.DeadLetterReasonHeader]; !strings.Contains(r, "decode") {
+		if r := l.d.Headers()[runtime.DeadLetterReasonHeader]; !strings.Contains(r, "decode") {
 			t.Fatalf("dead letter %d reason %q", i, r)
 		}
 	}
@@ -1171,7 +1174,7 @@ func testAggregatedRecords(e *env) {
 		attempt int
 	}{{1, "alice", 1}, {2, "bob", 1}, {3, "carol", 1}, {2, "bob", 2}} {
 		d := got[i]
-		if d.order.ID != want.id || d.d.PartitionKey != want.key || d.d.Headers[runtime.PartitionKeyHeader] != want.key || d.d.Attempt != want.attempt {
+		if d.order.ID != want.id || d.d.PartitionKey != want.key || d.d.Headers()[runtime.PartitionKeyHeader] != want.key || d.d.Attempt != want.attempt {
 			t.Fatalf("delivery %d: order %d key %q attempt %d, want order %d key %q attempt %d", i, d.order.ID, d.d.PartitionKey, d.d.Attempt, want.id, want.key, want.attempt)
 		}
 	}

@@ -70,7 +70,7 @@ func Mount(b *runtime.Broker, service *Service) error {
 	}
 	if _, err := runtime.Subscribe[Shipment](b, "shipments", func(ctx context.Context, msg Shipment, d runtime.Delivery) runtime.Outcome {
 		var headers ShipmentKey
-		if err := headers.DecodeHeaders(d.Headers); err != nil {
+		if err := headers.DecodeHeaders(d.Headers()); err != nil {
 			return runtime.Reject(err)
 		}
 		return service.Deliver(ctx, msg, headers, d)

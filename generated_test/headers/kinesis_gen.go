@@ -197,7 +197,7 @@ func Mount(b *runtime.Broker) error {
 	var errs []error
 	if _, err := runtime.Subscribe[Parcel](b, "headers.parcels", func(ctx context.Context, msg Parcel, d runtime.Delivery) runtime.Outcome {
 		var headers All
-		if err := headers.DecodeHeaders(d.Headers); err != nil {
+		if err := headers.DecodeHeaders(d.Headers()); err != nil {
 			return runtime.Reject(err)
 		}
 		return Receive(ctx, msg, headers)

@@ -66,7 +66,7 @@ func Mount(b *runtime.Broker) error {
 	}
 	if _, err := runtime.Subscribe[publishonly.Event](b, "publishonly.events", func(ctx context.Context, msg publishonly.Event, d runtime.Delivery) runtime.Outcome {
 		var headers publishonly.Meta
-		if err := headers.DecodeHeaders(d.Headers); err != nil {
+		if err := headers.DecodeHeaders(d.Headers()); err != nil {
 			return runtime.Reject(err)
 		}
 		return runtime.OutcomeOf(Noted(ctx, msg, headers))

@@ -120,7 +120,7 @@ func Mount(b *runtime.Broker, clock *Clock, ledger *Ledger) error {
 	}
 	if _, err := runtime.Subscribe[Shipment](b, "shapes.shipments", func(ctx context.Context, msg Shipment, d runtime.Delivery) runtime.Outcome {
 		var headers ShipmentKey
-		if err := headers.DecodeHeaders(d.Headers); err != nil {
+		if err := headers.DecodeHeaders(d.Headers()); err != nil {
 			return runtime.Reject(err)
 		}
 		return runtime.OutcomeOf(OnHeaders(ctx, msg, headers))
@@ -144,7 +144,7 @@ func Mount(b *runtime.Broker, clock *Clock, ledger *Ledger) error {
 	}
 	if _, err := runtime.Subscribe[Return](b, "shapes.returns", func(ctx context.Context, msg Return, d runtime.Delivery) runtime.Outcome {
 		var headers ShipmentKey
-		if err := headers.DecodeHeaders(d.Headers); err != nil {
+		if err := headers.DecodeHeaders(d.Headers()); err != nil {
 			return runtime.Reject(err)
 		}
 		return runtime.OutcomeOf(OnReturn(ctx, msg, headers, entryPub, d))

@@ -190,7 +190,7 @@ func TestShapes(t *testing.T) {
 			t.Fatalf("delivery %+v, records %+v", d, recs)
 		}
 		if d.Stream != "shapes.refunds" || d.PartitionKey != "k3" || d.ShardID != recs[0].ShardID ||
-			d.SequenceNumber != *recs[0].SequenceNumber || d.Attempt != 1 || d.Headers[runtime.PartitionKeyHeader] != "k3" {
+			d.SequenceNumber != *recs[0].SequenceNumber || d.Attempt != 1 || d.Headers()[runtime.PartitionKeyHeader] != "k3" {
 			t.Errorf("delivery %+v, want the record %s/%s keyed k3, attempt 1", d, recs[0].ShardID, *recs[0].SequenceNumber)
 		}
 	})

@@ -287,7 +287,7 @@ func subscribeCall(m *pkgModel, n *namer, h *handler, b, errs string, recvNames 
 			hv, err := ln.fresh("headers"), ln.fresh("err")
 			inner = append(inner,
 				jen.Var().Id(hv).Add(m.typeCode(h.headers)),
-				jen.If(jen.Id(err).Op(":=").Id(hv).Dot("DecodeHeaders").Call(jen.Id(d).Dot("Headers")), jen.Id(err).Op("!=").Nil()).
+				jen.If(jen.Id(err).Op(":=").Id(hv).Dot("DecodeHeaders").Call(jen.Id(d).Dot("Headers").Call()), jen.Id(err).Op("!=").Nil()).
 					Block(jen.Return(jen.Qual(runtimePath, "Reject").Call(jen.Id(err)))))
 			args = append(args, jen.Id(hv))
 		case paramOut:
