@@ -6,7 +6,8 @@
 //	      on (in-memory lease store), BatchSize 10000
 //	bare  a goroutine per shard: GetRecords with Limit 10000, json.Unmarshal
 //	kc    github.com/harlow/kinesis-consumer at its defaults, from the
-//	      horizon, decoding with json.Unmarshal in its callback
+//	      horizon, decoding with json.Unmarshal in its callback (its
+//	      ScanShard per shard, through kbench.ScanKC: Scan races)
 //
 // Each drain is timed from its first call to the moment its n-th record was
 // decoded (ours: handled). It reports records per second and the client's CPU
@@ -317,7 +318,7 @@ func drainKC(ctx context.Context, o options, stream string) (result, error) {
 	f := start(o.records)
 	scanned := make(chan error, 1)
 	go func() {
-		scanned <- c.Scan(ctx, func(r *consumer.Record) error {
+		scanned <- kbench.ScanKC(ctx, c, client, stream, func(r *consumer.Record) error {
 			var e kbench.Event
 			if err := json.Unmarshal(r.Data, &e); err != nil {
 				return err

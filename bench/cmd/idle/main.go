@@ -184,7 +184,8 @@ func ours(ctx context.Context, o options, stream string, poll time.Duration) (id
 // asked, the latency of sparse publishes.
 func kinesisConsumer(ctx context.Context, o options, stream string, interval time.Duration, withLatency bool) (idleCost, []time.Duration, error) {
 	cfg, counter := kbench.Config()
-	opts := []consumer.Option{consumer.WithClient(kbench.Client(cfg, o.endpoint)),
+	client := kbench.Client(cfg, o.endpoint)
+	opts := []consumer.Option{consumer.WithClient(client),
 		consumer.WithShardIteratorType(string(types.ShardIteratorTypeLatest))}
 	if interval > 0 {
 		opts = append(opts, consumer.WithScanInterval(interval))
@@ -198,7 +199,7 @@ func kinesisConsumer(ctx context.Context, o options, stream string, interval tim
 	arrivals := make(chan arrival, o.publishes)
 	scanned := make(chan error, 1)
 	go func() {
-		scanned <- c.Scan(ctx, func(r *consumer.Record) error {
+		scanned <- kbench.ScanKC(ctx, c, client, stream, func(r *consumer.Record) error {
 			var e kbench.Event
 			if err := json.Unmarshal(r.Data, &e); err != nil {
 				return err
