@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -94,14 +95,81 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 	}
 }
 
-// submit queues r on its lane, waiting while the lane is full. It is the
-// coordinator's sink: it fails only when ctx ends or the lanes are closed.
-func (l *lanes) submit(ctx context.Context, r *shard.Record) error {
-	q := l.queues[0]
-	if len(l.queues) > 1 {
-		q = l.queues[keyLane(r.PartitionKey, len(l.queues))]
+// submit queues rs, each record on its lane, in order: it is the
+// coordinator's sink. Whatever it returns, the records it took are a prefix
+// of rs, so a shard's checkpoint (which advances over a contiguous run of
+// settled records) can pass every record it took once they are handled: a
+// reader stopped while it waits for room leaves nothing behind that was
+// handled and not checkpointed. It takes every lane's lock once per step, a
+// step queueing as many records as fit before the first whose lane is full,
+// and waits for room on that lane; it fails only when ctx ends or the lanes
+// are closed.
+func (l *lanes) submit(ctx context.Context, rs []*shard.Record) (int, error) {
+	const most = 256
+	if len(rs) > most {
+		n, err := l.submit(ctx, rs[:most])
+		if err != nil {
+			return n, err
+		}
+		m, err := l.submit(ctx, rs[most:])
+		return n + m, err
 	}
-	return q.put(ctx, r, l.quit)
+	// The run's lanes, found before any lock is taken, and the set of them
+	// in ascending order: every submit locks in that order, so two readers
+	// feeding the same lanes cannot deadlock.
+	var lane [most]uint16
+	var used [MaxWorkers / 64]uint64
+	if len(l.queues) > 1 {
+		for i, r := range rs {
+			j := keyLane(r.PartitionKey, len(l.queues))
+			lane[i] = uint16(j)
+			used[j/64] |= 1 << (j % 64)
+		}
+	} else {
+		used[0] = 1
+	}
+	var order [most]uint16
+	lanes := order[:0]
+	for w, set := range used {
+		for ; set != 0; set &= set - 1 {
+			lanes = append(lanes, uint16(w*64+bits.TrailingZeros64(set)))
+		}
+	}
+	var room [MaxWorkers]int32
+	done := 0
+	for {
+		for _, j := range lanes {
+			q := l.queues[j]
+			q.mu.Lock()
+			room[j] = int32(len(q.ring) - q.n)
+		}
+		m := done
+		for m < len(rs) && room[lane[m]] > 0 {
+			room[lane[m]]--
+			m++
+		}
+		for i := done; i < m; i++ {
+			l.queues[lane[i]].push(rs[i])
+		}
+		var space chan struct{}
+		if m < len(rs) {
+			space = l.queues[lane[m]].waitForRoom()
+		}
+		for _, j := range lanes {
+			l.queues[j].wakeAndUnlock()
+		}
+		done = m
+		if done == len(rs) {
+			return done, nil
+		}
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return done, ctx.Err()
+		case <-l.quit:
+			return done, context.Canceled
+		}
+	}
 }
 
 // close stops the workers after their current delivery.
@@ -121,6 +189,7 @@ type queue struct {
 	take     int           // most records one get returns
 	low      int           // readers waiting for room wake when n drops to this
 	sleepers int           // workers waiting in get for a record
+	wake     int           // sleepers push took for new records, woken on unlock
 	ready    chan struct{} // a token per sleeper woken by put
 	space    chan struct{} // closed when room appears; nil while nobody waits
 }
@@ -134,42 +203,39 @@ func newQueue(size, take, workers int) *queue {
 	}
 }
 
-// put appends r, waiting while the queue is full until there is room, ctx
-// ends or quit is closed.
-func (q *queue) put(ctx context.Context, r *shard.Record, quit <-chan struct{}) error {
-	q.mu.Lock()
-	for q.n == len(q.ring) {
-		if q.space == nil {
-			q.space = make(chan struct{})
-		}
-		space := q.space
-		q.mu.Unlock()
-		select {
-		case <-space:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-quit:
-			return context.Canceled
-		}
-		q.mu.Lock()
-	}
+// push appends r; q.mu is held and the queue has room.
+func (q *queue) push(r *shard.Record) {
 	i := q.head + q.n
 	if i >= len(q.ring) {
 		i -= len(q.ring)
 	}
 	q.ring[i] = r
 	q.n++
-	wake := q.sleepers > 0
-	if wake {
+	if q.sleepers > 0 {
 		q.sleepers--
+		q.wake++
 	}
+}
+
+// waitForRoom returns a channel closed when the queue has room again; q.mu
+// is held.
+func (q *queue) waitForRoom() chan struct{} {
+	if q.space == nil {
+		q.space = make(chan struct{})
+	}
+	return q.space
+}
+
+// wakeAndUnlock releases q.mu and wakes the workers push counted.
+func (q *queue) wakeAndUnlock() {
+	wake := q.wake
+	q.wake = 0
 	q.mu.Unlock()
-	if wake {
-		// Never blocks: a token is sent only for a sleeper counted above,
+	for range wake {
+		// Never blocks: a token is sent only for a sleeper counted by push,
 		// and ready holds one per worker.
 		q.ready <- struct{}{}
 	}
-	return nil
 }
 
 // get appends up to q.take records to dst in queue order, waiting while the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,12 @@ func (c *concurrency) enter() {
 }
 
 func (c *concurrency) leave() { c.now.Add(-1) }
+
+// submitOne hands the lanes a run of one record.
+func (l *lanes) submitOne(ctx context.Context, r *shard.Record) error {
+	_, err := l.submit(ctx, []*shard.Record{r})
+	return err
+}
 
 func TestLanesByKeyKeepOrderPerKeyAndRunInParallel(t *testing.T) {
 	const keys, perKey = 32, 50
@@ -56,7 +63,7 @@ func TestLanesByKeyKeepOrderPerKeyAndRunInParallel(t *testing.T) {
 	for i := range perKey {
 		for k := range keys {
 			r := &shard.Record{PartitionKey: fmt.Sprintf("customer-%d", k), Data: fmt.Append(nil, i)}
-			if err := l.submit(ctx, r); err != nil {
+			if err := l.submitOne(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,7 +104,7 @@ func TestLanesWithoutKeyRunAllWorkers(t *testing.T) {
 	defer l.close()
 	// Every record has one key: only plain workers may run them together.
 	for range workers {
-		if err := l.submit(t.Context(), &shard.Record{PartitionKey: "same"}); err != nil {
+		if err := l.submitOne(t.Context(), &shard.Record{PartitionKey: "same"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,19 +129,19 @@ func TestLanesFullLaneBlocksTheSink(t *testing.T) {
 	defer func() { close(block); l.close() }()
 
 	ctx := t.Context()
-	if err := l.submit(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
+	if err := l.submitOne(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	<-took                         // the worker holds one record; the queue is empty
 	for i := range laneDepth / 2 { // the queue's half of the lane's depth
-		if err := l.submit(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
+		if err := l.submitOne(ctx, &shard.Record{PartitionKey: "k"}); err != nil {
 			t.Fatalf("submit %d: %v", i, err)
 		}
 	}
 	// The lane is full: the sink must wait, and give up only when its context ends.
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := l.submit(done, &shard.Record{PartitionKey: "k"}); !errors.Is(err, context.Canceled) {
+	if err := l.submitOne(done, &shard.Record{PartitionKey: "k"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("submit on a full lane = %v, want it to wait until its context ends", err)
 	}
 }
@@ -149,7 +156,7 @@ func TestLanesCloseRefusesAndStopsWorkers(t *testing.T) {
 		t.Fatal("workers did not exit after close")
 	}
 	// The queue may still take a record, but no worker may handle it.
-	_ = l.submit(t.Context(), &shard.Record{})
+	_ = l.submitOne(t.Context(), &shard.Record{})
 	if handled.Load() != 0 {
 		t.Fatal("a closed lane handled a record")
 	}
@@ -191,6 +198,131 @@ func TestTakeAttempt(t *testing.T) {
 	}
 }
 
+// keysOnLanes returns a key that hashes to lane 0 and one that hashes to
+// lane 1 of n.
+func keysOnLanes(t *testing.T, n int) (k0, k1 string) {
+	for i := 0; k0 == "" || k1 == ""; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		switch keyLane(k, n) {
+		case 0:
+			k0 = k
+		case 1:
+			k1 = k
+		}
+	}
+	return k0, k1
+}
+
+// A reader stopped while a lane is full leaves exactly a prefix of its run
+// queued: a later record bound for a lane with room must not be taken, or
+// it would be handled while an earlier one was not, and the checkpoint
+// could never pass it (a duplicate after a graceful stop).
+func TestLanesSubmitTakesOnlyAPrefix(t *testing.T) {
+	k0, k1 := keysOnLanes(t, 2)
+	block := make(chan struct{})
+	var mu sync.Mutex
+	var handled []string
+	l := newLanes(2, true, func(r *shard.Record) bool {
+		if r.PartitionKey == k0 {
+			<-block
+		}
+		mu.Lock()
+		handled = append(handled, string(r.Data))
+		mu.Unlock()
+		return true
+	})
+	ctx := t.Context()
+	// Lane 0: one record held by its worker, then a full queue.
+	fill := []*shard.Record{{PartitionKey: k0, Data: []byte("held")}}
+	if _, err := l.submit(ctx, fill); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		q := l.queues[0]
+		q.mu.Lock()
+		n := q.n
+		q.mu.Unlock()
+		if n == 0 {
+			break // the worker took it
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lane 0's worker never took its record")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	fill = fill[:0]
+	for range laneDepth / 2 {
+		fill = append(fill, &shard.Record{PartitionKey: k0, Data: []byte("queued")})
+	}
+	if n, err := l.submit(ctx, fill); n != len(fill) || err != nil {
+		t.Fatalf("filling lane 0: took %d of %d, %v", n, len(fill), err)
+	}
+
+	stop, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	run := []*shard.Record{
+		{PartitionKey: k1, Data: []byte("first")},   // lane 1 has room
+		{PartitionKey: k0, Data: []byte("blocked")}, // lane 0 is full
+		{PartitionKey: k1, Data: []byte("after")},   // room, but after the blocked one
+	}
+	n, err := l.submit(stop, run)
+	if n != 1 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("submit = %d, %v; want 1 taken and the deadline", n, err)
+	}
+	close(block)
+	l.close()
+	<-l.idle
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range handled {
+		if h == "after" || h == "blocked" {
+			t.Fatalf("a record past the first one not taken was handled: %v", handled)
+		}
+	}
+	if !slices.Contains(handled, "first") {
+		t.Fatalf("the taken record was not handled: %v", handled)
+	}
+}
+
+// A run longer than one step's bound, over many lanes, arrives whole and in
+// order per key.
+func TestLanesSubmitLongRun(t *testing.T) {
+	const n = 1000
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	var wg sync.WaitGroup
+	wg.Add(n)
+	l := newLanes(8, true, func(r *shard.Record) bool {
+		defer wg.Done()
+		var i int
+		fmt.Sscan(string(r.Data), &i)
+		mu.Lock()
+		seen[r.PartitionKey] = append(seen[r.PartitionKey], i)
+		mu.Unlock()
+		return true
+	})
+	defer l.close()
+	run := make([]*shard.Record, n)
+	for i := range run {
+		run[i] = &shard.Record{PartitionKey: fmt.Sprintf("k-%d", i%37), Data: fmt.Append(nil, i)}
+	}
+	if got, err := l.submit(t.Context(), run); got != n || err != nil {
+		t.Fatalf("submit = %d, %v", got, err)
+	}
+	wg.Wait()
+	total := 0
+	for k, ids := range seen {
+		if !slices.IsSorted(ids) {
+			t.Fatalf("key %s out of order: %v", k, ids)
+		}
+		total += len(ids)
+	}
+	if total != n {
+		t.Fatalf("handled %d of %d", total, n)
+	}
+}
+
 // BenchmarkLanesHandOff: four readers hand records to eight by-key lanes
 // whose work is small, so the hand-off itself weighs.
 func BenchmarkLanesHandOff(b *testing.B) {
@@ -221,10 +353,15 @@ func BenchmarkLanesHandOff(b *testing.B) {
 	var wg sync.WaitGroup
 	for p := range readers {
 		wg.Go(func() {
+			run := make([]*shard.Record, 0, 256)
 			for i := p; i < b.N; i += readers {
-				if err := l.submit(context.Background(), &recs[i]); err != nil {
-					b.Error(err)
-					return
+				run = append(run, &recs[i])
+				if len(run) == cap(run) || i+readers >= b.N {
+					if _, err := l.submit(context.Background(), run); err != nil {
+						b.Error(err)
+						return
+					}
+					run = run[:0]
 				}
 			}
 		})

@@ -22,18 +22,23 @@ import (
 )
 
 // fillStream creates stream with shards shards on srv and puts n small JSON
-// orders over keys customers, straight through the API.
-func fillStream(tb testing.TB, srv *kinesistest.Server, stream string, shards int32, n, keys int) {
+// orders over keys customers, straight through the API. It returns the
+// sequence number of each shard's last record.
+func fillStream(tb testing.TB, srv *kinesistest.Server, stream string, shards int32, n, keys int) (last map[string]string) {
 	tb.Helper()
 	ctx := context.Background()
 	if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(shards)}); err != nil {
 		tb.Fatal(err)
 	}
+	last = map[string]string{}
 	entries := make([]types.PutRecordsRequestEntry, 0, 500)
 	flush := func() {
 		out, err := srv.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
 		if err != nil || aws.ToInt32(out.FailedRecordCount) != 0 {
 			tb.Fatalf("PutRecords: %v", err)
+		}
+		for _, r := range out.Records {
+			last[aws.ToString(r.ShardId)] = aws.ToString(r.SequenceNumber)
 		}
 		entries = entries[:0]
 	}
@@ -48,6 +53,7 @@ func fillStream(tb testing.TB, srv *kinesistest.Server, stream string, shards in
 	if len(entries) > 0 {
 		flush()
 	}
+	return last
 }
 
 // bareDrain reads every shard of stream from the horizon with one goroutine
@@ -99,63 +105,53 @@ func bareDrain(tb testing.TB, srv *kinesistest.Server, stream string, n int) tim
 }
 
 // subscriptionDrain reads the same records through a subscription (8 lanes
-// by key, a no-op handler, checkpoints every second) and times until the
-// last one was handled.
-func subscriptionDrain(tb testing.TB, srv *kinesistest.Server, stream string, n int) time.Duration {
-	// The handler counts on a stripe of its key, not on one shared counter:
-	// eight lanes adding to one cache line would measure that line's
-	// contention, not the framework. stripe is the lanes' own hash, so each
-	// stripe belongs to one lane. A poll every 500 µs sums the stripes.
-	var handled [64]struct {
-		n atomic.Int64
-		_ [56]byte
-	}
-	b := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(lease.NewMemory()))
-	_, err := runtime.Subscribe(b, stream, func(_ context.Context, _ order, d runtime.Delivery) runtime.Outcome {
-		handled[stripe(d.PartitionKey)%uint32(len(handled))].n.Add(1)
+// by key, a no-op handler, checkpoints on) and times until every shard's
+// checkpoint is its last record: every record handled and checkpointed.
+// Checkpoints are written every 2 ms so that the wait for the last one
+// stays small against the drain.
+func subscriptionDrain(tb testing.TB, srv *kinesistest.Server, stream string, last map[string]string) time.Duration {
+	ctx := context.Background()
+	leases := lease.NewMemory()
+	b := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(leases),
+		runtime.WithCheckpointInterval(2*time.Millisecond))
+	_, err := runtime.Subscribe(b, stream, func(context.Context, order, runtime.Delivery) runtime.Outcome {
 		return runtime.Ack()
 	}, runtime.StartAt(runtime.Horizon()), runtime.Workers(8), runtime.ByKey())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	total := func() (sum int64) {
-		for i := range handled {
-			sum += handled[i].n.Load()
+	drained := func() bool {
+		ls, err := leases.List(ctx, runtime.DefaultApplication+"/"+stream)
+		if err != nil {
+			tb.Fatal(err)
 		}
-		return sum
+		done := 0
+		for _, l := range ls {
+			if l.Checkpoint == last[l.ShardID] {
+				done++
+			}
+		}
+		return done == len(last)
 	}
 	start := time.Now()
-	if err := b.Connect(context.Background()); err != nil {
+	if err := b.Connect(ctx); err != nil {
 		tb.Fatal(err)
 	}
 	tick := time.NewTicker(500 * time.Microsecond)
 	defer tick.Stop()
 	deadline := time.After(2 * time.Minute)
-	for total() < int64(n) {
+	for !drained() {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			tb.Fatalf("handled %d of %d", total(), n)
+			tb.Fatal("the subscription did not checkpoint every shard's last record within 2 minutes")
 		}
 	}
 	d := time.Since(start)
-	if err := b.Shutdown(context.Background()); err != nil {
+	if err := b.Shutdown(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	if got := total(); got != int64(n) {
-		tb.Fatalf("handled %d records, want %d", got, n)
-	}
 	return d
-}
-
-// stripe hashes a key (FNV-1a, as the by-key lanes do) onto a counter stripe.
-func stripe(key string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return h
 }
 
 // BenchmarkInProcessDrain: 200k small JSON records over 4 shards, the bare
@@ -165,7 +161,7 @@ func stripe(key string) uint32 {
 func BenchmarkInProcessDrain(b *testing.B) {
 	const n = 200_000
 	srv := kinesistest.New()
-	fillStream(b, srv, "drain", 4, n, 1000)
+	last := fillStream(b, srv, "drain", 4, n, 1000)
 	var bareRate, subRate, ratio, bareCPU, subCPU []float64
 	for b.Loop() {
 		goruntime.GC() // the previous drain's garbage is not this one's cost
@@ -174,7 +170,7 @@ func BenchmarkInProcessDrain(b *testing.B) {
 		c1 := cpuTime()
 		goruntime.GC()
 		c2 := cpuTime()
-		sub := subscriptionDrain(b, srv, "drain", n)
+		sub := subscriptionDrain(b, srv, "drain", last)
 		c3 := cpuTime()
 		bareRate = append(bareRate, n/bare.Seconds())
 		subRate = append(subRate, n/sub.Seconds())

@@ -3,6 +3,7 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,12 +53,12 @@ func BenchmarkDrainCoordinator(b *testing.B) {
 		c, err := shard.New(shard.Config{
 			Stream: stream, Client: srv, Leases: lease.NewMemory(), Owner: "bench",
 			Start: shard.Position{Kind: shard.Horizon},
-			Sink: func(_ context.Context, r *shard.Record) error {
-				r.Settle()
-				if n.Add(1) == drainRecords {
+			Sink: func(_ context.Context, rs []*shard.Record) (int, error) {
+				shard.SettleAll(slices.Clone(rs))
+				if n.Add(int64(len(rs))) == drainRecords {
 					close(done)
 				}
-				return nil
+				return len(rs), nil
 			},
 		})
 		if err != nil {

@@ -43,9 +43,13 @@ func (r *Record) Settle() {
 // was) delivered again from the shard's checkpoint; a lane may skip it.
 func (r *Record) Stale() bool { return r.wm != nil && r.wm.discard.Load() }
 
-// Sink receives records in shard order. It may block (backpressure: the
-// shard's reader waits); it returns a non-nil error only when ctx ends.
-type Sink func(ctx context.Context, r *Record) error
+// Sink receives a reader's records in shard order, a run at a time. It may
+// block (backpressure: the shard's reader waits). It returns how many of rs,
+// from the front, it took: all of them with a nil error, fewer only with an
+// error, which it returns only when ctx ends. The records it did not take
+// are read again by the shard's next reader. rs is the reader's slice: the
+// sink keeps the records, never the slice.
+type Sink func(ctx context.Context, rs []*Record) (taken int, err error)
 
 // Config describes one stream's coordinator. Zero durations take defaults.
 type Config struct {

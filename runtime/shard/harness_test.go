@@ -176,19 +176,21 @@ func newCollectors(n int) []*collector {
 	return out
 }
 
-func (c *collector) sink(_ context.Context, r *shard.Record) error {
-	c.mu.Lock()
-	c.got = append(c.got, r)
-	hold := c.hold != nil && c.hold(r)
-	c.mu.Unlock()
-	if !hold {
-		r.Settle()
+func (c *collector) sink(_ context.Context, rs []*shard.Record) (int, error) {
+	for _, r := range rs {
+		c.mu.Lock()
+		c.got = append(c.got, r)
+		hold := c.hold != nil && c.hold(r)
+		c.mu.Unlock()
+		if !hold {
+			r.Settle()
+		}
 	}
 	select {
 	case c.ch <- struct{}{}:
 	default:
 	}
-	return nil
+	return len(rs), nil
 }
 
 func (c *collector) records() []*shard.Record {

@@ -18,6 +18,12 @@ const callTimeout = 30 * time.Second
 // slabSize is how many Records a reader allocates at once.
 const slabSize = 32
 
+// sinkRun is the most records a reader hands to its sink at once. Handing
+// them over in runs takes the lanes' locks and wakes their workers once per
+// run rather than once per record (in process, 0.63 → 0.7 of a bare read
+// loop's rate); a run is small against a read of up to 10,000 records.
+const sinkRun = 256
+
 // recordWaiter is implemented by backends that can say when a shard has a
 // record to read (the in-process Kinesis): a reader waits on it after an
 // empty read instead of sleeping the poll interval.
@@ -44,7 +50,28 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	// one allocation per record. A record in a lane keeps its slab (and the
 	// data of its neighbours) alive; a small slab keeps that small.
 	var slab []Record
-	// emit hands one user record to the sink; one closure per session.
+	// run collects records for the sink, up to sinkRun at a time: one
+	// watermark lock and one hand-off per run instead of per record.
+	run := make([]*Record, 0, sinkRun)
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		s.wm.addAll(run)
+		taken, err := c.cfg.Sink(ctx, run)
+		if taken > 0 {
+			last := run[taken-1]
+			resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
+		}
+		if err != nil {
+			// Not taken: they must not hold the watermark.
+			s.wm.truncate(run[taken].idx)
+		}
+		clear(run) // the run's records go with their deliveries
+		run = run[:0]
+		return err
+	}
+	// emit collects one user record; one closure per session.
 	emit := func(seq string, sub int64, key string, data []byte) error {
 		if skip {
 			if seq == resume.seq && sub <= resume.sub {
@@ -66,12 +93,10 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			Data:           data,
 			ArrivalTime:    arrival,
 		}
-		s.wm.add(r)
-		if err := c.cfg.Sink(ctx, r); err != nil {
-			s.wm.retract(r.idx) // not taken: it must not hold the watermark
-			return err
+		run = append(run, r)
+		if len(run) == sinkRun {
+			return flush()
 		}
-		resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: seq, skip: true, sub: sub}
 		return nil
 	}
 	for ctx.Err() == nil {
@@ -109,9 +134,15 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			continue
 		}
 		bo.reset()
-		for i := range out.Records {
-			arrival = aws.ToTime(out.Records[i].ApproximateArrivalTimestamp)
-			if err := userRecords(&out.Records[i], emit); err != nil {
+		for i := 0; i <= len(out.Records); i++ {
+			var err error
+			if i < len(out.Records) {
+				arrival = aws.ToTime(out.Records[i].ApproximateArrivalTimestamp)
+				err = userRecords(&out.Records[i], emit)
+			} else {
+				err = flush() // the rest of this read
+			}
+			if err != nil {
 				if ctx.Err() == nil {
 					// The sink broke its contract: drop this generation and
 					// let the next pass reopen the shard at its checkpoint.

@@ -45,15 +45,17 @@ type slot struct {
 
 func newWatermark() *watermark { return &watermark{ring: make([]slot, 64)} }
 
-// add gives r the next arrival index of w.
-func (w *watermark) add(r *Record) {
+// addAll gives each record of rs, in order, the next arrival index of w.
+func (w *watermark) addAll(rs []*Record) {
 	w.mu.Lock()
-	if w.next-w.base == uint64(len(w.ring)) {
-		w.grow()
+	for _, r := range rs {
+		if w.next-w.base == uint64(len(w.ring)) {
+			w.grow()
+		}
+		w.ring[w.next&uint64(len(w.ring)-1)] = slot{m: mark{r.SequenceNumber, r.SubSequence}}
+		r.wm, r.idx = w, w.next
+		w.next++
 	}
-	w.ring[w.next&uint64(len(w.ring)-1)] = slot{m: mark{r.SequenceNumber, r.SubSequence}}
-	r.wm, r.idx = w, w.next
-	w.next++
 	w.mu.Unlock()
 }
 
@@ -176,17 +178,21 @@ func (w *watermark) wait(ctx context.Context) error {
 // delivered before a seek or a lost lease never move a checkpoint.
 func (w *watermark) abandon() { w.discard.Store(true) }
 
-// retract takes back the last added index, for a record the sink did not
-// take (it returned because its ctx ended).
-func (w *watermark) retract(i uint64) {
+// truncate takes back index i and every later one, for records the sink
+// did not take (it returned because its ctx ended). They were never handed
+// out, so nothing settles them.
+func (w *watermark) truncate(i uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if i+1 == w.next && i >= w.base {
-		w.ring[i&uint64(len(w.ring)-1)] = slot{}
-		w.next--
-		if w.base == w.next && w.drained != nil {
-			close(w.drained)
-			w.drained = nil
-		}
+	if i < w.base || i >= w.next {
+		return
+	}
+	for j := i; j < w.next; j++ {
+		w.ring[j&uint64(len(w.ring)-1)] = slot{}
+	}
+	w.next = i
+	if w.base == w.next && w.drained != nil {
+		close(w.drained)
+		w.drained = nil
 	}
 }

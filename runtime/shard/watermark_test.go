@@ -12,8 +12,8 @@ func deliver(w *watermark, n int) []*Record {
 	out := make([]*Record, n)
 	for i := range out {
 		out[i] = &Record{SequenceNumber: fmt.Sprintf("seq-%03d", i)}
-		w.add(out[i])
 	}
+	w.addAll(out)
 	return out
 }
 
@@ -90,12 +90,15 @@ func TestWatermarkAbandonedIgnoresSettles(t *testing.T) {
 	}
 }
 
-func TestWatermarkWaitAndRetract(t *testing.T) {
+func TestWatermarkWaitAndTruncate(t *testing.T) {
 	w := newWatermark()
 	recs := deliver(w, 2)
-	extra := &Record{SequenceNumber: "not-taken"}
-	w.add(extra)
-	w.retract(extra.idx)
+	extra := []*Record{{SequenceNumber: "not-taken-1"}, {SequenceNumber: "not-taken-2"}}
+	w.addAll(extra)
+	w.truncate(extra[0].idx) // the sink took neither
+	if got := w.pending(); got != 2 {
+		t.Fatalf("pending after truncate = %d, want the 2 taken records", got)
+	}
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -113,10 +116,10 @@ func TestWatermarkWaitAndRetract(t *testing.T) {
 		t.Fatalf("wait: %v", err)
 	}
 	if m, _, _ := w.progress(); m.seq != "seq-001" {
-		t.Fatalf("checkpoint %s includes a retracted record", m.seq)
+		t.Fatalf("checkpoint %s includes a record the sink did not take", m.seq)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w.add(&Record{SequenceNumber: "x"})
+	w.addAll([]*Record{{SequenceNumber: "x"}})
 	cancel()
 	if err := w.wait(ctx); err == nil {
 		t.Fatal("wait with an unsettled record and an ended ctx returned nil")
@@ -130,7 +133,7 @@ func BenchmarkWatermark(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		r := &recs[i%256]
 		*r = Record{SequenceNumber: "49600000000000000000000000000000000000000000000000000000"}
-		w.add(r)
+		w.addAll([]*Record{r})
 		r.Settle()
 	}
 }
