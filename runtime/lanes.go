@@ -70,25 +70,24 @@ func newLanes(workers int, byKey bool, work func(*shard.Record) (settle bool)) *
 // and starts no other delivery; what it held or what stays queued is never
 // settled, so it is read again after a restart.
 func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
-	batch := make([]*shard.Record, 0, q.take)
+	batch := make([]shard.Record, 0, q.take)
 	done := make([]*shard.Record, 0, q.take)
 	for {
 		var ok bool
 		if batch, ok = q.get(batch[:0], l.quit); !ok {
 			return
 		}
-		for i, r := range batch {
+		for i := range batch {
 			if l.stopped.Load() {
-				clear(batch)
 				break
 			}
-			if work(r) {
-				done = append(done, r)
+			if work(&batch[i]) {
+				done = append(done, &batch[i])
 			}
-			batch[i] = nil // the record's memory goes with its delivery
 		}
 		shard.SettleAll(done)
 		done = done[:0]
+		clear(batch) // the records' data goes with their deliveries
 		if l.stopped.Load() {
 			return
 		}
@@ -104,7 +103,7 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 // step queueing as many records as fit before the first whose lane is full,
 // and waits for room on that lane; it fails only when ctx ends or the lanes
 // are closed.
-func (l *lanes) submit(ctx context.Context, rs []*shard.Record) (int, error) {
+func (l *lanes) submit(ctx context.Context, rs []shard.Record) (int, error) {
 	const most = 256
 	if len(rs) > most {
 		n, err := l.submit(ctx, rs[:most])
@@ -120,8 +119,8 @@ func (l *lanes) submit(ctx context.Context, rs []*shard.Record) (int, error) {
 	var lane [most]uint16
 	var used [MaxWorkers / 64]uint64
 	if len(l.queues) > 1 {
-		for i, r := range rs {
-			j := keyLane(r.PartitionKey, len(l.queues))
+		for i := range rs {
+			j := keyLane(rs[i].PartitionKey, len(l.queues))
 			lane[i] = uint16(j)
 			used[j/64] |= 1 << (j % 64)
 		}
@@ -149,7 +148,7 @@ func (l *lanes) submit(ctx context.Context, rs []*shard.Record) (int, error) {
 			m++
 		}
 		for i := done; i < m; i++ {
-			l.queues[lane[i]].push(rs[i])
+			l.queues[lane[i]].push(&rs[i])
 		}
 		var space chan struct{}
 		if m < len(rs) {
@@ -184,7 +183,7 @@ func (l *lanes) close() {
 // that share it.
 type queue struct {
 	mu       sync.Mutex
-	ring     []*shard.Record
+	ring     []shard.Record // by value: handing a record over allocates nothing
 	head, n  int
 	take     int           // most records one get returns
 	low      int           // readers waiting for room wake when n drops to this
@@ -196,20 +195,20 @@ type queue struct {
 
 func newQueue(size, take, workers int) *queue {
 	return &queue{
-		ring:  make([]*shard.Record, size),
+		ring:  make([]shard.Record, size),
 		take:  take,
 		low:   size / 2,
 		ready: make(chan struct{}, workers),
 	}
 }
 
-// push appends r; q.mu is held and the queue has room.
+// push appends a copy of r; q.mu is held and the queue has room.
 func (q *queue) push(r *shard.Record) {
 	i := q.head + q.n
 	if i >= len(q.ring) {
 		i -= len(q.ring)
 	}
-	q.ring[i] = r
+	q.ring[i] = *r
 	q.n++
 	if q.sleepers > 0 {
 		q.sleepers--
@@ -240,7 +239,7 @@ func (q *queue) wakeAndUnlock() {
 
 // get appends up to q.take records to dst in queue order, waiting while the
 // queue is empty; ok is false once quit is closed.
-func (q *queue) get(dst []*shard.Record, quit <-chan struct{}) (_ []*shard.Record, ok bool) {
+func (q *queue) get(dst []shard.Record, quit <-chan struct{}) (_ []shard.Record, ok bool) {
 	q.mu.Lock()
 	for q.n == 0 {
 		q.sleepers++
@@ -255,7 +254,7 @@ func (q *queue) get(dst []*shard.Record, quit <-chan struct{}) (_ []*shard.Recor
 	k := min(q.n, q.take)
 	for range k {
 		dst = append(dst, q.ring[q.head])
-		q.ring[q.head] = nil
+		q.ring[q.head] = shard.Record{}
 		if q.head++; q.head == len(q.ring) {
 			q.head = 0
 		}

@@ -32,7 +32,7 @@ func (c *concurrency) leave() { c.now.Add(-1) }
 
 // submitOne hands the lanes a run of one record.
 func (l *lanes) submitOne(ctx context.Context, r *shard.Record) error {
-	_, err := l.submit(ctx, []*shard.Record{r})
+	_, err := l.submit(ctx, []shard.Record{*r})
 	return err
 }
 
@@ -233,7 +233,7 @@ func TestLanesSubmitTakesOnlyAPrefix(t *testing.T) {
 	})
 	ctx := t.Context()
 	// Lane 0: one record held by its worker, then a full queue.
-	fill := []*shard.Record{{PartitionKey: k0, Data: []byte("held")}}
+	fill := []shard.Record{{PartitionKey: k0, Data: []byte("held")}}
 	if _, err := l.submit(ctx, fill); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestLanesSubmitTakesOnlyAPrefix(t *testing.T) {
 	}
 	fill = fill[:0]
 	for range laneDepth / 2 {
-		fill = append(fill, &shard.Record{PartitionKey: k0, Data: []byte("queued")})
+		fill = append(fill, shard.Record{PartitionKey: k0, Data: []byte("queued")})
 	}
 	if n, err := l.submit(ctx, fill); n != len(fill) || err != nil {
 		t.Fatalf("filling lane 0: took %d of %d, %v", n, len(fill), err)
@@ -261,7 +261,7 @@ func TestLanesSubmitTakesOnlyAPrefix(t *testing.T) {
 
 	stop, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	run := []*shard.Record{
+	run := []shard.Record{
 		{PartitionKey: k1, Data: []byte("first")},   // lane 1 has room
 		{PartitionKey: k0, Data: []byte("blocked")}, // lane 0 is full
 		{PartitionKey: k1, Data: []byte("after")},   // room, but after the blocked one
@@ -303,9 +303,9 @@ func TestLanesSubmitLongRun(t *testing.T) {
 		return true
 	})
 	defer l.close()
-	run := make([]*shard.Record, n)
+	run := make([]shard.Record, n)
 	for i := range run {
-		run[i] = &shard.Record{PartitionKey: fmt.Sprintf("k-%d", i%37), Data: fmt.Append(nil, i)}
+		run[i] = shard.Record{PartitionKey: fmt.Sprintf("k-%d", i%37), Data: fmt.Append(nil, i)}
 	}
 	if got, err := l.submit(t.Context(), run); got != n || err != nil {
 		t.Fatalf("submit = %d, %v", got, err)
@@ -353,9 +353,9 @@ func BenchmarkLanesHandOff(b *testing.B) {
 	var wg sync.WaitGroup
 	for p := range readers {
 		wg.Go(func() {
-			run := make([]*shard.Record, 0, 256)
+			run := make([]shard.Record, 0, 256)
 			for i := p; i < b.N; i += readers {
-				run = append(run, &recs[i])
+				run = append(run, recs[i])
 				if len(run) == cap(run) || i+readers >= b.N {
 					if _, err := l.submit(context.Background(), run); err != nil {
 						b.Error(err)

@@ -3,7 +3,6 @@ package shard_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,8 +52,10 @@ func BenchmarkDrainCoordinator(b *testing.B) {
 		c, err := shard.New(shard.Config{
 			Stream: stream, Client: srv, Leases: lease.NewMemory(), Owner: "bench",
 			Start: shard.Position{Kind: shard.Horizon},
-			Sink: func(_ context.Context, rs []*shard.Record) (int, error) {
-				shard.SettleAll(slices.Clone(rs))
+			Sink: func(_ context.Context, rs []shard.Record) (int, error) {
+				for i := range rs {
+					rs[i].Settle()
+				}
 				if n.Add(int64(len(rs))) == drainRecords {
 					close(done)
 				}

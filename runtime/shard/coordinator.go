@@ -47,9 +47,10 @@ func (r *Record) Stale() bool { return r.wm != nil && r.wm.discard.Load() }
 // block (backpressure: the shard's reader waits). It returns how many of rs,
 // from the front, it took: all of them with a nil error, fewer only with an
 // error, which it returns only when ctx ends. The records it did not take
-// are read again by the shard's next reader. rs is the reader's slice: the
-// sink keeps the records, never the slice.
-type Sink func(ctx context.Context, rs []*Record) (taken int, err error)
+// are read again by the shard's next reader. rs is the reader's buffer: the
+// sink copies the records it keeps (a Record is a value; its copies settle
+// the same record), so handing records over allocates nothing.
+type Sink func(ctx context.Context, rs []Record) (taken int, err error)
 
 // Config describes one stream's coordinator. Zero durations take defaults.
 type Config struct {

@@ -176,8 +176,10 @@ func newCollectors(n int) []*collector {
 	return out
 }
 
-func (c *collector) sink(_ context.Context, rs []*shard.Record) (int, error) {
-	for _, r := range rs {
+func (c *collector) sink(_ context.Context, rs []shard.Record) (int, error) {
+	for i := range rs {
+		r := new(shard.Record)
+		*r = rs[i] // the sink keeps copies: rs is the reader's buffer
 		c.mu.Lock()
 		c.got = append(c.got, r)
 		hold := c.hold != nil && c.hold(r)

@@ -15,9 +15,6 @@ import (
 // hangs is retried like any transient failure instead of stalling the shard.
 const callTimeout = 30 * time.Second
 
-// slabSize is how many Records a reader allocates at once.
-const slabSize = 32
-
 // sinkRun is the most records a reader hands to its sink at once. Handing
 // them over in runs takes the lanes' locks and wakes their workers once per
 // run rather than once per record (in process, 0.63 → 0.7 of a bare read
@@ -46,13 +43,10 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	limit := c.cfg.BatchSize
 	woken := false // the last wait was a waiter's wake-up
 	var arrival time.Time
-	// slab holds Records allocated together, slabSize at a time instead of
-	// one allocation per record. A record in a lane keeps its slab (and the
-	// data of its neighbours) alive; a small slab keeps that small.
-	var slab []Record
 	// run collects records for the sink, up to sinkRun at a time: one
-	// watermark lock and one hand-off per run instead of per record.
-	run := make([]*Record, 0, sinkRun)
+	// watermark lock and one hand-off per run instead of per record, and
+	// the buffer is reused (the sink copies what it takes).
+	run := make([]Record, 0, sinkRun)
 	flush := func() error {
 		if len(run) == 0 {
 			return nil
@@ -60,14 +54,14 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		s.wm.addAll(run)
 		taken, err := c.cfg.Sink(ctx, run)
 		if taken > 0 {
-			last := run[taken-1]
+			last := &run[taken-1]
 			resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
 		}
 		if err != nil {
 			// Not taken: they must not hold the watermark.
 			s.wm.truncate(run[taken].idx)
 		}
-		clear(run) // the run's records go with their deliveries
+		clear(run) // drop the references to this read's data
 		run = run[:0]
 		return err
 	}
@@ -79,12 +73,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			}
 			skip = false
 		}
-		if len(slab) == 0 {
-			slab = make([]Record, slabSize)
-		}
-		r := &slab[0]
-		slab = slab[1:]
-		*r = Record{
+		run = append(run, Record{
 			Stream:         c.cfg.Stream,
 			ShardID:        o.shard,
 			SequenceNumber: seq,
@@ -92,8 +81,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			PartitionKey:   key,
 			Data:           data,
 			ArrivalTime:    arrival,
-		}
-		run = append(run, r)
+		})
 		if len(run) == sinkRun {
 			return flush()
 		}

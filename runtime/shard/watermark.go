@@ -46,9 +46,10 @@ type slot struct {
 func newWatermark() *watermark { return &watermark{ring: make([]slot, 64)} }
 
 // addAll gives each record of rs, in order, the next arrival index of w.
-func (w *watermark) addAll(rs []*Record) {
+func (w *watermark) addAll(rs []Record) {
 	w.mu.Lock()
-	for _, r := range rs {
+	for i := range rs {
+		r := &rs[i]
 		if w.next-w.base == uint64(len(w.ring)) {
 			w.grow()
 		}

@@ -9,11 +9,13 @@ import (
 )
 
 func deliver(w *watermark, n int) []*Record {
+	run := make([]Record, n)
 	out := make([]*Record, n)
-	for i := range out {
-		out[i] = &Record{SequenceNumber: fmt.Sprintf("seq-%03d", i)}
+	for i := range run {
+		run[i] = Record{SequenceNumber: fmt.Sprintf("seq-%03d", i)}
+		out[i] = &run[i]
 	}
-	w.addAll(out)
+	w.addAll(run)
 	return out
 }
 
@@ -93,7 +95,7 @@ func TestWatermarkAbandonedIgnoresSettles(t *testing.T) {
 func TestWatermarkWaitAndTruncate(t *testing.T) {
 	w := newWatermark()
 	recs := deliver(w, 2)
-	extra := []*Record{{SequenceNumber: "not-taken-1"}, {SequenceNumber: "not-taken-2"}}
+	extra := []Record{{SequenceNumber: "not-taken-1"}, {SequenceNumber: "not-taken-2"}}
 	w.addAll(extra)
 	w.truncate(extra[0].idx) // the sink took neither
 	if got := w.pending(); got != 2 {
@@ -119,7 +121,7 @@ func TestWatermarkWaitAndTruncate(t *testing.T) {
 		t.Fatalf("checkpoint %s includes a record the sink did not take", m.seq)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w.addAll([]*Record{{SequenceNumber: "x"}})
+	w.addAll([]Record{{SequenceNumber: "x"}})
 	cancel()
 	if err := w.wait(ctx); err == nil {
 		t.Fatal("wait with an unsettled record and an ended ctx returned nil")
@@ -128,13 +130,12 @@ func TestWatermarkWaitAndTruncate(t *testing.T) {
 
 func BenchmarkWatermark(b *testing.B) {
 	w := newWatermark()
-	recs := make([]Record, 256)
+	recs := make([]Record, 1)
 	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		r := &recs[i%256]
-		*r = Record{SequenceNumber: "49600000000000000000000000000000000000000000000000000000"}
-		w.addAll([]*Record{r})
-		r.Settle()
+	for b.Loop() {
+		recs[0] = Record{SequenceNumber: "49600000000000000000000000000000000000000000000000000000"}
+		w.addAll(recs)
+		recs[0].Settle()
 	}
 }
 
