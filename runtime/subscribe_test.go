@@ -1010,7 +1010,7 @@ func TestSlowHandlerPausesTheReader(t *testing.T) {
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 	pub := e.publisher(orders)
-	for i := range 1000 {
+	for i := range 2000 {
 		e.publish(pub, order{ID: i, Customer: "alice"})
 	}
 
@@ -1033,11 +1033,12 @@ func TestSlowHandlerPausesTheReader(t *testing.T) {
 	e.connect(b)
 	defer close(release)
 	<-entered
-	// Give an unbounded reader time to run ahead: it would read all 100
-	// batches of 10 in far less than this.
+	// Give an unbounded reader time to run ahead: it would read all 200
+	// batches of 10 in far less than this. A bounded one stops at the
+	// queue's 257 records, the one being handled and one read.
 	time.Sleep(300 * time.Millisecond)
 	stats, _ := srv.ShardStats(orders, "shardId-000000000000")
-	if read := stats.GetRecords * 10; read > 100 {
+	if read := stats.GetRecords * 10; read > 300 {
 		t.Fatalf("the reader fetched about %d records while the handler was stuck on the first", read)
 	}
 }
