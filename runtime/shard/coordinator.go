@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -68,6 +70,8 @@ type Config struct {
 	Failover   time.Duration // lease expiry as observed locally, default 10 s
 	Checkpoint time.Duration // how often settled progress is persisted, default 1 s
 	Sink       Sink
+	// GetRecordsOptions are per-call SDK options for GetRecords.
+	GetRecordsOptions []func(*kinesis.Options)
 	// Handoff bounds a graceful handoff: the owner asked for a lease gets
 	// half of it to let its delivered records settle (or, for a shard
 	// opened at Latest that has delivered nothing, to see its first record

@@ -94,7 +94,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		}
 		began := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)})
+		out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)}, c.cfg.GetRecordsOptions...)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
