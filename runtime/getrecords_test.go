@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -408,6 +409,46 @@ func FuzzGetRecordsBody(f *testing.F) {
 	f.Add([]byte(manyRecords(8, 12)))
 	sdk := kinesis.New(kinesis.Options{Region: "us-east-1"}).Options().Protocol
 	f.Fuzz(func(t *testing.T, body []byte) {
+		var d getRecordsDecoder
+		var have kinesis.GetRecordsOutput
+		if !d.decode(body, &have) {
+			return
+		}
+		want, err := protocolCall(sdk, body, nil)
+		if err != nil {
+			t.Fatalf("the SDK fails on a body the decoder takes: %v\n%q", err, body)
+		}
+		if diff := cmp.Diff(want, &have, outputsEqual); diff != "" {
+			t.Fatalf("output differs from the SDK's (-sdk +fast) for %q:\n%s", body, diff)
+		}
+	})
+}
+
+// FuzzGetRecordsMembers fuzzes members inside a well-formed body, where
+// FuzzGetRecordsBody's mutations mostly break the JSON: strings as they
+// come or JSON-quoted, Data as base64 or as it comes, timestamps and
+// MillisBehindLatest as any token.
+func FuzzGetRecordsMembers(f *testing.F) {
+	f.Add("49600000000000000000", "key", []byte("data"), "1.700000000123E9", "0", uint8(0))
+	f.Add("1", `quote\" back\\ \u00e9 \ud83d\ude00 \ud83d`, []byte{}, "1700000000", "9223372036854775807", uint8(1))
+	f.Add("", "\xff\xc3 é", []byte{0, 0xff}, "-1.5e-3", "-0", uint8(6))
+	f.Add("x", "k", []byte(`YWJj\nZGVm`), "1e22", "1.0", uint8(4))
+	sdk := kinesis.New(kinesis.Options{Region: "us-east-1"}).Options().Protocol
+	f.Fuzz(func(t *testing.T, seq, key string, data []byte, ts, millis string, mode uint8) {
+		str := func(s string, quote bool) string {
+			if quote {
+				b, _ := json.Marshal(s)
+				return string(b)
+			}
+			return `"` + s + `"`
+		}
+		d64 := b64(data)
+		if mode&4 != 0 {
+			d64 = `"` + string(data) + `"`
+		}
+		r := rec(`"SequenceNumber":`+str(seq, mode&1 != 0), `"ApproximateArrivalTimestamp":`+ts, `"Data":`+d64,
+			`"PartitionKey":`+str(key, mode&2 != 0), `"EncryptionType":`+str(key, mode&8 != 0), `"X":`+str(seq, false))
+		body := []byte(recordsBody([]string{r, "null", r}, `"MillisBehindLatest":`+millis, `"NextShardIterator":`+str(key, mode&16 != 0)))
 		var d getRecordsDecoder
 		var have kinesis.GetRecordsOutput
 		if !d.decode(body, &have) {
