@@ -23,9 +23,9 @@ import (
 )
 
 // The SDK decodes a GetRecords response with its schema-driven JSON
-// deserializer: some 17 allocations per record (a copy of each Data's
-// base64 text and another for its bytes, a string and a pointer for each
-// member, a big.Float for each timestamp), about half of a draining
+// deserializer: 9 allocations and 2.7 KB per 200-byte record (a copy of
+// each Data's base64 text and another for its bytes, a pointer for each
+// member, big.Floats for each timestamp), about half of a draining
 // consumer's CPU. The response has one shape: getRecordsDecoder decodes it
 // in one pass into a few buffers shared by all records, giving what the SDK
 // gives, and leaves to the SDK any body it is not sure of.
@@ -55,10 +55,10 @@ func (p getRecordsProtocol) DeserializeResponse(ctx context.Context, op *smithy.
 		getRecordsDecoders.Put(d)
 		return nil
 	}
-	// body is resp.Body's now: d is not reused.
 	// The SDK reads what was read (and the read's error, if any) and
 	// decodes or rejects it as it would have. The middleware drains and
 	// closes resp.Body: closing must still reach the connection's body.
+	// body is resp.Body's now, so d is not reused.
 	var r io.Reader = bytes.NewReader(body)
 	if err != nil {
 		r = io.MultiReader(r, failingReader{err})
