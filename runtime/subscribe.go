@@ -442,8 +442,12 @@ func (s *Subscription) finish() {
 
 // Seek repositions a running subscription on every shard it owns (and, for
 // a stream-wide position, on shards it takes later). Settlements of records
-// delivered before the seek never drag a checkpoint back. Before Connect and
-// after Stop or Shutdown it answers ErrNotConnected.
+// delivered before the seek never drag a checkpoint back. The position is
+// written to each shard's lease at once, so a restart resumes there (a
+// timestamp as the first record at it, once there is one; Latest once its
+// first record settles, a restart before that reads again from the old
+// checkpoint). Before Connect and after Stop or Shutdown it answers
+// ErrNotConnected.
 func (s *Subscription) Seek(ctx context.Context, p Position) error {
 	if msg := validatePosition(p); msg != "" {
 		return &Error{Kind: ErrInvalid, Op: "seek", Stream: s.stream, Err: errors.New(msg)}

@@ -518,6 +518,66 @@ func TestSeekHorizonRedeliversAndStaleSettlesDoNotCount(t *testing.T) {
 	}
 }
 
+// A seek is written to the lease at once: a restart before any record after
+// the seek has settled resumes where the seek pointed, not at the checkpoint
+// from before it.
+func TestSeekIsPersistedBeforeAnyRecordSettles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		to   func(recs []*shard.Record, between time.Time) shard.Position
+		want string // what the restarted coordinator delivers first
+	}{
+		{"horizon", func([]*shard.Record, time.Time) shard.Position { return shard.Position{Kind: shard.Horizon} }, "k:0"},
+		{"sequence", func(recs []*shard.Record, _ time.Time) shard.Position {
+			return shard.Position{Kind: shard.AtSequence, ShardID: recs[2].ShardID, Sequence: recs[2].SequenceNumber}
+		}, "k:2"},
+		{"timestamp", func(_ []*shard.Record, between time.Time) shard.Position {
+			return shard.Position{Kind: shard.AtTimestamp, Time: between}
+		}, "k:3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := memEnv(t, 1)
+			col := newCollector()
+			cfg := e.config("a", col.sink)
+			cfg.Start = shard.Position{Kind: shard.Horizon}
+			c := e.start(cfg)
+			for i := range 3 {
+				e.put("k", i)
+			}
+			col.waitN(t, 3)
+			time.Sleep(5 * time.Millisecond) // arrival times either side of between
+			between := time.Now()
+			time.Sleep(5 * time.Millisecond)
+			for i := 3; i < 5; i++ {
+				e.put("k", i)
+			}
+			first := col.waitN(t, 5)
+			sh := first[0].ShardID
+			eventually(t, 5*time.Second, "checkpoint at k:4", func() bool { return e.lease(sh).Checkpoint == first[4].SequenceNumber })
+
+			col.mu.Lock()
+			col.hold = func(*shard.Record) bool { return true } // nothing after the seek settles
+			col.mu.Unlock()
+			if err := c.Seek(e.ctx(5*time.Second), tc.to(first, between)); err != nil {
+				t.Fatalf("Seek: %v", err)
+			}
+			if got := e.lease(sh).Checkpoint; got == first[4].SequenceNumber {
+				t.Fatal("the lease still holds the checkpoint from before the seek")
+			}
+			stop, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_ = c.Stop(stop) // held records: the stop times out, as a crash would leave it
+
+			col2 := newCollector()
+			e.start(e.config("b", col2.sink)) // Latest: only the lease says where to go
+			recs := col2.waitN(t, 1)
+			if got := string(recs[0].Data); got != tc.want {
+				t.Fatalf("after a restart the first record is %s, want %s (where the seek pointed)", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestSeekAtSequenceOfAShardNotOwned(t *testing.T) {
 	e, _ := memEnv(t, 1)
 	c := e.start(e.config("a", newCollector().sink))

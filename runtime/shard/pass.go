@@ -347,7 +347,69 @@ func (c *Coordinator) reposition(ctx context.Context, o *owned, p Position) erro
 		o.sess = nil
 	}
 	o.mu.Unlock()
-	return c.open(ctx, o, positionFor(p, o.shard))
+	at := positionFor(p, o.shard)
+	if err := c.open(ctx, o, at); err != nil {
+		return err
+	}
+	return c.persistSeek(ctx, o, at)
+}
+
+// persistSeek writes where a seek moved the shard, so that a restart before
+// any record after the seek has settled resumes there rather than at the
+// checkpoint from before it. The horizon and a sequence number are written
+// as they are (a sequence number with sub-sequence -1: at it, not after
+// it); a timestamp pins the first record at that time if there is one yet.
+// Latest cannot be pinned before a record arrives (a later iterator at
+// Latest is a later position): until one settles, a restart reads again
+// from the old checkpoint, which duplicates records but loses none.
+func (c *Coordinator) persistSeek(ctx context.Context, o *owned, at startAt) error {
+	var pin string
+	if at.typ == types.ShardIteratorTypeAtTimestamp {
+		pin = c.firstAt(ctx, o.shard, at)
+	}
+	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
+		s := o.sess
+		if s == nil || o.finished || s.wm.discard.Load() {
+			return l, errNothing
+		}
+		if _, settled, _ := s.wm.progress(); settled {
+			return l, errNothing // the persister writes from here on, past the seek
+		}
+		switch {
+		case at.typ == types.ShardIteratorTypeTrimHorizon:
+			return c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointTrimHorizon, 0)
+		case at.typ == types.ShardIteratorTypeAtSequenceNumber:
+			return c.cfg.Leases.Checkpoint(ctx, l, at.seq, -1)
+		case pin != "":
+			return c.cfg.Leases.Checkpoint(ctx, l, pin, -1)
+		}
+		return l, errNothing
+	})
+	if errors.Is(err, errNothing) || errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
+// firstAt returns the sequence number of the first record at a position
+// that a later iterator reaches again (a timestamp), or "" when there is
+// none yet or it cannot be read: pinning is an improvement, not a duty.
+func (c *Coordinator) firstAt(ctx context.Context, shardID string, at startAt) string {
+	it, err := c.iterator(ctx, shardID, at)
+	if err != nil || it == "" {
+		return ""
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(1)})
+	if err != nil {
+		c.log.Debug("pinning a seek's position failed", "shard", shardID, "err", err)
+		return ""
+	}
+	if len(out.Records) == 0 {
+		return ""
+	}
+	return aws.ToString(out.Records[0].SequenceNumber)
 }
 
 // dropExpiredLeases deletes the leases of finished shards that the stream no
