@@ -522,6 +522,10 @@ func TestSeekHorizonRedeliversAndStaleSettlesDoNotCount(t *testing.T) {
 // the seek has settled resumes where the seek pointed, not at the checkpoint
 // from before it.
 func TestSeekIsPersistedBeforeAnyRecordSettles(t *testing.T) {
+	testSeekIsPersisted(t, func(t *testing.T) *env { e, _ := memEnv(t, 1); return e })
+}
+
+func testSeekIsPersisted(t *testing.T, newEnv func(*testing.T) *env) {
 	for _, tc := range []struct {
 		name string
 		to   func(recs []*shard.Record, between time.Time) shard.Position
@@ -536,7 +540,7 @@ func TestSeekIsPersistedBeforeAnyRecordSettles(t *testing.T) {
 		}, "k:3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _ := memEnv(t, 1)
+			e := newEnv(t)
 			col := newCollector()
 			cfg := e.config("a", col.sink)
 			cfg.Start = shard.Position{Kind: shard.Horizon}

@@ -27,6 +27,10 @@ func liveEnv(t *testing.T, shards int32) *env {
 	return e
 }
 
+func TestLiveSeekIsPersistedBeforeAnyRecordSettles(t *testing.T) {
+	testSeekIsPersisted(t, func(t *testing.T) *env { return liveEnv(t, 1) })
+}
+
 func TestLiveReadsRecordPublishedRightAfterStart(t *testing.T) {
 	e := liveEnv(t, 2)
 	col := newCollector()
