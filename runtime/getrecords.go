@@ -164,43 +164,32 @@ func (d *getRecordsDecoder) decode(b []byte, o *kinesis.GetRecordsOutput) bool {
 		return false
 	}
 	d.b = b
-	if !d.open('{') {
-		return false // null, empty and other bodies are the SDK's
-	}
 	var (
 		out     kinesis.GetRecordsOutput
 		records bool
 	)
-	key, more, ok := d.firstKey()
-	for ; ok && more; key, more, ok = d.nextKey() {
-		if d.null() {
-			continue
-		}
-		switch {
-		case string(key) == "Records":
-			ok = d.records()
+	ok := d.members(func(key []byte) bool {
+		switch string(key) {
+		case "Records":
 			records = true
-		case string(key) == "NextShardIterator":
-			var s string
-			if s, ok = d.string(); ok {
-				out.NextShardIterator = &s
-			}
-		case string(key) == "MillisBehindLatest":
-			var n int64
-			if n, ok = d.int64(); ok {
+			return d.records()
+		case "NextShardIterator":
+			return d.optString(&out.NextShardIterator)
+		case "MillisBehindLatest":
+			n, ok := d.int64()
+			if ok {
 				out.MillisBehindLatest = &n
 			}
-		case string(key) == "ChildShards":
+			return ok
+		case "ChildShards":
+			var ok bool
 			out.ChildShards, ok = d.childShards()
-		default:
-			ok = d.skip()
+			return ok
 		}
-		if !ok {
-			return false
-		}
-	}
+		return d.skip()
+	})
 	if !ok {
-		return false
+		return false // null, empty and other bodies are the SDK's
 	}
 	if records {
 		out.Records = d.finish()
@@ -220,17 +209,16 @@ func (d *getRecordsDecoder) records() bool {
 	}
 	more, ok := d.firstItem()
 	for ; ok && more; more, ok = d.nextItem() {
-		var r types.Record
 		sp := recordSpans{seq: absent, key: absent, enc: absent, data: absent}
 		if !d.null() {
-			if ok = d.record(&r, &sp); !ok {
+			if ok = d.record(&sp); !ok {
 				return false
 			}
 		}
 		if len(d.recs) > 0 && (len(d.recs) == cap(d.recs) || len(d.spans) == cap(d.spans)) {
 			d.reserve()
 		}
-		d.recs = append(d.recs, r)
+		d.recs = append(d.recs, types.Record{}) // finish fills it in
 		d.spans = append(d.spans, sp)
 	}
 	return ok
@@ -265,35 +253,26 @@ func (d *getRecordsDecoder) reserve() {
 }
 
 // record reads one record's members into r and sp.
-func (d *getRecordsDecoder) record(r *types.Record, sp *recordSpans) bool {
-	if !d.open('{') {
-		return false
-	}
-	key, more, ok := d.firstKey()
-	for ; ok && more; key, more, ok = d.nextKey() {
-		if d.null() {
-			continue
-		}
-		switch {
-		case string(key) == "SequenceNumber":
+func (d *getRecordsDecoder) record(sp *recordSpans) bool {
+	return d.members(func(key []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "SequenceNumber":
 			sp.seq, ok = d.stringSpan()
-		case string(key) == "ApproximateArrivalTimestamp":
+		case "ApproximateArrivalTimestamp":
 			sp.at, ok = d.timestamp()
 			sp.hasAt = true
-		case string(key) == "Data":
+		case "Data":
 			sp.data, ok = d.blob()
-		case string(key) == "PartitionKey":
+		case "PartitionKey":
 			sp.key, ok = d.stringSpan()
-		case string(key) == "EncryptionType":
+		case "EncryptionType":
 			sp.enc, ok = d.stringSpan()
 		default:
 			ok = d.skip()
 		}
-		if !ok {
-			return false
-		}
-	}
-	return ok
+		return ok
+	})
 }
 
 // finish points the records at their members: one string for all their
@@ -364,6 +343,35 @@ func (d *getRecordsDecoder) childShards() ([]types.ChildShard, bool) {
 }
 
 func (d *getRecordsDecoder) childShard(c *types.ChildShard) bool {
+	return d.members(func(key []byte) bool {
+		switch string(key) {
+		case "ShardId":
+			return d.optString(&c.ShardId)
+		case "ParentShards":
+			var ok bool
+			c.ParentShards, ok = d.strings()
+			return ok
+		case "HashKeyRange":
+			h := &types.HashKeyRange{}
+			c.HashKeyRange = h
+			return d.members(func(key []byte) bool {
+				switch string(key) {
+				case "StartingHashKey":
+					return d.optString(&h.StartingHashKey)
+				case "EndingHashKey":
+					return d.optString(&h.EndingHashKey)
+				}
+				return d.skip()
+			})
+		}
+		return d.skip()
+	})
+}
+
+// members reads an object, calling member with the value of each member
+// that is not null next to read: member reads it (or skips it) and reports
+// whether it could. A null member is absent, as the SDK has it.
+func (d *getRecordsDecoder) members(member func(key []byte) bool) bool {
 	if !d.open('{') {
 		return false
 	}
@@ -372,53 +380,18 @@ func (d *getRecordsDecoder) childShard(c *types.ChildShard) bool {
 		if d.null() {
 			continue
 		}
-		switch {
-		case string(key) == "ShardId":
-			var s string
-			if s, ok = d.string(); ok {
-				c.ShardId = &s
-			}
-		case string(key) == "ParentShards":
-			c.ParentShards, ok = d.strings()
-		case string(key) == "HashKeyRange":
-			c.HashKeyRange = &types.HashKeyRange{}
-			ok = d.hashKeyRange(c.HashKeyRange)
-		default:
-			ok = d.skip()
-		}
-		if !ok {
+		if !member(key) {
 			return false
 		}
 	}
 	return ok
 }
 
-func (d *getRecordsDecoder) hashKeyRange(h *types.HashKeyRange) bool {
-	if !d.open('{') {
-		return false
-	}
-	key, more, ok := d.firstKey()
-	for ; ok && more; key, more, ok = d.nextKey() {
-		if d.null() {
-			continue
-		}
-		switch {
-		case string(key) == "StartingHashKey":
-			var s string
-			if s, ok = d.string(); ok {
-				h.StartingHashKey = &s
-			}
-		case string(key) == "EndingHashKey":
-			var s string
-			if s, ok = d.string(); ok {
-				h.EndingHashKey = &s
-			}
-		default:
-			ok = d.skip()
-		}
-		if !ok {
-			return false
-		}
+// optString reads a string into a new *string at dst.
+func (d *getRecordsDecoder) optString(dst **string) bool {
+	s, ok := d.string()
+	if ok {
+		*dst = &s
 	}
 	return ok
 }

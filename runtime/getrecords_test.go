@@ -409,19 +409,26 @@ func FuzzGetRecordsBody(f *testing.F) {
 	f.Add([]byte(manyRecords(8, 12)))
 	sdk := kinesis.New(kinesis.Options{Region: "us-east-1"}).Options().Protocol
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var d getRecordsDecoder
-		var have kinesis.GetRecordsOutput
-		if !d.decode(body, &have) {
-			return
-		}
-		want, err := protocolCall(sdk, body, nil)
-		if err != nil {
-			t.Fatalf("the SDK fails on a body the decoder takes: %v\n%q", err, body)
-		}
-		if diff := cmp.Diff(want, &have, outputsEqual); diff != "" {
-			t.Fatalf("output differs from the SDK's (-sdk +fast) for %q:\n%s", body, diff)
-		}
+		decodesLikeSDK(t, sdk, body)
 	})
+}
+
+// decodesLikeSDK checks that when the decoder takes body, its output is
+// the SDK's.
+func decodesLikeSDK(t *testing.T, sdk smithyhttp.ClientProtocol, body []byte) {
+	t.Helper()
+	var d getRecordsDecoder
+	var have kinesis.GetRecordsOutput
+	if !d.decode(body, &have) {
+		return
+	}
+	want, err := protocolCall(sdk, body, nil)
+	if err != nil {
+		t.Fatalf("the SDK fails on a body the decoder takes: %v\n%q", err, body)
+	}
+	if diff := cmp.Diff(want, &have, outputsEqual); diff != "" {
+		t.Fatalf("output differs from the SDK's (-sdk +fast) for %q:\n%s", body, diff)
+	}
 }
 
 // FuzzGetRecordsMembers fuzzes members inside a well-formed body, where
@@ -449,18 +456,7 @@ func FuzzGetRecordsMembers(f *testing.F) {
 		r := rec(`"SequenceNumber":`+str(seq, mode&1 != 0), `"ApproximateArrivalTimestamp":`+ts, `"Data":`+d64,
 			`"PartitionKey":`+str(key, mode&2 != 0), `"EncryptionType":`+str(key, mode&8 != 0), `"X":`+str(seq, false))
 		body := []byte(recordsBody([]string{r, "null", r}, `"MillisBehindLatest":`+millis, `"NextShardIterator":`+str(key, mode&16 != 0)))
-		var d getRecordsDecoder
-		var have kinesis.GetRecordsOutput
-		if !d.decode(body, &have) {
-			return
-		}
-		want, err := protocolCall(sdk, body, nil)
-		if err != nil {
-			t.Fatalf("the SDK fails on a body the decoder takes: %v\n%q", err, body)
-		}
-		if diff := cmp.Diff(want, &have, outputsEqual); diff != "" {
-			t.Fatalf("output differs from the SDK's (-sdk +fast) for %q:\n%s", body, diff)
-		}
+		decodesLikeSDK(t, sdk, body)
 	})
 }
 
