@@ -53,7 +53,8 @@ type Subscriber struct {
 	Stream string `marker:"stream,required" meta:"NAME"`
 
 	// CreateIfMissing creates the stream with this many shards when it does
-	// not exist; without it a missing stream is an error.
+	// not exist, and a missing dead_letter stream with one shard; without it
+	// a missing stream is an error.
 	CreateIfMissing int32 `marker:"create_if_missing" meta:"SHARDS" min:"1" max:"100000"`
 
 	// Workers runs up to N deliveries at once (default 1, at most 1024).
@@ -87,7 +88,8 @@ type Subscriber struct {
 	Retries *int `marker:"retries" meta:"N" min:"0" max:"1000000"`
 
 	// DeadLetter is the stream rejected records and records out of retries
-	// go to; without it they are logged and checkpointed past.
+	// go to; without it they are logged and checkpointed past. It must
+	// exist, unless create_if_missing is set.
 	DeadLetter string `marker:"dead_letter" meta:"STREAM"`
 }
 

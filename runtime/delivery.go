@@ -76,7 +76,13 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 		return err
 	}
 	if dl := s.set.deadLetter; dl != "" {
-		if err := ensureStream(ctx, c, dl, 0, s.log); err != nil {
+		// With create_if_missing a missing dead-letter stream is created
+		// too, with one shard: it carries the few records handlers give up.
+		var shards int32
+		if s.set.createShards > 0 {
+			shards = 1
+		}
+		if err := ensureStream(ctx, c, dl, shards, s.log.With("dead_letter", dl)); err != nil {
 			return err
 		}
 	}

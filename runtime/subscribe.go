@@ -176,7 +176,8 @@ func (s *subscribeSettings) invalid(format string, args ...any) {
 // as an ErrInvalid error, before any I/O.
 
 // CreateIfMissing creates the stream with shards shards when it does not
-// exist, and waits (up to a minute) for it to become active.
+// exist, and a missing dead-letter stream (DeadLetter) with one shard, and
+// waits (up to a minute) for them to become active.
 func CreateIfMissing(shards int32) SubscribeOption { // create_if_missing=SHARDS
 	return func(s *subscribeSettings) {
 		if shards < 1 {
@@ -251,7 +252,9 @@ func MaxRetries(n int) SubscribeOption { // retries=N
 }
 
 // DeadLetter names the stream that receives rejected records, with their
-// reason and origin in headers. It must exist when the subscription starts.
+// reason and origin in headers. It must exist when the subscription starts
+// (an ErrStream error otherwise), unless CreateIfMissing is set: then a
+// missing one is created with one shard.
 func DeadLetter(stream string) SubscribeOption { // dead_letter=STREAM
 	return func(s *subscribeSettings) {
 		if msg := validateStreamName(stream); msg != "" {

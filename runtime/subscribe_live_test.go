@@ -36,6 +36,7 @@ func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
 		{"ShutdownReleasesLeases", testShutdownReleasesLeasesForTheNextBroker},
 		{"SubscribedTwice", testSubscribeTwiceAfterConnectIsRefused},
 		{"CreateIfMissing", testCreateIfMissingAfterConnect},
+		{"MissingDeadLetter", testMissingDeadLetterStream},
 		{"Reply", testReplyOutcomePublishesTheReply},
 		{"SplitAndMerge", testSplitAndMerge},
 		{"Aggregated", testAggregatedRecords},

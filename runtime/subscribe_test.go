@@ -814,6 +814,44 @@ func testCreateIfMissingAfterConnect(e *env) {
 	receive(e, ch, 1)
 }
 
+// A missing dead-letter stream is an ErrStream error, before anything is
+// read; with create_if_missing it is created (one shard) and receives the
+// records handlers give up.
+func TestMissingDeadLetterStream(t *testing.T) { testMissingDeadLetterStream(newEnv(t)) }
+
+func testMissingDeadLetterStream(e *env) {
+	t := e.t
+	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
+	e.createStream(orders, 1)
+	reject := func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		return runtime.Reject(errors.New("no"))
+	}
+	b := e.broker()
+	e.connect(b)
+	if _, err := subscribe(e, b, orders, reject, runtime.DeadLetter(dlq)); !errors.Is(err, runtime.ErrStream) {
+		t.Fatalf("Subscribe with a missing dead-letter stream = %v, want ErrStream", err)
+	}
+	if _, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(dlq)}); err == nil {
+		t.Fatal("the dead-letter stream was created without create_if_missing")
+	}
+
+	if _, err := subscribe(e, b, orders, reject, runtime.DeadLetter(dlq), runtime.CreateIfMissing(1)); err != nil {
+		t.Fatalf("Subscribe with create_if_missing: %v", err)
+	}
+	out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(dlq)})
+	if err != nil || aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount) != 1 {
+		t.Fatalf("dead-letter stream: %+v, %v; want it created with one shard", out, err)
+	}
+	h, letters := collect()
+	if _, err := subscribe(e, b, dlq, h, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 7, Customer: "alice"})
+	if got := receive(e, letters, 1); got[0].order.ID != 7 {
+		t.Fatalf("dead letter %+v, want order 7", got[0].order)
+	}
+}
+
 type receipt struct {
 	Order int `json:"order"`
 }

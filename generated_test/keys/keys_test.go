@@ -64,9 +64,10 @@ func TestSettingsReachTheRuntime(t *testing.T) {
 	}
 }
 
-// TestDeadLetterMustExist: the runtime refuses a dead_letter stream that does
-// not exist, and Mount's error names the handler.
-func TestDeadLetterMustExist(t *testing.T) {
+// TestCreateIfMissingCreatesTheDeadLetterStream: keys.events has
+// create_if_missing and dead_letter=keys.dead, so a missing keys.dead is
+// created too, with one shard.
+func TestCreateIfMissingCreatesTheDeadLetterStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, srv := kinesistest.NewBrokerServer()
@@ -78,14 +79,40 @@ func TestDeadLetterMustExist(t *testing.T) {
 	if err := keys.Mount(b); err != nil {
 		t.Fatalf("Mount: %v", err)
 	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer b.Shutdown(context.Background())
+	out, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("keys.dead")})
+	if err != nil {
+		t.Fatalf("keys.dead was not created: %v", err)
+	}
+	if n := aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount); n != 1 {
+		t.Errorf("keys.dead has %d shards, want 1", n)
+	}
+}
+
+// TestMissingStreamFailsConnect: a subscriber's stream that does not exist
+// (no create_if_missing) fails Connect with a *runtime.Error naming it.
+func TestMissingStreamFailsConnect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, srv := kinesistest.NewBrokerServer()
+	for _, s := range []string{"keys.replayed", "publishonly.events"} {
+		if err := srv.AddStream(s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keys.Mount(b); err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
 	err := b.Connect(ctx)
 	if err == nil {
 		b.Shutdown(ctx)
-		t.Fatal("Connect succeeded without the dead-letter stream keys.dead")
+		t.Fatal("Connect succeeded without the stream keys.latest")
 	}
-	t.Logf("Connect: %v", err)
 	var re *runtime.Error
-	if !errors.As(err, &re) || !strings.Contains(err.Error(), "keys.dead") {
-		t.Errorf("Connect error %v is not a *runtime.Error naming keys.dead", err)
+	if !errors.As(err, &re) || !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "keys.latest") {
+		t.Errorf("Connect error %v is not an ErrStream *runtime.Error naming keys.latest", err)
 	}
 }
