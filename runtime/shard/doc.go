@@ -17,11 +17,12 @@
 // A held shard is read once every parent is checkpointed SHARD_END, so each
 // key's records stay in order across splits and merges. It starts at its
 // checkpoint, else (a child) at its trim horizon, else at Config.Start.
-// Records go to the Sink in shard order; the checkpoint advances over the
+// Records go to the Sink in shard order, in runs of up to 256 by value;
+// the checkpoint advances over the
 // contiguous run of settled records (arrival order, never parsed sequence
 // numbers) and is written every Checkpoint, which also renews the lease; an
 // idle lease is renewed every Renew. A failed write that finds another owner
 // stops the reader at once and abandons its unsettled records (fencing).
 // Seek starts a new reader generation whose records alone move the
-// checkpoint.
+// checkpoint, and writes the position it sought to the lease.
 package shard
