@@ -24,10 +24,12 @@ const laneDepth = 256
 // its partition key hashes to, so the records of one key (which one shard
 // delivers in order) are handled one after another in that order.
 //
-// A by-key worker takes everything queued for it at once, and a reader
-// blocked on a full lane is woken only when its worker has taken the lot:
-// the hand-off costs a lock per record and a wake-up per batch, not a
-// channel operation and a goroutine switch per record.
+// A reader hands over a run of records at once (see submit), a by-key
+// worker takes everything queued for it at once, and a reader blocked on a
+// full lane is woken only when its worker has taken the lot: the hand-off
+// costs a lock per lane per run and a wake-up per batch, not a channel
+// operation and a goroutine switch per record. Records travel by value, so
+// it allocates nothing.
 type lanes struct {
 	queues  []*queue
 	quit    chan struct{} // closed by close: workers exit, submit refuses
@@ -102,10 +104,10 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 // of rs, so a shard's checkpoint (which advances over a contiguous run of
 // settled records) can pass every record it took once they are handled: a
 // reader stopped while it waits for room leaves nothing behind that was
-// handled and not checkpointed. It takes every lane's lock once per step, a
-// step queueing as many records as fit before the first whose lane is full,
-// and waits for room on that lane; it fails only when ctx ends or the lanes
-// are closed.
+// handled and not checkpointed. It takes the lock of every lane the run
+// uses once per step, a step queueing as many records as fit before the
+// first whose lane is full, and waits for room on that lane; it fails only
+// when ctx ends or the lanes are closed.
 func (l *lanes) submit(ctx context.Context, rs []shard.Record) (int, error) {
 	const most = 256
 	if len(rs) > most {
@@ -193,7 +195,7 @@ type queue struct {
 	low      int           // readers waiting for room wake when n drops to this
 	sleepers int           // workers waiting in get for a record
 	wake     int           // sleepers push took for new records, woken on unlock
-	ready    chan struct{} // a token per sleeper woken by put
+	ready    chan struct{} // a token per sleeper woken by push
 	space    chan struct{} // closed when room appears; nil while nobody waits
 }
 
