@@ -17,8 +17,9 @@ const callTimeout = 30 * time.Second
 
 // sinkRun is the most records a reader hands to its sink at once. Handing
 // them over in runs takes the lanes' locks and wakes their workers once per
-// run rather than once per record (in process, 0.63 → 0.7 of a bare read
-// loop's rate); a run is small against a read of up to 10,000 records.
+// run rather than once per record (in process, the CPU a drain costs next
+// to a bare read loop went from 1/0.63 to 1/0.73 of it: BENCHMARKS.md); a
+// run is small against a read of up to 10,000 records.
 const sinkRun = 256
 
 // recordWaiter is implemented by backends that can say when a shard has a
