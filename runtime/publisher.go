@@ -23,6 +23,9 @@ func (h Headers) EncodeHeaders(dst Headers) { maps.Copy(dst, h) }
 type HeaderDecoder interface{ DecodeHeaders(h Headers) error }
 
 // Codec turns messages into payloads and back. JSON is the default.
+// Unmarshal must copy what it keeps of data: a record's payload shares its
+// buffer with the rest of its GetRecords response, which a kept slice would
+// keep alive.
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error
