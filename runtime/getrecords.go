@@ -602,28 +602,28 @@ func (d *getRecordsDecoder) str() (raw []byte, escaped, ok bool) {
 	return nil, false, false
 }
 
+// unquoted reads a string value: its bytes in the body, or unescaped into
+// tmp (valid until the next call) when it has escapes.
+func (d *getRecordsDecoder) unquoted() ([]byte, bool) {
+	raw, esc, ok := d.str()
+	if ok && esc {
+		d.tmp = appendUnquoted(d.tmp[:0], raw)
+		raw = d.tmp
+	}
+	return raw, ok
+}
+
 // string reads a string value into a string of its own.
 func (d *getRecordsDecoder) string() (string, bool) {
-	raw, esc, ok := d.str()
-	if !ok {
-		return "", false
-	}
-	if esc {
-		d.tmp = appendUnquoted(d.tmp[:0], raw)
-		return string(d.tmp), true
-	}
-	return string(raw), true
+	raw, ok := d.unquoted()
+	return string(raw), ok
 }
 
 // stringSpan reads a string value into strs.
 func (d *getRecordsDecoder) stringSpan() (span, bool) {
-	raw, esc, ok := d.str()
+	raw, ok := d.unquoted()
 	if !ok {
 		return absent, false
-	}
-	if esc {
-		d.tmp = appendUnquoted(d.tmp[:0], raw)
-		raw = d.tmp
 	}
 	if d.strs.Cap()-d.strs.Len() < len(raw) {
 		d.strs.Grow(len(raw) + d.more(d.strs.Len()))
@@ -653,13 +653,9 @@ func (d *getRecordsDecoder) blob() (span, bool) {
 			return span{int32(len(d.data) - m), int32(len(d.data))}, true
 		}
 	}
-	raw, esc, ok := d.str()
+	raw, ok := d.unquoted()
 	if !ok {
 		return absent, false
-	}
-	if esc {
-		d.tmp = appendUnquoted(d.tmp[:0], raw)
-		raw = d.tmp
 	}
 	m, ok := d.decode64(raw)
 	if !ok {

@@ -21,7 +21,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -61,13 +60,7 @@ func recordsClient(t testing.TB) (*kinesis.Client, *recordsServer) {
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, body)
 	}))
-	t.Cleanup(srv.Close)
-	client := kinesis.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(srv.URL) })
-	return client, rs
+	return testClient(t, srv), rs
 }
 
 // outputsEqual compares outputs strictly: nil and empty slices differ, and

@@ -34,13 +34,18 @@ func captureClient(t *testing.T) (*kinesis.Client, <-chan capturedRequest) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		_, _ = io.WriteString(w, `{"FailedRecordCount":0,"Records":[`+strings.TrimSuffix(strings.Repeat(`{"SequenceNumber":"1","ShardId":"shardId-000000000000"},`, n), ",")+`]}`)
 	}))
+	return testClient(t, srv), got
+}
+
+// testClient is an SDK client of srv, closed with the test, that makes one
+// attempt per call.
+func testClient(t testing.TB, srv *httptest.Server) *kinesis.Client {
 	t.Cleanup(srv.Close)
-	client := kinesis.NewFromConfig(aws.Config{
+	return kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
 		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
 	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(srv.URL) })
-	return client, got
 }
 
 // TestSizedPutRecordsBodyIsTheSDKs checks that the batcher's PutRecords
