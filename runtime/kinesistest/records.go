@@ -88,12 +88,9 @@ func (s *Server) append(st *stream, h hashKey, kd []byte, keyLen int, now time.T
 // ExplicitHashKey) routes to.
 func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
 	const op = OpPutRecord
-	name, nameErr := streamName(in.StreamName, in.StreamARN)
-	if err := s.begin(ctx, op, name, ""); err != nil {
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, "")
+	if err != nil {
 		return nil, err
-	}
-	if nameErr != nil {
-		return nil, opError(op.String(), nameErr)
 	}
 	key := aws.ToString(in.PartitionKey)
 	if err := validateEntry(key, in.Data); err != nil {
@@ -125,12 +122,9 @@ func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ..
 // only its entry.
 func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
 	const op = OpPutRecords
-	name, nameErr := streamName(in.StreamName, in.StreamARN)
-	if err := s.begin(ctx, op, name, ""); err != nil {
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, "")
+	if err != nil {
 		return nil, err
-	}
-	if nameErr != nil {
-		return nil, opError(op.String(), nameErr)
 	}
 	if n := len(in.Records); n < 1 || n > maxPutEntries {
 		return nil, opError(op.String(), validation("1 validation error detected: Value '%d' at 'records' failed to satisfy constraint: Member must have length between 1 and 500", n))
@@ -251,13 +245,10 @@ func decodeIterator(s string) (iterator, error) {
 // expire after the iterator TTL (5 minutes by default).
 func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	const op = OpGetShardIterator
-	name, nameErr := streamName(in.StreamName, in.StreamARN)
 	shardArg := aws.ToString(in.ShardId)
-	if err := s.begin(ctx, op, name, shardArg); err != nil {
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, shardArg)
+	if err != nil {
 		return nil, err
-	}
-	if nameErr != nil {
-		return nil, opError(op.String(), nameErr)
 	}
 	st, err := s.lookup(name)
 	if err != nil {
@@ -342,6 +333,15 @@ func (s *Server) resolveIterator(raw *string) (iterator, *stream, *shard, error)
 	return it, st, sh, nil
 }
 
+// gone is the ResourceNotFoundException a reader of st gets once st has been
+// deleted or replaced by a later stream of the same name; nil while it lives.
+func (s *Server) gone(st *stream) error {
+	if cur, err := s.lookup(st.name); err != nil || cur != st {
+		return notFound("Stream %s under account %s not found.", st.name, s.cfg.account)
+	}
+	return nil
+}
+
 // pending returns up to limit+1 records at or after the iterator's
 // position (the extra one tells whether the answer reaches the tip), and
 // the shard's closed flag and children, under the shard lock. If there is
@@ -405,9 +405,9 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 				timer.Stop()
 				return nil, ctx.Err()
 			}
-			if st2, err := s.lookup(it.stream); err != nil || st2 != st {
+			if err := s.gone(st); err != nil {
 				timer.Stop()
-				return nil, opError(op.String(), notFound("Stream %s under account %s not found.", it.stream, s.cfg.account))
+				return nil, opError(op.String(), err)
 			}
 			now = s.now()
 			segs, closed, children, wait = s.pending(sh, it, now, limit, true)
@@ -536,8 +536,8 @@ func (s *Server) WaitForRecords(ctx context.Context, shardIterator string) error
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if st2, err := s.lookup(it.stream); err != nil || st2 != st {
-			return opError(OpGetRecords.String(), notFound("Stream %s under account %s not found.", it.stream, s.cfg.account))
+		if err := s.gone(st); err != nil {
+			return opError(OpGetRecords.String(), err)
 		}
 	}
 }

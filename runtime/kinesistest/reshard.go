@@ -12,13 +12,10 @@ import (
 // [NewStartingHashKey, end]. The parent keeps its records until retention.
 func (s *Server) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ ...func(*kinesis.Options)) (*kinesis.SplitShardOutput, error) {
 	const op = OpSplitShard
-	name, nameErr := streamName(in.StreamName, in.StreamARN)
 	shardArg := aws.ToString(in.ShardToSplit)
-	if err := s.begin(ctx, op, name, shardArg); err != nil {
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, shardArg)
+	if err != nil {
 		return nil, err
-	}
-	if nameErr != nil {
-		return nil, opError(op.String(), nameErr)
 	}
 	if in.NewStartingHashKey == nil {
 		return nil, opError(op.String(), validation("1 validation error detected: Value null at 'newStartingHashKey' failed to satisfy constraint: Member must not be null"))
@@ -53,13 +50,10 @@ func (s *Server) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ 
 // AdjacentShardToMerge.
 func (s *Server) MergeShards(ctx context.Context, in *kinesis.MergeShardsInput, _ ...func(*kinesis.Options)) (*kinesis.MergeShardsOutput, error) {
 	const op = OpMergeShards
-	name, nameErr := streamName(in.StreamName, in.StreamARN)
 	shardArg, adjArg := aws.ToString(in.ShardToMerge), aws.ToString(in.AdjacentShardToMerge)
-	if err := s.begin(ctx, op, name, shardArg); err != nil {
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, shardArg)
+	if err != nil {
 		return nil, err
-	}
-	if nameErr != nil {
-		return nil, opError(op.String(), nameErr)
 	}
 	st, err := s.lookup(name)
 	if err != nil {

@@ -189,16 +189,27 @@ func (s *Server) begin(ctx context.Context, op Op, streamName, shardID string) e
 	return nil
 }
 
+// beginStream resolves the stream a request names by StreamName or
+// StreamARN and runs begin with it; a bad name fails the call only after
+// begin has counted it and consulted the call fault.
+func (s *Server) beginStream(ctx context.Context, op Op, name, arn *string, shardID string) (string, error) {
+	resolved, nameErr := streamName(name, arn)
+	if err := s.begin(ctx, op, resolved, shardID); err != nil {
+		return "", err
+	}
+	if nameErr != nil {
+		return "", opError(op.String(), nameErr)
+	}
+	return resolved, nil
+}
+
 // CreateStream creates an ACTIVE stream with ShardCount shards (4 when
 // absent, like an on-demand stream) splitting the hash-key space evenly.
 func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, _ ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
 	const op = OpCreateStream
-	name, err := streamName(in.StreamName, nil)
-	if err := s.begin(ctx, op, name, ""); err != nil {
-		return nil, err
-	}
+	name, err := s.beginStream(ctx, op, in.StreamName, nil, "")
 	if err != nil {
-		return nil, opError(op.String(), err)
+		return nil, err
 	}
 	n := 4
 	if in.ShardCount != nil {
@@ -233,12 +244,9 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 // ResourceNotFoundException from then on.
 func (s *Server) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput, _ ...func(*kinesis.Options)) (*kinesis.DeleteStreamOutput, error) {
 	const op = OpDeleteStream
-	name, err := streamName(in.StreamName, in.StreamARN)
-	if err := s.begin(ctx, op, name, ""); err != nil {
-		return nil, err
-	}
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, "")
 	if err != nil {
-		return nil, opError(op.String(), err)
+		return nil, err
 	}
 	s.mu.Lock()
 	st := s.streams[name]
@@ -259,12 +267,9 @@ func (s *Server) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput
 // DescribeStreamSummary describes an ACTIVE provisioned stream.
 func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	const op = OpDescribeStreamSummary
-	name, err := streamName(in.StreamName, in.StreamARN)
-	if err := s.begin(ctx, op, name, ""); err != nil {
-		return nil, err
-	}
+	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, "")
 	if err != nil {
-		return nil, opError(op.String(), err)
+		return nil, err
 	}
 	st, err := s.lookup(name)
 	if err != nil {
