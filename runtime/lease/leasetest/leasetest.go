@@ -649,28 +649,9 @@ func testCanceled(ctx context.Context, t *testing.T, s lease.Store) {
 func testConcurrentTake(ctx context.Context, t *testing.T, s lease.Store) {
 	const takers = 8
 	l := seed(ctx, t, s, ns(t, "s"), "shard-0")
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		winners []lease.Lease
-		start   = make(chan struct{})
-	)
-	for i := range takers {
-		wg.Go(func() {
-			<-start
-			got, err := s.Take(ctx, l, fmt.Sprintf("worker-%d", i))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				winners = append(winners, got)
-			case !errors.Is(err, lease.ErrLeaseLost):
-				t.Errorf("taker %d: %v; want nil or ErrLeaseLost", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	winners := race(t, takers, "taker", func(i int) (lease.Lease, error) {
+		return s.Take(ctx, l, fmt.Sprintf("worker-%d", i))
+	})
 	if len(winners) != 1 {
 		t.Fatalf("%d of %d concurrent takers won; want exactly 1", len(winners), takers)
 	}
@@ -686,29 +667,11 @@ func testConcurrentTake(ctx context.Context, t *testing.T, s lease.Store) {
 func testConcurrentCheckpoint(ctx context.Context, t *testing.T, s lease.Store) {
 	const writers = 6
 	a := held(ctx, t, s, "worker-a")
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		won   []string
-		start = make(chan struct{})
-	)
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			seq := fmt.Sprint(1000 + i)
-			_, err := s.Checkpoint(ctx, a, seq, 0)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				won = append(won, seq)
-			case !errors.Is(err, lease.ErrLeaseLost):
-				t.Errorf("writer %d: %v; want nil or ErrLeaseLost", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	won := race(t, writers, "writer", func(i int) (string, error) {
+		seq := fmt.Sprint(1000 + i)
+		_, err := s.Checkpoint(ctx, a, seq, 0)
+		return seq, err
+	})
 	if len(won) != 1 {
 		t.Fatalf("%d of %d checkpoints from one snapshot landed; want 1", len(won), writers)
 	}
@@ -716,4 +679,33 @@ func testConcurrentCheckpoint(ctx context.Context, t *testing.T, s lease.Store) 
 	if stored.Checkpoint != won[0] || stored.Counter != a.Counter+1 {
 		t.Fatalf("stored checkpoint %q counter %d; want %q, %d", stored.Checkpoint, stored.Counter, won[0], a.Counter+1)
 	}
+}
+
+// race runs do(0) .. do(n-1) at once and returns the results of the calls
+// that succeeded; a call that fails other than with ErrLeaseLost fails the
+// test (who names a caller in the message).
+func race[T any](t *testing.T, n int, who string, do func(i int) (T, error)) []T {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		won   []T
+		start = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			got, err := do(i)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, got)
+			case !errors.Is(err, lease.ErrLeaseLost):
+				t.Errorf("%s %d: %v; want nil or ErrLeaseLost", who, i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return won
 }
