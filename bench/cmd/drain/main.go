@@ -41,6 +41,7 @@ import (
 	consumer "github.com/harlow/kinesis-consumer"
 
 	"github.com/kinesisgen/kinesisgen/bench/internal/kbench"
+	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 	kgrt "github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -106,7 +107,7 @@ func run(o options) error {
 	ctx := context.Background()
 	cfg, _ := kbench.Config()
 	client := kbench.Client(cfg, o.endpoint)
-	stream, err := kbench.CreateStream(ctx, client, "drain", int32(o.shards))
+	stream, err := benchkit.CreateStream(ctx, client, "drain", int32(o.shards))
 	if err != nil {
 		return err
 	}
@@ -183,14 +184,14 @@ type finish struct {
 func start(n int) *finish {
 	f := &finish{n: int64(n), done: make(chan struct{})}
 	goruntime.ReadMemStats(&f.mem0)
-	f.started, f.cpu0 = time.Now(), kbench.CPUTime()
+	f.started, f.cpu0 = time.Now(), benchkit.CPUTime()
 	return f
 }
 
 // add counts k decoded records and stamps the end when they reach n.
 func (f *finish) add(k int) {
 	if c := f.count.Add(int64(k)); c >= f.n && c-int64(k) < f.n {
-		f.res = result{wall: time.Since(f.started), cpu: kbench.CPUTime() - f.cpu0}
+		f.res = result{wall: time.Since(f.started), cpu: benchkit.CPUTime() - f.cpu0}
 		var m goruntime.MemStats
 		goruntime.ReadMemStats(&m)
 		f.res.allocs, f.res.bytes, f.res.gcs = m.Mallocs-f.mem0.Mallocs, m.TotalAlloc-f.mem0.TotalAlloc, m.NumGC-f.mem0.NumGC
@@ -318,14 +319,7 @@ func drainKC(ctx context.Context, o options, stream string) (result, error) {
 	f := start(o.records)
 	scanned := make(chan error, 1)
 	go func() {
-		scanned <- kbench.ScanKC(ctx, c, client, stream, func(r *consumer.Record) error {
-			var e kbench.Event
-			if err := json.Unmarshal(r.Data, &e); err != nil {
-				return err
-			}
-			f.add(1)
-			return nil
-		})
+		scanned <- kbench.ScanKC(ctx, c, client, stream, func(kbench.Event) { f.add(1) })
 	}()
 	var r result
 	select {

@@ -29,6 +29,7 @@ import (
 	consumer "github.com/harlow/kinesis-consumer"
 
 	"github.com/kinesisgen/kinesisgen/bench/internal/kbench"
+	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 	kgrt "github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -83,7 +84,7 @@ func run(o options) error {
 		cpu[mode] = append(cpu[mode], c.cpuMsPerSecond)
 	}
 	for run := 1; run <= o.runs; run++ {
-		stream, err := kbench.CreateStream(ctx, client, "idle", int32(o.shards))
+		stream, err := benchkit.CreateStream(ctx, client, "idle", int32(o.shards))
 		if err != nil {
 			return err
 		}
@@ -139,12 +140,12 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // window counts GetRecords calls and CPU over o.idle with no traffic.
 func window(o options, counter *kbench.Counter) idleCost {
-	c0, cpu0, t0 := counter.GetRecords(), kbench.CPUTime(), time.Now()
+	c0, cpu0, t0 := counter.GetRecords(), benchkit.CPUTime(), time.Now()
 	time.Sleep(o.idle)
 	wall := time.Since(t0).Seconds()
 	return idleCost{
 		perShardSecond: float64(counter.GetRecords()-c0) / float64(o.shards) / wall,
-		cpuMsPerSecond: float64((kbench.CPUTime() - cpu0).Milliseconds()) / wall,
+		cpuMsPerSecond: float64((benchkit.CPUTime() - cpu0).Milliseconds()) / wall,
 	}
 }
 
@@ -199,14 +200,7 @@ func kinesisConsumer(ctx context.Context, o options, stream string, interval tim
 	arrivals := make(chan arrival, o.publishes)
 	scanned := make(chan error, 1)
 	go func() {
-		scanned <- kbench.ScanKC(ctx, c, client, stream, func(r *consumer.Record) error {
-			var e kbench.Event
-			if err := json.Unmarshal(r.Data, &e); err != nil {
-				return err
-			}
-			deliver(arrivals, e.ID)
-			return nil
-		})
+		scanned <- kbench.ScanKC(ctx, c, client, stream, func(e kbench.Event) { deliver(arrivals, e.ID) })
 	}()
 	// Every shard has its iterator once each has made a GetRecords call.
 	deadline := time.Now().Add(30 * time.Second)

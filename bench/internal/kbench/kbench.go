@@ -1,28 +1,25 @@
 // Package kbench holds what the kinesalite benchmark commands share: an AWS
-// configuration whose HTTP client counts GetRecords calls, stream creation
-// and filling, the benchmark message, CPU accounting and medians.
+// configuration whose HTTP client counts GetRecords calls, stream filling, the
+// benchmark message and medians. Stream creation and CPU accounting are the
+// main module's internal/bench/benchkit, shared with publishbench.
 package kbench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 )
 
 // Event is the message every benchmark publishes and decodes.
@@ -97,21 +94,6 @@ func Client(cfg aws.Config, endpoint string) *kinesis.Client {
 	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
 }
 
-// CreateStream creates a stream with a unique name and waits until it is active.
-func CreateStream(ctx context.Context, client *kinesis.Client, prefix string, shards int32) (string, error) {
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	name := prefix + "-" + hex.EncodeToString(r[:])
-	if _, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
-		return "", err
-	}
-	w := kinesis.NewStreamExistsWaiter(client, func(o *kinesis.StreamExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
-	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: &name}, time.Minute); err != nil {
-		return "", errors.Join(errors.New("stream never became active"), err)
-	}
-	return name, nil
-}
-
 // Keys is the number of distinct partition keys the filled records use.
 const Keys = 1000
 
@@ -121,48 +103,7 @@ func Key(i int) string { return "customer-" + strconv.Itoa(i%Keys) }
 // Fill puts n records of about size bytes into stream with PutRecords of 500
 // from 4 goroutines, resending the entries a call refused.
 func Fill(ctx context.Context, client *kinesis.Client, stream string, n, size int) error {
-	var next atomic.Int64
-	errs := make(chan error, 4)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				start := int(next.Add(500) - 500)
-				if start >= n {
-					return
-				}
-				end := min(start+500, n)
-				recs := make([]types.PutRecordsRequestEntry, 0, end-start)
-				for i := start; i < end; i++ {
-					recs = append(recs, types.PutRecordsRequestEntry{Data: Payload(i, size), PartitionKey: aws.String(Key(i))})
-				}
-				for len(recs) > 0 {
-					out, err := client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &stream, Records: recs})
-					if err != nil {
-						errs <- err
-						return
-					}
-					var again []types.PutRecordsRequestEntry
-					for j, r := range out.Records {
-						if r.ErrorCode != nil {
-							again = append(again, recs[j])
-						}
-					}
-					recs = again
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
-// CPUTime is the user plus system CPU time of this process so far.
-func CPUTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return benchkit.PutBatches(ctx, client, stream, n, 4, func(i int) ([]byte, string) { return Payload(i, size), Key(i) })
 }
 
 // Median of xs (the mean of the middle two for an even count); 0 when empty.

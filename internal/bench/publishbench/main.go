@@ -14,9 +14,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -24,17 +21,15 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 	kgrt "github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
@@ -84,7 +79,7 @@ func main() {
 
 	results := map[string]result{}
 	for _, mode := range strings.Split(*modes, ",") {
-		stream, err := createStream(ctx, client, int32(*shards))
+		stream, err := benchkit.CreateStream(ctx, client, "bench", int32(*shards))
 		if err != nil {
 			fail(err)
 		}
@@ -101,13 +96,13 @@ func main() {
 			r = measure(*n, func() error { return perMessage(ctx, client, stream, *n, 16, payload) })
 		case "b":
 			r = measure(*n, func() error {
-				return bareBatches(ctx, client, stream, *n, 4, func(int64) []byte { return payload })
+				return bareBatches(ctx, client, stream, *n, 4, func(int) []byte { return payload })
 			})
 		case "bj":
 			// (b) as an application writes it: every event encoded on its own.
 			r = measure(*n, func() error {
-				return bareBatches(ctx, client, stream, *n, 4, func(i int64) []byte {
-					data, err := kgrt.JSON.Marshal(makeEvent(int(i)))
+				return bareBatches(ctx, client, stream, *n, 4, func(i int) []byte {
+					data, err := kgrt.JSON.Marshal(makeEvent(i))
 					if err != nil {
 						panic(err)
 					}
@@ -119,13 +114,13 @@ func main() {
 			r = measure(*n, func() error {
 				return ours(ctx, counted, stream, *n, *callers, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger))
 			})
-			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
+			r.note = counted.note()
 		case "bulk":
 			counted := &countingClient{Client: client}
 			r = measure(*n, func() error {
 				return bulk(ctx, counted, stream, *n, 4, kgrt.WithPublishConcurrency(*inflight), kgrt.WithPublishLinger(*linger))
 			})
-			r.note = fmt.Sprintf(", %d PutRecords calls, %.0f records per call", counted.calls.Load(), float64(counted.records.Load())/float64(counted.calls.Load()))
+			r.note = counted.note()
 		default:
 			fail(fmt.Errorf("unknown mode %q", mode))
 		}
@@ -183,6 +178,11 @@ func (c *countingClient) PutRecords(ctx context.Context, in *kinesis.PutRecordsI
 	return c.Client.PutRecords(ctx, in, opts...)
 }
 
+// note is the result's suffix for a mode that published through c.
+func (c *countingClient) note() string {
+	return fmt.Sprintf(", %d PutRecords calls, %.0f records per call", c.calls.Load(), float64(c.records.Load())/float64(c.calls.Load()))
+}
+
 func (r result) rate() float64         { return float64(r.n) / r.wall.Seconds() }
 func (r result) cpuPerRecord() float64 { return float64(r.cpu.Microseconds()) / float64(r.n) }
 
@@ -190,153 +190,98 @@ func measure(n int, run func() error) result {
 	goruntime.GC()
 	var m0, m1 goruntime.MemStats
 	goruntime.ReadMemStats(&m0)
-	before := cpuTime()
+	before := benchkit.CPUTime()
 	start := time.Now()
 	err := run()
-	r := result{n: n, wall: time.Since(start), cpu: cpuTime() - before, err: err}
+	r := result{n: n, wall: time.Since(start), cpu: benchkit.CPUTime() - before, err: err}
 	goruntime.ReadMemStats(&m1)
 	r.alloc, r.gcs = m1.TotalAlloc-m0.TotalAlloc, m1.NumGC-m0.NumGC
 	return r
 }
 
-// cpuTime is the user plus system CPU time of this process.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// connect connects a broker on client and returns a publisher of stream and
+// the broker's shutdown. The broker gets the same SDK client as (a) and (b),
+// built as Connect builds it.
+func connect(ctx context.Context, client kinesisapi.API, stream string, opts []kgrt.Option) (kgrt.Publisher[event], func(), error) {
+	b := kgrt.NewBroker(append(opts, kgrt.WithKinesisClient(client))...)
+	if err := b.Connect(ctx); err != nil {
+		return nil, nil, err
+	}
+	return kgrt.NewPublisher[event](b, kgrt.PublisherSpec{Stream: stream}), func() { _ = b.Shutdown(ctx) }, nil
 }
 
 // ours publishes through runtime.Publisher from many callers, each waiting
-// for its own result, as a service's handlers would. The broker gets the
-// same SDK client as (a) and (b), built as Connect builds it.
+// for its own result, as a service's handlers would.
 func ours(ctx context.Context, client kinesisapi.API, stream string, n, callers int, opts ...kgrt.Option) error {
-	b := kgrt.NewBroker(append(opts, kgrt.WithKinesisClient(client))...)
-	if err := b.Connect(ctx); err != nil {
+	p, shutdown, err := connect(ctx, client, stream, opts)
+	if err != nil {
 		return err
 	}
-	defer b.Shutdown(ctx)
-	p := kgrt.NewPublisher[event](b, kgrt.PublisherSpec{Stream: stream})
+	defer shutdown()
 	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1))
-				if i > n {
-					return
-				}
-				if err := p.Publish(ctx, makeEvent(i)); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
+	return benchkit.Parallel(callers, func() error {
+		for {
+			i := int(next.Add(1))
+			if i > n {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	return firstErr
+			if err := p.Publish(ctx, makeEvent(i)); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // bulk publishes through runtime.PublishAll: g goroutines, 500 messages
 // each time, as (b) sends them.
 func bulk(ctx context.Context, client kinesisapi.API, stream string, n, g int, opts ...kgrt.Option) error {
-	b := kgrt.NewBroker(append(opts, kgrt.WithKinesisClient(client))...)
-	if err := b.Connect(ctx); err != nil {
+	p, shutdown, err := connect(ctx, client, stream, opts)
+	if err != nil {
 		return err
 	}
-	defer b.Shutdown(ctx)
-	p := kgrt.NewPublisher[event](b, kgrt.PublisherSpec{Stream: stream})
+	defer shutdown()
 	var next atomic.Int64
-	errs := make(chan error, g)
-	var wg sync.WaitGroup
-	for range g {
-		wg.Go(func() {
-			msgs := make([]event, 0, 500)
-			for {
-				start := int(next.Add(500)) - 500
-				if start >= n {
-					return
-				}
-				msgs = msgs[:0]
-				for i := start; i < min(start+500, n); i++ {
-					msgs = append(msgs, makeEvent(i))
-				}
-				if err := kgrt.PublishAll(ctx, p, msgs); err != nil {
-					errs <- err
-					return
-				}
+	return benchkit.Parallel(g, func() error {
+		msgs := make([]event, 0, 500)
+		for {
+			start := int(next.Add(500)) - 500
+			if start >= n {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			msgs = msgs[:0]
+			for i := start; i < min(start+500, n); i++ {
+				msgs = append(msgs, makeEvent(i))
+			}
+			if err := kgrt.PublishAll(ctx, p, msgs); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // perMessage is (a): one PutRecord per message from g goroutines.
 func perMessage(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload []byte) error {
 	var next atomic.Int64
-	errs := make(chan error, g)
-	var wg sync.WaitGroup
-	for range g {
-		wg.Go(func() {
-			for {
-				i := next.Add(1)
-				if i > int64(n) {
-					return
-				}
-				key := strconv.FormatInt(i, 36)
-				if _, err := client.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: &stream, PartitionKey: &key, Data: payload}); err != nil {
-					errs <- err
-					return
-				}
+	return benchkit.Parallel(g, func() error {
+		for {
+			i := next.Add(1)
+			if i > int64(n) {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			key := strconv.FormatInt(i, 36)
+			if _, err := client.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: &stream, PartitionKey: &key, Data: payload}); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // bareBatches is (b): PutRecords of 500 from g goroutines, resending the
 // entries a call refused; payload gives record i's data.
-func bareBatches(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload func(i int64) []byte) error {
-	var next atomic.Int64
-	errs := make(chan error, g)
-	var wg sync.WaitGroup
-	for range g {
-		wg.Go(func() {
-			for {
-				start := next.Add(500) - 500
-				if start >= int64(n) {
-					return
-				}
-				end := min(start+500, int64(n))
-				recs := make([]types.PutRecordsRequestEntry, 0, end-start)
-				for i := start; i < end; i++ {
-					recs = append(recs, types.PutRecordsRequestEntry{Data: payload(i), PartitionKey: aws.String(strconv.FormatInt(i, 36))})
-				}
-				for len(recs) > 0 {
-					out, err := client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &stream, Records: recs})
-					if err != nil {
-						errs <- err
-						return
-					}
-					var again []types.PutRecordsRequestEntry
-					for j, r := range out.Records {
-						if r.ErrorCode != nil {
-							again = append(again, recs[j])
-						}
-					}
-					recs = again
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+func bareBatches(ctx context.Context, client *kinesis.Client, stream string, n, g int, payload func(i int) []byte) error {
+	return benchkit.PutBatches(ctx, client, stream, n, g, func(i int) ([]byte, string) {
+		return payload(i), strconv.FormatInt(int64(i), 36)
+	})
 }
 
 func makeEvent(i int) event {
@@ -361,20 +306,6 @@ func newClient(ctx context.Context, endpoint string) (*kinesis.Client, error) {
 		return nil, err
 	}
 	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) }), nil
-}
-
-func createStream(ctx context.Context, client *kinesis.Client, shards int32) (string, error) {
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	name := "bench-" + hex.EncodeToString(r[:])
-	if _, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
-		return "", err
-	}
-	w := kinesis.NewStreamExistsWaiter(client, func(o *kinesis.StreamExistsWaiterOptions) { o.MinDelay = 10 * time.Millisecond })
-	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: &name}, time.Minute); err != nil {
-		return "", errors.Join(errors.New("stream never became active"), err)
-	}
-	return name, nil
 }
 
 func fail(err error) {
