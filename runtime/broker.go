@@ -315,6 +315,16 @@ type Outgoing struct {
 // put sends one record through the batcher and waits for its own result.
 // The record is validated (stream name, key, size) before any I/O.
 func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
+	if rec.Stream == "" {
+		return Receipt{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
+	}
+	if err := checkKey(rec.PartitionKey); err != nil {
+		return Receipt{}, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+	}
+	if _, ok := rec.Headers[PartitionKeyHeader]; ok { // the key travels as the record's key only
+		rec.Headers = maps.Clone(rec.Headers)
+		delete(rec.Headers, PartitionKeyHeader)
+	}
 	bt, e, err := c.submit(ctx, rec)
 	if err != nil {
 		return Receipt{}, err
@@ -322,19 +332,11 @@ func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
 	return bt.await(e)
 }
 
-// submit validates rec and queues it on its stream's batcher; records of
-// one key are sent in submit order.
+// submit encodes rec, checks its size and queues it on its stream's
+// batcher; records of one key are sent in submit order. rec is checked
+// already, as put and a publisher's outgoing check it: a stream name, a
+// valid key, no partition-key header.
 func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
-	if rec.Stream == "" {
-		return nil, nil, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
-	}
-	if err := checkKey(rec.PartitionKey); err != nil {
-		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
-	}
-	if _, ok := rec.Headers[PartitionKeyHeader]; ok { // the key travels as the record's key only
-		rec.Headers = maps.Clone(rec.Headers)
-		delete(rec.Headers, PartitionKeyHeader)
-	}
 	data := encodeRecord(rec.Headers, rec.Payload)
 	if err := checkSize(rec.PartitionKey, data); err != nil {
 		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}

@@ -222,7 +222,9 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
-// broker's connection of the moment.
+// broker's connection of the moment. It checks the stream name and the key
+// itself (before the connection, whose error comes after theirs), so the
+// record goes to conn.submit, which does not check them again.
 func (p *publisher[T]) outgoing(msg T, key string, hasKey bool, h Headers) (*conn, Outgoing, error) {
 	if p.stream == "" {
 		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
