@@ -57,11 +57,7 @@ func TestReadsRecordPublishedRightAfterStart(t *testing.T) {
 		t.Fatalf("owned %v after Start, want all 4 shards", got)
 	}
 	want := map[string]int{}
-	for i := range 16 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 16, 16)
 	recs := col.waitN(t, 16)
 	checkKeyOrder(t, recs, want)
 	for _, s := range e.shards() {
@@ -109,11 +105,7 @@ func TestResumeFromCheckpointAfterRestart(t *testing.T) {
 	cfg.Checkpoint = time.Hour // only Stop writes: the final checkpoint is what counts
 	c := e.start(cfg)
 	want := map[string]int{}
-	for i := range 20 {
-		key := fmt.Sprintf("k%d", i%5)
-		e.put(key, want[key])
-		want[key]++
-	}
+	e.publish(want, 20, 5)
 	col.waitN(t, 20)
 	if err := c.Stop(e.ctx(5 * time.Second)); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -123,11 +115,7 @@ func TestResumeFromCheckpointAfterRestart(t *testing.T) {
 			t.Fatalf("after Stop lease %s: owner %q checkpoint %q; want released with a checkpoint", s, l.Owner, l.Checkpoint)
 		}
 	}
-	for i := range 10 {
-		key := fmt.Sprintf("k%d", i%5)
-		e.put(key, want[key])
-		want[key]++
-	}
+	e.publish(want, 10, 5)
 	col2 := newCollector()
 	cfg2 := e.config("b", col2.sink) // Latest: must not skip the 10 published while down
 	e.start(cfg2)
@@ -278,11 +266,7 @@ func TestChildWithoutCheckpointStartsAtHorizon(t *testing.T) {
 	e.start(cfg)
 	split(t, e, e.shards()[0])
 	want := map[string]int{}
-	for i := range 20 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 20, 20)
 	checkKeyOrder(t, col.waitN(t, 20), want)
 }
 
@@ -308,11 +292,7 @@ func TestTwoCoordinatorsBalanceAndRelease(t *testing.T) {
 		t.Errorf("b took %v to take the released shards, not less than the failover time", took)
 	}
 	want := map[string]int{}
-	for i := range 20 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 20, 20)
 	recs := colB.wait(t, 10*time.Second, "20 records on b", func(r []*shard.Record) bool {
 		n := 0
 		for _, x := range r {
@@ -614,11 +594,7 @@ func TestThrottlingAndExpiredIteratorLoseNothing(t *testing.T) {
 	cfg.Start = shard.Position{Kind: shard.Horizon}
 	e.start(cfg)
 	want := map[string]int{}
-	for i := range 30 {
-		key := fmt.Sprintf("k%d", i%3)
-		e.put(key, want[key])
-		want[key]++
-	}
+	e.publish(want, 30, 3)
 	checkKeyOrder(t, col.waitN(t, 30), want)
 	time.Sleep(50 * time.Millisecond)
 	if n := len(col.records()); n != 30 {
@@ -1071,10 +1047,6 @@ func TestLeasesOfExpiredShardsAreDeleted(t *testing.T) {
 		return errors.Is(err, lease.ErrNotFound)
 	})
 	want := map[string]int{}
-	for i := range 10 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 10, 10)
 	checkKeyOrder(t, col.waitN(t, 10), want)
 }

@@ -84,6 +84,17 @@ func (e *env) put(key string, n int) (shardID, seq string) {
 	return aws.ToString(out.ShardId), aws.ToString(out.SequenceNumber)
 }
 
+// publish puts n records over the keys k0..k(keys-1) in turn, numbering
+// each key's records on from its count in want, and counts them in want.
+func (e *env) publish(want map[string]int, n, keys int) {
+	e.t.Helper()
+	for i := range n {
+		key := fmt.Sprintf("k%d", i%keys)
+		e.put(key, want[key])
+		want[key]++
+	}
+}
+
 func (e *env) shards() []string {
 	e.t.Helper()
 	out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})

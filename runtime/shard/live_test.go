@@ -36,11 +36,7 @@ func TestLiveReadsRecordPublishedRightAfterStart(t *testing.T) {
 	col := newCollector()
 	e.start(e.config("a", col.sink))
 	want := map[string]int{}
-	for i := range 10 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 10, 10)
 	checkKeyOrder(t, col.waitN(t, 10), want)
 }
 
@@ -51,20 +47,12 @@ func TestLiveResumeAfterRestart(t *testing.T) {
 	cfg.Start = shard.Position{Kind: shard.Horizon}
 	c := e.start(cfg)
 	want := map[string]int{}
-	for i := range 10 {
-		key := fmt.Sprintf("k%d", i%3)
-		e.put(key, want[key])
-		want[key]++
-	}
+	e.publish(want, 10, 3)
 	col.waitN(t, 10)
 	if err := c.Stop(e.ctx(5 * time.Second)); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	for i := range 10 {
-		key := fmt.Sprintf("k%d", i%3)
-		e.put(key, want[key])
-		want[key]++
-	}
+	e.publish(want, 10, 3)
 	col2 := newCollector()
 	e.start(e.config("b", col2.sink))
 	recs := col2.waitN(t, 10)
@@ -92,11 +80,7 @@ func TestLiveTwoCoordinatorsBalanceAndRelease(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "b reads all 4", func() bool { return len(b.Reading()) == 4 })
 	want := map[string]int{}
-	for i := range 12 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 12, 12)
 	checkKeyOrder(t, colB.waitN(t, 12), want)
 }
 
@@ -217,10 +201,6 @@ func TestLiveStartAtTimestamp(t *testing.T) {
 	cfg := e.config("a", col.sink)
 	cfg.Start = shard.Position{Kind: shard.AtTimestamp, Time: at}
 	e.start(cfg)
-	for i := range 6 {
-		key := fmt.Sprintf("k%d", i)
-		e.put(key, 0)
-		want[key] = 1
-	}
+	e.publish(want, 6, 6)
 	checkKeyOrder(t, col.waitN(t, len(want)), want)
 }
