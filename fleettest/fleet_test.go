@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +97,7 @@ func TestFleet(t *testing.T) {
 	owned := time.Since(start)
 	balanced := f.awaitLeases(ctx, "3 workers share the 4 shards", func(ls []lease.Lease) bool {
 		load := ownerLoad(ls)
-		return len(ls) == shards && len(load) == 3 && slices.Min(mapValues(load)) >= 1 && f.allLive(load)
+		return len(ls) == shards && len(load) == 3 && slices.Min(slices.Collect(maps.Values(load))) >= 1 && f.allLive(load)
 	})
 	t.Logf("all shards owned after %v, balanced after %v: %s", owned.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), describe(balanced))
 
@@ -357,6 +358,30 @@ func (f *fleet) notifyLocked() {
 	f.changed = make(chan struct{})
 }
 
+// awaitLines waits until done, called under f.mu, holds of what the
+// workers printed, failing at once when a worker misbehaves. waiting says
+// what for; timedOut, called after the last done, says what failed when ctx
+// ends first.
+func (f *fleet) awaitLines(ctx context.Context, waiting string, done func() bool, timedOut func() string) {
+	f.t.Helper()
+	for {
+		f.mu.Lock()
+		ok, problems, ch := done(), slices.Clone(f.problems), f.changed
+		f.mu.Unlock()
+		if len(problems) > 0 {
+			f.t.Fatalf("%s: %s", waiting, strings.Join(problems, "; "))
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			f.t.Fatalf("%s: %v", timedOut(), ctx.Err())
+		}
+	}
+}
+
 // awaitLineFrom waits until owner prints its next record line.
 func (f *fleet) awaitLineFrom(ctx context.Context, owner string) {
 	f.t.Helper()
@@ -364,22 +389,9 @@ func (f *fleet) awaitLineFrom(ctx context.Context, owner string) {
 	p := f.procs[owner]
 	n := p.lines
 	f.mu.Unlock()
-	for {
-		f.mu.Lock()
-		got, problems, ch := p.lines, slices.Clone(f.problems), f.changed
-		f.mu.Unlock()
-		if len(problems) > 0 {
-			f.t.Fatalf("waiting for a line of %s: %s", owner, strings.Join(problems, "; "))
-		}
-		if got > n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			f.t.Fatalf("worker %s printed no line: %v", owner, ctx.Err())
-		}
-	}
+	f.awaitLines(ctx, "waiting for a line of "+owner,
+		func() bool { return p.lines > n },
+		func() string { return "worker " + owner + " printed no line" })
 }
 
 func (f *fleet) distinct() int {
@@ -392,22 +404,10 @@ func (f *fleet) distinct() int {
 // at once when a worker misbehaves.
 func (f *fleet) awaitHandled(ctx context.Context, n int) {
 	f.t.Helper()
-	for {
-		f.mu.Lock()
-		got, problems, ch := len(f.seen), slices.Clone(f.problems), f.changed
-		f.mu.Unlock()
-		if len(problems) > 0 {
-			f.t.Fatalf("waiting for %d handled records: %s", n, strings.Join(problems, "; "))
-		}
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			f.t.Fatalf("only %d of %d records handled: %v", got, n, ctx.Err())
-		}
-	}
+	got := 0
+	f.awaitLines(ctx, fmt.Sprintf("waiting for %d handled records", n),
+		func() bool { got = len(f.seen); return got >= n },
+		func() string { return fmt.Sprintf("only %d of %d records handled", got, n) })
 }
 
 // leases reads the lease table as an operator would.
@@ -578,7 +578,6 @@ func keyName(k int) string { return fmt.Sprintf("key-%03d", k) }
 
 // rate is lease-store calls per second per instance over a window.
 type rate struct {
-	at                                           time.Time
 	writesPerSec, checkpointsPerSec, readsPerSec float64
 }
 
@@ -633,16 +632,7 @@ func ratio(begin, end map[string]Stats) rate {
 	if n == 0 {
 		return rate{}
 	}
-	return rate{at: time.Unix(0, begin[firstKey(begin)].UnixNano), writesPerSec: w / float64(n), checkpointsPerSec: c / float64(n), readsPerSec: r / float64(n)}
-}
-
-func firstKey(m map[string]Stats) string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks[0]
+	return rate{writesPerSec: w / float64(n), checkpointsPerSec: c / float64(n), readsPerSec: r / float64(n)}
 }
 
 // latestStats waits until every live worker has printed a stats line
@@ -856,17 +846,6 @@ func describe(ls []lease.Lease) string {
 		parts = append(parts, l.ShardID+"="+owner)
 	}
 	return strings.Join(parts, " ")
-}
-
-func mapValues(m map[string]int) []int {
-	out := make([]int, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	if len(out) == 0 {
-		out = append(out, 0)
-	}
-	return out
 }
 
 func sum(m map[string]int) int {
