@@ -125,9 +125,6 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 		}
 	}
 	res.Diagnostics = diags.sorted()
-	if len(res.Diagnostics) != 0 {
-		res.Files, res.Remove = nil, nil
-	}
 	slices.SortFunc(res.Files, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
 	slices.Sort(res.Remove)
 	res.Total = time.Since(start)

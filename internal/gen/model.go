@@ -186,45 +186,51 @@ func collect(p *loadedPkg, diags *diagnostics) []*markedDecl {
 			}
 			return ms
 		}
+		// keep places the markers of a function or type declaration and
+		// keeps the declaration if any of them fits.
+		keep := func(ms []annotations.Marker, fn *ast.FuncDecl, ts *ast.TypeSpec) {
+			if len(ms) == 0 {
+				return
+			}
+			var what string
+			if ts != nil {
+				what = "type " + ts.Name.Name
+			} else {
+				what = "function " + fn.Name.Name
+			}
+			if md := place(&markedDecl{fn: fn, typ: ts}, ms, what, diags); md != nil {
+				out = append(out, md)
+			}
+		}
+		misplaced := func(ms []annotations.Marker, tok token.Token) {
+			for _, mk := range ms {
+				diags.add(mk.Position(), "%s%s must be on a %s, not on %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), withArticle(tok))
+			}
+		}
 		for _, decl := range f.Decls {
 			switch d := decl.(type) {
 			case *ast.FuncDecl:
-				if ms := parse(d.Doc); len(ms) > 0 {
-					if md := place(&markedDecl{fn: d}, ms, "function "+d.Name.Name, diags); md != nil {
-						out = append(out, md)
-					}
-				}
+				keep(parse(d.Doc), d, nil)
 			case *ast.GenDecl:
 				ms := parse(d.Doc)
 				if d.Tok == token.TYPE && !d.Lparen.IsValid() && len(d.Specs) == 1 {
 					ts := d.Specs[0].(*ast.TypeSpec)
-					ms = append(ms, parse(ts.Doc)...)
-					if len(ms) > 0 {
-						if md := place(&markedDecl{typ: ts}, ms, "type "+ts.Name.Name, diags); md != nil {
-							out = append(out, md)
-						}
-					}
+					keep(append(ms, parse(ts.Doc)...), nil, ts)
 					continue
 				}
-				for _, mk := range ms {
-					if d.Tok == token.TYPE {
+				if d.Tok == token.TYPE {
+					for _, mk := range ms {
 						diags.add(mk.Position(), "%s%s on a grouped type declaration; put it on the type inside the group", annotations.Prefix, mk.MarkerName())
-					} else {
-						diags.add(mk.Position(), "%s%s must be on a %s, not on %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), withArticle(d.Tok))
 					}
+				} else {
+					misplaced(ms, d.Tok)
 				}
 				for _, spec := range d.Specs {
 					switch s := spec.(type) {
 					case *ast.TypeSpec:
-						if ms := parse(s.Doc); len(ms) > 0 {
-							if md := place(&markedDecl{typ: s}, ms, "type "+s.Name.Name, diags); md != nil {
-								out = append(out, md)
-							}
-						}
+						keep(parse(s.Doc), nil, s)
 					case *ast.ValueSpec:
-						for _, mk := range parse(s.Doc) {
-							diags.add(mk.Position(), "%s%s must be on a %s, not on %s declaration", annotations.Prefix, mk.MarkerName(), wantDecl(mk), withArticle(d.Tok))
-						}
+						misplaced(parse(s.Doc), d.Tok)
 					}
 				}
 			}
