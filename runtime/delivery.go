@@ -331,7 +331,7 @@ const (
 // which holds its shard back: the original stays unsettled, never lost.
 func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) publishResult {
 	const maxBackoff = 10 * time.Second
-	if n := len(encodeRecord(out.Headers, out.Payload)) + len(out.PartitionKey); n > MaxRecordSize {
+	if n := recordLen(out.Headers, out.Payload) + len(out.PartitionKey); n > MaxRecordSize {
 		r.log.Error("record too large to republish with its headers", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "bytes", n)
 		return refused
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -35,13 +36,11 @@ const envelopeVersion = 1
 // and payload into an envelope.
 func encodeEnvelope(h Headers, payload []byte) []byte {
 	names := make([]string, 0, len(h))
-	n := len(envelopeMagic) + 1 + binary.MaxVarintLen64 + len(payload)
-	for k, v := range h {
+	for k := range h {
 		names = append(names, k)
-		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
 	slices.Sort(names)
-	out := make([]byte, 0, n)
+	out := make([]byte, 0, envelopeLen(h, payload))
 	out = append(out, envelopeMagic...)
 	out = append(out, envelopeVersion)
 	out = binary.AppendUvarint(out, uint64(len(names)))
@@ -63,6 +62,26 @@ func encodeRecord(h Headers, payload []byte) []byte {
 	}
 	return encodeEnvelope(h, payload)
 }
+
+// recordLen is len(encodeRecord(h, payload)), without encoding it.
+func recordLen(h Headers, payload []byte) int {
+	if len(h) == 0 && !bytes.HasPrefix(payload, envelopeMagic) {
+		return len(payload)
+	}
+	return envelopeLen(h, payload)
+}
+
+// envelopeLen is len(encodeEnvelope(h, payload)).
+func envelopeLen(h Headers, payload []byte) int {
+	n := len(envelopeMagic) + 1 + uvarintLen(len(h)) + len(payload)
+	for k, v := range h {
+		n += uvarintLen(len(k)) + len(k) + uvarintLen(len(v)) + len(v)
+	}
+	return n
+}
+
+// uvarintLen is how many bytes binary.AppendUvarint writes for n.
+func uvarintLen(n int) int { return max(1, (bits.Len64(uint64(n))+6)/7) }
 
 // decodeEnvelope splits a record's data into its headers and payload. Data
 // without the envelope magic is a foreign or headerless record: no headers,

@@ -111,3 +111,20 @@ func FuzzEnvelope(f *testing.F) {
 		}
 	})
 }
+
+func TestRecordLenIsTheEncodedLength(t *testing.T) {
+	long := string(bytes.Repeat([]byte("v"), 20000)) // lengths of one, two and three varint bytes
+	for _, tt := range []struct {
+		headers Headers
+		payload []byte
+	}{
+		{nil, []byte(`{"id":1}`)},
+		{nil, append(bytes.Clone(envelopeMagic), 1)},
+		{Headers{"trace": "abc"}, nil},
+		{Headers{"a": long[:127], long[:128]: long, "": ""}, []byte(long)},
+	} {
+		if got, want := recordLen(tt.headers, tt.payload), len(encodeRecord(tt.headers, tt.payload)); got != want {
+			t.Errorf("recordLen of %d headers and %d bytes = %d, want %d", len(tt.headers), len(tt.payload), got, want)
+		}
+	}
+}
