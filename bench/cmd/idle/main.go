@@ -75,49 +75,45 @@ func run(o options) error {
 	fmt.Printf("idle: %d shards, %v idle window, %d sparse publishes with mean gap %v, %d runs; ours at the default poll (%v)\n",
 		o.shards, o.idle, o.publishes, o.gap, o.runs, time.Second)
 
+	// Every mode measures the idle window; all but kc-1ns (which reads as
+	// fast as the server answers) also the latency of sparse publishes.
+	type mode struct {
+		name    string
+		latency bool
+		measure func(stream string) (idleCost, []time.Duration, error)
+	}
+	modes := []mode{
+		{"ours", true, func(stream string) (idleCost, []time.Duration, error) { return ours(ctx, o, stream, 0) }},
+		{"ours-200ms", true, func(stream string) (idleCost, []time.Duration, error) {
+			return ours(ctx, o, stream, kgrt.MinPollInterval)
+		}},
+		{"kc-1ns", false, func(stream string) (idleCost, []time.Duration, error) {
+			return kinesisConsumer(ctx, o, stream, time.Nanosecond, false)
+		}},
+		{"kc-250ms", true, func(stream string) (idleCost, []time.Duration, error) {
+			return kinesisConsumer(ctx, o, stream, 0, true)
+		}},
+	}
 	calls := map[string][]float64{}
 	cpu := map[string][]float64{}
 	p50 := map[string][]float64{}
 	p99 := map[string][]float64{}
-	note := func(mode string, c idleCost) {
-		calls[mode] = append(calls[mode], c.perShardSecond)
-		cpu[mode] = append(cpu[mode], c.cpuMsPerSecond)
-	}
 	for run := 1; run <= o.runs; run++ {
 		stream, err := benchkit.CreateStream(ctx, client, "idle", int32(o.shards))
 		if err != nil {
 			return err
 		}
-		for _, v := range []struct {
-			mode string
-			poll time.Duration
-		}{{"ours", 0}, {"ours-200ms", kgrt.MinPollInterval}} {
-			c, lat, err := ours(ctx, o, stream, v.poll)
+		for _, m := range modes {
+			c, lat, err := m.measure(stream)
 			if err != nil {
-				return fmt.Errorf("run %d, %s: %w", run, v.mode, err)
+				return fmt.Errorf("run %d, %s: %w", run, m.name, err)
 			}
-			note(v.mode, c)
-			p50[v.mode] = append(p50[v.mode], ms(kbench.Percentile(lat, 50)))
-			p99[v.mode] = append(p99[v.mode], ms(kbench.Percentile(lat, 99)))
-			fmt.Printf("run %d %-10s %6.2f GetRecords/shard/s %7.2f ms CPU/s; latency p50 %v p99 %v max %v\n", run, v.mode,
-				c.perShardSecond, c.cpuMsPerSecond, kbench.Percentile(lat, 50).Round(time.Millisecond),
-				kbench.Percentile(lat, 99).Round(time.Millisecond), kbench.Percentile(lat, 100).Round(time.Millisecond))
-		}
-
-		for _, kc := range []struct {
-			mode     string
-			interval time.Duration
-			latency  bool
-		}{{"kc-1ns", time.Nanosecond, false}, {"kc-250ms", 0, true}} {
-			c, lat, err := kinesisConsumer(ctx, o, stream, kc.interval, kc.latency)
-			if err != nil {
-				return fmt.Errorf("run %d, %s: %w", run, kc.mode, err)
-			}
-			note(kc.mode, c)
-			line := fmt.Sprintf("run %d %-10s %6.2f GetRecords/shard/s %7.2f ms CPU/s", run, kc.mode, c.perShardSecond, c.cpuMsPerSecond)
-			if kc.latency {
-				p50[kc.mode] = append(p50[kc.mode], ms(kbench.Percentile(lat, 50)))
-				p99[kc.mode] = append(p99[kc.mode], ms(kbench.Percentile(lat, 99)))
+			calls[m.name] = append(calls[m.name], c.perShardSecond)
+			cpu[m.name] = append(cpu[m.name], c.cpuMsPerSecond)
+			line := fmt.Sprintf("run %d %-10s %6.2f GetRecords/shard/s %7.2f ms CPU/s", run, m.name, c.perShardSecond, c.cpuMsPerSecond)
+			if m.latency {
+				p50[m.name] = append(p50[m.name], ms(kbench.Percentile(lat, 50)))
+				p99[m.name] = append(p99[m.name], ms(kbench.Percentile(lat, 99)))
 				line += fmt.Sprintf("; latency p50 %v p99 %v max %v", kbench.Percentile(lat, 50).Round(time.Millisecond),
 					kbench.Percentile(lat, 99).Round(time.Millisecond), kbench.Percentile(lat, 100).Round(time.Millisecond))
 			}
@@ -125,10 +121,10 @@ func run(o options) error {
 		}
 	}
 	fmt.Println("medians:")
-	for _, m := range []string{"ours", "ours-200ms", "kc-1ns", "kc-250ms"} {
-		line := fmt.Sprintf("  %-10s %7.2f GetRecords/shard/s %7.2f ms CPU/s", m, kbench.Median(calls[m]), kbench.Median(cpu[m]))
-		if p50[m] != nil {
-			line += fmt.Sprintf("; latency p50 %.0f ms p99 %.0f ms", kbench.Median(p50[m]), kbench.Median(p99[m]))
+	for _, m := range modes {
+		line := fmt.Sprintf("  %-10s %7.2f GetRecords/shard/s %7.2f ms CPU/s", m.name, kbench.Median(calls[m.name]), kbench.Median(cpu[m.name]))
+		if p50[m.name] != nil {
+			line += fmt.Sprintf("; latency p50 %.0f ms p99 %.0f ms", kbench.Median(p50[m.name]), kbench.Median(p99[m.name]))
 		}
 		fmt.Println(line)
 	}
