@@ -181,7 +181,21 @@ func (c *Coordinator) holds(key string) bool {
 // createLease stores the lease of a newly found shard (or reads the one
 // another instance created first).
 func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint string) (lease.Lease, error) {
-	l := lease.Lease{
+	l, created, err := c.putLease(ctx, info, checkpoint)
+	if err != nil || created {
+		return l, err
+	}
+	got, err := c.cfg.Leases.Get(ctx, l.Key)
+	if err != nil {
+		return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+	}
+	return got, nil
+}
+
+// putLease stores the lease of a newly found shard unless one exists
+// (created is false then, and l is the lease it would have stored).
+func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string) (l lease.Lease, created bool, err error) {
+	l = lease.Lease{
 		Key:             lease.KeyFor(c.cfg.Namespace, info.ID),
 		ShardID:         info.ID,
 		Checkpoint:      checkpoint,
@@ -189,19 +203,14 @@ func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint str
 		StartingHashKey: info.StartingHashKey,
 		EndingHashKey:   info.EndingHashKey,
 	}
-	created, err := c.cfg.Leases.Create(ctx, l)
+	created, err = c.cfg.Leases.Create(ctx, l)
 	if err != nil {
-		return lease.Lease{}, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+		return lease.Lease{}, false, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
 	}
 	if created {
 		c.log.Debug("lease created", "shard", info.ID, "parents", info.Parents)
-		return l, nil
 	}
-	got, err := c.cfg.Leases.Get(ctx, l.Key)
-	if err != nil {
-		return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
-	}
-	return got, nil
+	return l, created, nil
 }
 
 // startable decides whether the shard of l can be read now (every parent

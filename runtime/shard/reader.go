@@ -240,7 +240,9 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 		} else {
 			for _, id := range lin.IDs() {
 				info, _ := lin.Shard(id)
-				if _, err := c.createLease(ctx, info, ""); err != nil {
+				// Whether it is new or was there already, nothing here
+				// needs the stored lease: the next pass lists it.
+				if _, _, err := c.putLease(ctx, info, ""); err != nil {
 					log.Warn("child lease not created; the next listing creates it", "child", id, "err", err)
 				}
 			}
