@@ -88,6 +88,17 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		}
 		return nil
 	}
+	// deliver hands the user records of one read to the sink, the last run
+	// included.
+	deliver := func(recs []types.Record) error {
+		for i := range recs {
+			arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
+			if err := userRecords(&recs[i], emit); err != nil {
+				return err
+			}
+		}
+		return flush()
+	}
 	for ctx.Err() == nil {
 		if iter == "" {
 			c.finish(ctx, o, s, nil)
@@ -123,28 +134,19 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			continue
 		}
 		bo.reset()
-		for i := 0; i <= len(out.Records); i++ {
-			var err error
-			if i < len(out.Records) {
-				arrival = aws.ToTime(out.Records[i].ApproximateArrivalTimestamp)
-				err = userRecords(&out.Records[i], emit)
-			} else {
-				err = flush() // the rest of this read
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					// The sink broke its contract: drop this generation and
-					// let the next pass reopen the shard at its checkpoint.
-					log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
-					s.wm.abandon()
-					o.mu.Lock()
-					if o.sess == s {
-						o.sess = nil
-					}
-					o.mu.Unlock()
+		if err := deliver(out.Records); err != nil {
+			if ctx.Err() == nil {
+				// The sink broke its contract: drop this generation and
+				// let the next pass reopen the shard at its checkpoint.
+				log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
+				s.wm.abandon()
+				o.mu.Lock()
+				if o.sess == s {
+					o.sess = nil
 				}
-				return
+				o.mu.Unlock()
 			}
+			return
 		}
 		if out.NextShardIterator == nil {
 			c.finish(ctx, o, s, out.ChildShards)
