@@ -75,10 +75,10 @@ type entry struct {
 
 	// Owned by the batcher goroutine.
 	attempts  int
-	lastErr   error
 	notBefore time.Time
-	// failed is what the caller reports if it gives up: set by the batcher
-	// at each retry, read by the caller at any time.
+	// failed is what the caller reports if it gives up (and the cause a
+	// shutdown reports): set by the batcher at each retry, read by the
+	// caller at any time.
 	failed atomic.Pointer[failure]
 
 	// Written once before done is signalled.
@@ -455,11 +455,12 @@ func (b *batcher) settle(r callResult, now time.Time) {
 		if b.ctx.Err() != nil {
 			kind, retry = ErrNotConnected, false // a shutdown ran out of time and cancelled the call
 		}
+		cause := fmt.Errorf("PutRecords: %w", r.err) // one for the batch: errors are immutable
 		for _, e := range r.batch {
 			if retry {
-				b.retry(e, fmt.Errorf("PutRecords: %w", r.err), now)
+				b.retry(e, cause, now)
 			} else {
-				b.resolve(e, Receipt{}, b.errorf(kind, fmt.Errorf("PutRecords: %w", r.err)))
+				b.resolve(e, Receipt{}, b.errorf(kind, cause))
 			}
 		}
 		return
@@ -502,7 +503,6 @@ func (b *batcher) retry(e *entry, cause error, now time.Time) {
 		backoff = b.cfg.retryMax
 	}
 	e.notBefore = now.Add(rand.N(backoff) + 1)
-	e.lastErr = cause
 	e.failed.Store(&failure{attempts: e.attempts, err: cause})
 	b.log.Debug("kinesis publish retry", "stream", b.stream, "attempt", e.attempts, "err", cause)
 	e.state.Store(entryQueued)
@@ -528,7 +528,7 @@ func (b *batcher) nextWake() (time.Time, bool) {
 func (b *batcher) failQueued() {
 	err := b.errorf(ErrNotConnected, nil)
 	for _, e := range b.retries {
-		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, e.lastErr))
+		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, e.failed.Load().err)) // set by retry
 	}
 	b.retries = nil
 	for b.ready.len() > 0 {
