@@ -97,7 +97,7 @@ start() {
 		port="$(sed -n 's/^LISTENING \([0-9][0-9]*\)$/\1/p' "$log")"
 		[ -n "$port" ] || sleep 0.1
 	done
-	# Listening is not answering: make one real request before going on.
+	# The server said it listens: wait until a connection is accepted too.
 	until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
 		if [ "$SECONDS" -ge "$deadline" ]; then
 			cat "$log" >&2
