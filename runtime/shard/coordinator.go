@@ -258,14 +258,8 @@ func (c *Coordinator) Owned() []string {
 // Reading returns the ids of the shards this coordinator is reading now
 // (owned, parents finished, not yet at their end).
 func (c *Coordinator) Reading() []string {
-	c.mu.Lock()
-	list := make([]*owned, 0, len(c.owned))
-	for _, o := range c.owned {
-		list = append(list, o)
-	}
-	c.mu.Unlock()
 	var out []string
-	for _, o := range list {
+	for _, o := range c.snapshot() {
 		if o.session() != nil {
 			out = append(out, o.shard)
 		}
@@ -337,12 +331,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	// Taking passMu waits for a pass in progress to finish; none starts after.
 	c.passMu.Lock()
 	c.passMu.Unlock() //lint:ignore SA2001 a barrier, not a critical section
-	c.mu.Lock()
-	list := make([]*owned, 0, len(c.owned))
-	for _, o := range c.owned {
-		list = append(list, o)
-	}
-	c.mu.Unlock()
+	list := c.snapshot()
 
 	// 2. Stop fetching; delivered records stay in flight.
 	var sessions []*session

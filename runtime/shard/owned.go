@@ -2,13 +2,14 @@ package shard
 
 import (
 	"context"
-
 	"errors"
+	"maps"
+	"sync"
+	"time"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"sync"
-	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -230,10 +231,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 // released them, or by force after the handoff time.
 func (c *Coordinator) followHandoffs(ctx context.Context) {
 	c.mu.Lock()
-	asked := make(map[string]time.Time, len(c.pending))
-	for k, t := range c.pending {
-		asked[k] = t
-	}
+	asked := maps.Clone(c.pending)
 	c.mu.Unlock()
 	took := false
 	for key, at := range asked {

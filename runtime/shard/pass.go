@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -114,7 +115,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	}
 
 	held := c.snapshot()
-	slices.SortFunc(held, func(a, b *owned) int { return compareStrings(a.shard, b.shard) })
+	slices.SortFunc(held, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	for _, o := range held {
 		o.mu.Lock()
 		idle := o.sess == nil && !o.gone && !o.handing
@@ -151,16 +152,6 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // holds reports whether this coordinator holds, or has asked for, a lease.
