@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,13 +41,9 @@ const maxReasonLen = 1024
 type invokeFunc func(ctx context.Context, payload []byte, d Delivery) (Outcome, error)
 
 func typedInvoke[M any](h Handler[M], codec Codec) invokeFunc {
-	unmarshal := json.Unmarshal
-	if codec != nil {
-		unmarshal = codec.Unmarshal
-	}
 	return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
 		var m M
-		if err := unmarshal(payload, &m); err != nil {
+		if err := codec.Unmarshal(payload, &m); err != nil {
 			return Outcome{}, err
 		}
 		return h(ctx, m, d), nil
@@ -96,9 +91,6 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 
 	// The coordinator adds stream and owner itself.
 	coordLog := cfg.logger
-	if coordLog == nil {
-		coordLog = slog.New(slog.DiscardHandler)
-	}
 	if s.set.name != "" {
 		coordLog = coordLog.With("handler", s.set.name)
 	}

@@ -358,11 +358,7 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 		return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New(strings.Join(set.problems, "; "))}
 	}
 
-	log := b.s.cfg.logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("stream", stream)
+	log := b.s.cfg.logger.With("stream", stream)
 	if set.name != "" {
 		log = log.With("handler", set.name)
 	}
