@@ -686,19 +686,13 @@ func (d *getRecordsDecoder) number() ([]byte, bool) {
 		i++
 	}
 	digits := i
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
+	i = skipDigits(b, i)
 	if i == digits || b[digits] == '0' && i-digits > 1 {
 		return nil, false
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		digits = i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == digits {
+		digits = i + 1
+		if i = skipDigits(b, digits); i == digits {
 			return nil, false
 		}
 	}
@@ -708,16 +702,22 @@ func (d *getRecordsDecoder) number() ([]byte, bool) {
 			i++
 		}
 		digits = i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == digits {
+		if i = skipDigits(b, i); i == digits {
 			return nil, false
 		}
 	}
 	tok := b[d.i:i]
 	d.i = i
 	return tok, true
+}
+
+// skipDigits is the index of the first byte of b at or after i that is not
+// a decimal digit.
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // int64 reads an integer as the SDK's ReadInt64 does: digits only.
