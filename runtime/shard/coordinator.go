@@ -48,7 +48,8 @@ func (r *Record) Stale() bool { return r.wm != nil && r.wm.discard.Load() }
 // Sink receives a reader's records in shard order, a run at a time. It may
 // block (backpressure: the shard's reader waits). It returns how many of rs,
 // from the front, it took: all of them with a nil error, fewer only with an
-// error, which it returns only when ctx ends. The records it did not take
+// error, which it returns only when ctx ends (the reader then stops, even if
+// every record was taken). The records it did not take
 // are read again by the shard's next reader. rs is the reader's buffer: the
 // sink copies the records it keeps (a Record is a value; its copies settle
 // the same record), so handing records over allocates nothing.

@@ -1050,3 +1050,26 @@ func TestLeasesOfExpiredShardsAreDeleted(t *testing.T) {
 	e.publish(want, 10, 10)
 	checkKeyOrder(t, col.waitN(t, 10), want)
 }
+
+// A sink that breaks its contract, failing after taking a whole run, must
+// not crash the reader: the shard is reopened at its checkpoint and the
+// run delivered again.
+func TestSinkFailingAfterTakingAllIsSurvived(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	var failed atomic.Bool
+	cfg := e.config("a", func(ctx context.Context, rs []shard.Record) (int, error) {
+		if failed.CompareAndSwap(false, true) {
+			return len(rs), errors.New("sink broke")
+		}
+		return col.sink(ctx, rs)
+	})
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	for i := range 3 {
+		e.put("k", i)
+	}
+	e.start(cfg)
+	if got := dataOf(col.waitN(t, 3)); got != " k:0 k:1 k:2" {
+		t.Fatalf("after the sink failed, delivered%s; want k:0 k:1 k:2 again", got)
+	}
+}

@@ -58,7 +58,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			last := &run[taken-1]
 			resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
 		}
-		if err != nil {
+		if err != nil && taken < len(run) {
 			// Not taken: they must not hold the watermark.
 			s.wm.truncate(run[taken].idx)
 		}
