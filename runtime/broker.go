@@ -124,9 +124,14 @@ func (b *Broker) connection() (*conn, error) {
 // Kinesis client, and starts every registered subscription. Credentials are
 // fetched lazily by the SDK, so a bad credential shows on the first call.
 // If a subscription fails to start, the ones already started are stopped and
-// the broker returns to its configured state, so Connect may be retried.
+// the broker returns to its configured state, so Connect may be retried. An
+// invalid application name (see WithApplication) is an ErrInvalid error,
+// before any I/O.
 func (b *Broker) Connect(ctx context.Context) error {
 	s := b.s
+	if err := checkApplication(s.cfg.app, "connect"); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	switch s.phase {
 	case phaseConnecting, phaseConnected:

@@ -94,13 +94,11 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 	if s.set.name != "" {
 		coordLog = coordLog.With("handler", s.set.name)
 	}
-	app := cfg.app
-	if app == "" {
-		app = DefaultApplication
-	}
+	// The application name holds no '/' (Connect checks it), so the
+	// namespace names one application's stream and no other.
 	coord, err := shard.New(shard.Config{
 		Stream:     s.stream,
-		Namespace:  app + "/" + s.stream,
+		Namespace:  cfg.app + "/" + s.stream,
 		Client:     c.client,
 		Leases:     c.leases,
 		Owner:      c.owner,

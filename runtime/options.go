@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -65,8 +66,27 @@ func WithLogger(l *slog.Logger) Option {
 func WithKinesisClient(api kinesisapi.API) Option { return func(c *config) { c.client = api } }
 
 // WithApplication names the application; it prefixes lease namespaces so that
-// several applications can share one lease store.
-func WithApplication(name string) Option { return func(c *config) { c.app = name } }
+// several applications can share one lease store. A name is 1–128 of
+// [a-zA-Z0-9_.-], like a stream name: lease keys are application/stream/shard,
+// so a '/' in it would let one application's namespace take in another's
+// leases. Connect (and Subscribe) refuse any other name with ErrInvalid; an
+// empty name keeps the default.
+func WithApplication(name string) Option {
+	return func(c *config) {
+		if name != "" {
+			c.app = name
+		}
+	}
+}
+
+// checkApplication reports an application name that cannot be a lease
+// namespace prefix, as an ErrInvalid error for op.
+func checkApplication(app, op string) error {
+	if msg := validateName("application", app); msg != "" {
+		return &Error{Kind: ErrInvalid, Op: op, Err: fmt.Errorf("WithApplication: %s", msg)}
+	}
+	return nil
+}
 
 // WithCodec marshals messages with codec instead of JSON.
 func WithCodec(codec Codec) Option {

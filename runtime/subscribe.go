@@ -271,17 +271,20 @@ func HandlerName(name string) SubscribeOption { // for logs: "pkg.Func"
 }
 
 // validateStreamName checks the service's rule: 1–128 of [a-zA-Z0-9_.-].
-func validateStreamName(name string) string {
+func validateStreamName(name string) string { return validateName("stream", name) }
+
+// validateName checks name, a what name, against the stream-name rule.
+func validateName(what, name string) string {
 	if name == "" {
-		return "empty stream name"
+		return "empty " + what + " name"
 	}
 	if len(name) > 128 {
-		return fmt.Sprintf("stream name of %d characters: at most 128", len(name))
+		return fmt.Sprintf("%s name of %d characters: at most 128", what, len(name))
 	}
 	for _, c := range name {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 		if !ok {
-			return fmt.Sprintf("stream name %q: only letters, digits, '_', '.' and '-'", name)
+			return fmt.Sprintf("%s name %q: only letters, digits, '_', '.' and '-'", what, name)
 		}
 	}
 	return ""
@@ -353,6 +356,8 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	}
 	if b == nil || b.s == nil {
 		set.invalid("nil broker: make one with NewBroker")
+	} else if err := checkApplication(b.s.cfg.app, "subscribe"); err != nil {
+		set.invalid("%v", errors.Unwrap(err))
 	}
 	if len(set.problems) > 0 {
 		return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New(strings.Join(set.problems, "; "))}
