@@ -16,6 +16,14 @@ import (
 //
 // It goes in the doc comment of a struct type declaration. kinesisgen writes
 // NewXPublisher(b, opts...) for it, where X is the type's name.
+//
+// A publish takes its partition key from the first of: (1) the
+// PartitionKey(k) step; (2) the partition-key header (a header contract
+// field tagged kinesis:"partition-key"); (3) the mount-site key,
+// partition_key= on this marker, or on the subscriber for its replies;
+// (4) inside a handler, the key of the record being handled, so a reply or
+// a publish with the handler's ctx keeps the key's order; (5) a
+// process-unique key. A key that is given but empty is an error.
 type Message struct {
 	Pos    token.Position            // where the marker starts
 	KeyPos map[string]token.Position // where each key given starts, by key
@@ -31,7 +39,9 @@ type Message struct {
 
 	// PartitionKey is the key a publisher of this type uses when neither the
 	// publish nor its partition-key header names one (rung 3 of the key
-	// ladder). 1 to 256 characters.
+	// ladder); it overrides the key a publish from inside a handler would
+	// inherit from the record being handled (rung 4). 1 to 256 UTF-16 units, as the service counts: a character
+	// outside the Basic Multilingual Plane (most emoji) counts two.
 	PartitionKey string `marker:"partition_key" meta:"KEY"`
 }
 
@@ -68,7 +78,10 @@ type Subscriber struct {
 	// message type. The handler must return a message type Y or (Y, error).
 	Reply bool `marker:"reply,flag"`
 
-	// PartitionKey is the key of every reply (the mount-site key). Needs reply.
+	// PartitionKey is the key of every reply (the mount-site key). Needs
+	// reply. Without it a reply goes under the key of the record it answers
+	// (unless it names its own), which keeps each key's order through a
+	// pipeline; one constant key puts every reply on one shard.
 	PartitionKey string `marker:"partition_key" meta:"KEY"`
 
 	// StartAt is where a shard without a checkpoint starts: horizon (the

@@ -25,6 +25,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // Prefix starts every marker.
@@ -407,8 +409,8 @@ func checkString(key, value string) string {
 			return "a stream name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
 		}
 	case "partition_key":
-		if n := utf8.RuneCountInString(value); n < 1 || n > 256 || !utf8.ValidString(value) {
-			return "a partition key is 1 to 256 characters"
+		if err := rules.PartitionKey(value); err != nil {
+			return err.Error()
 		}
 	case "headers":
 		if !token.IsIdentifier(value) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // TagKey is the struct-tag key of a header contract field:
@@ -30,21 +32,12 @@ func HeaderTag(tag string) (name string, ok bool, err error) {
 		return "", true, fmt.Errorf("kinesis tag %q: header tags take no options (%q)", value, opts)
 	}
 	if !ValidHeaderName(name) {
-		return "", true, fmt.Errorf("kinesis tag %q: a header name is 1 to 128 characters of letters, digits, '-', '_' and '.'", value)
+		return "", true, fmt.Errorf("kinesis tag %q: %s", value, rules.HeaderNameRule)
 	}
 	return name, true, nil
 }
 
-// ValidHeaderName reports whether s can name a header.
-func ValidHeaderName(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+// ValidHeaderName reports whether s can name a header: 1 to 128 characters
+// of letters, digits, '-', '_' and '.'. The runtime checks the headers of a
+// publish with the same rule.
+func ValidHeaderName(s string) bool { return rules.ValidHeaderName(s) }

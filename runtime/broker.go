@@ -67,6 +67,7 @@ type state struct {
 	phase phase
 	conn  *conn           // nil before Connect
 	subs  []*Subscription // registered (Mount) or running
+	ready chan struct{}   // closed when a Connect has succeeded
 
 	// live mirrors conn while connected, so that publishes, which all ask
 	// for it, need no lock.
@@ -95,8 +96,25 @@ func NewBroker(opts ...Option) *Broker {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Broker{s: &state{cfg: cfg}}
+	return &Broker{s: &state{cfg: cfg, ready: make(chan struct{})}}
 }
+
+// Ready is closed once Connect (or Run's connect) has succeeded: every
+// subscription registered before it then reads its shards, so a record
+// published after Ready is delivered to them. A service that runs
+// go b.Run(ctx) and then publishes waits for it first:
+//
+//	errc := make(chan error, 1)
+//	go func() { errc <- b.Run(ctx) }()
+//	select {
+//	case <-b.Ready():
+//	case err := <-errc: // Connect failed; Ready stays open
+//		return err
+//	}
+//
+// Ready stays open while Connect fails; it is closed for good once a
+// Connect succeeds (Shutdown does not reopen it).
+func (b *Broker) Ready() <-chan struct{} { return b.s.ready }
 
 // NewBrokerFromConfig uses cfg as it is instead of the SDK's default chain;
 // WithEndpoint, WithRegion and WithTestCredentials still apply on top. It
@@ -182,6 +200,13 @@ func (b *Broker) Connect(ctx context.Context) error {
 		c.close(stopCtx)
 		return err
 	}
+	s.mu.Lock()
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -294,7 +319,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 }
 
 // Run connects, serves until ctx ends, then shuts down within the shutdown
-// timeout. It returns Connect's error, or Shutdown's.
+// timeout. It returns Connect's error, or Shutdown's. Ready is closed once
+// it has connected and every registered subscription reads.
 func (b *Broker) Run(ctx context.Context) error {
 	if err := b.Connect(ctx); err != nil {
 		return err

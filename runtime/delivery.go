@@ -67,8 +67,15 @@ type subRun struct {
 // the lanes and the coordinator, and returns once every owned shard has its
 // first iterator.
 func (s *Subscription) start(ctx context.Context, c *conn) error {
-	if err := ensureStream(ctx, c, s.stream, s.set.createShards, s.log); err != nil {
+	fresh, err := ensureStream(ctx, c, s.stream, s.set.createShards, s.log)
+	if err != nil {
 		return err
+	}
+	start := s.set.start
+	if fresh && start.Kind == shard.Latest {
+		// Nothing in a stream created just now predates the subscription,
+		// and what is published while its shards open must not be skipped.
+		start = Horizon()
 	}
 	if dl := s.set.deadLetter; dl != "" {
 		// With create_if_missing a missing dead-letter stream is created
@@ -77,7 +84,7 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 		if s.set.createShards > 0 {
 			shards = 1
 		}
-		if err := ensureStream(ctx, c, dl, shards, s.log.With("dead_letter", dl)); err != nil {
+		if _, err := ensureStream(ctx, c, dl, shards, s.log.With("dead_letter", dl)); err != nil {
 			return err
 		}
 	}
@@ -103,7 +110,7 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 		Leases:     c.leases,
 		Owner:      c.owner,
 		Logger:     coordLog,
-		Start:      s.set.start,
+		Start:      start,
 		BatchSize:  s.set.batch,
 		Poll:       s.set.poll,
 		Sync:       cfg.shardSync,
@@ -202,7 +209,9 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		// reader: the record is delivered again from there.
 		return false
 	}
-	ctx := r.ctx
+	// A publish from inside the handler that names no key goes under this
+	// record's key (the key ladder's fourth rung).
+	ctx := withHandledKey(r.ctx, rec.PartitionKey)
 	headers, payload, err := decodeEnvelope(rec.Data)
 	if err != nil {
 		return r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error

@@ -4,11 +4,12 @@
 //
 // # Publishing
 //
-// A publish resolves its partition key by the ladder of keys.txt (the
-// PartitionKey step, the partition-key header, the mount-site key, a
-// process-unique key), checks it (1 to 256 Unicode characters) and the
-// record's size (1 MiB of data plus key) before any I/O, and waits for its
-// own result. Concurrent publishes to one stream share PutRecords calls: a
+// A publish resolves its partition key by the key ladder (the PartitionKey
+// step, the partition-key header, the mount-site key, inside a handler the
+// key of the record being handled, a process-unique key); a key that is
+// given but empty is an error. It checks the key (1 to 256 UTF-16 units of
+// valid UTF-8, the service's count), the headers and the record's size
+// (1 MiB of data plus key) before any I/O, and waits for its own result. Concurrent publishes to one stream share PutRecords calls: a
 // call starts at once when none is in flight or one has just returned, and
 // otherwise when 500 records or 5 MiB are ready or after a linger of a
 // millisecond (WithPublishLinger); up to four calls per stream run at once

@@ -1,37 +1,30 @@
 package runtime
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
-// MaxPartitionKeyLength is the service's limit, in Unicode characters.
-const MaxPartitionKeyLength = 256
+// MaxPartitionKeyLength is the service's limit on a partition key, in
+// UTF-16 code units, as the service counts a key's length: a character
+// outside the Basic Multilingual Plane (most emoji) counts two, so a key of
+// 200 emoji is too long.
+const MaxPartitionKeyLength = rules.MaxPartitionKey
 
 // MaxRecordSize is the service's limit on a record's data plus its partition
 // key, in bytes.
 const MaxRecordSize = maxRecordBytes
 
-// checkKey reports why key is not a valid partition key: 1 to 256 Unicode
-// characters (the service counts characters, not bytes) of valid UTF-8.
-func checkKey(key string) error {
-	if key == "" {
-		return errors.New("empty partition key")
-	}
-	if !utf8.ValidString(key) {
-		return fmt.Errorf("partition key %q is not valid UTF-8", key)
-	}
-	if n := utf8.RuneCountInString(key); n > MaxPartitionKeyLength {
-		return fmt.Errorf("partition key has %d characters, more than %d", n, MaxPartitionKeyLength)
-	}
-	return nil
-}
+// checkKey reports why key is not a valid partition key: 1 to 256 UTF-16
+// units of valid UTF-8, the rule the in-process backend applies too.
+func checkKey(key string) error { return rules.PartitionKey(key) }
 
 // checkSize reports a record too large for the service.
 func checkSize(key string, data []byte) error {
@@ -61,3 +54,39 @@ func uniqueKey() string {
 	b = strconv.AppendUint(b, uniqueCounter.Add(1), 36)
 	return string(b)
 }
+
+// handling is the context a handler runs under: it carries the partition
+// key of the record being handled, which a publish from inside the handler
+// that names no key of its own inherits (the fourth rung of the key ladder),
+// so a key's order carries through a pipeline. One allocation per delivery;
+// context.WithValue would take two.
+type handling struct {
+	context.Context
+	key string
+}
+
+type handlingKey struct{}
+
+func (c *handling) Value(k any) any {
+	if k == (handlingKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+// withHandledKey returns ctx carrying key as the key of the record being handled.
+func withHandledKey(ctx context.Context, key string) context.Context {
+	return &handling{Context: ctx, key: key}
+}
+
+// handledKey returns the key of the record whose handler ctx belongs to.
+func handledKey(ctx context.Context) (string, bool) {
+	if ctx == nil {
+		return "", false
+	}
+	if h, ok := ctx.Value(handlingKey{}).(*handling); ok {
+		return h.key, true
+	}
+	return "", false
+}
+

@@ -3,7 +3,10 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // PartitionKeyHeader is the header that names a record's partition key.
@@ -111,11 +114,13 @@ type PublishOption func(*publishSettings)
 type publishSettings struct {
 	stream       string
 	partitionKey string
+	hasKey       bool
 }
 
-// WithPartitionKey names the mount-site key (rung 3 of the key ladder).
+// WithPartitionKey names the mount-site key (rung 3 of the key ladder); an
+// empty key makes every publish that reaches this rung an ErrPublish error.
 func WithPartitionKey(key string) PublishOption {
-	return func(s *publishSettings) { s.partitionKey = key }
+	return func(s *publishSettings) { s.partitionKey, s.hasKey = key, true }
 }
 
 // WithStream publishes to stream instead of the one the spec names.
@@ -127,17 +132,18 @@ func WithStream(stream string) PublishOption {
 // call it. It does no I/O and may be called before Connect: each publish
 // uses the broker's connection of the moment.
 func NewPublisher[T any](b *Broker, spec PublisherSpec, opts ...PublishOption) Publisher[T] {
-	s := publishSettings{stream: spec.Stream, partitionKey: spec.PartitionKey}
+	s := publishSettings{stream: spec.Stream, partitionKey: spec.PartitionKey, hasKey: spec.PartitionKey != ""}
 	for _, o := range opts {
 		o(&s)
 	}
-	return &publisher[T]{b: b, stream: s.stream, key: s.partitionKey}
+	return &publisher[T]{b: b, stream: s.stream, key: s.partitionKey, hasKey: s.hasKey}
 }
 
 type publisher[T any] struct {
 	b      *Broker
 	stream string
-	key    string // mount-site key; empty when none
+	key    string // mount-site key, when hasKey
+	hasKey bool
 }
 
 func (p *publisher[T]) Publish(ctx context.Context, msg T) error {
@@ -176,7 +182,7 @@ func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
 	pending := make([]queued, 0, len(msgs))
 	var errs []error
 	for _, msg := range msgs {
-		c, rec, err := p.outgoing(msg, "", false, nil)
+		c, rec, err := p.outgoing(ctx, msg, "", false, nil)
 		if err == nil {
 			var q queued
 			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
@@ -214,7 +220,7 @@ func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool,
 
 // enqueue validates and encodes msg and queues its record.
 func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bool, h Headers) (*batcher, *entry, error) {
-	c, rec, err := p.outgoing(msg, key, hasKey, h)
+	c, rec, err := p.outgoing(ctx, msg, key, hasKey, h)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,15 +228,19 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
-// broker's connection of the moment. It checks the stream name and the key
-// itself (before the connection, whose error comes after theirs), so the
-// record goes to conn.submit, which does not check them again.
-func (p *publisher[T]) outgoing(msg T, key string, hasKey bool, h Headers) (*conn, Outgoing, error) {
+// broker's connection of the moment. It checks the stream name, the key and
+// the headers itself (before the connection, whose error comes after
+// theirs), so the record goes to conn.submit, which does not check them
+// again.
+func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey bool, h Headers) (*conn, Outgoing, error) {
 	if p.stream == "" {
 		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
 	}
-	key, unique, h := p.resolveKey(key, hasKey, h)
-	if err := checkKey(key); err != nil {
+	key, unique, h, err := p.resolveKey(ctx, key, hasKey, h)
+	if err == nil {
+		err = checkHeaders(h)
+	}
+	if err != nil {
 		return nil, Outgoing{}, &Error{Kind: ErrPublish, Op: "publish", Stream: p.stream, Err: err}
 	}
 	c, err := p.b.connection()
@@ -244,23 +254,45 @@ func (p *publisher[T]) outgoing(msg T, key string, hasKey bool, h Headers) (*con
 	return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique}, nil
 }
 
-// resolveKey walks the key ladder of keys.txt: the PartitionKey step, the
-// partition-key header, the mount-site key, a process-unique key. The
-// header never travels in the envelope; an empty header value names no key
-// (a header contract writes its zero value). It returns the headers to
-// encode, without the partition-key entry.
-func (p *publisher[T]) resolveKey(key string, hasKey bool, h Headers) (string, bool, Headers) {
+// resolveKey walks the key ladder: the PartitionKey step, the partition-key
+// header, the mount-site key, the key of the record being handled (when
+// ctx is a handler's), a process-unique key. A key that is given is used
+// as it is, so an empty one is an error rather than a silent fall to a
+// lower rung; only a publish that names no key at all gets a unique one.
+// It returns the headers to encode, without the partition-key entry, which
+// never travels in the envelope.
+func (p *publisher[T]) resolveKey(ctx context.Context, key string, hasKey bool, h Headers) (string, bool, Headers, error) {
 	hk, inHeader := h[PartitionKeyHeader]
 	if inHeader {
 		delete(h, PartitionKeyHeader)
 	}
+	from := ""
 	switch {
 	case hasKey:
-		return key, false, h
-	case inHeader && hk != "":
-		return hk, false, h
-	case p.key != "":
-		return p.key, false, h
+		from = "the PartitionKey step"
+	case inHeader:
+		key, from = hk, "the "+PartitionKeyHeader+" header"
+	case p.hasKey:
+		key, from = p.key, "the mount-site key (partition_key=, WithPartitionKey)"
+	default:
+		if hk, ok := handledKey(ctx); ok {
+			return hk, false, h, nil // checked when it was published
+		}
+		return uniqueKey(), true, h, nil
 	}
-	return uniqueKey(), true, h
+	if err := checkKey(key); err != nil {
+		return "", false, h, fmt.Errorf("%w, named by %s", err, from)
+	}
+	return key, false, h, nil
+}
+
+// checkHeaders applies the generator's rules for header tags to the headers
+// of a publish.
+func checkHeaders(h Headers) error {
+	for name, value := range h {
+		if err := rules.Header(name, value); err != nil {
+			return err
+		}
+	}
+	return nil
 }

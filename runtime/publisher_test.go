@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -61,13 +62,6 @@ func TestKeyLadder(t *testing.T) {
 			spec:        "spec-key",
 			wantKey:     "cust-7",
 			wantHeaders: Headers{"trace": "t-1"},
-		},
-		{
-			name:        "empty header value names no key",
-			spec:        "spec-key",
-			build:       func(m *Message[order]) *Message[order] { return m.Headers(shipmentKey{Trace: "t-2"}) },
-			wantKey:     "spec-key",
-			wantHeaders: Headers{"trace": "t-2"},
 		},
 		{
 			name:    "mount-site option over the spec",
@@ -159,9 +153,15 @@ func TestInvalidKeysFailBeforeAnyCall(t *testing.T) {
 		{name: "257 ASCII characters", key: strings.Repeat("k", 257)},
 		{name: "256 ASCII characters", key: strings.Repeat("k", 256), ok: true},
 		{name: "256 two-byte characters (512 bytes)", key: strings.Repeat("é", 256), ok: true},
-		{name: "256 four-byte characters (1024 bytes)", key: strings.Repeat("🚚", 256), ok: true},
+		{name: "128 four-byte characters (256 UTF-16 units)", key: strings.Repeat("🚚", 128), ok: true},
+		{name: "129 four-byte characters (258 UTF-16 units)", key: strings.Repeat("🚚", 129)},
+		{name: "200 four-byte characters", key: strings.Repeat("🚚", 200)},
+		{name: "254 ASCII and one astral character (256 units)", key: strings.Repeat("k", 254) + "🚚", ok: true},
+		{name: "255 ASCII and one astral character (257 units)", key: strings.Repeat("k", 255) + "🚚"},
+		{name: "256 three-byte characters (768 bytes)", key: strings.Repeat("中", 256), ok: true},
 		{name: "257 two-byte characters", key: strings.Repeat("é", 257)},
 		{name: "invalid UTF-8", key: "a\xffb"},
+		{name: "a lone surrogate encoded in UTF-8", key: "a\xed\xa0\x80b"},
 		{name: "257-character mount-site key", mount: strings.Repeat("m", 257)},
 	}
 	for _, tt := range tests {
@@ -183,6 +183,13 @@ func TestInvalidKeysFailBeforeAnyCall(t *testing.T) {
 				return
 			}
 			wantKind(t, err, ErrPublish, "orders")
+			key := tt.key + tt.mount
+			if len(key) > 40 && strings.Contains(err.Error(), key) {
+				t.Errorf("the error quotes the whole key: %v", err)
+			}
+			if len(key) > 0 && !strings.Contains(err.Error(), fmt.Sprintf("%d bytes", len(key))) {
+				t.Errorf("the error does not name the key's length (%d bytes): %v", len(key), err)
+			}
 			if calls := f.callSizes(); len(calls) != 0 {
 				t.Fatalf("an invalid key reached the service (%d calls)", len(calls))
 			}

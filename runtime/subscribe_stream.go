@@ -16,24 +16,26 @@ const createWait = time.Minute
 
 // ensureStream checks that stream exists, creating it with createShards
 // shards when it is missing and createShards > 0, and waits (up to a minute,
-// bounded by ctx) until it can be read.
-func ensureStream(ctx context.Context, c *conn, stream string, createShards int32, log *slog.Logger) error {
+// bounded by ctx) until it can be read. fresh reports a stream that was
+// created just now (by this call, or found still being created): nothing
+// in it predates the caller.
+func ensureStream(ctx context.Context, c *conn, stream string, createShards int32, log *slog.Logger) (fresh bool, err error) {
 	status, err := describeStatus(ctx, c, stream)
 	switch {
 	case err == nil && readable(status):
-		return nil
+		return false, nil
 	case err == nil && status == types.StreamStatusDeleting:
-		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
+		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
 	case err == nil: // CREATING
 	case !isNotFound(err):
-		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
+		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
 	case createShards == 0:
-		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
+		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
 	default:
 		_, err := c.client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: &createShards})
 		var inUse *types.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) { // in use: someone else created it first
-			return &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: err}
+			return false, &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: err}
 		}
 		log.Info("stream created", "shards", createShards)
 	}
@@ -46,20 +48,20 @@ func ensureStream(ctx context.Context, c *conn, stream string, createShards int3
 		select {
 		case <-wctx.Done():
 			t.Stop()
-			return &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: fmt.Errorf("stream not active: %w", wctx.Err())}
+			return false, &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: fmt.Errorf("stream not active: %w", wctx.Err())}
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
 		status, err := describeStatus(wctx, c, stream)
 		switch {
 		case err == nil && readable(status):
-			return nil
+			return true, nil
 		case err == nil && status == types.StreamStatusDeleting:
-			return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
+			return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
 		case err != nil && !isNotFound(err) && wctx.Err() == nil:
 			// Just after CreateStream a stream may read as missing for a moment;
 			// any other error ends the wait.
-			return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
+			return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
 		}
 	}
 }

@@ -35,11 +35,10 @@ func NewShipmentPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runt
 	return runtime.NewPublisher[Shipment](b, runtime.PublisherSpec{Stream: "shipments"}, opts...)
 }
 
-// EncodeHeaders writes the tagged fields of h into dst; zero values are left out.
+// EncodeHeaders writes the tagged fields of h into dst; zero values are left out,
+// except the partition key's, which is always written.
 func (h ShipmentKey) EncodeHeaders(dst runtime.Headers) {
-	if h.Customer != "" {
-		dst["partition-key"] = h.Customer
-	}
+	dst["partition-key"] = h.Customer
 }
 
 // DecodeHeaders sets the tagged fields of h from src; a missing header leaves its field
@@ -59,12 +58,12 @@ func Mount(b *runtime.Broker, service *Service) error {
 		return &runtime.Error{Kind: runtime.ErrInvalid, Op: "main.Mount", Err: errors.New("nil *Service")}
 	}
 	entryPub := NewEntryPublisher(b)
+	receiptPub := NewReceiptPublisher(b)
 	shipmentPub := NewShipmentPublisher(b)
-	confirmReplies := NewReceiptPublisher(b, runtime.WithPartitionKey("receipts"))
 	var errs []error
 	if _, err := runtime.Subscribe[Entry](b, "customer-orders.journal", func(ctx context.Context, msg Entry, d runtime.Delivery) runtime.Outcome {
 		reply := service.Confirm(ctx, msg)
-		return runtime.ReplyOutcome(ctx, confirmReplies, reply, nil)
+		return runtime.ReplyOutcome(ctx, receiptPub, reply, nil)
 	}, runtime.CreateIfMissing(1), runtime.HandlerName("main.Service.Confirm")); err != nil {
 		errs = append(errs, fmt.Errorf("main.Service.Confirm: %w", err))
 	}

@@ -31,8 +31,8 @@ type Entry struct {
 	Customer string `json:"customer"`
 }
 
-// Receipt confirms a journal entry. Every receipt shares one key, so the
-// receipts keep one order between them, at the cost of one shard's throughput.
+// Receipt confirms a journal entry. A reply goes under the key of the record
+// it answers, so each customer's receipts keep the order of their entries.
 //
 //kinesis:message stream=receipts
 type Receipt struct {
@@ -71,9 +71,10 @@ func (s *Service) Post(ctx context.Context, order Order, journal runtime.Publish
 	return runtime.Ack()
 }
 
-// Confirm replies to each journal entry with a receipt, all under one key.
+// Confirm replies to each journal entry with a receipt, under the entry's
+// key (its customer): no key is named, so the reply inherits it.
 //
-//kinesis:subscriber stream=customer-orders.journal create_if_missing=1 reply partition_key=receipts
+//kinesis:subscriber stream=customer-orders.journal create_if_missing=1 reply
 func (s *Service) Confirm(ctx context.Context, entry Entry) Receipt {
 	return Receipt(entry)
 }

@@ -44,11 +44,14 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestZeroValuesLeftOut(t *testing.T) {
+// TestZeroValuesLeftOutButTheKey: zero values are left out, but the key
+// field is always written, so that an empty key is an error at publish
+// instead of a silent fall to a process-unique key.
+func TestZeroValuesLeftOutButTheKey(t *testing.T) {
 	h := runtime.Headers{}
 	headers.All{}.EncodeHeaders(h)
-	if len(h) != 0 {
-		t.Errorf("zero contract encoded as %v, want nothing (an empty partition-key would be an invalid key)", h)
+	if len(h) != 1 || h["partition-key"] != "" {
+		t.Errorf("zero contract encoded as %v, want only an empty partition-key", h)
 	}
 }
 
@@ -89,5 +92,26 @@ func TestDeliveredHeaders(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("Receive was not called")
+	}
+}
+
+// TestEmptyContractKeyFailsThePublish: a header contract with an empty key
+// field names an empty key, which is an ErrPublish error before any call.
+func TestEmptyContractKeyFailsThePublish(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, srv := kinesistest.NewBrokerServer()
+	if err := srv.AddStream("headers.parcels", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	in := full()
+	in.Key = ""
+	err := headers.NewParcelPublisher(b).Message(headers.Parcel{ID: 1}).Headers(in).Publish(ctx)
+	if !errors.Is(err, runtime.ErrPublish) || !strings.Contains(err.Error(), "empty partition key") {
+		t.Fatalf("Publish = %v, want an ErrPublish error for the empty key", err)
 	}
 }

@@ -22,11 +22,10 @@ func NewParcelPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtim
 	return runtime.NewPublisher[Parcel](b, runtime.PublisherSpec{Stream: "headers.parcels"}, opts...)
 }
 
-// EncodeHeaders writes the tagged fields of h into dst; zero values are left out.
+// EncodeHeaders writes the tagged fields of h into dst; zero values are left out,
+// except the partition key's, which is always written.
 func (h All) EncodeHeaders(dst runtime.Headers) {
-	if h.Key != "" {
-		dst["partition-key"] = h.Key
-	}
+	dst["partition-key"] = h.Key
 	if h.Region != "" {
 		dst["region"] = string(h.Region)
 	}

@@ -32,7 +32,8 @@ func NewReplayedPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runt
 	return runtime.NewPublisher[Replayed](b, runtime.PublisherSpec{Stream: "keys.replayed"}, opts...)
 }
 
-// EncodeHeaders writes the tagged fields of h into dst; zero values are left out.
+// EncodeHeaders writes the tagged fields of h into dst; zero values are left out,
+// except the partition key's, which is always written.
 func (h EchoHeaders) EncodeHeaders(dst runtime.Headers) {
 	if h.Trace != "" {
 		dst["trace-id"] = h.Trace

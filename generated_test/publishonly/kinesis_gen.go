@@ -19,7 +19,8 @@ func newAuditPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime
 	return runtime.NewPublisher[audit](b, runtime.PublisherSpec{Stream: "publishonly.audit"}, opts...)
 }
 
-// EncodeHeaders writes the tagged fields of h into dst; zero values are left out.
+// EncodeHeaders writes the tagged fields of h into dst; zero values are left out,
+// except the partition key's, which is always written.
 func (h Meta) EncodeHeaders(dst runtime.Headers) {
 	if h.Source != "" {
 		dst["source"] = h.Source

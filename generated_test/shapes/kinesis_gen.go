@@ -66,11 +66,10 @@ func NewTickPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime.
 	return runtime.NewPublisher[Tick](b, runtime.PublisherSpec{Stream: "shapes.ticks"}, opts...)
 }
 
-// EncodeHeaders writes the tagged fields of h into dst; zero values are left out.
+// EncodeHeaders writes the tagged fields of h into dst; zero values are left out,
+// except the partition key's, which is always written.
 func (h ShipmentKey) EncodeHeaders(dst runtime.Headers) {
-	if h.Customer != "" {
-		dst["partition-key"] = h.Customer
-	}
+	dst["partition-key"] = h.Customer
 	if h.Priority != 0 {
 		dst["priority"] = strconv.FormatInt(int64(h.Priority), 10)
 	}

@@ -83,11 +83,10 @@ func emitPublisher(f *jen.File, m *pkgModel, msg *message) {
 // emitEncodeHeaders writes, for a contract with Customer string `kinesis:"partition-key"`
 // and Count int32 `kinesis:"count"`,
 //
-//	// EncodeHeaders writes the tagged fields of h into dst; zero values are left out.
+//	// EncodeHeaders writes the tagged fields of h into dst; zero values are left out,
+//	// except the partition key's, which is always written.
 //	func (h ShipmentKey) EncodeHeaders(dst runtime.Headers) {
-//		if h.Customer != "" {
-//			dst["partition-key"] = h.Customer
-//		}
+//		dst["partition-key"] = h.Customer
 //		if h.Count != 0 {
 //			dst["count"] = strconv.FormatInt(int64(h.Count), 10)
 //		}
@@ -109,6 +108,9 @@ func emitEncodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 			}
 		case kindBool:
 			cond, value = field.Clone(), jen.Lit("true")
+			if hf.header == partitionKeyHeader {
+				value = jen.Qual("strconv", "FormatBool").Call(jen.Bool().Call(field.Clone()))
+			}
 		case kindInt:
 			cond = field.Clone().Op("!=").Lit(0)
 			value = jen.Qual("strconv", "FormatInt").Call(jen.Int64().Call(field.Clone()), jen.Lit(10))
@@ -119,9 +121,16 @@ func emitEncodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 			cond = jen.Op("!").Add(field.Clone()).Dot("IsZero").Call()
 			value = field.Clone().Dot("Format").Call(jen.Qual("time", "RFC3339Nano"))
 		}
+		if hf.header == partitionKeyHeader {
+			// The key field is always written: an empty key is then an error
+			// at publish, not a silent fall to a process-unique key.
+			body = append(body, set(value))
+			continue
+		}
 		body = append(body, jen.If(cond).Block(set(value)))
 	}
-	f.Comment("EncodeHeaders writes the tagged fields of h into dst; zero values are left out.")
+	f.Comment("EncodeHeaders writes the tagged fields of h into dst; zero values are left out,")
+	f.Comment("except the partition key's, which is always written.")
 	f.Func().Params(jen.Id(h).Id(c.name)).Id("EncodeHeaders").
 		Params(jen.Id(dst).Qual(runtimePath, "Headers")).Block(body...)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // Service limits the server enforces.
@@ -20,13 +22,14 @@ const (
 	maxPutEntries    = 500      // entries of one PutRecords call
 	maxGetRecords    = 10000    // records of one GetRecords answer
 	maxGetBytes      = 10 << 20 // data of one GetRecords answer
-	maxPartitionKey  = 256
 	defaultGetRecord = maxGetRecords
 )
 
+// validateEntry applies the service's rules to one record. The key rule is
+// the runtime's (internal/rules): 1 to 256 UTF-16 units of valid UTF-8.
 func validateEntry(key string, data []byte) error {
-	if len(key) < 1 || len(key) > maxPartitionKey {
-		return validation("1 validation error detected: Value '%s' at 'partitionKey' failed to satisfy constraint: Member must have length between 1 and 256", key)
+	if err := rules.PartitionKey(key); err != nil {
+		return validation("1 validation error detected: Value at 'partitionKey' failed to satisfy constraint: Member must have length between 1 and 256 (%v)", err)
 	}
 	if len(data) > maxRecordSize {
 		return validation("1 validation error detected: Value at 'data' failed to satisfy constraint: Member must have length less than or equal to 1048576")

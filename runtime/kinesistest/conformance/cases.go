@@ -595,3 +595,40 @@ func testShardFilter(t *testing.T, e *env) {
 		}
 	}
 }
+
+// testPartitionKeyLength pins the service's key rule at its edges: 1 to 256
+// UTF-16 units, so a character outside the Basic Multilingual Plane counts
+// two and a BMP character one whatever its UTF-8 size; and a PutRecords
+// request with one bad key is refused whole, its valid entries too.
+func testPartitionKeyLength(t *testing.T, e *env) {
+	name := e.stream(1)
+	emoji, han := "\U0001F69A", "中" // 4 bytes, 2 units; 3 bytes, 1 unit
+	cases := []struct {
+		name string
+		key  string
+		ok   bool
+	}{
+		{"256 ASCII", strings.Repeat("k", 256), true},
+		{"257 ASCII", strings.Repeat("k", 257), false},
+		{"256 three-byte BMP characters", strings.Repeat(han, 256), true},
+		{"128 astral characters (256 units)", strings.Repeat(emoji, 128), true},
+		{"129 astral characters (258 units)", strings.Repeat(emoji, 129), false},
+		{"254 ASCII and one astral character (256 units)", strings.Repeat("k", 254) + emoji, true},
+		{"255 ASCII and one astral character (257 units)", strings.Repeat("k", 255) + emoji, false},
+		{"empty", "", false},
+	}
+	for _, c := range cases {
+		_, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: &name, PartitionKey: aws.String(c.key), Data: []byte("x")})
+		if c.ok && err != nil {
+			t.Errorf("%s: PutRecord refused a valid key: %v", c.name, err)
+		}
+		if !c.ok {
+			wantCode(t, c.name, err, "ValidationException")
+		}
+	}
+	_, err := e.api.PutRecords(e.ctx, &kinesis.PutRecordsInput{StreamName: &name, Records: []types.PutRecordsRequestEntry{
+		{PartitionKey: aws.String("good"), Data: []byte("x")},
+		{PartitionKey: aws.String(strings.Repeat(emoji, 129)), Data: []byte("x")},
+	}})
+	wantCode(t, "PutRecords with one over-long key", err, "ValidationException")
+}

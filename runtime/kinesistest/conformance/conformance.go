@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
@@ -90,6 +91,7 @@ func Run(t *testing.T, h Harness) {
 		{"StreamLifecycle", testStreamLifecycle, false},
 		{"EvenHashRanges", testEvenHashRanges, false},
 		{"KeyRouting", testKeyRouting, false},
+		{"PartitionKeyLength", testPartitionKeyLength, false},
 		{"ExplicitHashKey", testExplicitHashKey, false},
 		{"PerShardOrder", testPerShardOrder, false},
 		{"IteratorTypes", testIteratorTypes, false},
@@ -355,6 +357,14 @@ func wantErr[T error](t *testing.T, what string, err error) {
 	if _, ok := errors.AsType[T](err); !ok {
 		var zero T
 		t.Fatalf("%s: got error %v, want %T", what, err, zero)
+	}
+}
+
+// wantCode asserts err is a service error with the given code.
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	if ae, ok := errors.AsType[smithy.APIError](err); !ok || ae.ErrorCode() != code {
+		t.Errorf("%s: got error %v, want %s", what, err, code)
 	}
 }
 

@@ -1,0 +1,179 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// TestKeyOrderCarriesThroughTwoHops: a handler that publishes without naming
+// a key, and a reply handler, put their records under the key of the record
+// they handle, so each key's order holds from the first stream to the last.
+// The service starts with go b.Run and publishes once b.Ready is closed.
+func TestKeyOrderCarriesThroughTwoHops(t *testing.T) {
+	e := newEnv(t)
+	in, mid, out := e.stream("hop-in"), e.stream("hop-mid"), e.stream("hop-out")
+	b := e.broker()
+	midPub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: mid})
+	outPub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: out})
+	// Hop 1: a publish from inside the handler that names no key.
+	if _, err := subscribe(e, b, in, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		return runtime.OutcomeOf(midPub.Publish(ctx, o))
+	}, runtime.CreateIfMissing(3), runtime.Workers(4), runtime.ByKey()); err != nil {
+		t.Fatal(err)
+	}
+	// Hop 2: a reply, as generated code makes it.
+	if _, err := subscribe(e, b, mid, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		return runtime.ReplyOutcome(ctx, outPub, o, nil)
+	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey()); err != nil {
+		t.Fatal(err)
+	}
+	got, ch := collect()
+	if _, err := subscribe(e, b, out, got, runtime.CreateIfMissing(3)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-b.Ready():
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	}
+
+	const keys, perKey = 5, 23 // 115 messages
+	first := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: in})
+	var wg sync.WaitGroup
+	for k := range keys {
+		wg.Go(func() {
+			for i := range perKey {
+				o := order{ID: i, Customer: fmt.Sprintf("cust-%d", k)}
+				if err := first.Message(o).PartitionKey(o.Customer).Publish(e.ctx); err != nil {
+					t.Errorf("publish %+v: %v", o, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	next := map[string]int{}
+	for _, d := range receive(e, ch, keys*perKey) {
+		if d.d.PartitionKey != d.order.Customer {
+			t.Fatalf("order %+v arrived under key %q, want its customer's", d.order, d.d.PartitionKey)
+		}
+		if d.order.ID != next[d.order.Customer] {
+			t.Fatalf("customer %s: order %d arrived when %d was next", d.order.Customer, d.order.ID, next[d.order.Customer])
+		}
+		next[d.order.Customer]++
+	}
+}
+
+// earlyWriter writes a record to a stream just before its first shard
+// iterator is taken: what a publisher running beside a subscription that
+// is still opening its shards does.
+type earlyWriter struct {
+	kinesisapi.API
+	stream string
+	once   sync.Once
+	iters  atomic.Int32
+}
+
+func (w *earlyWriter) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if aws.ToString(in.StreamName) == w.stream {
+		w.once.Do(func() {
+			_, _ = w.API.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: in.StreamName, PartitionKey: aws.String("early"), Data: []byte(`{"id":1,"customer":"early"}`)})
+		})
+		w.iters.Add(1)
+	}
+	return w.API.GetShardIterator(ctx, in, opts...)
+}
+
+// TestASubscriptionThatCreatesItsStreamReadsItFromItsStart: a record
+// written between the stream's creation and its shards' opening is
+// delivered, as nothing in a new stream predates the subscription.
+func TestASubscriptionThatCreatesItsStreamReadsItFromItsStart(t *testing.T) {
+	e := newEnv(t)
+	w := &earlyWriter{API: kinesistest.New(), stream: e.stream("fresh")}
+	e.api = w
+	b := e.broker()
+	h, ch := collect()
+	if _, err := subscribe(e, b, w.stream, h, runtime.CreateIfMissing(1)); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	if d := receive(e, ch, 1)[0]; d.order.Customer != "early" {
+		t.Fatalf("delivered %+v, want the early record", d.order)
+	}
+}
+
+// TestReadyIsClosedOnceEverySubscriptionReads: Ready stays open until Run
+// has connected, and then every shard of every subscription has its
+// iterator.
+func TestReadyIsClosedOnceEverySubscriptionReads(t *testing.T) {
+	e := newEnv(t)
+	w := &earlyWriter{API: kinesistest.New(), stream: e.stream("ready")}
+	e.api = w
+	b := e.broker()
+	h, _ := collect()
+	if _, err := subscribe(e, b, w.stream, h, runtime.CreateIfMissing(4)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Ready():
+		t.Fatal("Ready is closed before Run")
+	default:
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-b.Ready():
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-e.ctx.Done():
+		t.Fatal("Ready was never closed")
+	}
+	if n := w.iters.Load(); n != 4 {
+		t.Fatalf("Ready with %d of 4 shard iterators taken", n)
+	}
+}
+
+// TestReadyStaysOpenWhenConnectFails: a failed Connect leaves Ready open,
+// so a service waiting on it also watches Run's error.
+func TestReadyStaysOpenWhenConnectFails(t *testing.T) {
+	e := newEnv(t)
+	b := e.broker()
+	h, _ := collect()
+	if _, err := subscribe(e, b, e.stream("missing"), h); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(e.ctx); err == nil {
+		t.Fatal("Run on a missing stream succeeded")
+	}
+	select {
+	case <-b.Ready():
+		t.Fatal("Ready closed although Connect failed")
+	default:
+	}
+}
