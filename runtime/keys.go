@@ -89,4 +89,3 @@ func handledKey(ctx context.Context) (string, bool) {
 	}
 	return "", false
 }
-
