@@ -76,6 +76,10 @@ type entry struct {
 	// Owned by the batcher goroutine.
 	attempts  int
 	notBefore time.Time
+	// maxBatch, when positive, is the largest request this entry may go
+	// in: a request the service refused whole is split in halves until the
+	// entry it refused for is alone (see isolate).
+	maxBatch int
 	// failed is what the caller reports if it gives up (and the cause a
 	// shutdown reports): set by the batcher at each retry, read by the
 	// caller at any time.
@@ -402,16 +406,23 @@ func (b *batcher) dueRetries(now time.Time) int {
 func (b *batcher) take(now time.Time) []*entry {
 	batch := make([]*entry, 0, min(b.cfg.maxRecords, b.ready.len()+len(b.retries)))
 	bytes := 0
+	limit := b.cfg.maxRecords // lowered by entries being isolated
 	fits := func(e *entry) bool {
+		if e.maxBatch > 0 && len(batch) >= e.maxBatch {
+			return false
+		}
 		if len(batch) == 0 {
 			return true // a record is never larger than a request
 		}
-		return len(batch) < b.cfg.maxRecords && bytes+e.size() <= b.cfg.maxBytes
+		return len(batch) < limit && bytes+e.size() <= b.cfg.maxBytes
 	}
 	claim := func(e *entry) {
 		if e.state.CompareAndSwap(entryQueued, entryInFlight) {
 			batch = append(batch, e)
 			bytes += e.size()
+			if e.maxBatch > 0 {
+				limit = min(limit, e.maxBatch)
+			}
 			return
 		}
 		b.resolve(e, Receipt{}, nil) // abandoned: release its key
@@ -454,6 +465,10 @@ func (b *batcher) settle(r callResult, now time.Time) {
 		kind, retry := classifyCallError(r.err)
 		if b.ctx.Err() != nil {
 			kind, retry = ErrNotConnected, false // a shutdown ran out of time and cancelled the call
+		}
+		if kind == ErrPublish && !retry && len(r.batch) > 1 && refusedForOneEntry(r.err) {
+			b.isolate(r.batch, r.err, now)
+			return
 		}
 		cause := fmt.Errorf("PutRecords: %w", r.err) // one for the batch: errors are immutable
 		for _, e := range r.batch {
@@ -507,6 +522,43 @@ func (b *batcher) retry(e *entry, cause error, now time.Time) {
 	b.log.Debug("kinesis publish retry", "stream", b.stream, "attempt", e.attempts, "err", cause)
 	e.state.Store(entryQueued)
 	b.retries = append(b.retries, e)
+}
+
+// isolate sends the entries of a request the service refused whole, for a
+// reason that may be one entry's (a key or record the runtime's checks
+// passed), again at once in two halves; a half refused again is split
+// again, so the refused entry ends alone and fails alone, and its
+// neighbours are stored. The keys stay blocked meanwhile, so their order
+// holds. A request of n entries costs at most about 2·log2(n) more calls.
+func (b *batcher) isolate(batch []*entry, cause error, now time.Time) {
+	half := (len(batch) + 1) / 2
+	b.log.Debug("kinesis publish request refused whole; sending it again in halves",
+		"stream", b.stream, "records", len(batch), "err", cause)
+	for _, e := range batch {
+		if err := e.ctx.Err(); err != nil {
+			b.resolve(e, Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w; last error: PutRecords: %w", err, cause)))
+			continue
+		}
+		e.maxBatch = half
+		e.notBefore = now
+		e.state.Store(entryQueued)
+		b.retries = append(b.retries, e)
+	}
+}
+
+// refusedForOneEntry says whether a whole-request refusal may be the fault
+// of one of its entries: the service validates every entry's key and data
+// before it stores any, and answers for the request.
+func refusedForOneEntry(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "ValidationException", "InvalidArgumentException", "SerializationException":
+		return true
+	}
+	return false
 }
 
 // nextWake is when dispatch may next have work without any event: the end
