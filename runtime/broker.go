@@ -58,6 +58,7 @@ const (
 	phaseNew phase = iota
 	phaseConnecting
 	phaseConnected
+	phaseClosing // Shutdown is stopping the subscriptions: no new ones start
 	phaseClosed
 )
 
@@ -155,7 +156,7 @@ func (b *Broker) Connect(ctx context.Context) error {
 	case phaseConnecting, phaseConnected:
 		s.mu.Unlock()
 		return &Error{Kind: ErrInvalid, Op: "connect", Err: errors.New("broker is already connected")}
-	case phaseClosed:
+	case phaseClosing, phaseClosed:
 		s.mu.Unlock()
 		return &Error{Kind: ErrInvalid, Op: "connect", Err: errors.New("broker was shut down; make a new one")}
 	}
@@ -288,8 +289,10 @@ func uniqueOwner() string {
 // Shutdown stops every subscription (it stops fetching, lets lanes finish
 // within ctx, checkpoints and releases leases), then marks the connection
 // closed: publishes still queued fail with ErrNotConnected, and every
-// publisher answers ErrNotConnected from then on. Shutdown of a broker that
-// never connected closes it too; a second Shutdown returns nil.
+// publisher answers ErrNotConnected from then on. Once Shutdown has begun,
+// Subscribe answers ErrNotConnected, and a subscription still starting is
+// stopped before Shutdown returns. Shutdown of a broker that never connected
+// closes it too; a second Shutdown returns nil.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	s := b.s
 	s.mu.Lock()
@@ -303,7 +306,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
+	s.phase = phaseClosing
 	s.mu.Unlock()
+	c.logger.Debug("kinesis broker shutting down", "owner", c.owner)
 
 	// Subscriptions stop first: their handlers may still publish replies.
 	err := b.stopSubscriptions(ctx)

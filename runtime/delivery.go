@@ -65,8 +65,25 @@ type subRun struct {
 
 // start checks (or creates) the stream and the dead-letter stream, starts
 // the lanes and the coordinator, and returns once every owned shard has its
-// first iterator.
+// first iterator. s is subStarting (beginStart); a halt meanwhile aborts the
+// start, which then stops what it started and answers ErrNotConnected.
 func (s *Subscription) start(ctx context.Context, c *conn) error {
+	defer s.endStart() // last: whatever launch started is stopped by now
+	s.mu.Lock()
+	aborted := s.aborted
+	s.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(aborted, cancel)()
+	err := s.launch(ctx, c)
+	if err != nil && aborted.Err() != nil {
+		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream, Err: errors.New("stopped while starting")}
+	}
+	return err
+}
+
+// launch is start's work.
+func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	fresh, err := ensureStream(ctx, c, s.stream, s.set.createShards, s.log)
 	if err != nil {
 		return err

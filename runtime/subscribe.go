@@ -326,6 +326,30 @@ type Subscription struct {
 	run   *subRun       // while running
 	idle  chan struct{} // closed when the last run's lanes have exited
 	done  chan struct{}
+
+	// While subStarting: abort cancels the start, started is closed once
+	// it has returned (having stopped whatever it started if it was
+	// aborted), so a stop never returns while a start runs on.
+	abort   context.CancelFunc
+	aborted context.Context
+	started chan struct{}
+}
+
+// beginStart moves s to subStarting; s.mu is held. Exactly one start
+// follows, which calls endStart.
+func (s *Subscription) beginStart() {
+	s.state = subStarting
+	s.aborted, s.abort = context.WithCancel(context.Background())
+	s.started = make(chan struct{})
+}
+
+// endStart marks the start begun by beginStart as returned.
+func (s *Subscription) endStart() {
+	s.mu.Lock()
+	s.abort()
+	close(s.started)
+	s.abort, s.aborted, s.started = nil, nil, nil
+	s.mu.Unlock()
 }
 
 // Stream is the stream the subscription reads.
@@ -377,7 +401,7 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	}
 
 	b.s.mu.Lock()
-	if b.s.phase == phaseClosed {
+	if b.s.phase >= phaseClosing {
 		b.s.mu.Unlock()
 		return nil, &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: stream, Err: errors.New("the broker was shut down")}
 	}
@@ -389,7 +413,9 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	}
 	c := b.s.conn
 	if c != nil {
-		s.state = subStarting
+		s.mu.Lock()
+		s.beginStart()
+		s.mu.Unlock()
 	}
 	b.s.subs = append(b.s.subs, s)
 	b.s.mu.Unlock()
@@ -490,7 +516,8 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	return err
 }
 
-// halt stops the current run, if any, and leaves s registered.
+// halt stops the current run, if any, and leaves s registered. A start in
+// progress is aborted and waited for (within ctx): it stops what it started.
 func (s *Subscription) halt(ctx context.Context) error {
 	s.mu.Lock()
 	r := s.run
@@ -501,7 +528,18 @@ func (s *Subscription) halt(ctx context.Context) error {
 	if r != nil {
 		s.idle = r.idle
 	}
+	started := s.started
+	if started != nil {
+		s.abort()
+	}
 	s.mu.Unlock()
+	if started != nil {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			return &Error{Kind: ErrNotConnected, Op: "stop", Stream: s.stream, Err: fmt.Errorf("a start still running: %w", ctx.Err())}
+		}
+	}
 	if r == nil {
 		return nil
 	}
@@ -522,7 +560,7 @@ func (b *Broker) startRegistered(ctx context.Context, c *conn) error {
 	for _, s := range b.s.subs {
 		s.mu.Lock()
 		if s.state == subRegistered {
-			s.state = subStarting
+			s.beginStart()
 			todo = append(todo, s)
 		}
 		s.mu.Unlock()
@@ -536,12 +574,18 @@ func (b *Broker) startRegistered(ctx context.Context, c *conn) error {
 				_ = started.halt(stopCtx)
 			}
 			cancel()
-			for _, rest := range todo[i:] {
+			todo[i].mu.Lock()
+			if todo[i].state == subStarting {
+				todo[i].state = subRegistered
+			}
+			todo[i].mu.Unlock()
+			for _, rest := range todo[i+1:] { // never started
 				rest.mu.Lock()
 				if rest.state == subStarting {
 					rest.state = subRegistered
 				}
 				rest.mu.Unlock()
+				rest.endStart()
 			}
 			return err
 		}
