@@ -555,7 +555,7 @@ func (f *fleet) publish(ctx context.Context, p runtime.Publisher[Item], from, n 
 		errs := make(chan error, keys)
 		for k := range keys {
 			go func() {
-				key := keyName(k)
+				key := KeyName(k)
 				for i := from; i < from+n; i++ {
 					if err := p.Message(Item{Key: key, Index: i}).PartitionKey(key).Publish(ctx); err != nil {
 						errs <- fmt.Errorf("key %s index %d: %w", key, i, err)
@@ -573,8 +573,6 @@ func (f *fleet) publish(ctx context.Context, p runtime.Publisher[Item], from, n 
 	}()
 	return done
 }
-
-func keyName(k int) string { return fmt.Sprintf("key-%03d", k) }
 
 // rate is lease-store calls per second per instance over a window.
 type rate struct {
@@ -683,8 +681,8 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 	var res result
 	for k := range keys {
 		for i := range perKey1 + perKey2 {
-			if len(f.seen[record{keyName(k), i}]) == 0 {
-				t.Errorf("record %s/%d was never handled", keyName(k), i)
+			if len(f.seen[record{KeyName(k), i}]) == 0 {
+				t.Errorf("record %s/%d was never handled", KeyName(k), i)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Item is the message of the test stream. Index counts the records of one
@@ -19,6 +20,9 @@ type Item struct {
 	Key   string `json:"key"`
 	Index int    `json:"index"`
 }
+
+// KeyName is the partition key of key number k.
+func KeyName(k int) string { return fmt.Sprintf("key-%03d", k) }
 
 // Handled is one line a worker prints for a record it handled, before it
 // acknowledges it: "owner key index shard seq".
@@ -92,4 +96,91 @@ func CompareSequence(a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
+}
+
+// PublishCommand asks a worker, on its standard input, to publish indices
+// [From, From+N) of keys First, First+Stride, … below Keys: one goroutine
+// per key, each record published until a call succeeds, Pause between a
+// key's records (so faults meet records over a window, not in one burst).
+// Printed as "publish first stride keys from n pauseMillis".
+type PublishCommand struct {
+	First, Stride, Keys int
+	From, N             int
+	Pause               time.Duration // whole milliseconds
+}
+
+// String formats c as the worker reads it, with a trailing newline.
+func (c PublishCommand) String() string {
+	return fmt.Sprintf("publish %d %d %d %d %d %d\n", c.First, c.Stride, c.Keys, c.From, c.N, c.Pause.Milliseconds())
+}
+
+// ParsePublishCommand reads one command line of a worker's standard input.
+func ParsePublishCommand(line string) (PublishCommand, error) {
+	f := strings.Fields(line)
+	if len(f) != 7 || f[0] != "publish" {
+		return PublishCommand{}, fmt.Errorf("command %q: want \"publish first stride keys from n pauseMillis\"", line)
+	}
+	var n [6]int
+	for i, s := range f[1:] {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			return PublishCommand{}, fmt.Errorf("command %q: bad number %q", line, s)
+		}
+		n[i] = v
+	}
+	c := PublishCommand{First: n[0], Stride: n[1], Keys: n[2], From: n[3], N: n[4], Pause: time.Duration(n[5]) * time.Millisecond}
+	if c.Stride == 0 {
+		return PublishCommand{}, fmt.Errorf("command %q: stride 0", line)
+	}
+	return c, nil
+}
+
+// Published is one publish call a worker made for a PublishCommand, printed
+// after the call returned: "#pub owner key index micros ok" or
+// "#pub owner key index micros err message" (the worker then publishes the
+// same index again). "#pubdone owner" follows the command's last record.
+type Published struct {
+	Owner string
+	Key   string
+	Index int
+	Took  time.Duration // how long the call took to return
+	Err   string        // "" when the call succeeded; newlines become spaces
+}
+
+// String formats p as the worker prints it, with a trailing newline.
+func (p Published) String() string {
+	status := "ok"
+	if p.Err != "" {
+		status = "err " + strings.Join(strings.Fields(p.Err), " ")
+	}
+	return fmt.Sprintf("#pub %s %s %d %d %s\n", p.Owner, p.Key, p.Index, p.Took.Microseconds(), status)
+}
+
+// PublishDone is the line a worker prints when a PublishCommand is done.
+func PublishDone(owner string) string { return "#pubdone " + owner + "\n" }
+
+// ParsePublished reads a "#pub" or "#pubdone" line: pub is nil for
+// "#pubdone", whose owner is returned in done.
+func ParsePublished(line string) (pub *Published, done string, err error) {
+	f := strings.Fields(line)
+	switch {
+	case len(f) == 2 && f[0] == "#pubdone":
+		return nil, f[1], nil
+	case len(f) < 6 || f[0] != "#pub":
+		return nil, "", fmt.Errorf("publish line %q: want \"#pub owner key index micros ok|err message\"", line)
+	}
+	idx, err1 := strconv.Atoi(f[3])
+	micros, err2 := strconv.ParseInt(f[4], 10, 64)
+	if err1 != nil || err2 != nil || idx < 0 || micros < 0 {
+		return nil, "", fmt.Errorf("publish line %q: bad index or duration", line)
+	}
+	p := &Published{Owner: f[1], Key: f[2], Index: idx, Took: time.Duration(micros) * time.Microsecond}
+	switch {
+	case f[5] == "ok" && len(f) == 6:
+	case f[5] == "err" && len(f) > 6:
+		p.Err = strings.Join(f[6:], " ")
+	default:
+		return nil, "", fmt.Errorf("publish line %q: want ok, or err and a message", line)
+	}
+	return p, "", nil
 }

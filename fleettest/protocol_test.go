@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -56,6 +57,59 @@ func TestCompareSequence(t *testing.T) {
 	} {
 		if got := CompareSequence(tc.a, tc.b); got != tc.want {
 			t.Errorf("CompareSequence(%s, %s) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestPublishLinesRoundTrip(t *testing.T) {
+	c := PublishCommand{First: 1, Stride: 3, Keys: 100, From: 30, N: 20, Pause: 250 * time.Millisecond}
+	gotC, err := ParsePublishCommand(c.String())
+	if err != nil || gotC != c {
+		t.Errorf("ParsePublishCommand(%q) = %+v, %v; want %+v", c.String(), gotC, err, c)
+	}
+	for _, p := range []Published{
+		{Owner: "w1", Key: KeyName(7), Index: 3, Took: 1500 * time.Microsecond},
+		{Owner: "w2", Key: KeyName(8), Index: 0, Took: 5 * time.Second, Err: "publish: not sent: context deadline exceeded"},
+	} {
+		got, done, err := ParsePublished(p.String())
+		if err != nil || got == nil || done != "" {
+			t.Fatalf("ParsePublished(%q) = %v, %q, %v", p.String(), got, done, err)
+		}
+		if diff := cmp.Diff(p, *got); diff != "" {
+			t.Errorf("publish line (-want +got):\n%s", diff)
+		}
+	}
+	if got, done, err := ParsePublished(PublishDone("w3")); err != nil || got != nil || done != "w3" {
+		t.Errorf("ParsePublished(%q) = %v, %q, %v; want done by w3", PublishDone("w3"), got, done, err)
+	}
+	// An error's newlines must not split its line.
+	multi := Published{Owner: "w1", Key: "k", Index: 1, Err: "first\nsecond"}
+	if got, _, err := ParsePublished(multi.String()); err != nil || got.Err != "first second" {
+		t.Errorf("ParsePublished(%q) = %v, %v; want the message on one line", multi.String(), got, err)
+	}
+}
+
+func TestPublishLinesRejectMalformed(t *testing.T) {
+	for name, line := range map[string]string{
+		"too few":        "#pub w1 k 1 100",
+		"bad status":     "#pub w1 k 1 100 maybe",
+		"err, no reason": "#pub w1 k 1 100 err",
+		"ok with more":   "#pub w1 k 1 100 ok extra",
+		"bad index":      "#pub w1 k x 100 ok",
+		"done, no owner": "#pubdone",
+	} {
+		if p, done, err := ParsePublished(line); err == nil {
+			t.Errorf("%s: ParsePublished(%q) = %v, %q, nil; want an error", name, line, p, done)
+		}
+	}
+	for name, line := range map[string]string{
+		"wrong verb": "send 0 1 10 0 5 0",
+		"stride 0":   "publish 0 0 10 0 5 0",
+		"negative":   "publish 0 1 10 -1 5 0",
+		"short":      "publish 0 1 10 0 5",
+	} {
+		if c, err := ParsePublishCommand(line); err == nil {
+			t.Errorf("%s: ParsePublishCommand(%q) = %+v, nil; want an error", name, line, c)
 		}
 	}
 }

@@ -8,6 +8,11 @@
 // "#stats owner unixNano writes checkpoints reads": the DynamoDB calls its
 // lease store has made so far.
 //
+// It publishes too when asked on its standard input ("publish first stride
+// keys from n pause", see fleettest.PublishCommand): each call bounded by
+// -publish-timeout, a "#pub" line after each, the same record again after
+// an error, "#pubdone owner" when the command's records are all published.
+//
 //	worker -kinesis-endpoint URL -dynamodb-endpoint URL -stream S -table T -owner ID \
 //	       [-failover 3s] [-renew 1s] [-sync 1s] [-checkpoint 1s]
 //
@@ -15,6 +20,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -43,6 +49,7 @@ type options struct {
 	failover, renew  time.Duration
 	sync, checkpoint time.Duration
 	shutdown, stats  time.Duration
+	publishTimeout   time.Duration
 	workers          int
 	region           string
 	verbose          bool
@@ -70,6 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.checkpoint, "checkpoint", time.Second, "checkpoint interval")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "bound on a graceful stop")
 	fs.DurationVar(&o.stats, "stats", time.Second, "interval of #stats lines")
+	fs.DurationVar(&o.publishTimeout, "publish-timeout", 5*time.Second, "deadline of each publish call")
 	fs.IntVar(&o.workers, "workers", 8, "handler lanes (by key)")
 	fs.BoolVar(&create, "create-table", false, "create the lease table when missing")
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
@@ -162,6 +170,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
+	// Publish commands run until done or until the worker stops.
+	var publishing tasks
+	go readCommands(ctx, os.Stdin, stderr, func(c fleettest.PublishCommand) {
+		publishing.start(func() {
+			publish(ctx, runtime.NewPublisher[fleettest.Item](b, runtime.PublisherSpec{Stream: o.stream}), c, o, out)
+		})
+	})
+
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	status := 0
@@ -177,6 +193,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = <-done
 	}
 	stop()
+	publishing.stopAndWait() // each call ends within -publish-timeout
 	<-statsDone
 	printStats()
 	if err != nil {
@@ -185,6 +202,98 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("worker stopped")
 	return status
+}
+
+// tasks runs goroutines that stopAndWait waits for; none starts after it.
+type tasks struct {
+	mu      sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+func (t *tasks) start(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+}
+
+func (t *tasks) stopAndWait() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// readCommands hands each publish command on r to start until r ends or
+// ctx does. A read of standard input cannot be interrupted: the goroutine
+// ends with the process.
+func readCommands(ctx context.Context, r io.Reader, stderr io.Writer, start func(fleettest.PublishCommand)) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() && ctx.Err() == nil {
+		c, err := fleettest.ParsePublishCommand(sc.Text())
+		if err != nil {
+			fmt.Fprintf(stderr, "worker: %v\n", err)
+			continue
+		}
+		start(c)
+	}
+}
+
+// publish runs one command: a goroutine per key publishes the key's records
+// in index order, each until a call succeeds, so the key's records are in
+// the stream in index order (an index may be stored twice: a call that
+// failed may have written it).
+func publish(ctx context.Context, p runtime.Publisher[fleettest.Item], c fleettest.PublishCommand, o options, out *lineWriter) {
+	var keys sync.WaitGroup
+	for k := c.First; k < c.Keys; k += c.Stride {
+		keys.Add(1)
+		go func() {
+			defer keys.Done()
+			key := fleettest.KeyName(k)
+			for i := c.From; i < c.From+c.N; i++ {
+				if i > c.From && !sleep(ctx, c.Pause) {
+					return
+				}
+				for ctx.Err() == nil {
+					callCtx, cancel := context.WithTimeout(ctx, o.publishTimeout)
+					start := time.Now()
+					err := p.Message(fleettest.Item{Key: key, Index: i}).PartitionKey(key).Publish(callCtx)
+					cancel()
+					line := fleettest.Published{Owner: o.owner, Key: key, Index: i, Took: time.Since(start)}
+					if err == nil {
+						_ = out.print(line.String())
+						break
+					}
+					line.Err = err.Error()
+					_ = out.print(line.String())
+					sleep(ctx, 100*time.Millisecond) // as a caller would before trying again
+				}
+			}
+		}()
+	}
+	keys.Wait()
+	if ctx.Err() == nil {
+		_ = out.print(fleettest.PublishDone(o.owner))
+	}
+}
+
+// sleep waits d; it reports false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func reportOnce(ch chan error, err error) {
