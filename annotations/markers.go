@@ -53,8 +53,16 @@ type Message struct {
 //
 //	func Name(ctx context.Context, msg M, [headers H,] [out runtime.Publisher[X], ...] [d runtime.Delivery]) R
 //
-// where R is runtime.Outcome, error (nil acks, non-nil retries), or, with
-// reply, a message type Y or (Y, error). The generated Mount registers it.
+// where M is a struct type (the stream's //kinesis:message, if it has one),
+// or runtime.RawRecord to receive every record undecoded (its bytes, key and
+// headers: a dead-letter reader); H is a header contract; each
+// runtime.Publisher[X] is a publisher of a //kinesis:message type X; and R
+// is runtime.Outcome, error (nil acks, non-nil retries), or, with reply, a
+// message type Y or (Y, error). The generated Mount registers it. A method
+// works too: Mount then takes one receiver per receiver type, after b,
+// sorted by type name and named after it (methods of *Service and *Ledger
+// give Mount(b *runtime.Broker, ledger *Ledger, service *Service)); a nil
+// receiver is a runtime.ErrInvalid error.
 type Subscriber struct {
 	Pos    token.Position            // where the marker starts
 	KeyPos map[string]token.Position // where each key given starts, by key

@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
@@ -39,6 +41,58 @@ const maxReasonLen = 1024
 // invokeFunc decodes a payload into the handler's message type and calls the
 // handler. A non-nil error means the payload did not decode.
 type invokeFunc func(ctx context.Context, payload []byte, d Delivery) (Outcome, error)
+
+// RawRecord is a record as it is stored, for a subscriber that must see
+// every record whatever its payload: a dead-letter reader first of all, as
+// a record dead-lettered because it could not be decoded cannot be decoded
+// there either. Subscribe[RawRecord] (or a //kinesis:subscriber handler
+// whose message parameter is runtime.RawRecord) hands each record over
+// undecoded, so none is rejected for its content.
+type RawRecord struct {
+	// Data is the payload: the record's data without the envelope, or all
+	// of it when it has no envelope or one that cannot be read. It is the
+	// handler's to keep.
+	Data []byte
+	// Headers are the record's user headers (nil when none), the
+	// dead-letter headers among them; the handler may keep or change them.
+	Headers Headers
+	// PartitionKey is the record's key.
+	PartitionKey string
+}
+
+// DeadLetterInfo is what a dead letter's headers say about it.
+type DeadLetterInfo struct {
+	Reason         string // why it was given up
+	Stream         string // where it was read
+	ShardID        string
+	SequenceNumber string
+	Attempts       int // deliveries before it was given up
+}
+
+// DeadLetter reads the headers the runtime writes on a dead letter; ok is
+// false when the record carries none.
+func (r RawRecord) DeadLetter() (dl DeadLetterInfo, ok bool) {
+	reason, ok := r.Headers[DeadLetterReasonHeader]
+	if !ok {
+		return DeadLetterInfo{}, false
+	}
+	attempts, _ := strconv.Atoi(r.Headers[OriginAttemptsHeader])
+	return DeadLetterInfo{
+		Reason:         reason,
+		Stream:         r.Headers[OriginStreamHeader],
+		ShardID:        r.Headers[OriginShardHeader],
+		SequenceNumber: r.Headers[OriginSequenceHeader],
+		Attempts:       attempts,
+	}, true
+}
+
+// rawInvoke hands the record over undecoded; it never fails to decode.
+func rawInvoke(h Handler[RawRecord]) invokeFunc {
+	return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
+		rec := RawRecord{Data: bytes.Clone(payload), Headers: maps.Clone(d.headers), PartitionKey: d.PartitionKey}
+		return h(ctx, rec, d), nil
+	}
+}
 
 func typedInvoke[M any](h Handler[M], codec Codec) invokeFunc {
 	return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
@@ -231,7 +285,10 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	ctx := withHandledKey(r.ctx, rec.PartitionKey)
 	headers, payload, err := decodeEnvelope(rec.Data)
 	if err != nil {
-		return r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error
+		if !r.s.raw {
+			return r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error
+		}
+		headers, payload = nil, rec.Data // a raw subscriber takes it as it is
 	}
 	attempt := takeAttempt(headers)
 	d := Delivery{

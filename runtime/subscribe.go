@@ -319,6 +319,7 @@ type Subscription struct {
 	stream string
 	set    subscribeSettings
 	invoke invokeFunc
+	raw    bool // the handler takes RawRecord: nothing is rejected for its content
 	log    *slog.Logger
 
 	mu    sync.Mutex
@@ -361,7 +362,8 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Subscribe registers h on stream. Before Connect it is started by Connect;
 // after Connect it starts at once and returns when every owned shard has its
-// first iterator. The settings are validated before any I/O.
+// first iterator. The settings are validated before any I/O. With M
+// RawRecord the handler gets every record undecoded (a dead-letter reader).
 func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeOption) (*Subscription, error) {
 	set := defaultSettings()
 	for _, o := range opts {
@@ -398,6 +400,9 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 		invoke: typedInvoke(h, b.s.cfg.codec),
 		log:    log,
 		done:   make(chan struct{}),
+	}
+	if rh, ok := any(h).(Handler[RawRecord]); ok {
+		s.invoke, s.raw = rawInvoke(rh), true
 	}
 
 	b.s.mu.Lock()

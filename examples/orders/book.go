@@ -12,20 +12,38 @@ import (
 type Book struct {
 	mu        sync.Mutex
 	journal   map[string][]int // customer -> order ids as posted
-	receipts  []Receipt        // in the order confirmed (one key, one order)
+	receipts  map[string][]int // customer -> order ids as receipted
 	shipments map[string][]int // customer -> order ids as delivered
+	dead      []string         // dead letters, as Inspect read them
 	delivered int
-	want      int
+	want      int // shipments
+	wantDead  int
 	done      chan struct{}
 }
 
-func newBook(want int) *Book {
+func newBook(want, wantDead int) *Book {
 	return &Book{
 		journal:   map[string][]int{},
+		receipts:  map[string][]int{},
 		shipments: map[string][]int{},
 		want:      want,
+		wantDead:  wantDead,
 		done:      make(chan struct{}),
 	}
+}
+
+// finishedLocked closes done once every shipment and dead letter is in.
+func (b *Book) finishedLocked() {
+	if b.delivered == b.want && len(b.dead) == b.wantDead {
+		close(b.done)
+	}
+}
+
+func (b *Book) deadLettered(line string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dead = append(b.dead, line)
+	b.finishedLocked()
 }
 
 func (b *Book) posted(e Entry) {
@@ -37,7 +55,7 @@ func (b *Book) posted(e Entry) {
 func (b *Book) receipted(r Receipt) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.receipts = append(b.receipts, r)
+	b.receipts[r.Customer] = append(b.receipts[r.Customer], r.Order)
 }
 
 func (b *Book) shipped(customer string, s Shipment) {
@@ -45,9 +63,7 @@ func (b *Book) shipped(customer string, s Shipment) {
 	defer b.mu.Unlock()
 	b.shipments[customer] = append(b.shipments[customer], s.Order)
 	b.delivered++
-	if b.delivered == b.want {
-		close(b.done)
-	}
+	b.finishedLocked()
 }
 
 // Report prints each customer's journal and shipments, the receipts, and a
@@ -61,23 +77,22 @@ func (b *Book) Report(w io.Writer) (outOfOrder int) {
 	}
 	sort.Strings(customers)
 	for _, c := range customers {
-		ok := ascending(b.journal[c]) && ascending(b.shipments[c])
+		ok := ascending(b.journal[c]) && ascending(b.receipts[c]) && ascending(b.shipments[c])
 		if !ok {
 			outOfOrder++
 		}
-		fmt.Fprintf(w, "%-6s journal %s  shipped %s  %s\n", c, ids(b.journal[c]), ids(b.shipments[c]), verdict(ok))
+		fmt.Fprintf(w, "%-6s journal %s  receipts %s  shipped %s  %s\n", c, ids(b.journal[c]), ids(b.receipts[c]), ids(b.shipments[c]), verdict(ok))
 	}
-	receipts := make([]int, len(b.receipts))
-	for i, r := range b.receipts {
-		receipts[i] = r.Order
+	for _, d := range b.dead {
+		fmt.Fprintf(w, "dead letter: %s\n", d)
 	}
-	fmt.Fprintf(w, "receipts (one key, one order): %s\n", ids(receipts))
-	entries := 0
-	for _, j := range b.journal {
+	entries, receipts := 0, 0
+	for c, j := range b.journal {
 		entries += len(j)
+		receipts += len(b.receipts[c])
 	}
-	fmt.Fprintf(w, "summary: %d customers, %d journal entries, %d receipts, %d shipments delivered, %d customers out of order\n",
-		len(customers), entries, len(b.receipts), b.delivered, outOfOrder)
+	fmt.Fprintf(w, "summary: %d customers, %d journal entries, %d receipts, %d shipments delivered, %d dead letters, %d customers out of order\n",
+		len(customers), entries, receipts, b.delivered, len(b.dead), outOfOrder)
 	return outOfOrder
 }
 

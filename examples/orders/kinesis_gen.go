@@ -76,9 +76,14 @@ func Mount(b *runtime.Broker, service *Service) error {
 	}, runtime.CreateIfMissing(2), runtime.Workers(2), runtime.ByKey(), runtime.HandlerName("main.Service.Deliver")); err != nil {
 		errs = append(errs, fmt.Errorf("main.Service.Deliver: %w", err))
 	}
+	if _, err := runtime.Subscribe[runtime.RawRecord](b, "customer-orders.dead-letters", func(ctx context.Context, msg runtime.RawRecord, d runtime.Delivery) runtime.Outcome {
+		return runtime.OutcomeOf(service.Inspect(ctx, msg))
+	}, runtime.CreateIfMissing(1), runtime.HandlerName("main.Service.Inspect")); err != nil {
+		errs = append(errs, fmt.Errorf("main.Service.Inspect: %w", err))
+	}
 	if _, err := runtime.Subscribe[Order](b, "customer-orders", func(ctx context.Context, msg Order, d runtime.Delivery) runtime.Outcome {
 		return service.Post(ctx, msg, entryPub)
-	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey(), runtime.HandlerName("main.Service.Post")); err != nil {
+	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey(), runtime.DeadLetter("customer-orders.dead-letters"), runtime.HandlerName("main.Service.Post")); err != nil {
 		errs = append(errs, fmt.Errorf("main.Service.Post: %w", err))
 	}
 	if _, err := runtime.Subscribe[Receipt](b, "receipts", func(ctx context.Context, msg Receipt, d runtime.Delivery) runtime.Outcome {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	region := fs.String("region", "us-east-1", "AWS region")
 	customers := fs.Int("customers", 6, "number of customers")
 	perCustomer := fs.Int("orders", 8, "orders per customer")
+	malformed := fs.Int("malformed", 1, "orders of an older schema to publish; each ends on the dead-letter stream")
 	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
 	verbose := fs.Bool("v", false, "log the runtime's events to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -46,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		b = runtime.NewBroker(opts...)
 	}
 
-	book := newBook(*customers * *perCustomer)
+	book := newBook(*customers**perCustomer, *malformed)
 	if err := Mount(b, &Service{book: book}); err != nil {
 		fmt.Fprintln(stderr, "orders:", err)
 		return 1
@@ -69,6 +71,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	if err := placeOrders(ctx, NewOrderPublisher(b), *customers, *perCustomer); err != nil {
+		fmt.Fprintln(stderr, "orders: publish:", err)
+		return 1
+	}
+	if err := placeMalformed(ctx, b, *malformed); err != nil {
 		fmt.Fprintln(stderr, "orders: publish:", err)
 		return 1
 	}
@@ -104,4 +110,18 @@ func placeOrders(ctx context.Context, orders runtime.Publisher[Order], customers
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// placeMalformed publishes orders as a client of an older schema wrote them
+// (the id a string): Post cannot decode them and rejects them to the
+// dead-letter stream, where Inspect reads them raw.
+func placeMalformed(ctx context.Context, b *runtime.Broker, n int) error {
+	old := runtime.NewPublisher[json.RawMessage](b, runtime.PublisherSpec{Stream: "customer-orders"})
+	for i := range n {
+		order := json.RawMessage(fmt.Sprintf(`{"id":"legacy-%d","customer":"c00"}`, i+1))
+		if err := old.Message(order).PartitionKey("c00").Publish(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

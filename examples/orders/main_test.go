@@ -30,7 +30,7 @@ func checkRun(t *testing.T, args []string, customers, perCustomer int) {
 	}
 	out := stdout.String()
 	n := customers * perCustomer
-	wantSummary := fmt.Sprintf("summary: %d customers, %d journal entries, %d receipts, %d shipments delivered, 0 customers out of order", customers, n, n, n)
+	wantSummary := fmt.Sprintf("summary: %d customers, %d journal entries, %d receipts, %d shipments delivered, 1 dead letters, 0 customers out of order", customers, n, n, n)
 	if !strings.Contains(out, wantSummary) {
 		t.Fatalf("summary missing; want %q in:\n%s", wantSummary, out)
 	}
@@ -40,10 +40,16 @@ func checkRun(t *testing.T, args []string, customers, perCustomer int) {
 			ids = append(ids, fmt.Sprint(c*1000+i))
 		}
 		list := "[" + strings.Join(ids, " ") + "]"
-		line := regexp.MustCompile(fmt.Sprintf(`(?m)^c%02d\s+journal (\[[^\]]*\])\s+shipped (\[[^\]]*\])\s+in order$`, c)).FindStringSubmatch(out)
-		if line == nil || line[1] != list || line[2] != list {
-			t.Errorf("customer c%02d: want journal and shipments %s, got %q", c, list, line)
+		line := regexp.MustCompile(fmt.Sprintf(`(?m)^c%02d\s+journal (\[[^\]]*\])\s+receipts (\[[^\]]*\])\s+shipped (\[[^\]]*\])\s+in order$`, c)).FindStringSubmatch(out)
+		if line == nil || line[1] != list || line[2] != list || line[3] != list {
+			t.Errorf("customer c%02d: want journal, receipts and shipments %s, got %q", c, list, line)
 		}
+	}
+	// The malformed order was read raw from the dead-letter stream, with its
+	// bytes, key, origin and reason.
+	wantDead := `dead letter: key=c00 data={"id":"legacy-1","customer":"c00"} from=customer-orders reason="kinesis: decode: decode stream=customer-orders`
+	if !strings.Contains(out, wantDead) {
+		t.Errorf("dead letter missing; want %q in:\n%s", wantDead, out)
 	}
 }
 

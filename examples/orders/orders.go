@@ -4,6 +4,9 @@
 // every receipt ships, keyed by customer through a header contract.
 //
 // customer-orders --Post--> customer-orders.journal --Confirm--> receipts --Ship--> shipments --Deliver
+//
+// An order that does not decode (a client of an older schema) is rejected
+// by Post to customer-orders.dead-letters, where Inspect reads it raw.
 package main
 
 //go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen
@@ -59,9 +62,10 @@ type Service struct {
 }
 
 // Post writes each order to the journal under the customer as partition key.
-// Four lanes by key: four orders at once, never two of one customer.
+// Four lanes by key: four orders at once, never two of one customer. A
+// record that is not an Order goes to the dead-letter stream.
 //
-//kinesis:subscriber stream=customer-orders create_if_missing=2 workers=4 by_key
+//kinesis:subscriber stream=customer-orders create_if_missing=2 workers=4 by_key dead_letter=customer-orders.dead-letters
 func (s *Service) Post(ctx context.Context, order Order, journal runtime.Publisher[Entry]) runtime.Outcome {
 	entry := Entry{Order: order.ID, Customer: order.Customer}
 	if err := journal.Message(entry).PartitionKey(order.Customer).Publish(ctx); err != nil {
@@ -99,4 +103,14 @@ func (s *Service) Deliver(ctx context.Context, shipment Shipment, key ShipmentKe
 	}
 	s.book.shipped(key.Customer, shipment)
 	return runtime.Ack()
+}
+
+// Inspect reads the dead-letter stream. Its records did not decode as
+// orders, so it takes them raw: bytes, key, headers and where they came from.
+//
+//kinesis:subscriber stream=customer-orders.dead-letters create_if_missing=1
+func (s *Service) Inspect(ctx context.Context, rec runtime.RawRecord) error {
+	dl, _ := rec.DeadLetter()
+	s.book.deadLettered(fmt.Sprintf("key=%s data=%s from=%s reason=%q", rec.PartitionKey, rec.Data, dl.Stream, dl.Reason))
+	return nil
 }

@@ -136,6 +136,11 @@ func Mount(b *runtime.Broker, clock *Clock, ledger *Ledger) error {
 	}, runtime.StartAt(runtime.Horizon()), runtime.HandlerName("shapes.OnPayment")); err != nil {
 		errs = append(errs, fmt.Errorf("shapes.OnPayment: %w", err))
 	}
+	if _, err := runtime.Subscribe[runtime.RawRecord](b, "shapes.raw", func(ctx context.Context, msg runtime.RawRecord, d runtime.Delivery) runtime.Outcome {
+		return runtime.OutcomeOf(OnRaw(ctx, msg, d))
+	}, runtime.CreateIfMissing(1), runtime.StartAt(runtime.Horizon()), runtime.HandlerName("shapes.OnRaw")); err != nil {
+		errs = append(errs, fmt.Errorf("shapes.OnRaw: %w", err))
+	}
 	if _, err := runtime.Subscribe[Refund](b, "shapes.refunds", func(ctx context.Context, msg Refund, d runtime.Delivery) runtime.Outcome {
 		return OnRefund(ctx, msg, d)
 	}, runtime.StartAt(runtime.Horizon()), runtime.HandlerName("shapes.OnRefund")); err != nil {

@@ -137,6 +137,16 @@ func OnPayment(ctx context.Context, msg Payment, journal runtime.Publisher[Entry
 	return runtime.Ack()
 }
 
+// OnRaw: func(ctx, runtime.RawRecord, d) error, on a stream whose records no
+// codec reads: every record is handed over undecoded, as a dead-letter reader
+// takes them.
+//
+//kinesis:subscriber stream=shapes.raw create_if_missing=1 start_at=horizon
+func OnRaw(ctx context.Context, rec runtime.RawRecord, d runtime.Delivery) error {
+	Calls <- Call{Handler: "OnRaw", Msg: string(rec.Data), Headers: rec.Headers, Delivery: &d}
+	return nil
+}
+
 // OnRefund: func(ctx, msg, d) runtime.Outcome.
 //
 //kinesis:subscriber stream=shapes.refunds start_at=horizon

@@ -1,6 +1,9 @@
 package shapes_test
 
 import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,15 +216,31 @@ func TestShapes(t *testing.T) {
 	t.Run("method with (reply, error)", func(t *testing.T) {
 		pub := shapes.NewInvoicePublisher(h.b)
 		must(t, pub.Publish(ctx, shapes.Invoice{Order: 11, Fail: true}))
-		must(t, pub.Publish(ctx, shapes.Invoice{Order: 12}))
+		must(t, pub.Message(shapes.Invoice{Order: 12}).PartitionKey("inv-12").Publish(ctx))
 		if got := <-h.ledger.Settled; got.Order != 12 {
 			t.Errorf("settled %+v, want order 12", got)
 		}
 		// Only the successful invoice replies; without partition_key the
-		// reply takes a process-unique key, not the mount key of Confirm.
+		// reply goes under the key of the invoice it answers.
 		r := next(h, h.receipts, "receipt")
-		if r.msg.Order != 12 || r.d.PartitionKey == "receipts" || r.d.PartitionKey == "" {
-			t.Errorf("receipt %+v keyed %q, want order 12 under a generated key", r.msg, r.d.PartitionKey)
+		if r.msg.Order != 12 || r.d.PartitionKey != "inv-12" {
+			t.Errorf("receipt %+v keyed %q, want order 12 under the invoice's key inv-12", r.msg, r.d.PartitionKey)
+		}
+	})
+
+	t.Run("raw record: bytes no codec reads, with key and headers", func(t *testing.T) {
+		data := []byte("not json {")
+		_, err := h.srv.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("shapes.raw"), PartitionKey: aws.String("r1"), Data: data})
+		must(t, err)
+		c := h.call("OnRaw")
+		if c.Msg != string(data) || c.Delivery == nil || c.Delivery.PartitionKey != "r1" {
+			t.Errorf("OnRaw got %+v, want %q keyed r1", c, data)
+		}
+		raw := runtime.NewPublisher[shapes.Audit](h.b, runtime.PublisherSpec{Stream: "shapes.raw"})
+		must(t, raw.Message(shapes.Audit{Line: "y"}).PartitionKey("r2").Header("trace", "t9").Publish(ctx))
+		c = h.call("OnRaw")
+		if c.Msg != `{"Line":"y"}` || c.Headers.(runtime.Headers)["trace"] != "t9" {
+			t.Errorf("OnRaw got %+v, want the JSON payload and its trace header", c)
 		}
 	})
 
