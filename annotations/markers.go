@@ -12,7 +12,7 @@ import (
 
 // Message binds a struct type to a Kinesis stream:
 //
-//	//kinesis:message stream=NAME [headers=TYPE] [partition_key=KEY]
+//	//kinesis:message stream=NAME [headers=TYPE] [partition_key=KEY] [shared]
 //
 // It goes in the doc comment of a struct type declaration. kinesisgen writes
 // NewXPublisher(b, opts...) for it, where X is the type's name.
@@ -43,6 +43,13 @@ type Message struct {
 	// inherit from the record being handled (rung 4). 1 to 256 UTF-16 units, as the service counts: a character
 	// outside the Basic Multilingual Plane (most emoji) counts two.
 	PartitionKey string `marker:"partition_key" meta:"KEY"`
+
+	// Shared says that other message types are published to this stream
+	// too, on purpose. Without it two //kinesis:message types of one
+	// package on one stream are an error, as a subscriber decodes every
+	// record of its stream as one type: mark each of them shared, and read
+	// the stream with a type that accepts them all, or with runtime.RawRecord.
+	Shared bool `marker:"shared,flag"`
 }
 
 // Subscriber mounts a function or method as the handler of a stream:

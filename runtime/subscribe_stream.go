@@ -28,14 +28,15 @@ func ensureStream(ctx context.Context, c *conn, stream string, createShards int3
 		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
 	case err == nil: // CREATING
 	case !isNotFound(err):
-		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
+		// A refused connection or a failed lookup says nothing about the stream.
+		return false, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
 	case createShards == 0:
 		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
 	default:
 		_, err := c.client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: &createShards})
 		var inUse *types.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) { // in use: someone else created it first
-			return false, &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: err}
+			return false, &Error{Kind: kindOr(ErrStream, err), Op: "CreateStream", Stream: stream, Err: err}
 		}
 		log.Info("stream created", "shards", createShards)
 	}
@@ -61,7 +62,7 @@ func ensureStream(ctx context.Context, c *conn, stream string, createShards int3
 		case err != nil && !isNotFound(err) && wctx.Err() == nil:
 			// Just after CreateStream a stream may read as missing for a moment;
 			// any other error ends the wait.
-			return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: err}
+			return false, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
 		}
 	}
 }

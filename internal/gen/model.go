@@ -132,6 +132,7 @@ func buildModel(p *loadedPkg, diags *diagnostics) *pkgModel {
 	}
 	slices.SortFunc(m.messages, func(a, b *message) int { return cmp.Compare(a.name, b.name) })
 	m.checkPublisherNames(diags)
+	m.checkSharedStreams(diags)
 	// Handlers refer to messages (streams, publishers, replies), so they come after.
 	for _, d := range subDecls {
 		m.addHandler(d, d.markers[0].(*annotations.Subscriber), diags)
@@ -461,6 +462,37 @@ func (m *pkgModel) checkFree(name, why string, diags *diagnostics) {
 
 // checkStreams reports two handlers of the package on one stream, which the
 // runtime would refuse at Mount.
+// checkSharedStreams reports two message types on one stream, unless each
+// says shared: a subscriber decodes every record of a stream as one type,
+// so a second type there is usually a copied marker.
+func (m *pkgModel) checkSharedStreams(diags *diagnostics) {
+	byPos := slices.Clone(m.messages)
+	slices.SortFunc(byPos, func(a, b *message) int {
+		return cmp.Or(cmp.Compare(a.marker.Pos.Filename, b.marker.Pos.Filename), cmp.Compare(a.marker.Pos.Offset, b.marker.Pos.Offset))
+	})
+	first := map[string]*message{}
+	reported := map[*message]bool{}
+	for _, msg := range byPos {
+		f := first[msg.marker.Stream]
+		if f == nil {
+			first[msg.marker.Stream] = msg
+			continue
+		}
+		for _, x := range []*message{f, msg} {
+			if x.marker.Shared || reported[x] {
+				continue
+			}
+			reported[x] = true
+			other := f
+			if x == f {
+				other = msg
+			}
+			diags.add(x.marker.KeyPos["stream"], "stream %s is also the stream of message %s (line %d); a subscriber reads a stream as one type: mark each message of the stream shared if this is deliberate",
+				x.marker.Stream, other.name, other.marker.Pos.Line)
+		}
+	}
+}
+
 func (m *pkgModel) checkStreams(diags *diagnostics) {
 	first := map[string]*handler{}
 	byPos := slices.Clone(m.subs)
