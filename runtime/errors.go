@@ -97,4 +97,5 @@ func kindOr(kind, err error) error {
 	}
 	return kind
 }
+
 func (e *Error) Unwrap() error { return e.Err }

@@ -9,8 +9,9 @@
 // kinesisgen ./... over package patterns ("." by default). It reports every
 // problem as path:line:col: message and writes nothing when there is one.
 // With -check it writes nothing at all and exits 1 naming every generated
-// file that is missing, out of date or stale, for CI. kinesisgen -help
-// prints the marker reference.
+// file that is missing, out of date (with a unified diff) or stale, for CI.
+// kinesisgen -help prints the exit codes, how method receivers become Mount
+// parameters, and the marker reference.
 package main
 
 import (
@@ -36,12 +37,13 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("kinesisgen", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files that are missing, out of date or stale")
+	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files that are missing, out of date (with a unified diff) or stale")
 	verbose := fl.Bool("v", false, "print the files written and the time spent")
 	usage := func(w io.Writer) {
 		fl.SetOutput(w)
 		fmt.Fprintf(w, "usage: kinesisgen [-check] [-v] [packages]\n\nflags:\n")
 		fl.PrintDefaults()
+		fmt.Fprint(w, usageNotes)
 		fmt.Fprintf(w, "\n%s", annotations.Help())
 	}
 	fl.Usage = func() {} // printed below: the reference to stdout on -help
@@ -118,6 +120,8 @@ func checkFiles(res *gen.Result, rel func(string) string, stderr io.Writer) int 
 			status = 1
 		case !bytes.Equal(old, f.Content):
 			fmt.Fprintf(stderr, "%s: out of date; run go generate\n", rel(f.Path))
+			name := rel(f.Path)
+			fmt.Fprint(stderr, unifiedDiff(name+" (on disk)", name+" (generated)", old, f.Content))
 			status = 1
 		}
 	}

@@ -86,8 +86,11 @@ func TestWriteCheckRemove(t *testing.T) {
 	if err := os.WriteFile(genFile, append(first, "// edited\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != "orders/kinesis_gen.go: out of date; run go generate\n" {
-		t.Errorf("-check after an edit: exit %d, stderr %q", code, stderr)
+	// -check names the file and shows what is stale, as a unified diff.
+	wantDiff := "orders/kinesis_gen.go: out of date; run go generate\n" +
+		"--- orders/kinesis_gen.go (on disk)\n+++ orders/kinesis_gen.go (generated)\n"
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.HasPrefix(stderr, wantDiff) || !strings.HasSuffix(stderr, "\n-// edited\n") {
+		t.Errorf("-check after an edit: exit %d, stderr %q; want %q ... a hunk removing the edit", code, stderr, wantDiff)
 	}
 
 	// The last marker goes: the generated file is stale, then removed.
@@ -124,7 +127,9 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"-help"}, &stdout, &stderr); code != 0 {
 		t.Errorf("-help exit %d", code)
 	}
-	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS]", "Workers runs up to N deliveries at once"} {
+	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS]", "Workers runs up to N deliveries at once",
+		"exit codes:", "  2  bad usage", "func Mount(b *runtime.Broker, ledger *Ledger, service *Service) error",
+		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("-help output lacks %q", want)
 		}
