@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"go/token"
+	"strconv"
 	"time"
 )
 
@@ -54,7 +55,7 @@ type Message struct {
 
 // Subscriber mounts a function or method as the handler of a stream:
 //
-//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [retries=N] [dead_letter=STREAM]
+//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [retries=N] [dead_letter=STREAM]
 //
 // It goes in the doc comment of a function or method with the shape
 //
@@ -77,10 +78,12 @@ type Subscriber struct {
 	// Stream is the stream the handler reads. A stream has one subscriber per package.
 	Stream string `marker:"stream,required" meta:"NAME"`
 
-	// CreateIfMissing creates the stream with this many shards when it does
-	// not exist, and a missing dead_letter stream with one shard; without it
-	// a missing stream is an error.
-	CreateIfMissing int32 `marker:"create_if_missing" meta:"SHARDS" min:"1" max:"100000"`
+	// CreateIfMissing creates the stream when it does not exist, with this
+	// many shards (and a missing dead_letter stream with one shard), or, with
+	// create_if_missing=on_demand, in on-demand capacity mode (no shard
+	// count: the service scales it; a missing dead_letter stream likewise).
+	// Without it a missing stream is an error.
+	CreateIfMissing CreateIfMissing `marker:"create_if_missing" meta:"SHARDS|on_demand" min:"1" max:"100000"`
 
 	// Workers runs up to N deliveries at once (default 1, at most 1024).
 	Workers int `marker:"workers" meta:"N" min:"1" max:"1024"`
@@ -120,6 +123,27 @@ type Subscriber struct {
 	// exist, unless create_if_missing is set.
 	DeadLetter string `marker:"dead_letter" meta:"STREAM"`
 }
+
+// CreateIfMissing is the value of create_if_missing: a shard count, or
+// on_demand. The zero value is "not given".
+type CreateIfMissing struct {
+	Shards   int32 // provisioned mode with this many shards
+	OnDemand bool  // on-demand mode
+}
+
+// Set reports whether create_if_missing was given.
+func (c CreateIfMissing) Set() bool { return c.Shards > 0 || c.OnDemand }
+
+// String is the value as written in a marker.
+func (c CreateIfMissing) String() string {
+	if c.OnDemand {
+		return OnDemand
+	}
+	return strconv.Itoa(int(c.Shards))
+}
+
+// OnDemand is the create_if_missing value of an on-demand stream.
+const OnDemand = "on_demand"
 
 // StartKind is the kind of a start_at position.
 type StartKind uint8

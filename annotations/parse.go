@@ -341,6 +341,7 @@ func newSpec(name string, zero any, check func(any, map[string]token.Position) [
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	startAtType  = reflect.TypeFor[StartAt]()
+	createType   = reflect.TypeFor[CreateIfMissing]()
 )
 
 // set parses value into fv; it returns a message when the value is bad.
@@ -361,6 +362,19 @@ func (f *fieldSpec) set(fv reflect.Value, value string) string {
 			return "want horizon, latest or an RFC 3339 time such as 2026-01-02T15:04:05Z"
 		}
 		fv.Set(reflect.ValueOf(s))
+	case fv.Type() == createType:
+		if value == OnDemand {
+			fv.Set(reflect.ValueOf(CreateIfMissing{OnDemand: true}))
+			return ""
+		}
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return "want a shard count or " + OnDemand
+		}
+		if n < f.min || n > f.max {
+			return fmt.Sprintf("must be %d to %d shards, or %s", f.min, f.max, OnDemand)
+		}
+		fv.Set(reflect.ValueOf(CreateIfMissing{Shards: int32(n)}))
 	case fv.Kind() == reflect.String:
 		if msg := checkString(f.key, value); msg != "" {
 			return msg
@@ -392,6 +406,8 @@ func (f *fieldSpec) format(fv reflect.Value) string {
 		return time.Duration(fv.Int()).String()
 	case fv.Type() == startAtType:
 		return fv.Interface().(StartAt).String()
+	case fv.Type() == createType:
+		return fv.Interface().(CreateIfMissing).String()
 	case fv.Kind() == reflect.String:
 		return fv.String()
 	case fv.Kind() == reflect.Pointer:

@@ -28,11 +28,12 @@ func TestParseValid(t *testing.T) {
 		{"message all keys", `//kinesis:message stream=shipments headers=ShipmentKey partition_key="a key"`,
 			&Message{Stream: "shipments", Headers: "ShipmentKey", PartitionKey: "a key"}},
 		{"subscriber all keys", "//kinesis:subscriber stream=customer-orders create_if_missing=2 workers=4 by_key reply partition_key=receipts start_at=2026-01-02T15:04:05Z batch=500 poll=250ms retries=0 dead_letter=orders.dlq",
-			&Subscriber{Stream: "customer-orders", CreateIfMissing: 2, Workers: 4, ByKey: true, Reply: true, PartitionKey: "receipts",
+			&Subscriber{Stream: "customer-orders", CreateIfMissing: CreateIfMissing{Shards: 2}, Workers: 4, ByKey: true, Reply: true, PartitionKey: "receipts",
 				StartAt: StartAt{Kind: StartAtTime, Time: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}, Batch: 500, Poll: 250 * time.Millisecond,
 				Retries: intp(0), DeadLetter: "orders.dlq"}},
 		{"tabs and raw quotes", "//kinesis:subscriber\tstream=`s`  start_at=horizon", &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartHorizon}}},
 		{"start latest", `//kinesis:subscriber stream=s start_at=latest`, &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartLatest}}},
+		{"on-demand stream", `//kinesis:subscriber stream=s create_if_missing=on_demand`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,7 +77,8 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:message stream=x partition_key=` + strings.Repeat("😀", 129), []string{"28: partition_key=" + strings.Repeat("😀", 129) + ": partition key \"" + strings.Repeat("😀", 16) + "\"... is 258 UTF-16 units long (129 characters, 516 bytes); the service allows at most 256"}},
 		{`//kinesis:subscriber stream=x workers=four`, []string{"31: workers=four: not a whole number"}},
 		{`//kinesis:subscriber stream=x workers=0`, []string{"31: workers=0: must be 1 to 1024"}},
-		{`//kinesis:subscriber stream=x create_if_missing=0`, []string{"31: create_if_missing=0: must be 1 to 100000"}},
+		{`//kinesis:subscriber stream=x create_if_missing=0`, []string{"31: create_if_missing=0: must be 1 to 100000 shards, or on_demand"}},
+		{`//kinesis:subscriber stream=x create_if_missing=ondemand`, []string{"31: create_if_missing=ondemand: want a shard count or on_demand"}},
 		{`//kinesis:subscriber stream=x batch=10001`, []string{"31: batch=10001: must be 1 to 10000"}},
 		{`//kinesis:subscriber stream=x batch=0`, []string{"31: batch=0: must be 1 to 10000"}},
 		{`//kinesis:subscriber stream=x retries=-1`, []string{"31: retries=-1: must be 0 to 1000000"}},
@@ -170,6 +172,7 @@ func FuzzParse(f *testing.F) {
 		`//kinesis:message stream=orders headers=K partition_key="a \"b\""`,
 		"//kinesis:subscriber stream=s create_if_missing=2 workers=4 by_key reply partition_key=r start_at=2026-01-02T15:04:05.5+02:00 batch=10 poll=1s retries=3 dead_letter=d",
 		"//kinesis:subscriber stream=`x` start_at=horizon",
+		"//kinesis:subscriber stream=x create_if_missing=on_demand",
 		"// kinesis:message", "//kinesis:", "//kinesis:message stream=\"\\xff\"",
 	} {
 		f.Add(s)

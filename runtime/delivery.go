@@ -138,7 +138,7 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
-	fresh, err := ensureStream(ctx, c, s.stream, s.set.createShards, s.log)
+	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, s.log)
 	if err != nil {
 		return err
 	}
@@ -150,12 +150,13 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	}
 	if dl := s.set.deadLetter; dl != "" {
 		// With create_if_missing a missing dead-letter stream is created
-		// too, with one shard: it carries the few records handlers give up.
-		var shards int32
-		if s.set.createShards > 0 {
-			shards = 1
+		// too, with one shard (it carries the few records handlers give
+		// up), or on demand like the stream.
+		create := s.set.create
+		if create.shards > 0 {
+			create.shards = 1
 		}
-		if _, err := ensureStream(ctx, c, dl, shards, s.log.With("dead_letter", dl)); err != nil {
+		if _, err := ensureStream(ctx, c, dl, create, s.log.With("dead_letter", dl)); err != nil {
 			return err
 		}
 	}

@@ -151,7 +151,7 @@ const (
 )
 
 type subscribeSettings struct {
-	createShards int32 // 0: the stream must exist
+	create       creation // zero: the stream must exist
 	workers      int
 	byKey        bool
 	start        Position
@@ -184,9 +184,25 @@ func CreateIfMissing(shards int32) SubscribeOption { // create_if_missing=SHARDS
 			s.invalid("create_if_missing=%d: a stream needs at least one shard", shards)
 			return
 		}
-		s.createShards = shards
+		s.create = creation{shards: shards}
 	}
 }
+
+// CreateOnDemandIfMissing creates the stream in on-demand capacity mode (no
+// shard count: the service scales it) when it does not exist, and a missing
+// dead-letter stream (DeadLetter) likewise, and waits (up to a minute) for
+// them to become active.
+func CreateOnDemandIfMissing() SubscribeOption { // create_if_missing=on_demand
+	return func(s *subscribeSettings) { s.create = creation{onDemand: true} }
+}
+
+// creation is how a missing stream is created; the zero value creates none.
+type creation struct {
+	shards   int32
+	onDemand bool
+}
+
+func (c creation) enabled() bool { return c.shards > 0 || c.onDemand }
 
 // Workers runs n deliveries at once (default 1).
 func Workers(n int) SubscribeOption { // workers=N

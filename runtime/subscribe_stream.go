@@ -14,12 +14,12 @@ import (
 // createWait bounds the wait for a stream to become active.
 const createWait = time.Minute
 
-// ensureStream checks that stream exists, creating it with createShards
-// shards when it is missing and createShards > 0, and waits (up to a minute,
+// ensureStream checks that stream exists, creating it as create says when
+// it is missing (and create is enabled), and waits (up to a minute,
 // bounded by ctx) until it can be read. fresh reports a stream that was
 // created just now (by this call, or found still being created): nothing
 // in it predates the caller.
-func ensureStream(ctx context.Context, c *conn, stream string, createShards int32, log *slog.Logger) (fresh bool, err error) {
+func ensureStream(ctx context.Context, c *conn, stream string, create creation, log *slog.Logger) (fresh bool, err error) {
 	status, err := describeStatus(ctx, c, stream)
 	switch {
 	case err == nil && readable(status):
@@ -30,15 +30,25 @@ func ensureStream(ctx context.Context, c *conn, stream string, createShards int3
 	case !isNotFound(err):
 		// A refused connection or a failed lookup says nothing about the stream.
 		return false, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
-	case createShards == 0:
+	case !create.enabled():
 		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
 	default:
-		_, err := c.client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: &createShards})
+		in := &kinesis.CreateStreamInput{StreamName: &stream}
+		if create.onDemand {
+			in.StreamModeDetails = &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}
+		} else {
+			in.ShardCount = &create.shards
+		}
+		_, err := c.client.CreateStream(ctx, in)
 		var inUse *types.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) { // in use: someone else created it first
 			return false, &Error{Kind: kindOr(ErrStream, err), Op: "CreateStream", Stream: stream, Err: err}
 		}
-		log.Info("stream created", "shards", createShards)
+		if create.onDemand {
+			log.Info("stream created", "mode", "on-demand")
+		} else {
+			log.Info("stream created", "shards", create.shards)
+		}
 	}
 
 	wctx, cancel := context.WithTimeout(ctx, createWait)

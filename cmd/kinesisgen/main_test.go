@@ -127,7 +127,7 @@ func TestHelp(t *testing.T) {
 	if code := run([]string{"-help"}, &stdout, &stderr); code != 0 {
 		t.Errorf("-help exit %d", code)
 	}
-	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS]", "Workers runs up to N deliveries at once",
+	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand]", "Workers runs up to N deliveries at once",
 		"exit codes:", "  2  bad usage", "func Mount(b *runtime.Broker, ledger *Ledger, service *Service) error",
 		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]"} {
 		if !strings.Contains(stdout.String(), want) {

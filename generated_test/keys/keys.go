@@ -53,3 +53,11 @@ func Latest(ctx context.Context, msg Late) runtime.Outcome { return runtime.Ack(
 //
 //kinesis:subscriber stream=publishonly.events
 func Noted(ctx context.Context, msg publishonly.Event, meta publishonly.Meta) error { return nil }
+
+// Burst is read from a stream created in on-demand mode when missing.
+type Burst struct{ ID string }
+
+// Bursts asks for an on-demand stream, and so an on-demand dead-letter stream.
+//
+//kinesis:subscriber stream=keys.bursts create_if_missing=on_demand dead_letter=keys.bursts.dead
+func Bursts(ctx context.Context, msg Burst) error { return nil }

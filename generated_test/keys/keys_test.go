@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/generated_test/keys"
 	"github.com/kinesisgen/kinesisgen/runtime"
@@ -114,5 +115,35 @@ func TestMissingStreamFailsConnect(t *testing.T) {
 	var re *runtime.Error
 	if !errors.As(err, &re) || !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "keys.latest") {
 		t.Errorf("Connect error %v is not an ErrStream *runtime.Error naming keys.latest", err)
+	}
+}
+
+// TestCreateIfMissingOnDemand: create_if_missing=on_demand creates the
+// stream and its missing dead-letter stream in on-demand mode, with no
+// shard count.
+func TestCreateIfMissingOnDemand(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, srv := kinesistest.NewBrokerServer()
+	for _, s := range []string{"keys.replayed", "keys.latest", "publishonly.events"} {
+		if err := srv.AddStream(s, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keys.Mount(b); err != nil {
+		t.Fatalf("Mount: %v", err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer b.Shutdown(context.Background())
+	for _, s := range []string{"keys.bursts", "keys.bursts.dead"} {
+		out, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(s)})
+		if err != nil {
+			t.Fatalf("%s was not created: %v", s, err)
+		}
+		if m := out.StreamDescriptionSummary.StreamModeDetails.StreamMode; m != types.StreamModeOnDemand {
+			t.Errorf("%s is in %s mode, want ON_DEMAND", s, m)
+		}
 	}
 }

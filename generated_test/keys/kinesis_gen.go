@@ -55,6 +55,11 @@ func (h *EchoHeaders) DecodeHeaders(src runtime.Headers) error {
 func Mount(b *runtime.Broker) error {
 	replayReplies := NewEchoPublisher(b, runtime.WithPartitionKey("reply key"))
 	var errs []error
+	if _, err := runtime.Subscribe[Burst](b, "keys.bursts", func(ctx context.Context, msg Burst, d runtime.Delivery) runtime.Outcome {
+		return runtime.OutcomeOf(Bursts(ctx, msg))
+	}, runtime.CreateOnDemandIfMissing(), runtime.DeadLetter("keys.bursts.dead"), runtime.HandlerName("keys.Bursts")); err != nil {
+		errs = append(errs, fmt.Errorf("keys.Bursts: %w", err))
+	}
 	if _, err := runtime.Subscribe[Event](b, "keys.events", func(ctx context.Context, msg Event, d runtime.Delivery) runtime.Outcome {
 		return runtime.OutcomeOf(Handle(ctx, msg))
 	}, runtime.CreateIfMissing(3), runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon()), runtime.BatchSize(250), runtime.PollInterval(1500*time.Millisecond), runtime.MaxRetries(5), runtime.DeadLetter("keys.dead"), runtime.HandlerName("keys.Handle")); err != nil {

@@ -346,8 +346,11 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	mk := h.marker
 	opt := func(fn string, args ...jen.Code) jen.Code { return jen.Qual(runtimePath, fn).Call(args...) }
 	var opts []jen.Code
-	if mk.CreateIfMissing != 0 {
-		opts = append(opts, opt("CreateIfMissing", jen.Lit(int(mk.CreateIfMissing))))
+	switch {
+	case mk.CreateIfMissing.OnDemand:
+		opts = append(opts, opt("CreateOnDemandIfMissing"))
+	case mk.CreateIfMissing.Shards != 0:
+		opts = append(opts, opt("CreateIfMissing", jen.Lit(int(mk.CreateIfMissing.Shards))))
 	}
 	if mk.Workers != 0 {
 		opts = append(opts, opt("Workers", jen.Lit(mk.Workers)))

@@ -103,6 +103,7 @@ type stream struct {
 	name    string
 	epoch   uint64
 	created time.Time
+	mode    types.StreamMode
 
 	mu   sync.Mutex // serializes resharding
 	all  atomic.Pointer[[]*shard]
@@ -204,7 +205,8 @@ func (s *Server) beginStream(ctx context.Context, op Op, name, arn *string, shar
 }
 
 // CreateStream creates an ACTIVE stream with ShardCount shards (4 when
-// absent, like an on-demand stream) splitting the hash-key space evenly.
+// absent, as an on-demand stream starts) splitting the hash-key space
+// evenly. An on-demand stream (StreamModeDetails) takes no ShardCount.
 func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput, _ ...func(*kinesis.Options)) (*kinesis.CreateStreamOutput, error) {
 	const op = OpCreateStream
 	name, err := s.beginStream(ctx, op, in.StreamName, nil, "")
@@ -212,6 +214,13 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 		return nil, err
 	}
 	n := 4
+	mode := types.StreamModeProvisioned
+	if in.StreamModeDetails != nil && in.StreamModeDetails.StreamMode == types.StreamModeOnDemand {
+		mode = types.StreamModeOnDemand
+		if in.ShardCount != nil {
+			return nil, opError(op.String(), validation("ShardCount is not allowed for a stream in ON_DEMAND mode"))
+		}
+	}
 	if in.ShardCount != nil {
 		n = int(*in.ShardCount)
 	}
@@ -222,7 +231,7 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 		return nil, opError(op.String(), limitExceeded("This request would exceed the shard limit for the account %s in %s. Current shard count for the account: 0. Limit: %d.", s.cfg.account, s.cfg.region, s.cfg.shardLimit))
 	}
 	now := s.now()
-	st := &stream{name: name, epoch: s.epochs.Add(1), created: now}
+	st := &stream{name: name, epoch: s.epochs.Add(1), created: now, mode: mode}
 	shards := make([]*shard, n)
 	for i, r := range evenRanges(n) {
 		shards[i] = newShard(i, r[0], r[1], formatSeq(0, i), time.Time{})
@@ -264,7 +273,7 @@ func (s *Server) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput
 	return &kinesis.DeleteStreamOutput{}, nil
 }
 
-// DescribeStreamSummary describes an ACTIVE provisioned stream.
+// DescribeStreamSummary describes an ACTIVE stream.
 func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
 	const op = OpDescribeStreamSummary
 	name, err := s.beginStream(ctx, op, in.StreamName, in.StreamARN, "")
@@ -281,7 +290,7 @@ func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.Describe
 		StreamName:              aws.String(st.name),
 		StreamARN:               aws.String(st.arn(s.cfg)),
 		StreamStatus:            types.StreamStatusActive,
-		StreamModeDetails:       &types.StreamModeDetails{StreamMode: types.StreamModeProvisioned},
+		StreamModeDetails:       &types.StreamModeDetails{StreamMode: st.mode},
 		OpenShardCount:          aws.Int32(int32(len(*st.open.Load()))),
 		RetentionPeriodHours:    aws.Int32(hours),
 		StreamCreationTimestamp: &created,
