@@ -151,16 +151,16 @@ const (
 )
 
 type subscribeSettings struct {
-	create       creation // zero: the stream must exist
-	workers      int
-	byKey        bool
-	start        Position
-	batch        int32         // 0: the coordinator's default (10000)
-	poll         time.Duration // 0: the coordinator's default (1 s)
-	retries      int
-	deadLetter   string
-	name         string
-	problems     []string // what the options found wrong, reported by Subscribe
+	create     creation // zero: the stream must exist
+	workers    int
+	byKey      bool
+	start      Position
+	batch      int32         // 0: the coordinator's default (10000)
+	poll       time.Duration // 0: the coordinator's default (1 s)
+	retries    int
+	deadLetter string
+	name       string
+	problems   []string // what the options found wrong, reported by Subscribe
 }
 
 func defaultSettings() subscribeSettings {
