@@ -1,6 +1,48 @@
-// Package runtime is what kinesisgen's generated code calls: the Broker and
-// its lifecycle, typed publishers, subscriptions with their outcomes and
-// worker lanes, and the record envelope.
+// Package runtime is what a kinesisgen application runs on: the Broker that
+// owns the connection to Kinesis, typed publishers, subscriptions with their
+// outcomes and worker lanes, and the record envelope. The generated
+// kinesis_gen.go of each package calls it, and so does the application.
+//
+// # Start here
+//
+// An application makes a broker, mounts the handlers of its packages (the
+// generated Mount), runs the broker and publishes with the generated
+// publishers:
+//
+//	b := runtime.NewBroker(runtime.WithRegion("eu-west-1")) // no I/O yet; NewBrokerFromConfig(awsCfg) takes an aws.Config
+//	if err := orders.Mount(b, &orders.Service{}); err != nil {
+//		return err
+//	}
+//	errc := make(chan error, 1)
+//	go func() { errc <- b.Run(ctx) }() // connect, serve until ctx ends, shut down
+//	select {
+//	case <-b.Ready(): // every subscription reads its shards
+//	case err := <-errc:
+//		return err
+//	}
+//	err := orders.NewOrderPublisher(b).Message(order).PartitionKey(order.Customer).Publish(ctx)
+//
+// Connect and Shutdown do Run's two halves separately; in tests
+// kinesistest.NewBroker gives the same broker on an in-process Kinesis.
+// Options (WithEndpoint, WithLeaseStore, WithApplication, WithLogger, ...)
+// configure the broker; nothing is logged unless WithLogger is given.
+//
+// A handler returns Ack, Retry, Reject(err), or OutcomeOf(err); a Delivery
+// parameter describes the record. Subscribe mounts a handler without a
+// marker, and a handler of RawRecord gets every record undecoded (a
+// dead-letter reader). Every error matches one of the Err* sentinels with
+// errors.Is, and *Error says which stream and shard it concerns.
+//
+// # For generated code
+//
+// NewPublisher with PublisherSpec and the PublishOptions (WithPartitionKey,
+// WithStream); the SubscribeOptions, one per key of //kinesis:subscriber
+// (CreateIfMissing, CreateOnDemandIfMissing, Workers, ByKey, StartAt,
+// BatchSize, PollInterval, MaxRetries, DeadLetter) and HandlerName;
+// ReplyOutcome; HeaderEncoder and HeaderDecoder; and
+// SupportPackageIsVersion1 are what kinesis_gen.go calls. An application
+// may call them too (to publish or subscribe without markers), but a marker
+// says the same more briefly.
 //
 // # Publishing
 //
@@ -9,7 +51,8 @@
 // key of the record being handled, a process-unique key); a key that is
 // given but empty is an error. It checks the key (1 to 256 UTF-16 units of
 // valid UTF-8, the service's count), the headers and the record's size
-// (1 MiB of data plus key) before any I/O, and waits for its own result. Concurrent publishes to one stream share PutRecords calls: a
+// (1 MiB of data plus key) before any I/O, and waits for its own result.
+// Concurrent publishes to one stream share PutRecords calls: a
 // call starts at once when none is in flight or one has just returned, and
 // otherwise when 500 records or 5 MiB are ready or after a linger of a
 // millisecond (WithPublishLinger); up to four calls per stream run at once
@@ -31,7 +74,7 @@
 // published from concurrent goroutines have no submit order between them.
 package runtime
 
-// SupportPackageIsVersion1 is referenced by generated code; a generator and a
-// runtime that disagree on the generated-code contract fail to compile with
-// this name in the error.
+// SupportPackageIsVersion1 is referenced by generated code (only): a
+// generator and a runtime that disagree on the generated-code contract fail
+// to compile with this name in the error.
 const SupportPackageIsVersion1 = true

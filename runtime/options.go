@@ -9,7 +9,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
-// Defaults of the broker's timing settings, as lifecycle.txt names them.
+// Defaults of the broker's settings.
 const (
 	DefaultShardSyncInterval  = 10 * time.Second
 	DefaultLeaseRenewInterval = 3 * time.Second

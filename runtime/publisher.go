@@ -15,7 +15,7 @@ const PartitionKeyHeader = "partition-key"
 // Headers are a record's user headers.
 type Headers map[string]string
 
-// HeaderEncoder is implemented by generated header contracts.
+// HeaderEncoder is implemented by generated header contracts (and by Headers).
 type HeaderEncoder interface{ EncodeHeaders(h Headers) }
 
 // EncodeHeaders copies h into dst, so a header map (for example the
@@ -102,7 +102,8 @@ func (m *Message[T]) Send(ctx context.Context) (Receipt, error) {
 	return m.p.send(ctx, m.msg, m.key, m.hasKey, m.headers)
 }
 
-// PublisherSpec is what a //kinesis:message marker says.
+// PublisherSpec is what a //kinesis:message marker says; generated
+// NewXPublisher functions fill it in.
 type PublisherSpec struct {
 	Stream       string
 	PartitionKey string // rung 3 of the key ladder, when no option overrides it

@@ -281,7 +281,8 @@ func DeadLetter(stream string) SubscribeOption { // dead_letter=STREAM
 	}
 }
 
-// HandlerName names the handler in logs, for example "orders.Post".
+// HandlerName names the handler in logs, for example "orders.Post"; the
+// generated Mount names each handler so.
 func HandlerName(name string) SubscribeOption { // for logs: "pkg.Func"
 	return func(s *subscribeSettings) { s.name = name }
 }
@@ -308,8 +309,10 @@ func validateName(what, name string) string {
 
 // ReplyOutcome publishes a handler's reply (when err is nil) and maps the
 // result to an outcome: a failed handler or a failed publish retries. The
-// reply's key follows p's key ladder, so a mount-site key set with
-// WithPartitionKey on p is used when the reply carries none of its own.
+// generated Mount calls it for a reply handler. The reply's key follows p's
+// key ladder: the mount-site key set with WithPartitionKey on p (a
+// subscriber's partition_key=) when there is one, else, ctx being the
+// handler's, the key of the record being handled.
 func ReplyOutcome[Y any](ctx context.Context, p Publisher[Y], reply Y, err error) Outcome {
 	if err != nil {
 		return OutcomeOf(err)
