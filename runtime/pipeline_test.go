@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,8 +21,10 @@ import (
 // a key, and a reply handler, put their records under the key of the record
 // they handle, so each key's order holds from the first stream to the last.
 // The service starts with go b.Run and publishes once b.Ready is closed.
-func TestKeyOrderCarriesThroughTwoHops(t *testing.T) {
-	e := newEnv(t)
+func TestKeyOrderCarriesThroughTwoHops(t *testing.T) { testKeyOrderCarriesThroughTwoHops(newEnv(t)) }
+
+func testKeyOrderCarriesThroughTwoHops(e *env) {
+	t := e.t
 	in, mid, out := e.stream("hop-in"), e.stream("hop-mid"), e.stream("hop-out")
 	b := e.broker()
 	midPub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: mid})
@@ -177,3 +181,48 @@ func TestReadyStaysOpenWhenConnectFails(t *testing.T) {
 	default:
 	}
 }
+
+// testOneBadKeyFailsAlone (issue 9, scenario 12): a key the service would
+// refuse (200 emoji: 400 UTF-16 units) fails its own publish before any
+// call, and the records published beside it are stored.
+func testOneBadKeyFailsAlone(e *env) {
+	t := e.t
+	stream := e.stream("badkey")
+	e.createStream(stream, 2)
+	p := e.publisher(stream)
+	bad := strings.Repeat("\U0001F69A", 200)
+	errs := make([]error, 50)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			key := fmt.Sprintf("k%d", i)
+			if i == 17 {
+				key = bad
+			}
+			errs[i] = p.Message(order{ID: i, Customer: key}).PartitionKey(key).Publish(e.ctx)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 17 {
+			if !errors.Is(err, runtime.ErrPublish) || !strings.Contains(err.Error(), "400 UTF-16 units") {
+				t.Errorf("200-emoji key: %v, want an ErrPublish naming its 400 UTF-16 units", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("record %d failed beside the bad key: %v", i, err)
+		}
+	}
+	h, ch := collect()
+	b := e.broker()
+	if _, err := subscribe(e, b, stream, h, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	if got := receive(e, ch, 49); len(got) != 49 {
+		t.Fatalf("read %d records, want 49", len(got))
+	}
+}
+
+func TestOneBadKeyFailsAlone(t *testing.T) { testOneBadKeyFailsAlone(newEnv(t)) }

@@ -159,8 +159,9 @@ func (p *publisher[T]) Message(msg T) *Message[T] { return &Message[T]{p: p, msg
 // messages that failed, joined (errors.Is and errors.As see each of them).
 // The messages are submitted in slice order, so records of one key keep
 // that order; a message that cannot be encoded or keyed fails alone. Keys
-// come from the publisher's mount-site key, else a process-unique key per
-// record. One goroutine can thus keep whole PutRecords calls busy.
+// come from the publisher's mount-site key, else (ctx being a handler's) the
+// key of the record being handled, else a process-unique key per record.
+// One goroutine can thus keep whole PutRecords calls busy.
 func PublishAll[T any](ctx context.Context, p Publisher[T], msgs []T) error {
 	pp, ok := p.(*publisher[T])
 	if !ok { // another implementation (a test double): one by one

@@ -42,6 +42,8 @@ func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
 		{"Aggregated", testAggregatedRecords},
 		{"FailedConnectRetried", testFailedConnectCanBeRetried},
 		{"StartAtTimeSeekToSequence", testStartAtTimeAndSeekToSequence},
+		{"KeyOrderThroughTwoHops", testKeyOrderCarriesThroughTwoHops},
+		{"OneBadKeyFailsAlone", testOneBadKeyFailsAlone},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // unique stream names: the flows share the server
