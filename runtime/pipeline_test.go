@@ -45,20 +45,7 @@ func testKeyOrderCarriesThroughTwoHops(e *env) {
 	if _, err := subscribe(e, b, out, got, runtime.CreateIfMissing(3)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-b.Ready():
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	}
+	e.runUntilReady(b)
 
 	const keys, perKey = 5, 23 // 115 messages
 	first := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: in})
@@ -84,6 +71,28 @@ func testKeyOrderCarriesThroughTwoHops(e *env) {
 			t.Fatalf("customer %s: order %d arrived when %d was next", d.order.Customer, d.order.ID, next[d.order.Customer])
 		}
 		next[d.order.Customer]++
+	}
+}
+
+// runUntilReady runs b in the background, as a service does, and returns
+// once b.Ready is closed; Run ends (and must end well) with the test.
+func (e *env) runUntilReady(b *runtime.Broker) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-b.Ready():
+	case err := <-errc:
+		e.t.Fatalf("Run: %v", err)
+	case <-e.ctx.Done():
+		e.t.Fatal("Ready was never closed")
 	}
 }
 
@@ -142,22 +151,7 @@ func TestReadyIsClosedOnceEverySubscriptionReads(t *testing.T) {
 		t.Fatal("Ready is closed before Run")
 	default:
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	select {
-	case <-b.Ready():
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-e.ctx.Done():
-		t.Fatal("Ready was never closed")
-	}
+	e.runUntilReady(b)
 	if n := w.iters.Load(); n != 4 {
 		t.Fatalf("Ready with %d of 4 shard iterators taken", n)
 	}

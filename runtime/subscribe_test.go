@@ -577,15 +577,6 @@ func testRejectWithoutDeadLetterLogsAndCheckpoints(e *env) {
 	}
 }
 
-// rawCodec hands a []byte message the payload as it is.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
-func (rawCodec) Unmarshal(data []byte, v any) error {
-	*v.(*[]byte) = append([]byte(nil), data...)
-	return nil
-}
-
 // Records that do not decode never reach the handler as a zero value: they
 // are rejected to the dead-letter stream with their payload as it was.
 func TestUndecodableRecordsAreRejected(t *testing.T) { testUndecodableRecordsAreRejected(newEnv(t)) }
@@ -600,20 +591,19 @@ func testUndecodableRecordsAreRejected(e *env) {
 	if _, err := subscribe(e, b, orders, h, runtime.DeadLetter(dlq)); err != nil {
 		t.Fatal(err)
 	}
-	e.connect(b)
-	type letter struct {
-		data []byte
-		d    runtime.Delivery
-	}
-	letters := make(chan letter, 4)
-	raw := e.broker(runtime.WithCodec(rawCodec{}))
-	if _, err := subscribe(e, raw, dlq, func(_ context.Context, data []byte, d runtime.Delivery) runtime.Outcome {
-		letters <- letter{data, d}
+	// The dead letters did not decode as orders: a RawRecord reader of the
+	// same broker reads them, with their bytes, key, reason and origin.
+	letters := make(chan runtime.RawRecord, 4)
+	if _, err := subscribe(e, b, dlq, func(_ context.Context, rec runtime.RawRecord, d runtime.Delivery) runtime.Outcome {
+		if rec.PartitionKey != d.PartitionKey {
+			t.Errorf("RawRecord key %q, delivery key %q", rec.PartitionKey, d.PartitionKey)
+		}
+		letters <- rec
 		return runtime.Ack()
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e.connect(raw)
+	e.connect(b)
 
 	bad := [][]byte{
 		[]byte("not json {"),
@@ -635,12 +625,13 @@ func testUndecodableRecordsAreRejected(e *env) {
 		t.Fatalf("handler got an undecodable record as %+v", extra.order)
 	default:
 	}
-	for i, l := range receive(e, letters, 2) {
-		if !bytes.Equal(l.data, bad[i]) {
-			t.Fatalf("dead letter %d carries %q, want the original %q", i, l.data, bad[i])
+	for i, rec := range receive(e, letters, 2) {
+		if !bytes.Equal(rec.Data, bad[i]) || rec.PartitionKey != "alice" {
+			t.Fatalf("dead letter %d: %q under %q, want the original %q under alice", i, rec.Data, rec.PartitionKey, bad[i])
 		}
-		if r := l.d.Headers()[runtime.DeadLetterReasonHeader]; !strings.Contains(r, "decode") {
-			t.Fatalf("dead letter %d reason %q", i, r)
+		dl, ok := rec.DeadLetter()
+		if !ok || !strings.Contains(dl.Reason, "decode") || dl.Stream != orders || dl.ShardID == "" || dl.SequenceNumber == "" || dl.Attempts != 1 {
+			t.Fatalf("dead letter %d says %+v (ok %v); want a decode reason and its origin on %s", i, dl, ok, orders)
 		}
 	}
 }

@@ -69,21 +69,7 @@ func TestSettingsReachTheRuntime(t *testing.T) {
 // create_if_missing and dead_letter=keys.dead, so a missing keys.dead is
 // created too, with one shard.
 func TestCreateIfMissingCreatesTheDeadLetterStream(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b, srv := kinesistest.NewBrokerServer()
-	for _, s := range []string{"keys.replayed", "keys.latest", "publishonly.events"} {
-		if err := srv.AddStream(s, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := keys.Mount(b); err != nil {
-		t.Fatalf("Mount: %v", err)
-	}
-	if err := b.Connect(ctx); err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer b.Shutdown(context.Background())
+	ctx, srv := connectWithRequiredStreams(t)
 	out, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("keys.dead")})
 	if err != nil {
 		t.Fatalf("keys.dead was not created: %v", err)
@@ -122,8 +108,24 @@ func TestMissingStreamFailsConnect(t *testing.T) {
 // stream and its missing dead-letter stream in on-demand mode, with no
 // shard count.
 func TestCreateIfMissingOnDemand(t *testing.T) {
+	ctx, srv := connectWithRequiredStreams(t)
+	for _, s := range []string{"keys.bursts", "keys.bursts.dead"} {
+		out, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(s)})
+		if err != nil {
+			t.Fatalf("%s was not created: %v", s, err)
+		}
+		if m := out.StreamDescriptionSummary.StreamModeDetails.StreamMode; m != types.StreamModeOnDemand {
+			t.Errorf("%s is in %s mode, want ON_DEMAND", s, m)
+		}
+	}
+}
+
+// connectWithRequiredStreams mounts the package on an in-process Kinesis
+// holding only the streams its subscribers do not create, and connects.
+func connectWithRequiredStreams(t *testing.T) (context.Context, *kinesistest.Server) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	b, srv := kinesistest.NewBrokerServer()
 	for _, s := range []string{"keys.replayed", "keys.latest", "publishonly.events"} {
 		if err := srv.AddStream(s, 1); err != nil {
@@ -136,14 +138,6 @@ func TestCreateIfMissingOnDemand(t *testing.T) {
 	if err := b.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	defer b.Shutdown(context.Background())
-	for _, s := range []string{"keys.bursts", "keys.bursts.dead"} {
-		out, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(s)})
-		if err != nil {
-			t.Fatalf("%s was not created: %v", s, err)
-		}
-		if m := out.StreamDescriptionSummary.StreamModeDetails.StreamMode; m != types.StreamModeOnDemand {
-			t.Errorf("%s is in %s mode, want ON_DEMAND", s, m)
-		}
-	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	return ctx, srv
 }
