@@ -92,6 +92,16 @@ func TestPublishInsideAHandlerInheritsTheHandledKey(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a handled key the service would refuse: a process-unique key", func(t *testing.T) {
+		f := newFake()
+		p := NewPublisher[order](connected(t, f), PublisherSpec{Stream: "orders"})
+		for _, bad := range []string{"", strings.Repeat("k", 300), "a\xffb"} {
+			r, err := p.Message(order{ID: 1}).Send(withHandledKey(testCtx(t), bad))
+			if err != nil || r.PartitionKey == bad || checkKey(r.PartitionKey) != nil {
+				t.Fatalf("handled key %q: Send = %+v, %v; want a process-unique key", bad, r, err)
+			}
+		}
+	})
 	t.Run("outside a handler: a process-unique key", func(t *testing.T) {
 		f := newFake()
 		p := NewPublisher[order](connected(t, f), PublisherSpec{Stream: "orders"})

@@ -277,8 +277,11 @@ func (p *publisher[T]) resolveKey(ctx context.Context, key string, hasKey bool, 
 	case p.hasKey:
 		key, from = p.key, "the mount-site key (partition_key=, WithPartitionKey)"
 	default:
-		if hk, ok := handledKey(ctx); ok {
-			return hk, false, h, nil // checked when it was published
+		// A handled record's key may come from another producer (a KPL
+		// sub-record, say) and break the service's rule; it names nothing
+		// a publish can keep, so such a record's replies spread.
+		if hk, ok := handledKey(ctx); ok && checkKey(hk) == nil {
+			return hk, false, h, nil
 		}
 		return uniqueKey(), true, h, nil
 	}
