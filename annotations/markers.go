@@ -93,7 +93,9 @@ type Subscriber struct {
 	ByKey bool `marker:"by_key,flag"`
 
 	// Reply publishes the handler's returned message to the stream of that
-	// message type. The handler must return a message type Y or (Y, error).
+	// message type, under the key of the record it answers unless
+	// partition_key names one. The handler must return a message type Y or
+	// (Y, error).
 	Reply bool `marker:"reply,flag"`
 
 	// PartitionKey is the key of every reply (the mount-site key). Needs
