@@ -199,7 +199,7 @@ func (p *lineParser) parseArgs(spec *markerSpec, v reflect.Value) {
 			v.Field(f.index).SetBool(true)
 		default:
 			if msg := f.set(v.Field(f.index), value); msg != "" {
-				p.errorf(keyOff, "%s=%s: %s", key, printValue(value), msg)
+				p.errorf(keyOff, "%s=%s: %s", key, diagValue(value), msg)
 			}
 		}
 	}
@@ -240,6 +240,15 @@ func (p *lineParser) value(key string, keyOff int) (string, bool) {
 
 // printValue renders a value as a bare word when it reads back as the same
 // word, else Go-quoted.
+// diagValue is a value as a diagnostic quotes it: in full when short, else
+// its first characters, so a 300-character key does not fill the line.
+func diagValue(s string) string {
+	if len(s) <= 40 {
+		return printValue(s)
+	}
+	return rules.KeyPrefix(s)
+}
+
 func printValue(s string) string {
 	if s == "" || s[0] == '"' || s[0] == '`' || !utf8.ValidString(s) {
 		return strconv.Quote(s)
