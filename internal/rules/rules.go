@@ -12,10 +12,12 @@ import (
 )
 
 // MaxPartitionKey is the service's limit on a partition key, in UTF-16 code
-// units: the API reference says "256 characters", and the service (a Java
-// service, like kinesalite, which mirrors it in JavaScript) counts a
-// string's length in UTF-16 units. A character outside the Basic
-// Multilingual Plane (most emoji) counts two.
+// units. The API reference gives "Minimum length of 1. Maximum length of
+// 256" (characters), and the service validates it as a Java string's
+// length, in UTF-16 units, as kinesalite does in JavaScript: a character
+// outside the Basic Multilingual Plane (most emoji) counts two. The SDKs
+// check only that a key is present, so nothing else stops a longer key
+// before the call.
 const MaxPartitionKey = 256
 
 // ErrEmptyKey is the error of an empty partition key.
