@@ -1,20 +1,16 @@
 package fleettest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -111,77 +107,57 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// mixFleet is one mix's workers, proxies and what they printed.
+// mixFleet is one mix's fleet and the proxies in front of each worker.
 type mixFleet struct {
-	t       *testing.T
-	mix     faultMix
-	bin     string
-	base    *fleet // the stream, the lease table and their clients
-	kinesis map[string]*faultproxy.Proxy
-	dynamo  map[string]*faultproxy.Proxy
-
-	mu        sync.Mutex
-	procs     map[string]*mixProc
-	seen      map[record][]sighting
-	calls     []Published
-	pubDone   map[string]bool
-	published map[record]bool
-	problems  []string
-	changed   chan struct{}
-}
-
-type mixProc struct {
-	owner    string
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	stderr   string
-	lines    int
-	exited   chan struct{}
-	exitErr  error
-	stopping bool
+	*fleet
+	mix            faultMix
+	kproxy, dproxy map[string]*faultproxy.Proxy // per owner: Kinesis, DynamoDB
 }
 
 func runMix(t *testing.T, m faultMix, bin, kinesisURL, dynamoURL string) {
 	// 8–25 s per mix on a loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
 	f := &mixFleet{
-		t: t, mix: m, bin: bin,
-		base:      &fleet{t: t, kinesis: kinesisURL, dynamo: dynamoURL, stream: "faults-" + suffix, table: "faults-leases-" + suffix},
-		kinesis:   make(map[string]*faultproxy.Proxy),
-		dynamo:    make(map[string]*faultproxy.Proxy),
-		procs:     make(map[string]*mixProc),
-		seen:      make(map[record][]sighting),
-		pubDone:   make(map[string]bool),
-		published: make(map[record]bool),
-		changed:   make(chan struct{}),
+		fleet:  newFleet(t, bin, kinesisURL, dynamoURL, "faults"),
+		mix:    m,
+		kproxy: make(map[string]*faultproxy.Proxy),
+		dproxy: make(map[string]*faultproxy.Proxy),
 	}
-	f.base.setup(ctx)
+	f.logPrefix = m.name + "-"
+	f.setup(ctx)
 	owners := make([]string, mixWorkers)
 	for i := range owners {
 		owners[i] = fmt.Sprintf("w%d", i+1)
-		f.kinesis[owners[i]] = f.proxy(kinesisURL, m.name+"/kinesis/"+owners[i])
-		f.dynamo[owners[i]] = f.proxy(dynamoURL, m.name+"/dynamodb/"+owners[i])
+		f.kproxy[owners[i]] = f.proxy(kinesisURL, m.name+"/kinesis/"+owners[i])
+		f.dproxy[owners[i]] = f.proxy(dynamoURL, m.name+"/dynamodb/"+owners[i])
 	}
 	for _, o := range owners {
-		f.start(o)
+		f.startOn(o, f.kproxy[o].URL(), f.dproxy[o].URL())
 	}
-	f.awaitBalanced(ctx)
+	// A steady fleet first: every shard owned, every worker owning one.
+	f.awaitLeases(ctx, "the workers share the shards", func(ls []lease.Lease) bool {
+		load := ownerLoad(ls)
+		return len(ls) == shards && sum(load) == shards && len(load) == mixWorkers
+	})
 
 	start := time.Now()
 	for i, o := range owners {
 		f.command(o, PublishCommand{First: i, Stride: mixWorkers, Keys: mixKeys, From: 0, N: mixPerKey, Pause: mixPause})
 	}
 	if m.after > 0 {
-		f.sleep(ctx, m.after)
+		select {
+		case <-time.After(m.after):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
 	}
 	f.setRules(owners)
 	f.awaitDone(ctx)
 	took := time.Since(start)
 	f.clearRules()
 	for _, o := range owners {
-		f.terminate(o)
+		f.terminate(ctx, o)
 	}
 	if dir := os.Getenv("FLEETTEST_LOGDIR"); dir != "" {
 		f.dump(filepath.Join(dir, m.name+"-handled.txt"))
@@ -211,20 +187,20 @@ func (f *mixFleet) setRules(owners []string) {
 		if f.mix.isolate && o != owners[0] {
 			continue
 		}
-		if err := f.kinesis[o].Set(f.mix.kinesis...); err != nil {
+		if err := f.kproxy[o].Set(f.mix.kinesis...); err != nil {
 			f.t.Fatal(err)
 		}
-		if err := f.dynamo[o].Set(f.mix.dynamo...); err != nil {
+		if err := f.dproxy[o].Set(f.mix.dynamo...); err != nil {
 			f.t.Fatal(err)
 		}
 	}
 }
 
 func (f *mixFleet) clearRules() {
-	for _, p := range f.kinesis {
+	for _, p := range f.kproxy {
 		_ = p.Set()
 	}
-	for _, p := range f.dynamo {
+	for _, p := range f.dproxy {
 		_ = p.Set()
 	}
 }
@@ -232,7 +208,7 @@ func (f *mixFleet) clearRules() {
 // injected sums the faults injected per fault kind and service.
 func (f *mixFleet) injected() string {
 	sum := make(map[string]int64)
-	for service, proxies := range map[string]map[string]*faultproxy.Proxy{"kinesis": f.kinesis, "dynamodb": f.dynamo} {
+	for service, proxies := range map[string]map[string]*faultproxy.Proxy{"kinesis": f.kproxy, "dynamodb": f.dproxy} {
 		for _, p := range proxies {
 			for in, n := range p.Injected() {
 				sum[service+" "+in.Fault.String()] += n
@@ -246,185 +222,13 @@ func (f *mixFleet) injected() string {
 	return strings.Join(parts, " ")
 }
 
-// start launches one worker against its own proxies; its lines are
-// collected until it exits, and t.Cleanup kills it (by PID) if it still runs.
-func (f *mixFleet) start(owner string) {
-	t := f.t
-	dir := os.Getenv("FLEETTEST_LOGDIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	errPath := filepath.Join(dir, f.mix.name+"-"+owner+".stderr")
-	errFile, err := os.Create(errPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(f.bin,
-		"-kinesis-endpoint", f.kinesis[owner].URL(), "-dynamodb-endpoint", f.dynamo[owner].URL(),
-		"-stream", f.base.stream, "-table", f.base.table, "-owner", owner, "-app", app,
-		"-failover", failover.String(), "-renew", renew.String(),
-		"-sync", syncEvery.String(), "-checkpoint", checkpoint.String(),
-		"-stats", "1m", "-publish-timeout", publishTimeout.String())
-	if os.Getenv("FLEETTEST_VERBOSE") != "" {
-		cmd.Args = append(cmd.Args, "-v")
-	}
-	cmd.Stderr = errFile
-	dieWithTest(cmd)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start worker %s: %v", owner, err)
-	}
-	errFile.Close()
-	p := &mixProc{owner: owner, cmd: cmd, stdin: stdin, stderr: errPath, exited: make(chan struct{})}
-	f.mu.Lock()
-	f.procs[owner] = p
-	f.mu.Unlock()
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			f.line(p, sc.Text())
-		}
-		werr := cmd.Wait()
-		f.mu.Lock()
-		p.exitErr = werr
-		if !p.stopping {
-			f.problems = append(f.problems, fmt.Sprintf("worker %s exited on its own: %v", owner, werr))
-		}
-		close(p.exited)
-		f.notifyLocked()
-		f.mu.Unlock()
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			f.mu.Lock()
-			p.stopping = true
-			f.mu.Unlock()
-			_ = cmd.Process.Kill()
-			select {
-			case <-p.exited:
-			case <-time.After(10 * time.Second):
-				t.Errorf("worker %s (pid %d) did not exit after SIGKILL", owner, cmd.Process.Pid)
-			}
-		}
-		if t.Failed() || os.Getenv("FLEETTEST_LOGS") != "" {
-			t.Logf("--- %s stderr (tail) ---\n%s", owner, tail(p.stderr, 30))
-		}
-	})
-}
-
-func (f *mixFleet) line(p *mixProc, text string) {
-	now := time.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.notifyLocked()
-	if strings.HasPrefix(text, "#pub") {
-		pub, done, err := ParsePublished(text)
-		switch {
-		case err != nil:
-			f.problems = append(f.problems, fmt.Sprintf("worker %s: %v", p.owner, err))
-		case pub == nil:
-			f.pubDone[done] = true
-		default:
-			f.calls = append(f.calls, *pub)
-			if pub.Err == "" {
-				f.published[record{pub.Key, pub.Index}] = true
-			}
-		}
-		return
-	}
-	h, s, err := ParseLine(text)
-	switch {
-	case err != nil:
-		f.problems = append(f.problems, fmt.Sprintf("worker %s: %v", p.owner, err))
-	case s != nil: // lease-store counts: the fleet test's business
-	case h.Owner != p.owner:
-		f.problems = append(f.problems, fmt.Sprintf("worker %s printed a line of %s: %q", p.owner, h.Owner, text))
-	default:
-		r := record{h.Key, h.Index}
-		f.seen[r] = append(f.seen[r], sighting{owner: h.Owner, shard: h.Shard, seq: h.Sequence, at: now, pos: p.lines})
-		p.lines++
-	}
-}
-
-func (f *mixFleet) notifyLocked() {
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
-func (f *mixFleet) command(owner string, c PublishCommand) {
-	f.mu.Lock()
-	p := f.procs[owner]
-	f.mu.Unlock()
-	if _, err := io.WriteString(p.stdin, c.String()); err != nil {
-		f.t.Fatalf("command to %s: %v", owner, err)
-	}
-}
-
-func (f *mixFleet) sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		f.t.Fatalf("sleep: %v", ctx.Err())
-	}
-}
-
-// awaitBalanced polls the lease table until every shard is owned and every
-// worker owns one, so the mix starts from a steady fleet.
-func (f *mixFleet) awaitBalanced(ctx context.Context) {
-	t := f.t
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last []lease.Lease
-	for {
-		f.mu.Lock()
-		problems := slices.Clone(f.problems)
-		f.mu.Unlock()
-		if len(problems) > 0 {
-			t.Fatalf("before the faults: %s", strings.Join(problems, "; "))
-		}
-		var err error
-		if last, err = f.base.store.List(ctx, f.base.namespace); err != nil {
-			t.Fatalf("list leases: %v", err)
-		}
-		load := ownerLoad(last)
-		if len(last) == shards && sum(load) == shards && len(load) == mixWorkers {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("the workers did not share the shards before the deadline; leases: %s", describe(last))
-		}
-	}
-}
-
 // awaitDone waits until every worker has published its keys and every
 // published record has been handled, failing at once when a worker dies.
 func (f *mixFleet) awaitDone(ctx context.Context) {
-	for {
-		f.mu.Lock()
-		problems := slices.Clone(f.problems)
-		done := len(f.pubDone) == mixWorkers && f.unhandledLocked() == 0
-		ch := f.changed
-		f.mu.Unlock()
-		if len(problems) > 0 {
-			f.t.Fatalf("mix %s: %s", f.mix.name, strings.Join(problems, "; "))
-		}
-		if done {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
+	f.t.Helper()
+	f.awaitLines(ctx, "mix "+f.mix.name,
+		func() bool { return len(f.pubDone) == mixWorkers && f.unhandledLocked() == 0 },
+		func() string {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			var waiting []string
@@ -433,10 +237,9 @@ func (f *mixFleet) awaitDone(ctx context.Context) {
 					waiting = append(waiting, o)
 				}
 			}
-			f.t.Fatalf("mix %s: %v: %d of %d records published (still publishing: %v), %d published not handled; last publish errors: %s",
-				f.mix.name, ctx.Err(), len(f.published), mixKeys*mixPerKey, waiting, f.unhandledLocked(), f.lastErrorsLocked(3))
-		}
-	}
+			return fmt.Sprintf("mix %s: %d of %d records published (still publishing: %v), %d published not handled; last publish errors: %s",
+				f.mix.name, len(f.published), mixKeys*mixPerKey, waiting, f.unhandledLocked(), f.lastErrorsLocked(3))
+		})
 }
 
 func (f *mixFleet) unhandledLocked() int {
@@ -459,55 +262,12 @@ func (f *mixFleet) lastErrorsLocked(n int) string {
 	return strings.Join(errs, "; ")
 }
 
-// terminate SIGTERMs owner and requires a clean exit within 20 s; the
-// workers are stopped one after another.
-func (f *mixFleet) terminate(owner string) {
-	f.mu.Lock()
-	p := f.procs[owner]
-	p.stopping = true
-	f.mu.Unlock()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		f.t.Fatalf("SIGTERM %s: %v", owner, err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		// Killed, so that the figures are still checked and reported.
-		f.t.Errorf("worker %s still running 20 s after SIGTERM; killing it", owner)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return
-	}
-	f.mu.Lock()
-	err := p.exitErr
-	f.mu.Unlock()
-	if err != nil {
-		f.t.Errorf("worker %s after SIGTERM: %v, want exit status 0", owner, err)
-	}
-}
-
 type mixResult struct {
 	published, handled, lost    int
 	storedTwice, redelivered    int
 	orderViolations, twoOwners  int
 	publishCalls, publishErrors int
 	publishMax                  time.Duration
-}
-
-// dump writes every handled line with the time the test received it.
-func (f *mixFleet) dump(path string) {
-	f.mu.Lock()
-	var lines []string
-	for r, ss := range f.seen {
-		for _, s := range ss {
-			lines = append(lines, fmt.Sprintf("%s %s %s %d %s %s", s.at.UTC().Format("15:04:05.000000"), s.owner, r.key, r.index, s.shard, s.seq))
-		}
-	}
-	f.mu.Unlock()
-	sort.Strings(lines)
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		f.t.Logf("dump: %v", err)
-	}
 }
 
 // check computes the mix's figures and asserts what a user relies on.
@@ -572,27 +332,17 @@ func (f *mixFleet) check() mixResult {
 	// Order: an owner handles a key's records in index order. Going back
 	// to records it (or another owner) already handled is a redelivery; a
 	// record handled for the first time after a later one is a violation.
-	type event struct {
-		pos   int
-		at    time.Time
-		index int
-		owner string
-	}
-	byKey := make(map[string][]event)
+	byKey := make(map[string][]arrival)
+	byShard := make(map[string][]arrival)
 	for rec, ss := range f.seen {
 		for _, s := range ss {
-			byKey[rec.key] = append(byKey[rec.key], event{s.pos, s.at, rec.index, s.owner})
+			a := arrival{s.at, s.pos, s.owner, rec.index}
+			byKey[rec.key] = append(byKey[rec.key], a)
+			byShard[s.shard] = append(byShard[s.shard], a)
 		}
 	}
 	for key, evs := range byKey {
-		// The order the test received the lines in, which is each
-		// worker's print order.
-		sort.Slice(evs, func(i, j int) bool {
-			if !evs[i].at.Equal(evs[j].at) {
-				return evs[i].at.Before(evs[j].at)
-			}
-			return evs[i].pos < evs[j].pos
-		})
+		sortArrivals(evs)
 		handled := make(map[int]bool)
 		highest := make(map[string]int)
 		for _, e := range evs {
@@ -612,24 +362,8 @@ func (f *mixFleet) check() mixResult {
 	// owner handled one of the shard's records in between. Two readers of
 	// one shard interleave at every poll; for a lease to go from A to B and
 	// back, it must expire (the failover time) or be handed over twice.
-	type shardEvent struct {
-		at    time.Time
-		pos   int
-		owner string
-	}
-	byShard := make(map[string][]shardEvent)
-	for _, ss := range f.seen {
-		for _, s := range ss {
-			byShard[s.shard] = append(byShard[s.shard], shardEvent{s.at, s.pos, s.owner})
-		}
-	}
 	for shard, evs := range byShard {
-		sort.Slice(evs, func(i, j int) bool {
-			if !evs[i].at.Equal(evs[j].at) {
-				return evs[i].at.Before(evs[j].at)
-			}
-			return evs[i].pos < evs[j].pos
-		})
+		sortArrivals(evs)
 		last := make(map[string]time.Time) // per owner, its latest event on the shard
 		var prev string
 		for _, e := range evs {
@@ -644,6 +378,25 @@ func (f *mixFleet) check() mixResult {
 		}
 	}
 	return r
+}
+
+// arrival is one handled line as the test received it.
+type arrival struct {
+	at    time.Time
+	pos   int // among its owner's lines
+	owner string
+	index int
+}
+
+// sortArrivals puts lines in the order the test received them, which is
+// each worker's print order.
+func sortArrivals(as []arrival) {
+	sort.Slice(as, func(i, j int) bool {
+		if !as[i].at.Equal(as[j].at) {
+			return as[i].at.Before(as[j].at)
+		}
+		return as[i].pos < as[j].pos
+	})
 }
 
 // concurrentWindow is longer than a reader's poll at the tip (1 s, the

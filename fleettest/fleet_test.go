@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -73,18 +74,7 @@ func TestFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+8*failover)
 	defer cancel()
 
-	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
-	f := &fleet{
-		t:       t,
-		bin:     bin,
-		kinesis: kinesisURL,
-		dynamo:  dynamoURL,
-		stream:  "fleet-" + suffix,
-		table:   "fleet-leases-" + suffix,
-		procs:   make(map[string]*proc),
-		seen:    make(map[record][]sighting),
-		changed: make(chan struct{}),
-	}
+	f := newFleet(t, bin, kinesisURL, dynamoURL, "fleet")
 	f.setup(ctx)
 
 	for _, owner := range []string{"w1", "w2", "w3"} {
@@ -166,6 +156,25 @@ func TestFleet(t *testing.T) {
 		idle.writesPerSec, busy.writesPerSec, busy.checkpointsPerSec, idle.readsPerSec)
 }
 
+// newFleet makes a fleet on a stream and lease table of its own, named
+// after prefix; setup creates them.
+func newFleet(t *testing.T, bin, kinesisURL, dynamoURL, prefix string) *fleet {
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano())
+	return &fleet{
+		t:         t,
+		bin:       bin,
+		kinesis:   kinesisURL,
+		dynamo:    dynamoURL,
+		stream:    prefix + "-" + suffix,
+		table:     prefix + "-leases-" + suffix,
+		procs:     make(map[string]*proc),
+		seen:      make(map[record][]sighting),
+		pubDone:   make(map[string]bool),
+		published: make(map[record]bool),
+		changed:   make(chan struct{}),
+	}
+}
+
 // buildWorker compiles the worker command, with the race detector when this
 // test binary has it, into a temporary directory.
 func buildWorker(t *testing.T) string {
@@ -198,12 +207,19 @@ type fleet struct {
 	kc              *kinesis.Client
 	namespace       string
 
+	logPrefix string // of the workers' stderr files (FLEETTEST_LOGDIR)
+
 	mu       sync.Mutex
 	procs    map[string]*proc
 	seen     map[record][]sighting
 	stats    map[string][]Stats
 	problems []string
-	changed  chan struct{} // closed and replaced whenever the above change
+	// What the workers published (TestFaults): every call, who finished,
+	// which records were stored.
+	calls     []Published
+	pubDone   map[string]bool
+	published map[record]bool
+	changed   chan struct{} // closed and replaced whenever the above change
 }
 
 type record struct {
@@ -222,6 +238,7 @@ type sighting struct {
 type proc struct {
 	owner    string
 	cmd      *exec.Cmd
+	stdin    io.WriteCloser // publish commands
 	stderr   string
 	lines    int
 	exited   chan struct{}
@@ -256,9 +273,13 @@ func (f *fleet) setup(ctx context.Context) {
 	})
 }
 
-// start launches one worker; its lines are collected until it exits, and
-// t.Cleanup kills it (by PID) if it is still running.
-func (f *fleet) start(owner string) {
+// start launches one worker on the fleet's endpoints.
+func (f *fleet) start(owner string) { f.startOn(owner, f.kinesis, f.dynamo) }
+
+// startOn launches one worker on the given endpoints; its lines are
+// collected until it exits, and t.Cleanup kills it (by PID) if it is still
+// running.
+func (f *fleet) startOn(owner, kinesisURL, dynamoURL string) {
 	t := f.t
 	// FLEETTEST_LOGDIR keeps the workers' logs; FLEETTEST_VERBOSE makes them
 	// log at debug level (every lease write).
@@ -266,17 +287,17 @@ func (f *fleet) start(owner string) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	errPath := filepath.Join(dir, owner+".stderr")
+	errPath := filepath.Join(dir, f.logPrefix+owner+".stderr")
 	errFile, err := os.Create(errPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(f.bin,
-		"-kinesis-endpoint", f.kinesis, "-dynamodb-endpoint", f.dynamo,
+		"-kinesis-endpoint", kinesisURL, "-dynamodb-endpoint", dynamoURL,
 		"-stream", f.stream, "-table", f.table, "-owner", owner, "-app", app,
 		"-failover", failover.String(), "-renew", renew.String(),
 		"-sync", syncEvery.String(), "-checkpoint", checkpoint.String(),
-		"-stats", "500ms")
+		"-stats", "500ms", "-publish-timeout", publishTimeout.String())
 	if os.Getenv("FLEETTEST_VERBOSE") != "" {
 		cmd.Args = append(cmd.Args, "-v")
 	}
@@ -286,11 +307,15 @@ func (f *fleet) start(owner string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker %s: %v", owner, err)
 	}
 	errFile.Close() // the child has its own descriptor
-	p := &proc{owner: owner, cmd: cmd, stderr: errPath, exited: make(chan struct{})}
+	p := &proc{owner: owner, cmd: cmd, stdin: stdin, stderr: errPath, exited: make(chan struct{})}
 	f.mu.Lock()
 	f.procs[owner] = p
 	f.mu.Unlock()
@@ -331,6 +356,10 @@ func (f *fleet) start(owner string) {
 }
 
 func (f *fleet) line(p *proc, text string) {
+	if strings.HasPrefix(text, "#pub") {
+		f.publishLine(p, text)
+		return
+	}
 	h, s, err := ParseLine(text)
 	now := time.Now()
 	f.mu.Lock()
@@ -351,6 +380,34 @@ func (f *fleet) line(p *proc, text string) {
 		p.lines++
 	}
 	f.notifyLocked()
+}
+
+func (f *fleet) publishLine(p *proc, text string) {
+	pub, done, err := ParsePublished(text)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case err != nil:
+		f.problems = append(f.problems, fmt.Sprintf("worker %s: %v", p.owner, err))
+	case pub == nil:
+		f.pubDone[done] = true
+	default:
+		f.calls = append(f.calls, *pub)
+		if pub.Err == "" {
+			f.published[record{pub.Key, pub.Index}] = true
+		}
+	}
+	f.notifyLocked()
+}
+
+// command sends a publish command to owner.
+func (f *fleet) command(owner string, c PublishCommand) {
+	f.mu.Lock()
+	p := f.procs[owner]
+	f.mu.Unlock()
+	if _, err := io.WriteString(p.stdin, c.String()); err != nil {
+		f.t.Fatalf("command to %s: %v", owner, err)
+	}
 }
 
 func (f *fleet) notifyLocked() {
@@ -487,7 +544,9 @@ func (f *fleet) kill(owner string) time.Time {
 	return at
 }
 
-// terminate SIGTERMs owner and requires a clean exit (status 0).
+// terminate SIGTERMs owner and requires a clean exit (status 0) within
+// 20 s; a worker still running then is killed, so that the test can still
+// check what the workers printed.
 func (f *fleet) terminate(ctx context.Context, owner string) time.Time {
 	f.t.Helper()
 	f.mu.Lock()
@@ -501,7 +560,10 @@ func (f *fleet) terminate(ctx context.Context, owner string) time.Time {
 	select {
 	case <-p.exited:
 	case <-time.After(20 * time.Second):
-		f.t.Fatalf("worker %s still running 20 s after SIGTERM", owner)
+		f.t.Errorf("worker %s still running 20 s after SIGTERM; killing it", owner)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return at
 	case <-ctx.Done():
 		f.t.Fatalf("worker %s still running after SIGTERM: %v", owner, ctx.Err())
 	}
