@@ -16,21 +16,26 @@
 //	  repeated Tag    tags                    = 4; // ignored
 //	}
 //
-// The protobuf reader here knows just this schema, so the package needs no
-// protobuf dependency.
+// The protobuf wire format is read and written with
+// google.golang.org/protobuf/encoding/protowire; the schema is small enough
+// to need no generated code.
 package kpl
 
 import (
 	"bytes"
 	"crypto/md5"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Magic starts every aggregated record.
 var Magic = []byte{0xF3, 0x89, 0x9A, 0xC2}
+
+// Overhead is the size of an aggregate's framing: the magic bytes and the
+// MD5 trailer.
+const Overhead = 4 + md5.Size
 
 // ErrCorrupt is matched (errors.Is) by every error of Deaggregate.
 var ErrCorrupt = errors.New("kpl: corrupt aggregated record")
@@ -45,9 +50,20 @@ type Record struct {
 	SubSequence int64
 }
 
+// Field numbers of the schema above.
+const (
+	fieldPartitionKeyTable    protowire.Number = 1
+	fieldExplicitHashKeyTable protowire.Number = 2
+	fieldRecords              protowire.Number = 3
+
+	fieldPartitionKeyIndex    protowire.Number = 1
+	fieldExplicitHashKeyIndex protowire.Number = 2
+	fieldData                 protowire.Number = 3
+)
+
 // IsAggregated reports whether data starts like an aggregated record.
 func IsAggregated(data []byte) bool {
-	return len(data) >= len(Magic)+md5.Size && bytes.HasPrefix(data, Magic)
+	return len(data) >= Overhead && bytes.HasPrefix(data, Magic)
 }
 
 // Deaggregate returns the user records of an aggregated record, in order.
@@ -72,24 +88,24 @@ func Deaggregate(data []byte) (records []Record, ok bool, err error) {
 		data []byte
 	}
 	var raws []raw
-	err = fields(body, func(num int, wire int, v uint64, b []byte) error {
+	err = fields(body, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
 		switch {
-		case num == 1 && wire == wireBytes:
+		case num == fieldPartitionKeyTable && typ == protowire.BytesType:
 			keys = append(keys, string(b))
-		case num == 2 && wire == wireBytes:
+		case num == fieldExplicitHashKeyTable && typ == protowire.BytesType:
 			hashKeys = append(hashKeys, string(b))
-		case num == 3 && wire == wireBytes:
+		case num == fieldRecords && typ == protowire.BytesType:
 			var r raw
-			err := fields(b, func(num int, wire int, v uint64, b []byte) error {
+			err := fields(b, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
 				switch {
-				case num == 1 && wire == wireVarint:
+				case num == fieldPartitionKeyIndex && typ == protowire.VarintType:
 					r.key, r.hasKey = v, true
-				case num == 2 && wire == wireVarint:
+				case num == fieldExplicitHashKeyIndex && typ == protowire.VarintType:
 					r.hashKey, r.hasHash = v, true
-				case num == 3 && wire == wireBytes:
+				case num == fieldData && typ == protowire.BytesType:
 					r.data, r.hasData = b, true
-				case num <= 3:
-					return fmt.Errorf("record field %d has wire type %d", num, wire)
+				case num <= fieldData:
+					return fmt.Errorf("record field %d has wire type %d", num, typ)
 				}
 				return nil // tags and unknown fields
 			})
@@ -97,8 +113,8 @@ func Deaggregate(data []byte) (records []Record, ok bool, err error) {
 				return err
 			}
 			raws = append(raws, r)
-		case num <= 3:
-			return fmt.Errorf("field %d has wire type %d", num, wire)
+		case num <= fieldRecords:
+			return fmt.Errorf("field %d has wire type %d", num, typ)
 		}
 		return nil
 	})
@@ -143,21 +159,31 @@ func Aggregate(records []Record) []byte {
 		}
 	}
 	for _, k := range keys {
-		body = appendBytes(body, 1, []byte(k))
+		body = protowire.AppendTag(body, fieldPartitionKeyTable, protowire.BytesType)
+		body = protowire.AppendString(body, k)
 	}
 	for _, k := range hashKeys {
-		body = appendBytes(body, 2, []byte(k))
+		body = protowire.AppendTag(body, fieldExplicitHashKeyTable, protowire.BytesType)
+		body = protowire.AppendString(body, k)
 	}
 	for _, r := range records {
 		var rec []byte
-		rec = appendVarint(rec, 1, keyIndex[r.PartitionKey])
+		rec = protowire.AppendTag(rec, fieldPartitionKeyIndex, protowire.VarintType)
+		rec = protowire.AppendVarint(rec, keyIndex[r.PartitionKey])
 		if r.ExplicitHashKey != "" {
-			rec = appendVarint(rec, 2, hashIndex[r.ExplicitHashKey])
+			rec = protowire.AppendTag(rec, fieldExplicitHashKeyIndex, protowire.VarintType)
+			rec = protowire.AppendVarint(rec, hashIndex[r.ExplicitHashKey])
 		}
-		rec = appendBytes(rec, 3, r.Data)
-		body = appendBytes(body, 3, rec)
+		rec = protowire.AppendTag(rec, fieldData, protowire.BytesType)
+		rec = protowire.AppendBytes(rec, r.Data)
+		body = protowire.AppendTag(body, fieldRecords, protowire.BytesType)
+		body = protowire.AppendBytes(body, rec)
 	}
-	out := make([]byte, 0, len(Magic)+len(body)+md5.Size)
+	return frame(make([]byte, 0, Overhead+len(body)), body)
+}
+
+// frame appends the magic bytes, body and body's MD5 to out.
+func frame(out, body []byte) []byte {
 	out = append(out, Magic...)
 	out = append(out, body...)
 	sum := md5.Sum(body)
@@ -166,68 +192,135 @@ func Aggregate(records []Record) []byte {
 
 func corrupt(msg string) error { return fmt.Errorf("%w: %s", ErrCorrupt, msg) }
 
-// Protobuf wire types.
-const (
-	wireVarint  = 0
-	wireFixed64 = 1
-	wireBytes   = 2
-	wireFixed32 = 5
-)
-
 // fields calls fn for each field of a protobuf message: its number, wire
 // type and value (v for varints and fixed ints, b for length-delimited).
-func fields(msg []byte, fn func(num int, wire int, v uint64, b []byte) error) error {
+func fields(msg []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error) error {
 	for len(msg) > 0 {
-		tag, n := binary.Uvarint(msg)
-		if n <= 0 {
-			return errors.New("bad field tag")
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return fmt.Errorf("bad field tag: %w", protowire.ParseError(n))
 		}
 		msg = msg[n:]
-		num, wire := tag>>3, int(tag&7)
-		if num == 0 || num > math.MaxInt32 {
-			return fmt.Errorf("bad field number %d", num)
-		}
 		var v uint64
 		var b []byte
-		switch wire {
-		case wireVarint:
-			if v, n = binary.Uvarint(msg); n <= 0 {
-				return fmt.Errorf("field %d: bad varint", num)
-			}
-			msg = msg[n:]
-		case wireFixed64:
-			if len(msg) < 8 {
-				return fmt.Errorf("field %d: truncated", num)
-			}
-			v, msg = binary.LittleEndian.Uint64(msg), msg[8:]
-		case wireFixed32:
-			if len(msg) < 4 {
-				return fmt.Errorf("field %d: truncated", num)
-			}
-			v, msg = uint64(binary.LittleEndian.Uint32(msg)), msg[4:]
-		case wireBytes:
-			l, n := binary.Uvarint(msg)
-			if n <= 0 || l > uint64(len(msg)-n) {
-				return fmt.Errorf("field %d: bad length", num)
-			}
-			b, msg = msg[n:n+int(l)], msg[n+int(l):]
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(msg)
+		case protowire.Fixed64Type:
+			v, n = protowire.ConsumeFixed64(msg)
+		case protowire.Fixed32Type:
+			var v32 uint32
+			v32, n = protowire.ConsumeFixed32(msg)
+			v = uint64(v32)
+		case protowire.BytesType:
+			b, n = protowire.ConsumeBytes(msg)
 		default:
-			return fmt.Errorf("field %d: unsupported wire type %d", num, wire)
+			return fmt.Errorf("field %d: unsupported wire type %d", num, typ)
 		}
-		if err := fn(int(num), wire, v, b); err != nil {
+		if n < 0 {
+			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+		}
+		msg = msg[n:]
+		if err := fn(num, typ, v, b); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func appendVarint(b []byte, num int, v uint64) []byte {
-	b = binary.AppendUvarint(b, uint64(num)<<3|wireVarint)
-	return binary.AppendUvarint(b, v)
+// Builder accumulates the user records of one aggregate, keeping its
+// encoded size as it goes, so a producer can stop before a limit. The zero
+// value is an empty builder.
+type Builder struct {
+	keys    map[string]uint64 // partition key → table index
+	table   []string
+	records []built
+	body    int // bytes of the protobuf body
 }
 
-func appendBytes(b []byte, num int, v []byte) []byte {
-	b = binary.AppendUvarint(b, uint64(num)<<3|wireBytes)
-	b = binary.AppendUvarint(b, uint64(len(v)))
-	return append(b, v...)
+type built struct {
+	key  uint64
+	data []byte
+}
+
+// Len is the number of user records added.
+func (b *Builder) Len() int { return len(b.records) }
+
+// Size is the size of the aggregate Bytes would return.
+func (b *Builder) Size() int { return Overhead + b.body }
+
+// SizeWith is the size of the aggregate if a record of key and data were
+// added.
+func (b *Builder) SizeWith(key string, data []byte) int {
+	_, known := b.keys[key]
+	return Overhead + b.body + b.grow(key, len(data), known)
+}
+
+// RecordOverhead is the most an aggregate grows by for one user record of a
+// partition key of keyLen bytes, beyond its data: the record's framing and
+// the key's table entry. An aggregate of one record is Overhead plus this
+// plus the data.
+func RecordOverhead(keyLen, dataLen int) int {
+	var b Builder
+	return b.grow(string(make([]byte, keyLen)), dataLen, false) - dataLen
+}
+
+// grow is how many body bytes a record adds.
+func (b *Builder) grow(key string, dataLen int, known bool) int {
+	n := 0
+	idx := uint64(len(b.table))
+	if known {
+		idx = b.keys[key]
+	} else {
+		n += protowire.SizeTag(fieldPartitionKeyTable) + protowire.SizeBytes(len(key))
+	}
+	rec := recordSize(idx, dataLen)
+	return n + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(rec)
+}
+
+func recordSize(keyIndex uint64, dataLen int) int {
+	return protowire.SizeTag(fieldPartitionKeyIndex) + protowire.SizeVarint(keyIndex) +
+		protowire.SizeTag(fieldData) + protowire.SizeBytes(dataLen)
+}
+
+// Add appends a user record; data is kept, not copied, until Bytes.
+func (b *Builder) Add(key string, data []byte) {
+	idx, known := b.keys[key]
+	b.body += b.grow(key, len(data), known)
+	if !known {
+		if b.keys == nil {
+			b.keys = make(map[string]uint64)
+		}
+		idx = uint64(len(b.table))
+		b.keys[key] = idx
+		b.table = append(b.table, key)
+	}
+	b.records = append(b.records, built{key: idx, data: data})
+}
+
+// Bytes encodes the aggregate: magic bytes, protobuf body, MD5 trailer.
+func (b *Builder) Bytes() []byte {
+	out := make([]byte, len(Magic), b.Size())
+	copy(out, Magic)
+	for _, k := range b.table {
+		out = protowire.AppendTag(out, fieldPartitionKeyTable, protowire.BytesType)
+		out = protowire.AppendString(out, k)
+	}
+	for _, r := range b.records {
+		out = protowire.AppendTag(out, fieldRecords, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(recordSize(r.key, len(r.data))))
+		out = protowire.AppendTag(out, fieldPartitionKeyIndex, protowire.VarintType)
+		out = protowire.AppendVarint(out, r.key)
+		out = protowire.AppendTag(out, fieldData, protowire.BytesType)
+		out = protowire.AppendBytes(out, r.data)
+	}
+	sum := md5.Sum(out[len(Magic):])
+	return append(out, sum[:]...)
+}
+
+// Reset empties the builder for reuse.
+func (b *Builder) Reset() {
+	clear(b.keys)
+	clear(b.records)
+	b.table, b.records, b.body = b.table[:0], b.records[:0], 0
 }
