@@ -32,7 +32,13 @@ type batchConfig struct {
 	linger      time.Duration // how long a partial batch waits while a call is in flight
 	retryBase   time.Duration // first backoff of a failed entry
 	retryMax    time.Duration // backoff cap
+	callTimeout time.Duration // deadline of one PutRecords call
 }
+
+// DefaultPublishCallTimeout bounds one PutRecords call: an endpoint that
+// takes a request and never answers must not hold its records' keys (and
+// Shutdown) for ever. A healthy call of 5 MiB takes well under a second.
+const DefaultPublishCallTimeout = 10 * time.Second
 
 func (c batchConfig) withDefaults() batchConfig {
 	if c.maxRecords <= 0 || c.maxRecords > maxBatchRecords {
@@ -52,6 +58,9 @@ func (c batchConfig) withDefaults() batchConfig {
 	}
 	if c.retryMax <= 0 {
 		c.retryMax = 5 * time.Second
+	}
+	if c.callTimeout <= 0 {
+		c.callTimeout = DefaultPublishCallTimeout
 	}
 	return c
 }
@@ -446,13 +455,21 @@ func (b *batcher) take(now time.Time) []*entry {
 	return batch
 }
 
-// call runs one PutRecords request.
+// call runs one PutRecords request, within the call deadline. A call that
+// ends without an answer is retried like any transport failure: the service
+// may have stored its records, so they may be stored twice (at least once),
+// and their keys are not held any longer than the deadline.
 func (b *batcher) call(batch []*entry) {
 	recs := make([]types.PutRecordsRequestEntry, len(batch))
 	for i, e := range batch {
 		recs[i] = types.PutRecordsRequestEntry{Data: e.data, PartitionKey: &e.key}
 	}
-	out, err := b.client.PutRecords(b.ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, sizedPutRecords)
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.callTimeout)
+	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, sizedPutRecords)
+	if err != nil && b.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %s (the records may have been stored): %w", b.cfg.callTimeout, err)
+	}
+	cancel()
 	b.results <- callResult{batch: batch, out: out, err: err}
 }
 

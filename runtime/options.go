@@ -142,6 +142,13 @@ func WithPublishConcurrency(n int) Option {
 	}
 }
 
+// WithPublishCallTimeout sets the deadline of one PutRecords call (default
+// 10 s). A call that ends without an answer is retried (its records may be
+// stored twice), so a hung connection delays a key by at most this long.
+func WithPublishCallTimeout(d time.Duration) Option {
+	return durationOpt(d, func(c *config) *time.Duration { return &c.batch.callTimeout })
+}
+
 // WithPublishLinger sets how long a partial batch waits for more records
 // while a call is in flight and another could start (default 1 ms).
 func WithPublishLinger(d time.Duration) Option {
