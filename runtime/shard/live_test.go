@@ -204,3 +204,8 @@ func TestLiveStartAtTimestamp(t *testing.T) {
 	e.publish(want, 6, 6)
 	checkKeyOrder(t, col.waitN(t, len(want)), want)
 }
+
+// Issue 9, scenario 13 on kinesalite.
+func TestLiveNilNextIteratorOnOpenShardReadsOn(t *testing.T) {
+	testNilNextIteratorOnOpenShard(t, liveEnv(t, 1))
+}

@@ -101,8 +101,27 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	}
 	for ctx.Err() == nil {
 		if iter == "" {
-			c.finish(ctx, o, s, nil)
-			return
+			// No iterator (GetRecords answered none, or GetShardIterator
+			// gave none): the end of the shard only if the stream says it
+			// is closed; otherwise reopen where this reader stopped.
+			if c.ended(ctx, o.shard) {
+				c.finish(ctx, o, s, nil)
+				return
+			}
+			log.Warn("no next iterator for a shard the stream lists open; reopening it", "at", string(resume.typ), "sequence", resume.seq)
+			if !sleep(ctx, bo.next()) {
+				return
+			}
+			next, ierr := c.iterator(ctx, o.shard, resume)
+			if ierr != nil {
+				log.Warn("reopening the shard failed; retrying", "err", ierr)
+				continue
+			}
+			if next == "" {
+				continue
+			}
+			iter, skip = next, resume.skip
+			continue
 		}
 		began := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -149,8 +168,12 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			return
 		}
 		if out.NextShardIterator == nil {
-			c.finish(ctx, o, s, out.ChildShards)
-			return
+			if len(out.ChildShards) > 0 {
+				c.finish(ctx, o, s, out.ChildShards)
+				return
+			}
+			iter = "" // the shard's end, or a faulty answer: see the loop's top
+			continue
 		}
 		iter = *out.NextShardIterator
 		n := len(out.Records)
@@ -180,6 +203,29 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			woken = false
 		}
 	}
+}
+
+// ended reports whether the stream says the shard is closed (an ending
+// sequence number) or no longer has it: the last listing, else a fresh one.
+// A shard the stream lists open has not ended, whatever an iterator said;
+// nor has one whose state cannot be listed now.
+func (c *Coordinator) ended(ctx context.Context, id string) bool {
+	if c.closedShard(id) {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	shards, err := listShards(cctx, c.cfg.Client, c.cfg.Stream)
+	if err != nil {
+		c.log.Warn("listing shards to check a shard's end failed", "shard", id, "err", err)
+		return false
+	}
+	lin, err := NewLineage(shards)
+	if err != nil {
+		return false
+	}
+	info, listed := lin.Shard(id)
+	return !listed || info.Closed
 }
 
 // closedShard reports whether the last listing saw the shard closed.
