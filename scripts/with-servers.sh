@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Runs a command with local Kinesis (kinesalite) and DynamoDB (dynalite)
-# servers on free loopback ports:
+# Runs a command with local Kinesis (kinesalite and kinesis-mock) and
+# DynamoDB (dynalite) servers on free loopback ports:
 #
 #   bash scripts/with-servers.sh go test -race ./...
 #
 # Installs the servers from the committed lockfile (npm ci, skipped when
-# node_modules already matches it), starts both in memory on 127.0.0.1,
-# waits until each answers, exports KINESIS_TEST_ENDPOINT,
-# DYNAMODB_TEST_ENDPOINT and KINESISGEN_LIVE=required, runs the command,
-# stops both servers on any exit and exits with the command's status.
+# node_modules already matches it), starts them in memory on 127.0.0.1
+# (plain HTTP, no artificial delays), waits until each answers, exports
+# KINESIS_TEST_ENDPOINT (kinesalite), KINESIS_MOCK_TEST_ENDPOINT
+# (kinesis-mock), DYNAMODB_TEST_ENDPOINT and KINESISGEN_LIVE=required, runs
+# the command, stops every server on any exit and exits with the command's
+# status.
 set -euo pipefail
 
 if [ "$#" -eq 0 ]; then
@@ -64,7 +66,7 @@ command -v npm >/dev/null || fail "npm is not installed (the local servers need 
 stamp="$root/node_modules/.kinesisgen-lock"
 want="$(cksum <"$root/package-lock.json")"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-	echo "with-servers: installing kinesalite and dynalite (npm ci)" >&2
+	echo "with-servers: installing kinesalite, kinesis-mock and dynalite (npm ci)" >&2
 	(cd "$root" && npm ci --no-audit --no-fund --loglevel=error >"$logs/npm.log" 2>&1) || {
 		cat "$logs/npm.log" >&2
 		fail "npm ci failed"
@@ -109,12 +111,15 @@ start() {
 
 start kinesalite
 kport=$port
+start kinesis-mock
+mport=$port
 start dynalite
 dport=$port
 export KINESIS_TEST_ENDPOINT="http://127.0.0.1:$kport"
+export KINESIS_MOCK_TEST_ENDPOINT="http://127.0.0.1:$mport"
 export DYNAMODB_TEST_ENDPOINT="http://127.0.0.1:$dport"
 export KINESISGEN_LIVE=required
-echo "with-servers: kinesalite at $KINESIS_TEST_ENDPOINT, dynalite at $DYNAMODB_TEST_ENDPOINT" >&2
+echo "with-servers: kinesalite at $KINESIS_TEST_ENDPOINT, kinesis-mock at $KINESIS_MOCK_TEST_ENDPOINT, dynalite at $DYNAMODB_TEST_ENDPOINT" >&2
 
 # Run the command in the background so a signal reaches our trap at once.
 set +e

@@ -1,5 +1,6 @@
-// Package livetest hands tests the endpoints of the local Kinesis and DynamoDB
-// servers that scripts/with-servers.sh starts. Under `make test`
+// Package livetest hands tests the endpoints of the local Kinesis
+// (kinesalite, kinesis-mock) and DynamoDB (dynalite) servers that
+// scripts/with-servers.sh starts. Under `make test`
 // (KINESISGEN_LIVE=required) a missing endpoint fails the test; elsewhere the
 // live tests skip with a message saying how to run them.
 package livetest
@@ -10,13 +11,31 @@ import (
 )
 
 const (
-	EnvKinesis  = "KINESIS_TEST_ENDPOINT"
-	EnvDynamoDB = "DYNAMODB_TEST_ENDPOINT"
-	EnvRequired = "KINESISGEN_LIVE"
+	EnvKinesis     = "KINESIS_TEST_ENDPOINT"
+	EnvKinesisMock = "KINESIS_MOCK_TEST_ENDPOINT"
+	EnvDynamoDB    = "DYNAMODB_TEST_ENDPOINT"
+	EnvRequired    = "KINESISGEN_LIVE"
 )
 
 // KinesisEndpoint returns the kinesalite endpoint URL.
 func KinesisEndpoint(t testing.TB) string { return endpoint(t, EnvKinesis) }
+
+// KinesisMockEndpoint returns the kinesis-mock endpoint URL.
+func KinesisMockEndpoint(t testing.TB) string { return endpoint(t, EnvKinesisMock) }
+
+// KinesisServer is one of the local Kinesis servers.
+type KinesisServer struct {
+	Name     string // "kinesalite" or "kinesis-mock", for subtest names and messages
+	Endpoint func(testing.TB) string
+}
+
+// KinesisServers are the local Kinesis servers every live Kinesis test runs
+// against: kinesalite, and kinesis-mock, which sends ChildShards at a
+// shard's end and paginates ListShards as the service does.
+var KinesisServers = []KinesisServer{
+	{Name: "kinesalite", Endpoint: KinesisEndpoint},
+	{Name: "kinesis-mock", Endpoint: KinesisMockEndpoint},
+}
 
 // DynamoDBEndpoint returns the dynalite endpoint URL.
 func DynamoDBEndpoint(t testing.TB) string { return endpoint(t, EnvDynamoDB) }
