@@ -30,7 +30,7 @@ func (s *Server) SplitShard(ctx context.Context, in *kinesis.SplitShardInput, _ 
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	parent, err := s.openShard(st, shardArg, "splitting")
+	parent, err := s.openShard(st, shardArg)
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
@@ -61,11 +61,11 @@ func (s *Server) MergeShards(ctx context.Context, in *kinesis.MergeShardsInput, 
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	a, err := s.openShard(st, shardArg, "merging")
+	a, err := s.openShard(st, shardArg)
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
-	b, err := s.openShard(st, adjArg, "merging")
+	b, err := s.openShard(st, adjArg)
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
@@ -81,7 +81,10 @@ func (s *Server) MergeShards(ctx context.Context, in *kinesis.MergeShardsInput, 
 }
 
 // openShard finds an open shard for a resharding operation; st.mu is held.
-func (s *Server) openShard(st *stream, id, doing string) (*shard, error) {
+// A closed shard is an argument that cannot be used: InvalidArgumentException
+// with the service's message (ResourceInUseException is for a stream that
+// is not ACTIVE).
+func (s *Server) openShard(st *stream, id string) (*shard, error) {
 	sh := st.shardByID(id)
 	if sh == nil {
 		return nil, notFound("Could not find shard %s in stream %s under account %s.", id, st.name, s.cfg.account)
@@ -90,7 +93,7 @@ func (s *Server) openShard(st *stream, id, doing string) (*shard, error) {
 	closed := sh.closed
 	sh.mu.Unlock()
 	if closed {
-		return nil, inUse("Shard %s in stream %s under account %s has already been merged or split, and thus is not eligible for %s.", id, st.name, s.cfg.account, doing)
+		return nil, invalidArg("Shard %s in stream %s under account %s has already been merged or split, and thus is not eligible for merging or splitting.", id, st.name, s.cfg.account)
 	}
 	return sh, nil
 }

@@ -738,7 +738,7 @@ func TestSplitInHalf(t *testing.T) {
 	if got := fmt.Sprintf("[%s %s] [%s %s]", *lo.StartingHashKey, *lo.EndingHashKey, *hi.StartingHashKey, *hi.EndingHashKey); got != want {
 		t.Fatalf("children %s, want %s", got, want)
 	}
-	wantAs[*types.ResourceInUseException](t, "SplitInHalf of a closed shard", s.SplitInHalf("half", shard0))
+	wantAs[*types.InvalidArgumentException](t, "SplitInHalf of a closed shard", s.SplitInHalf("half", shard0))
 	wantAs[*types.ResourceNotFoundException](t, "SplitInHalf of a missing shard", s.SplitInHalf("half", "shardId-000000000077"))
 }
 

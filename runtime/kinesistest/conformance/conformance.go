@@ -27,6 +27,9 @@ import (
 )
 
 // Deviations lists the ways a backend knowingly differs from the service.
+// A case that meets a declared deviation checks the deviating behaviour
+// instead, so a deviation that a new version of the server no longer has
+// fails the suite ("declared ... but ...") until it is taken out.
 type Deviations struct {
 	// ListShardsIgnoresMaxResults: ListShards returns every shard in one
 	// page and never a NextToken.
@@ -47,9 +50,49 @@ type Deviations struct {
 	// IgnoresShardFilter: ListShards lists every shard whatever its
 	// ShardFilter says.
 	IgnoresShardFilter bool
+	// ShardFilterAtTrimHorizonListsAll: ListShards with ShardFilter
+	// AT_TRIM_HORIZON lists every shard, as FROM_TRIM_HORIZON does, instead
+	// of only the shards open at the trim horizon.
+	ShardFilterAtTrimHorizonListsAll bool
 	// ReshardsClosedShards: SplitShard accepts a shard that is already
-	// closed instead of answering ResourceInUseException.
+	// closed instead of answering InvalidArgumentException.
 	ReshardsClosedShards bool
+	// SplitsAtOwnStartingHashKey: SplitShard accepts a NewStartingHashKey
+	// equal to the shard's own StartingHashKey (a child with an empty
+	// range) instead of answering InvalidArgumentException.
+	SplitsAtOwnStartingHashKey bool
+	// AcceptsOtherShardsSequenceNumber: GetShardIterator AT_SEQUENCE_NUMBER
+	// hands out an iterator for a sequence number of another shard instead
+	// of answering InvalidArgumentException.
+	AcceptsOtherShardsSequenceNumber bool
+	// ClosedShardEndsAtMaxLong: a closed shard's EndingSequenceNumber is
+	// 9223372036854775807 (the largest int64), not a number at or above its
+	// last record's and below its children's.
+	ClosedShardEndsAtMaxLong bool
+	// ReshardClosedShardIsResourceInUse: SplitShard and MergeShards of a
+	// closed shard answer ResourceInUseException, not
+	// InvalidArgumentException.
+	ReshardClosedShardIsResourceInUse bool
+	// UnknownSequenceNumberIsNotFound: GetShardIterator AT_SEQUENCE_NUMBER
+	// with a sequence number no record has answers
+	// ResourceNotFoundException, not InvalidArgumentException.
+	UnknownSequenceNumberIsNotFound bool
+	// IgnoresNeedlessSequenceNumber: GetShardIterator TRIM_HORIZON with a
+	// StartingSequenceNumber ignores it and hands out an iterator instead
+	// of answering InvalidArgumentException.
+	IgnoresNeedlessSequenceNumber bool
+	// MadeUpIteratorIsServerError: GetRecords with an iterator the server
+	// never handed out fails with HTTP 500 instead of
+	// InvalidArgumentException.
+	MadeUpIteratorIsServerError bool
+	// HashRangesDivideMaxHash: a new stream's n shards split the key space
+	// in steps of (2^128-1)/n instead of 2^128/n, so where n divides 2^128
+	// every shard but the last ends one lower than on the service (2
+	// shards: shard 0 ends at ...105726, not ...105727).
+	HashRangesDivideMaxHash bool
+	// KeyLengthIsInvalidArgument: a partition key of 0 or more than 256
+	// units is answered InvalidArgumentException, not ValidationException.
+	KeyLengthIsInvalidArgument bool
 }
 
 // Kinesalite is how kinesalite 3.3.3 deviates from the service.
@@ -62,6 +105,27 @@ var Kinesalite = Deviations{
 	ReshardsClosedShards:        true,
 	IgnoresShardFilter:          true,
 }
+
+// KinesisMock is how kinesis-mock (npm kinesis-local 0.6.2) deviates from
+// the service. It sends ChildShards at a shard's end, ends a closed shard on
+// the read that returns its last records and paginates ListShards.
+var KinesisMock = Deviations{
+	NoThrottling:                      true,
+	ShardFilterAtTrimHorizonListsAll:  true,
+	SplitsAtOwnStartingHashKey:        true,
+	AcceptsOtherShardsSequenceNumber:  true,
+	ClosedShardEndsAtMaxLong:          true,
+	ReshardClosedShardIsResourceInUse: true,
+	UnknownSequenceNumberIsNotFound:   true,
+	IgnoresNeedlessSequenceNumber:     true,
+	MadeUpIteratorIsServerError:       true,
+	HashRangesDivideMaxHash:           true,
+	KeyLengthIsInvalidArgument:        true,
+}
+
+// maxLong is the EndingSequenceNumber of a closed shard on a backend with
+// ClosedShardEndsAtMaxLong.
+const maxLong = "9223372036854775807"
 
 // Harness describes a backend under test.
 type Harness struct {

@@ -12,14 +12,25 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
 )
 
-func TestConformanceKinesalite(t *testing.T) {
-	url := livetest.KinesisEndpoint(t)
-	client := kinesis.NewFromConfig(aws.Config{
+func liveClient(url string) *kinesis.Client {
+	return kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
 	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+func TestConformanceKinesalite(t *testing.T) {
+	client := liveClient(livetest.KinesisEndpoint(t))
 	conformance.Run(t, conformance.Harness{
 		New:        func(*testing.T) kinesisapi.API { return client },
 		Deviations: conformance.Kinesalite,
+	})
+}
+
+func TestConformanceKinesisMock(t *testing.T) {
+	client := liveClient(livetest.KinesisMockEndpoint(t))
+	conformance.Run(t, conformance.Harness{
+		New:        func(*testing.T) kinesisapi.API { return client },
+		Deviations: conformance.KinesisMock,
 	})
 }
