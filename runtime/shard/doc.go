@@ -14,8 +14,10 @@
 // lease by force only after Handoff. A dead owner's leases are taken
 // between Failover and 1.25 × Failover after its last write.
 //
-// A held shard is read once every parent is checkpointed SHARD_END, so each
-// key's records stay in order across splits and merges. It starts at its
+// A held shard is read once every parent is checkpointed SHARD_END (or no
+// longer exists: past the stream's retention, it counts as read), so each
+// key's records stay in order across splits and merges. A shard ends only
+// when the stream says it is closed. It starts at its
 // checkpoint, else (a child) at its trim horizon, else at Config.Start.
 // Records go to the Sink in shard order, in runs of up to 256 by value;
 // the checkpoint advances over the

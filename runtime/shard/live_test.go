@@ -209,3 +209,8 @@ func TestLiveStartAtTimestamp(t *testing.T) {
 func TestLiveNilNextIteratorOnOpenShardReadsOn(t *testing.T) {
 	testNilNextIteratorOnOpenShard(t, liveEnv(t, 1))
 }
+
+// Issue 9, scenario 7 on kinesalite.
+func TestLiveParentPastRetentionCountsAsFinished(t *testing.T) {
+	testParentPastRetention(t, liveEnv(t, 1))
+}

@@ -205,12 +205,13 @@ func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string
 }
 
 // startable decides whether the shard of l can be read now (every parent
-// checkpointed SHARD_END, or gone from the stream and the store) and where.
+// checkpointed SHARD_END, or gone from the stream) and where.
 func (c *Coordinator) startable(l lease.Lease, lin *Lineage, byShard map[string]lease.Lease) (startAt, bool) {
 	parents := l.ParentShardIDs
 	if info, ok := lin.Shard(l.ShardID); ok && len(parents) == 0 {
 		parents = info.Parents
 	}
+	_, selfListed := lin.Shard(l.ShardID)
 	child := false
 	for _, p := range parents {
 		pl, hasLease := byShard[p]
@@ -219,6 +220,12 @@ func (c *Coordinator) startable(l lease.Lease, lin *Lineage, byShard map[string]
 			child = true
 		}
 		switch {
+		case hasLease && pl.Checkpoint != lease.CheckpointShardEnd && !listed && selfListed:
+			// A listing that has the child but not the parent comes after
+			// the parent's records passed retention: nothing is left to
+			// read before the child's (the KCL counts it as finished too).
+			// Its own lease is finished by whoever holds it.
+			c.log.Warn("parent shard no longer exists (past the stream's retention) and was not read to its end; its child starts", "shard", l.ShardID, "parent", p)
 		case hasLease && pl.Checkpoint != lease.CheckpointShardEnd:
 			return startAt{}, false
 		case !hasLease && listed:
@@ -310,6 +317,11 @@ func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) 
 func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	it, err := c.iterator(ctx, o.shard, from)
 	if err != nil {
+		if c.gone(ctx, o.shard, err) {
+			// Nothing was read: there is nothing to settle.
+			c.finishGone(ctx, o, &session{wm: newWatermark()})
+			return nil
+		}
 		return err
 	}
 	sctx, cancel := context.WithCancel(c.ctx)

@@ -1,9 +1,15 @@
 package shard_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -55,4 +61,70 @@ func (c *cutIteratorClient) GetRecords(ctx context.Context, in *kinesis.GetRecor
 		return &cp, nil
 	}
 	return out, err
+}
+
+// Issue 9, scenario 7: a parent shard that no longer exists (past the
+// stream's retention: not listed, and ResourceNotFound when read) whose
+// lease was never checkpointed SHARD_END counts as read to its end: Start
+// succeeds, the child is read, the parent's lease is finished, and it is
+// logged.
+func TestParentPastRetentionCountsAsFinished(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	testParentPastRetention(t, e)
+}
+
+func testParentPastRetention(t *testing.T, e *env) {
+	ctx := e.ctx(10 * time.Second)
+	ns := "test/" + e.stream
+	child := e.shards()[0]
+	const gone = "shardId-000000000042" // on no backend's stream
+	for _, l := range []lease.Lease{
+		{Key: lease.KeyFor(ns, gone), ShardID: gone, Checkpoint: ""},
+		{Key: lease.KeyFor(ns, child), ShardID: child, ParentShardIDs: []string{gone}},
+	} {
+		if _, err := e.store.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]int{}
+	e.publish(want, 5, 5) // before Start: the child is read from its horizon
+	col := newCollector()
+	logs := &syncBuffer{}
+	cfg := e.config("a", col.sink)
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	c, err := shard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("Start failed for a parent past retention: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	e.publish(want, 5, 5)
+	checkKeyOrder(t, col.waitN(t, 10), want)
+	eventually(t, 5*time.Second, "the gone parent's lease finished or deleted", func() bool {
+		l, err := e.store.Get(context.Background(), lease.KeyFor(ns, gone))
+		return errors.Is(err, lease.ErrNotFound) || (err == nil && l.Checkpoint == lease.CheckpointShardEnd)
+	})
+	if !strings.Contains(logs.String(), gone) {
+		t.Errorf("nothing logged about the gone parent %s; log:\n%s", gone, logs.String())
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -114,6 +114,10 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			}
 			next, ierr := c.iterator(ctx, o.shard, resume)
 			if ierr != nil {
+				if c.gone(ctx, o.shard, ierr) {
+					c.finishGone(ctx, o, s)
+					return
+				}
 				log.Warn("reopening the shard failed; retrying", "err", ierr)
 				continue
 			}
@@ -137,6 +141,10 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 				// session opened if none was delivered yet.
 				next, ierr := c.iterator(ctx, o.shard, resume)
 				if ierr != nil {
+					if c.gone(ctx, o.shard, ierr) {
+						c.finishGone(ctx, o, s)
+						return
+					}
 					log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
 					sleep(ctx, bo.next())
 					continue
@@ -145,6 +153,13 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 				iter, skip = next, resume.skip
 			case classThrottle:
 				log.Debug("GetRecords throttled; backing off", "err", err)
+				sleep(ctx, bo.next())
+			case classGone:
+				if c.gone(ctx, o.shard, err) {
+					c.finishGone(ctx, o, s)
+					return
+				}
+				log.Warn("GetRecords failed; retrying", "err", err)
 				sleep(ctx, bo.next())
 			default:
 				log.Warn("GetRecords failed; retrying", "err", err)
@@ -213,19 +228,37 @@ func (c *Coordinator) ended(ctx context.Context, id string) bool {
 	if c.closedShard(id) {
 		return true
 	}
+	info, listed, err := c.listShard(ctx, id)
+	return err == nil && (!listed || info.Closed)
+}
+
+// gone reports whether err says the shard does not exist and a fresh
+// listing confirms it (not a deleted stream, whose listing fails): the shard
+// is past the stream's retention, with nothing left to read. The KCL counts
+// such a shard as read to its end too.
+func (c *Coordinator) gone(ctx context.Context, id string, err error) bool {
+	if classify(err) != classGone {
+		return false
+	}
+	_, listed, lerr := c.listShard(ctx, id)
+	return lerr == nil && !listed
+}
+
+// listShard lists the stream now and returns one shard of it.
+func (c *Coordinator) listShard(ctx context.Context, id string) (info Info, listed bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	shards, err := listShards(cctx, c.cfg.Client, c.cfg.Stream)
 	if err != nil {
-		c.log.Warn("listing shards to check a shard's end failed", "shard", id, "err", err)
-		return false
+		c.log.Warn("listing shards to check a shard's state failed", "shard", id, "err", err)
+		return Info{}, false, err
 	}
 	lin, err := NewLineage(shards)
 	if err != nil {
-		return false
+		return Info{}, false, err
 	}
-	info, listed := lin.Shard(id)
-	return !listed || info.Closed
+	info, listed = lin.Shard(id)
+	return info, listed, nil
 }
 
 // closedShard reports whether the last listing saw the shard closed.
@@ -237,6 +270,13 @@ func (c *Coordinator) closedShard(id string) bool {
 	}
 	info, ok := c.lineage.Shard(id)
 	return ok && info.Closed
+}
+
+// finishGone ends a shard that no longer exists (past the stream's
+// retention) as read to its end, so its children start.
+func (c *Coordinator) finishGone(ctx context.Context, o *owned, s *session) {
+	c.log.Warn("shard no longer exists (past the stream's retention); counted as read to its end", "shard", o.shard)
+	c.finish(ctx, o, s, nil)
 }
 
 // finish ends a shard read to its end: once every delivered record has
