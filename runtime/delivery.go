@@ -3,6 +3,9 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +13,9 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
@@ -28,6 +33,18 @@ const (
 	OriginShardHeader      = "kinesisgen-origin-shard"
 	OriginSequenceHeader   = "kinesisgen-origin-sequence"
 	OriginAttemptsHeader   = "kinesisgen-origin-attempts"
+	// OriginPartitionKeyHeader holds the original key of a dead letter that
+	// goes under another key because its own cannot be published (empty,
+	// longer than MaxPartitionKeyLength); OriginPartitionKeyBase64Header
+	// holds it in standard base64 instead when it is not valid UTF-8.
+	OriginPartitionKeyHeader       = "kinesisgen-origin-partition-key"
+	OriginPartitionKeyBase64Header = "kinesisgen-origin-partition-key-base64"
+	// TruncatedFromHeader is on a dead letter whose payload was cut to fit
+	// the service's record limit with the dead-letter headers: it holds the
+	// original payload's size in bytes. The whole record is in its origin
+	// stream, at its origin shard and sequence number, while the stream
+	// retains it.
+	TruncatedFromHeader = "kinesisgen-truncated-from"
 )
 
 // stopGrace is how long a stop that ran out of time still waits for
@@ -67,6 +84,14 @@ type DeadLetterInfo struct {
 	ShardID        string
 	SequenceNumber string
 	Attempts       int // deliveries before it was given up
+	// PartitionKey is the original record's key. It is the dead letter's
+	// own key unless that one could not be published (see
+	// OriginPartitionKeyHeader).
+	PartitionKey string
+	// TruncatedFrom is the original payload's size in bytes when the dead
+	// letter carries only its first bytes (see TruncatedFromHeader); 0 when
+	// it carries the whole payload.
+	TruncatedFrom int
 }
 
 // DeadLetter reads the headers the runtime writes on a dead letter; ok is
@@ -77,12 +102,23 @@ func (r RawRecord) DeadLetter() (dl DeadLetterInfo, ok bool) {
 		return DeadLetterInfo{}, false
 	}
 	attempts, _ := strconv.Atoi(r.Headers[OriginAttemptsHeader])
+	truncated, _ := strconv.Atoi(r.Headers[TruncatedFromHeader])
+	key := r.PartitionKey
+	if k, ok := r.Headers[OriginPartitionKeyHeader]; ok {
+		key = k
+	} else if k, ok := r.Headers[OriginPartitionKeyBase64Header]; ok {
+		if b, err := base64.StdEncoding.DecodeString(k); err == nil {
+			key = string(b)
+		}
+	}
 	return DeadLetterInfo{
 		Reason:         reason,
 		Stream:         r.Headers[OriginStreamHeader],
 		ShardID:        r.Headers[OriginShardHeader],
 		SequenceNumber: r.Headers[OriginSequenceHeader],
 		Attempts:       attempts,
+		PartitionKey:   key,
+		TruncatedFrom:  truncated,
 	}, true
 }
 
@@ -344,6 +380,11 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 // and headers and the next attempt count; the original is then to be
 // settled. A copy that cannot be published keeps the original unsettled.
 func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, cause error) (settle bool) {
+	if err := checkKey(rec.PartitionKey); err != nil {
+		// A KPL sub-record may carry a key the service refuses: its copy
+		// could never be published, so the record is given up at once.
+		return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("cannot be retried under its partition key (%v): %w", err, cause))
+	}
 	h := cloneHeaders(headers, 1)
 	h[AttemptHeader] = strconv.Itoa(attempt + 1)
 	out := Outgoing{Stream: r.s.stream, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
@@ -363,6 +404,11 @@ func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, 
 // headers, and reports it to be settled; without a dead-letter stream it
 // logs it. A dead letter not yet published when the run stops leaves the
 // record unsettled.
+//
+// Every record given up reaches the dead-letter stream: one whose key
+// cannot be published goes under a key derived from it, the original in a
+// header; one too large with the dead-letter headers carries the first
+// bytes of its payload that fit, its size in a header (see deadLetter).
 func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) (settle bool) {
 	attrs := []any{"shard", rec.ShardID, "sequence", rec.SequenceNumber, "partition_key", rec.PartitionKey, "attempt", attempt, "error", reason}
 	dl := r.s.set.deadLetter
@@ -370,26 +416,68 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 		r.log.Error("record rejected and checkpointed past", attrs...)
 		return true
 	}
-	h := cloneHeaders(headers, 5)
-	why := reason.Error()
-	if len(why) > maxReasonLen {
-		why = why[:maxReasonLen]
-	}
-	h[DeadLetterReasonHeader] = why
-	h[OriginStreamHeader] = rec.Stream
-	h[OriginShardHeader] = rec.ShardID
-	h[OriginSequenceHeader] = rec.SequenceNumber
-	h[OriginAttemptsHeader] = strconv.Itoa(attempt)
-	out := Outgoing{Stream: dl, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
+	out := deadLetter(dl, rec, headers, payload, attempt, reason)
 	switch r.publish(ctx, rec, out) {
 	case published:
-		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl)...)
+		if n, ok := out.Headers[TruncatedFromHeader]; ok {
+			attrs = append(attrs, "truncated_from", n)
+		}
+		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl, "dead_letter_key", out.PartitionKey)...)
 		return true
 	case refused:
 		r.log.Error("dead-letter stream refused the record; checkpointed past", append(attrs, "dead_letter", dl)...)
 		return true
 	}
 	return false
+}
+
+// deadLetter is the record that takes rec to the dead-letter stream dl: its
+// payload and user headers plus the reason and origin headers, under rec's
+// key. A key the service would refuse is replaced by one derived from it
+// (the same for every record of that key, so they stay in order), the
+// original kept in OriginPartitionKeyHeader. A record that would exceed the
+// service's limit keeps the first bytes of its payload that fit, its size
+// in TruncatedFromHeader; should the headers alone not fit, only the
+// runtime's are kept.
+func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) Outgoing {
+	h := cloneHeaders(headers, 7)
+	why := reason.Error()
+	if len(why) > maxReasonLen {
+		why = strings.ToValidUTF8(why[:maxReasonLen], "")
+	}
+	h[DeadLetterReasonHeader] = why
+	h[OriginStreamHeader] = rec.Stream
+	h[OriginShardHeader] = rec.ShardID
+	h[OriginSequenceHeader] = rec.SequenceNumber
+	h[OriginAttemptsHeader] = strconv.Itoa(attempt)
+	key := rec.PartitionKey
+	if checkKey(key) != nil {
+		sum := md5.Sum([]byte(key))
+		key = "kinesisgen-invalid-key-" + hex.EncodeToString(sum[:])
+		if utf8.ValidString(rec.PartitionKey) {
+			h[OriginPartitionKeyHeader] = rec.PartitionKey
+		} else {
+			h[OriginPartitionKeyBase64Header] = base64.StdEncoding.EncodeToString([]byte(rec.PartitionKey))
+		}
+	}
+	if recordLen(h, payload)+len(key) > MaxRecordSize {
+		h[TruncatedFromHeader] = strconv.Itoa(len(payload))
+		room := MaxRecordSize - len(key) - recordLen(h, nil)
+		if room < 0 {
+			// User headers of about 1 MiB: keep the runtime's only.
+			for k := range h {
+				if !strings.HasPrefix(k, "kinesisgen-") {
+					delete(h, k)
+				}
+			}
+			room = MaxRecordSize - len(key) - recordLen(h, nil)
+		}
+		// The size header's own length does not depend on room, and a
+		// headered record is always an envelope, so the payload adds its
+		// length exactly.
+		payload = payload[:max(0, min(room, len(payload)))]
+	}
+	return Outgoing{Stream: dl, PartitionKey: key, Headers: h, Payload: payload}
 }
 
 type publishResult uint8
@@ -415,11 +503,15 @@ func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) p
 		switch {
 		case err == nil:
 			return published
-		case errors.Is(err, ErrInvalid):
-			r.log.Error("publish refused", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "error", err)
-			return refused
 		case ctx.Err() != nil, errors.Is(err, ErrNotConnected):
 			return abandoned
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrPublish):
+			// ctx has not ended, so the batcher did not give up: it
+			// retries every failure that may pass later, and ErrPublish
+			// is the service's (or the runtime's checks') refusal of the
+			// record itself.
+			r.log.Error("publish refused", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "error", err)
+			return refused
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		r.log.Warn("publish failed; the record stays unsettled and is tried again",

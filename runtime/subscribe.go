@@ -105,11 +105,15 @@ func Ack() Outcome { return Outcome{kind: outcomeAck} }
 // Retry publishes a copy of the record at the tip of its stream with the
 // attempt count raised, then settles the original. The copy loses its place
 // among the records of its key. After the subscription's MaxRetries the
-// record is rejected instead.
+// record is rejected instead, and so is a record whose key could not be
+// published (a KPL sub-record's empty, too long or invalid UTF-8 key).
 func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 
 // Reject gives the record up: it goes to the dead-letter stream when one is
-// set (err is its reason), and is logged and settled otherwise.
+// set (err is its reason), and is logged and settled otherwise. A dead
+// letter always goes out: under a key derived from the record's when that
+// one cannot be published (OriginPartitionKeyHeader), with its payload cut
+// when it would not fit the service's limit (TruncatedFromHeader).
 func Reject(err error) Outcome { return Outcome{kind: outcomeReject, err: err} }
 
 // OutcomeOf maps a handler's error to an outcome: nil acks, non-nil retries.

@@ -44,6 +44,8 @@ func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
 		{"StartAtTimeSeekToSequence", testStartAtTimeAndSeekToSequence},
 		{"KeyOrderThroughTwoHops", testKeyOrderCarriesThroughTwoHops},
 		{"OneBadKeyFailsAlone", testOneBadKeyFailsAlone},
+		{"UnpublishableKeysDeadLettered", testUnpublishableKeysAreDeadLettered},
+		{"LargestPoisonDeadLettered", testLargestPoisonRecordIsDeadLetteredTruncated},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // unique stream names: the flows share the server

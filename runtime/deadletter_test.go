@@ -1,0 +1,185 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
+)
+
+// unpublishableKeys are KPL sub-record keys the service refuses as record
+// keys: a Retry copy or a dead letter cannot go out under them.
+var unpublishableKeys = []string{"", strings.Repeat("k", 300), "bad-\xff\xfe"}
+
+// putAggregate writes one KPL aggregate of orders 1..n, order i under keys[i-1].
+func (e *env) putAggregate(stream string, keys []string) {
+	e.t.Helper()
+	var users []kpl.Record
+	for i, key := range keys {
+		data, _ := json.Marshal(order{ID: i + 1, Customer: "c"})
+		users = append(users, kpl.Record{PartitionKey: key, Data: data})
+	}
+	if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String(stream), PartitionKey: aws.String("agg"), Data: kpl.Aggregate(users)}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// Issue 9, scenario 6: a record whose key cannot be published (a KPL
+// sub-record's empty, over-256-unit or invalid UTF-8 key) that asks for a
+// Retry, or is rejected, reaches the dead-letter stream under a valid key
+// with its original key in a header, and the shard goes on.
+func TestUnpublishableKeysAreDeadLettered(t *testing.T) {
+	testUnpublishableKeysAreDeadLettered(newEnv(t))
+}
+
+func testUnpublishableKeysAreDeadLettered(e *env) {
+	t := e.t
+	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
+	e.createStream(orders, 1)
+	e.createStream(dlq, 1)
+	seen := make(chan runtime.Delivery, 16)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		switch o.ID {
+		case 1, 3:
+			return runtime.OutcomeOf(errors.New("db down"))
+		case 2:
+			return runtime.Reject(errors.New("unknown customer"))
+		}
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq)); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan runtime.RawRecord, 16)
+	if _, err := subscribe(e, b, dlq, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+		dead <- r
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	e.putAggregate(orders, append(unpublishableKeys[:len(unpublishableKeys):len(unpublishableKeys)], "alice"))
+	e.publish(e.publisher(orders), order{ID: 5, Customer: "bob"})
+
+	// Each bad record is handled once (no retry copy can exist), then the
+	// shard goes on to alice's record and to bob's, published after.
+	got := receive(e, seen, 5)
+	for i, d := range got {
+		if d.Attempt != 1 {
+			t.Fatalf("delivery %d has attempt %d: a copy was published", i, d.Attempt)
+		}
+	}
+	if got[3].PartitionKey != "alice" || got[4].PartitionKey != "bob" {
+		t.Fatalf("the shard did not go on past the bad keys: deliveries %+v", got)
+	}
+	letters := receive(e, dead, len(unpublishableKeys))
+	for _, want := range unpublishableKeys {
+		var found bool
+		for _, r := range letters {
+			dl, ok := r.DeadLetter()
+			if !ok || dl.PartitionKey != want {
+				continue
+			}
+			found = true
+			if k := r.PartitionKey; k == "" || len(k) > runtime.MaxPartitionKeyLength || !utf8.ValidString(k) {
+				t.Errorf("dead letter of key %q went under key %q", want, k)
+			}
+			if dl.Stream != orders || dl.Reason == "" {
+				t.Errorf("dead letter of key %q: %+v", want, dl)
+			}
+		}
+		if !found {
+			t.Errorf("no dead letter carries the original key %q; got %d letters", want, len(letters))
+		}
+	}
+}
+
+// Without a dead-letter stream such a record is logged and checkpointed past.
+func TestUnpublishableKeyWithoutDeadLetterIsCheckpointedPast(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	seen := make(chan runtime.Delivery, 16)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		if o.ID == 1 {
+			return runtime.Retry()
+		}
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	e.putAggregate(orders, []string{""})
+	e.publish(e.publisher(orders), order{ID: 2, Customer: "bob"})
+	if got := receive(e, seen, 2); got[1].PartitionKey != "bob" {
+		t.Fatalf("deliveries %+v: the shard did not go on past the empty key", got)
+	}
+	if line := e.logs.line("record rejected and checkpointed past"); !strings.Contains(line, "cannot be retried under its partition key") {
+		t.Fatalf("rejection log %q", line)
+	}
+}
+
+// Issue 9, scenario 14: a poison record of the largest size reaches the
+// dead-letter stream, its payload cut to fit the dead-letter headers: the
+// payload's first bytes, its size and its origin.
+func TestLargestPoisonRecordIsDeadLetteredTruncated(t *testing.T) {
+	testLargestPoisonRecordIsDeadLetteredTruncated(newEnv(t))
+}
+
+func testLargestPoisonRecordIsDeadLetteredTruncated(e *env) {
+	t := e.t
+	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
+	e.createStream(orders, 1)
+	e.createStream(dlq, 1)
+	seen := make(chan runtime.Delivery, 4)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		if o.ID == 1 {
+			return runtime.Reject(errors.New("poison"))
+		}
+		return runtime.Ack()
+	}, runtime.DeadLetter(dlq)); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan runtime.RawRecord, 4)
+	if _, err := subscribe(e, b, dlq, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+		dead <- r
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	pub := e.publisher(orders)
+	key := "alice"
+	big := order{ID: 1, Customer: strings.Repeat("x", runtime.MaxRecordSize-len(key)-len(`{"id":1,"customer":""}`))}
+	payload, _ := json.Marshal(big)
+	if err := pub.Message(big).PartitionKey(key).Publish(e.ctx); err != nil {
+		t.Fatalf("publishing a record of the largest size: %v", err)
+	}
+	e.publish(pub, order{ID: 2, Customer: key})
+	got := receive(e, seen, 2)
+	r := receive(e, dead, 1)[0]
+	dl, ok := r.DeadLetter()
+	if !ok || dl.Reason != "poison" || dl.Stream != orders || dl.SequenceNumber != got[0].SequenceNumber || dl.PartitionKey != key {
+		t.Fatalf("dead letter %+v (ok %v), want reason poison from %s/%s", dl, ok, orders, got[0].SequenceNumber)
+	}
+	if dl.TruncatedFrom != len(payload) || len(r.Data) >= len(payload) || len(r.Data) < len(payload)-1024 || !bytes.HasPrefix(payload, r.Data) {
+		t.Fatalf("dead letter carries %d bytes, truncated from %d; want the first bytes of the %d-byte payload", len(r.Data), dl.TruncatedFrom, len(payload))
+	}
+	if r.Headers[runtime.TruncatedFromHeader] == "" {
+		t.Fatalf("no %s header: %v", runtime.TruncatedFromHeader, r.Headers)
+	}
+}
