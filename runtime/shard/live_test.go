@@ -214,3 +214,8 @@ func TestLiveNilNextIteratorOnOpenShardReadsOn(t *testing.T) {
 func TestLiveParentPastRetentionCountsAsFinished(t *testing.T) {
 	testParentPastRetention(t, liveEnv(t, 1))
 }
+
+// Issue 9, scenario 4 on kinesalite.
+func TestLiveKPLSubRecordsOutsideTheShardAreFiltered(t *testing.T) {
+	testKPLSubRecordsOutsideTheShard(t, liveEnv(t, 2))
+}

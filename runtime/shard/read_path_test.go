@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
@@ -127,4 +130,58 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Issue 9, scenario 4: a KPL sub-record whose explicit hash key (or, without
+// one, the MD5 of its partition key) lies outside the hash-key range of the
+// shard it was read from is not delivered, as the KCL does: after a reshard
+// the KPL sends it again to the shard that owns its key.
+func TestKPLSubRecordsOutsideTheShardAreFiltered(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	testKPLSubRecordsOutsideTheShard(t, e)
+}
+
+func testKPLSubRecordsOutsideTheShard(t *testing.T, e *env) {
+	out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+	if err != nil || len(out.Shards) != 2 {
+		t.Fatalf("ListShards: %v (%d shards)", err, len(out.Shards))
+	}
+	ranges := make([]shard.HashRange, 2)
+	for i, s := range out.Shards {
+		start, _ := shard.ParseHashKey(aws.ToString(s.HashKeyRange.StartingHashKey))
+		end, _ := shard.ParseHashKey(aws.ToString(s.HashKeyRange.EndingHashKey))
+		ranges[i] = shard.HashRange{Start: start, End: end}
+	}
+	home, away := out.Shards[0], out.Shards[1]
+	keyIn := func(r shard.HashRange, prefix string) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprintf("%s%d", prefix, i); r.Contains(shard.HashKeyOf(k)) {
+				return k
+			}
+		}
+	}
+	agg := kpl.Aggregate([]kpl.Record{
+		{PartitionKey: "ehk-home", ExplicitHashKey: aws.ToString(home.HashKeyRange.EndingHashKey), Data: []byte("ehk-home")},
+		{PartitionKey: keyIn(ranges[0], "ehk-away"), ExplicitHashKey: aws.ToString(away.HashKeyRange.StartingHashKey), Data: []byte("ehk-away")},
+		{PartitionKey: keyIn(ranges[0], "pk-home"), Data: []byte("pk-home")},
+		{PartitionKey: keyIn(ranges[1], "pk-away"), Data: []byte("pk-away")},
+	})
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	e.start(cfg)
+	for _, data := range [][]byte{agg, []byte("last")} {
+		if _, err := e.client.PutRecord(e.ctx(10*time.Second), &kinesis.PutRecordInput{
+			StreamName: aws.String(e.stream), PartitionKey: aws.String("agg"), Data: data,
+			ExplicitHashKey: home.HashKeyRange.StartingHashKey,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := col.wait(t, 20*time.Second, "the record after the aggregate", func(r []*shard.Record) bool {
+		return len(r) > 0 && string(r[len(r)-1].Data) == "last"
+	})
+	if got := dataOf(recs); got != " ehk-home pk-home last" {
+		t.Fatalf("delivered%s; want ehk-home pk-home last (sub-records hashed outside shard %s filtered out)", got, aws.ToString(home.ShardId))
+	}
 }

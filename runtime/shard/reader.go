@@ -90,10 +90,11 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	}
 	// deliver hands the user records of one read to the sink, the last run
 	// included.
+	hashRange := c.hashRange(o)
 	deliver := func(recs []types.Record) error {
 		for i := range recs {
 			arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
-			if err := userRecords(&recs[i], emit); err != nil {
+			if err := userRecords(&recs[i], hashRange, emit); err != nil {
 				return err
 			}
 		}
@@ -259,6 +260,27 @@ func (c *Coordinator) listShard(ctx context.Context, id string) (info Info, list
 	}
 	info, listed = lin.Shard(id)
 	return info, listed, nil
+}
+
+// hashRange returns the hash-key range of o's shard from the last listing
+// or its lease, nil if neither knows it.
+func (c *Coordinator) hashRange(o *owned) *HashRange {
+	c.mu.Lock()
+	lin := c.lineage
+	c.mu.Unlock()
+	if lin != nil {
+		if info, ok := lin.Shard(o.shard); ok && info.StartingHashKey != "" {
+			return &info.Range
+		}
+	}
+	o.mu.Lock()
+	start, end := o.l.StartingHashKey, o.l.EndingHashKey
+	o.mu.Unlock()
+	info := Info{ID: o.shard}
+	if start == "" || info.setRange(start, end) != nil {
+		return nil
+	}
+	return &info.Range
 }
 
 // closedShard reports whether the last listing saw the shard closed.
