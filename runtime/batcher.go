@@ -78,6 +78,7 @@ const (
 type entry struct {
 	ctx     context.Context
 	key     string
+	hashKey string // the ExplicitHashKey, when set (a KPL aggregate's)
 	data    []byte
 	ordered bool // false for process-unique keys, which need no ordering
 	state   atomic.Int32
@@ -182,12 +183,13 @@ func newBatcher(client kinesisapi.API, stream string, cfg batchConfig, log *slog
 }
 
 // submit queues one record; records of one key are sent in submit order.
-func (b *batcher) submit(ctx context.Context, key string, data []byte, ordered bool) (*entry, error) {
+// A non-empty hashKey is sent as the record's ExplicitHashKey.
+func (b *batcher) submit(ctx context.Context, key, hashKey string, data []byte, ordered bool) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
 	e := entryPool.Get().(*entry)
-	e.ctx, e.key, e.data, e.ordered = ctx, key, data, ordered
+	e.ctx, e.key, e.hashKey, e.data, e.ordered = ctx, key, hashKey, data, ordered
 	e.state.Store(entryQueued)
 	b.mu.Lock()
 	if b.closing {
@@ -463,6 +465,9 @@ func (b *batcher) call(batch []*entry) {
 	recs := make([]types.PutRecordsRequestEntry, len(batch))
 	for i, e := range batch {
 		recs[i] = types.PutRecordsRequestEntry{Data: e.data, PartitionKey: &e.key}
+		if e.hashKey != "" {
+			recs[i].ExplicitHashKey = &e.hashKey
+		}
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.callTimeout)
 	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, sizedPutRecords)

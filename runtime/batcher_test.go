@@ -122,13 +122,13 @@ func TestPartialFailureRetriedInOrder(t *testing.T) {
 	var entries []*entry
 	for i := range perKey {
 		for _, k := range keys {
-			e, err := bt.submit(testCtx(t), k, fmt.Appendf(nil, "%s-%04d", k, i), true)
+			e, err := bt.submit(testCtx(t), k, "", fmt.Appendf(nil, "%s-%04d", k, i), true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			entries = append(entries, e)
 		}
-		e, err := bt.submit(testCtx(t), uniqueKey(), fmt.Appendf(nil, "u-%04d", i), false)
+		e, err := bt.submit(testCtx(t), uniqueKey(), "", fmt.Appendf(nil, "u-%04d", i), false)
 		if err != nil {
 			t.Fatal(err)
 		}

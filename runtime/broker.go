@@ -85,7 +85,8 @@ type conn struct {
 
 	mu       sync.Mutex // serialises adding batchers and closing
 	closed   bool
-	batchers atomic.Pointer[map[string]*batcher] // one per stream, made on first publish; copied on write
+	batchers atomic.Pointer[map[string]*batcher]    // one per stream, made on first publish; copied on write
+	aggs     atomic.Pointer[map[aggKey]*aggregator] // one per stream and Aggregation; copied on write
 }
 
 // Option configures a Broker.
@@ -346,6 +347,9 @@ type Outgoing struct {
 	// uniqueKey marks a process-unique key (rung 4): no other record shares
 	// it, so the batcher has no order to keep for it.
 	uniqueKey bool
+	// aggregate, when set (with defaults), packs the record into a KPL
+	// aggregate of its shard.
+	aggregate *Aggregation
 }
 
 // put sends one record through the batcher and waits for its own result.
@@ -381,8 +385,44 @@ func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := bt.submit(ctx, rec.PartitionKey, data, !rec.uniqueKey)
+	if rec.aggregate != nil {
+		ag, err := c.aggregator(bt, *rec.aggregate)
+		if err != nil {
+			return nil, nil, err
+		}
+		e, err := ag.submit(ctx, rec.PartitionKey, data)
+		return bt, e, err
+	}
+	e, err := bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey)
 	return bt, e, err
+}
+
+// aggregator returns the aggregator of bt's stream with cfg, starting it on
+// first use.
+func (c *conn) aggregator(bt *batcher, cfg Aggregation) (*aggregator, error) {
+	k := aggKey{stream: bt.stream, cfg: cfg}
+	if m := c.aggs.Load(); m != nil {
+		if ag := (*m)[k]; ag != nil {
+			return ag, nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, &Error{Kind: ErrNotConnected, Op: "publish", Stream: bt.stream}
+	}
+	old := c.aggs.Load()
+	if old != nil && (*old)[k] != nil {
+		return (*old)[k], nil
+	}
+	m := make(map[aggKey]*aggregator, 1)
+	if old != nil {
+		maps.Copy(m, *old)
+	}
+	ag := newAggregator(bt, c.client, bt.stream, cfg, c.logger)
+	m[k] = ag
+	c.aggs.Store(&m)
+	return ag, nil
 }
 
 // batcher returns the stream's batcher, starting it on first use.
@@ -417,7 +457,15 @@ func (c *conn) close(ctx context.Context) {
 	c.mu.Lock()
 	c.closed = true
 	m := c.batchers.Load()
+	aggs := c.aggs.Load()
 	c.mu.Unlock()
+	if aggs != nil {
+		// Aggregators first: they fail what they hold, and what they have
+		// handed to a batcher comes back from it.
+		for _, ag := range *aggs {
+			ag.close()
+		}
+	}
 	if m == nil {
 		return
 	}
@@ -426,5 +474,10 @@ func (c *conn) close(ctx context.Context) {
 	}
 	for _, bt := range *m {
 		bt.wait(ctx)
+	}
+	if aggs != nil {
+		for _, ag := range *aggs {
+			ag.wait(ctx)
+		}
 	}
 }

@@ -40,6 +40,9 @@ type Receipt struct {
 	ShardID        string
 	SequenceNumber string
 	PartitionKey   string
+	// SubSequence is the message's index in its KPL aggregate (an
+	// aggregating publisher's, WithAggregation), 0 for a plain record.
+	SubSequence int64
 }
 
 // Publisher publishes messages of type T to one stream.
@@ -107,6 +110,10 @@ func (m *Message[T]) Send(ctx context.Context) (Receipt, error) {
 type PublisherSpec struct {
 	Stream       string
 	PartitionKey string // rung 3 of the key ladder, when no option overrides it
+	// Aggregate packs the messages into KPL-aggregated records with the
+	// default Aggregation (the aggregate key of //kinesis:message);
+	// WithAggregation sets other bounds.
+	Aggregate bool
 }
 
 // PublishOption adjusts a publisher at its mount site.
@@ -116,6 +123,7 @@ type publishSettings struct {
 	stream       string
 	partitionKey string
 	hasKey       bool
+	aggregate    *Aggregation // nil: plain records
 }
 
 // WithPartitionKey names the mount-site key (rung 3 of the key ladder); an
@@ -134,17 +142,26 @@ func WithStream(stream string) PublishOption {
 // uses the broker's connection of the moment.
 func NewPublisher[T any](b *Broker, spec PublisherSpec, opts ...PublishOption) Publisher[T] {
 	s := publishSettings{stream: spec.Stream, partitionKey: spec.PartitionKey, hasKey: spec.PartitionKey != ""}
+	if spec.Aggregate {
+		s.aggregate = &Aggregation{}
+	}
 	for _, o := range opts {
 		o(&s)
 	}
-	return &publisher[T]{b: b, stream: s.stream, key: s.partitionKey, hasKey: s.hasKey}
+	p := &publisher[T]{b: b, stream: s.stream, key: s.partitionKey, hasKey: s.hasKey}
+	if s.aggregate != nil {
+		agg := s.aggregate.withDefaults()
+		p.aggregate = &agg
+	}
+	return p
 }
 
 type publisher[T any] struct {
-	b      *Broker
-	stream string
-	key    string // mount-site key, when hasKey
-	hasKey bool
+	b         *Broker
+	stream    string
+	key       string // mount-site key, when hasKey
+	hasKey    bool
+	aggregate *Aggregation // with defaults; nil: plain records
 }
 
 func (p *publisher[T]) Publish(ctx context.Context, msg T) error {
@@ -253,7 +270,7 @@ func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey b
 	if err != nil {
 		return nil, Outgoing{}, &Error{Kind: ErrPublish, Op: "encode", Stream: p.stream, Err: err}
 	}
-	return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique}, nil
+	return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique, aggregate: p.aggregate}, nil
 }
 
 // resolveKey walks the key ladder: the PartitionKey step, the partition-key

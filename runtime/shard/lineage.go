@@ -219,3 +219,13 @@ func listShards(ctx context.Context, client kinesisapi.API, stream string) ([]ty
 		}
 	}
 }
+
+// List lists stream's shards (following NextToken) into a lineage; a
+// publisher that routes by hash-key range builds its shard map from it.
+func List(ctx context.Context, client kinesisapi.API, stream string) (*Lineage, error) {
+	shards, err := listShards(ctx, client, stream)
+	if err != nil {
+		return nil, err
+	}
+	return NewLineage(shards)
+}

@@ -1,0 +1,362 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+type aggMsg struct {
+	Key string `json:"key"`
+	N   int    `json:"n"`
+	Pad string `json:"pad,omitempty"`
+}
+
+// storedMsg is one user record as a consumer that deaggregates reads it.
+type storedMsg struct {
+	aggMsg
+	key, shard, seq string
+	sub             int64
+	aggregated      bool
+	inRange         bool // every key of its aggregate hashes into the shard it was read from
+}
+
+// readMessages reads every shard of stream (parents before children, as
+// ListShards sorts them) from the horizon and deaggregates what it reads.
+// It returns the messages and the number of Kinesis records.
+func readMessages(ctx context.Context, t *testing.T, api kinesisapi.API, stream string) ([]storedMsg, int) {
+	t.Helper()
+	l, err := shard.List(ctx, api, stream)
+	if err != nil {
+		t.Fatalf("ListShards: %v", err)
+	}
+	var out []storedMsg
+	records := 0
+	for _, id := range l.IDs() {
+		info, _ := l.Shard(id)
+		it, err := api.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: &id, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatalf("GetShardIterator: %v", err)
+		}
+		for iter := it.ShardIterator; iter != nil; {
+			res, err := api.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				t.Fatalf("GetRecords: %v", err)
+			}
+			for _, r := range res.Records {
+				records++
+				subs, ok, err := kpl.Deaggregate(r.Data)
+				if err != nil {
+					t.Fatalf("record %s on %s: %v", aws.ToString(r.SequenceNumber), id, err)
+				}
+				if !ok {
+					subs = []kpl.Record{{PartitionKey: aws.ToString(r.PartitionKey), Data: r.Data}}
+				}
+				// The KCL drops a whole aggregate that holds a record whose
+				// key does not hash into the shard it was read from.
+				inRange := true
+				for _, s := range subs {
+					inRange = inRange && info.Range.Contains(shard.HashKeyOf(s.PartitionKey))
+				}
+				for _, s := range subs {
+					_, payload, err := runtime.DecodeRecord(s.Data)
+					if err != nil {
+						t.Fatalf("decode: %v", err)
+					}
+					m := storedMsg{key: s.PartitionKey, shard: id, seq: aws.ToString(r.SequenceNumber), sub: s.SubSequence, aggregated: ok}
+					if err := json.Unmarshal(payload, &m.aggMsg); err != nil {
+						t.Fatalf("payload %q: %v", payload, err)
+					}
+					m.inRange = inRange
+					out = append(out, m)
+				}
+			}
+			if len(res.Records) == 0 {
+				break
+			}
+			iter = res.NextShardIterator
+		}
+	}
+	return out, records
+}
+
+// checkKeyed checks what a KCL sees: only the aggregates whose every key
+// hashes to the shard they were read from (the KCL drops the others), each
+// key's messages 0..n-1 exactly once and in order, each under its own key.
+// It returns how many messages were in dropped aggregates.
+func checkKeyed(t *testing.T, msgs []storedMsg, want map[string]int) (misplaced int) {
+	t.Helper()
+	got := map[string][]int{}
+	for _, m := range msgs {
+		if m.key != m.Key {
+			t.Errorf("message %s/%d read under key %q", m.Key, m.N, m.key)
+		}
+		if !m.inRange {
+			misplaced++
+			continue
+		}
+		got[m.Key] = append(got[m.Key], m.N)
+	}
+	for k, n := range want {
+		if !slices.Equal(got[k], seq(n)) {
+			t.Errorf("key %s read %v, want 0..%d once each, in order", k, got[k], n-1)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("read %d keys, want %d", len(got), len(want))
+	}
+	return misplaced
+}
+
+func aggKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("customer-%03d", i)
+	}
+	return keys
+}
+
+// publishKeyed publishes messages from..to-1 of each key, one goroutine
+// per key publishing its messages one after another.
+func publishKeyed(ctx context.Context, t *testing.T, p runtime.Publisher[aggMsg], keys []string, from, to int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			for n := from; n < to; n++ {
+				if err := p.Publish(ctx, aggMsg{Key: k, N: n}); err != nil {
+					t.Errorf("publish %s/%d: %v", k, n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// keyedPublisher keys each message by its Key field, as a header contract
+// would, through the message's own PartitionKey step.
+type keyedPublisher struct{ p runtime.Publisher[aggMsg] }
+
+func (k keyedPublisher) Publish(ctx context.Context, m aggMsg) error {
+	return k.p.Message(m).PartitionKey(m.Key).Publish(ctx)
+}
+func (k keyedPublisher) Message(m aggMsg) *runtime.Message[aggMsg] { return k.p.Message(m) }
+
+func TestAggregatedPublishInProcess(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedPublish(t, s, runtime.WithKinesisClient(s))
+}
+
+// TestAggregatedPublishKinesalite is the same over HTTP to kinesalite:
+// the ExplicitHashKey of each aggregate puts it on the shard its keys map to.
+func TestAggregatedPublishKinesalite(t *testing.T) {
+	url := livetest.KinesisEndpoint(t)
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	testAggregatedPublish(t, client, runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+}
+
+// testAggregatedPublish publishes 40 keys × 60 messages from four
+// goroutines through an aggregating publisher and reads them back the way
+// a KCL does: far fewer Kinesis records than messages, every message on the
+// shard its own key hashes to, under its own key, each key in order; and a
+// Send's receipt names where its message is.
+func testAggregatedPublish(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := createStream(ctx, t, api, 4)
+	b := runtime.NewBroker(opts...)
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})
+
+	keys := aggKeys(40)
+	const perKey = 60
+	// The key comes from each message's PartitionKey step, one goroutine
+	// per key; then PublishAll under a mount-site key.
+	publishKeyed(ctx, t, keyedPublisher{p}, keys, 0, perKey)
+	// A mount-site key: PublishAll of many messages of one key.
+	one := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "bulk", Aggregate: true})
+	bulk := make([]aggMsg, 500)
+	for i := range bulk {
+		bulk[i] = aggMsg{Key: "bulk", N: i}
+	}
+	if err := runtime.PublishAll(ctx, one, bulk); err != nil {
+		t.Fatalf("PublishAll: %v", err)
+	}
+	receipt, err := p.Message(aggMsg{Key: "last", N: 0}).PartitionKey("last").Send(ctx)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+
+	msgs, records := readMessages(ctx, t, api, stream)
+	want := map[string]int{"bulk": len(bulk), "last": 1}
+	for _, k := range keys {
+		want[k] = perKey
+	}
+	if n := checkKeyed(t, msgs, want); n != 0 {
+		t.Errorf("%d messages read on a shard their key does not hash to", n)
+	}
+	total := len(keys)*perKey + len(bulk) + 1
+	if len(msgs) != total {
+		t.Errorf("read %d messages, want %d", len(msgs), total)
+	}
+	if records*4 > total {
+		t.Errorf("%d Kinesis records for %d messages: not aggregated", records, total)
+	}
+	for _, m := range msgs {
+		if m.Key == "last" && (m.shard != receipt.ShardID || m.seq != receipt.SequenceNumber || m.sub != receipt.SubSequence || receipt.PartitionKey != "last") {
+			t.Errorf("message stored at %s/%s/%d, receipt says %+v", m.shard, m.seq, m.sub, receipt)
+		}
+	}
+}
+
+// TestAggregatedPublishAcrossReshard splits every shard while four
+// goroutines publish through an aggregating publisher whose shard map is
+// then stale: aggregates land on a child that holds only part of their
+// keys. The publisher sees it, lists the shards again and sends those
+// messages again to their keys' shards, before any later message of their
+// keys. A consumer that keeps only the messages on their keys' shards (as
+// the KCL does) reads every message once and every key in order.
+func TestAggregatedPublishAcrossReshard(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))}
+
+	keys := aggKeys(32)
+	publishKeyed(ctx, t, p, keys, 0, 20) // the publisher lists the two shards
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(5 * time.Millisecond)
+		for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
+			if err := s.SplitInHalf(stream, id); err != nil {
+				t.Errorf("split %s: %v", id, err)
+			}
+		}
+	})
+	publishKeyed(ctx, t, p, keys, 20, 60)
+	wg.Wait()
+	publishKeyed(ctx, t, p, keys, 60, 80)
+
+	msgs, _ := readMessages(ctx, t, s, stream)
+	want := map[string]int{}
+	for _, k := range keys {
+		want[k] = 80
+	}
+	misplaced := checkKeyed(t, msgs, want)
+	t.Logf("%d messages, %d read on a shard their key does not hash to (sent again)", len(msgs), misplaced)
+	if misplaced == 0 {
+		t.Errorf("no aggregate landed on a shard it was not sent to: the reshard was not exercised")
+	}
+	// After the reshard, every aggregate goes to a child.
+	for _, m := range msgs {
+		if m.N >= 60 && (m.shard == "shardId-000000000000" || m.shard == "shardId-000000000001") {
+			t.Fatalf("message %s/%d on closed parent %s", m.Key, m.N, m.shard)
+		}
+	}
+}
+
+// TestAggregatedOversize: a message too large to share an aggregate is sent
+// plain, under its own key, in its place in its key's order; a message over
+// the record limit is an ErrPublish error before any call.
+func TestAggregatedOversize(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k"},
+		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 2000, Linger: 20 * time.Millisecond}))
+
+	big := strings.Repeat("x", 3000)
+	batch := []aggMsg{{Key: "k", N: 0}, {Key: "k", N: 1}, {Key: "k", N: 2, Pad: big}, {Key: "k", N: 3}}
+	for n := 4; n < 40; n++ {
+		batch = append(batch, aggMsg{Key: "k", N: n, Pad: strings.Repeat("y", 100)})
+	}
+	if err := runtime.PublishAll(ctx, p, batch); err != nil {
+		t.Fatalf("PublishAll: %v", err)
+	}
+	msgs, records := readMessages(ctx, t, s, stream)
+	checkKeyed(t, msgs, map[string]int{"k": len(batch)})
+	for _, m := range msgs {
+		if (m.N == 2) == m.aggregated {
+			t.Errorf("message %d: aggregated=%v", m.N, m.aggregated)
+		}
+	}
+	if records < 4 || records > 10 {
+		t.Errorf("%d records for 40 messages under a 2000-byte bound", records)
+	}
+	recs, _ := s.Records(stream)
+	for _, r := range recs {
+		if n := len(r.Data) + len(aws.ToString(r.PartitionKey)); kpl.IsAggregated(r.Data) && n > 2000 {
+			t.Errorf("aggregate of %d bytes over the 2000-byte bound", n)
+		}
+	}
+
+	calls := s.Calls(kinesistest.OpPutRecords)
+	err := p.Publish(ctx, aggMsg{Key: "k", Pad: strings.Repeat("z", runtime.MaxRecordSize)})
+	if !errors.Is(err, runtime.ErrPublish) {
+		t.Errorf("a message over 1 MiB: %v, want ErrPublish", err)
+	}
+	if s.Calls(kinesistest.OpPutRecords) != calls {
+		t.Errorf("a message over 1 MiB made a call")
+	}
+}
+
+// TestAggregatedPublishErrors: a missing stream is an ErrStream error for
+// each message; after Shutdown a publish is ErrNotConnected.
+func TestAggregatedPublishErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: "missing", Aggregate: true})
+	err := runtime.PublishAll(ctx, p, []aggMsg{{N: 1}, {N: 2}})
+	var re *runtime.Error
+	if !errors.Is(err, runtime.ErrStream) || !errors.As(err, &re) || re.Stream != "missing" {
+		t.Errorf("publish to a missing stream: %v, want ErrStream naming it", err)
+	}
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(ctx, aggMsg{}); !errors.Is(err, runtime.ErrNotConnected) {
+		t.Errorf("after Shutdown: %v, want ErrNotConnected", err)
+	}
+}
