@@ -289,7 +289,12 @@ func (r *subRun) stop(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return &Error{Kind: readErrorKind(err), Op: "stop", Stream: r.s.stream, Err: err}
+		r.log.Warn("subscription stopped with work left", "error", err)
+		kind := readErrorKind(err)
+		if name := r.s.set.name; name != "" {
+			err = fmt.Errorf("handler %s: %w", name, err)
+		}
+		return &Error{Kind: kind, Op: "stop", Stream: r.s.stream, Err: err}
 	}
 	r.log.Info("subscription stopped")
 	return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -336,10 +337,12 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 	// 2. Stop fetching; delivered records stay in flight.
 	var sessions []*session
+	var shards []string // the sessions' shards
 	for _, o := range list {
 		if s := o.session(); s != nil {
 			s.cancel()
 			sessions = append(sessions, s)
+			shards = append(shards, o.shard)
 		}
 	}
 	for _, s := range sessions {
@@ -350,7 +353,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	var errs []error
 	for _, s := range sessions {
 		if err := s.wm.wait(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("shard: stop: %d delivered records of stream %s not settled: %w", s.wm.pending(), c.cfg.Stream, err))
+			errs = append(errs, c.unsettled(sessions, shards, err))
 			break
 		}
 	}
@@ -373,6 +376,31 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.workers.Wait()
 	c.log.Info("coordinator stopped", "released", len(list))
 	return errors.Join(errs...)
+}
+
+// unsettled is the error of a stop that ran out of time (err) with
+// delivered records not settled: how many, on which shards, so that an
+// operator knows what the shards' next owner reads again.
+func (c *Coordinator) unsettled(sessions []*session, shards []string, err error) error {
+	type left struct {
+		shard string
+		n     uint64
+	}
+	var lefts []left
+	var total uint64
+	for i, s := range sessions {
+		if n := s.wm.pending(); n > 0 {
+			lefts = append(lefts, left{shards[i], n})
+			total += n
+		}
+	}
+	slices.SortFunc(lefts, func(a, b left) int { return strings.Compare(a.shard, b.shard) })
+	parts := make([]string, len(lefts))
+	for i, l := range lefts {
+		parts[i] = fmt.Sprintf("%s: %d", l.shard, l.n)
+	}
+	return fmt.Errorf("shard: stop: stream %s: %d records not settled (%s), read again by the shards' next owner: %w",
+		c.cfg.Stream, total, strings.Join(parts, ", "), err)
 }
 
 func (c *Coordinator) running() bool {

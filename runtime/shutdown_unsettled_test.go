@@ -1,0 +1,77 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// Issue 9, "also seen": a shutdown that runs out of time with records still
+// unsettled says which subscription, which shards and how many records
+// were left (they are read again by the shards' next owner).
+func TestShutdownThatRunsOutOfTimeNamesWhatWasLeft(t *testing.T) {
+	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
+	e := newEnvWith(t, srv)
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
+	pub := e.publisher(orders)
+	perShard := map[string]int{}
+	for i := range 40 {
+		key := fmt.Sprintf("customer-%d", i)
+		r, err := pub.Message(order{ID: i, Customer: key}).PartitionKey(key).Send(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perShard[r.ShardID]++
+	}
+	if len(perShard) != 2 {
+		t.Fatalf("records on shards %v, want both", perShard)
+	}
+
+	stuck := make(chan struct{})
+	defer close(stuck)
+	b := e.broker(runtime.WithShutdownTimeout(300 * time.Millisecond))
+	if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		<-stuck // ignores its context: nothing settles
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.HandlerName("orders.Post")); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	for shardID := range perShard { // both readers have handed their records over
+		for {
+			st, _ := srv.ShardStats(orders, shardID)
+			if st.GetRecords > st.EmptyGetRecords {
+				break
+			}
+			select {
+			case <-e.ctx.Done():
+				t.Fatalf("shard %s never read", shardID)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+
+	err := b.Shutdown(e.ctx)
+	if err == nil {
+		t.Fatal("Shutdown with every record stuck returned nil")
+	}
+	msg := err.Error()
+	t.Logf("Shutdown: %v", err)
+	for _, want := range []string{orders, "orders.Post", "40 records not settled"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Shutdown error %q does not name %q", msg, want)
+		}
+	}
+	for shardID, n := range perShard {
+		if want := fmt.Sprintf("%s: %d", shardID, n); !strings.Contains(msg, want) {
+			t.Errorf("Shutdown error %q does not name %q", msg, want)
+		}
+	}
+}
