@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,20 +46,48 @@ type faultMix struct {
 	// PutRecords applied whose answer was lost, published again), a record
 	// delivered again (a lease or an iterator lost).
 	storedTwice, redelivered bool
+	// full: only in the full set (FAULTS_MIX=all); the default set injects
+	// the same faults in the "mixed" scenario.
+	full bool
 }
 
 var allKinesisOps = []string{"PutRecords", "GetRecords", "GetShardIterator", "ListShards", "DescribeStreamSummary"}
 
 // faultMixes are the scenarios of issue 9's "Faults, proven in the suite".
+// The default set (make test) is "mixed", which injects every Kinesis fault
+// at once, and the lease-store and black-hole scenarios; FAULTS_MIX=all adds
+// one scenario per Kinesis fault, to measure each alone.
 func faultMixes() []faultMix {
 	return []faultMix{
 		{
+			// Every Kinesis fault at once, and a slow lease store: the
+			// representative of the single-fault mixes below in make test.
+			name: "mixed",
+			kinesis: []faultproxy.Rule{
+				{Fault: faultproxy.Latency, Rate: 0.2, Delay: 50 * time.Millisecond},
+				{Fault: faultproxy.Latency, Rate: 0.02, Delay: time.Second},
+				{Ops: []string{"GetRecords"}, Fault: faultproxy.ExpireIterator, Rate: 0.15},
+				{Ops: []string{"PutRecords", "GetRecords"}, Fault: faultproxy.ResetAfter, Rate: 0.05},
+				{Fault: faultproxy.ResetBefore, Rate: 0.03},
+				{Ops: allKinesisOps, Fault: faultproxy.Throttle, Rate: 0.1},
+				{Ops: allKinesisOps, Fault: faultproxy.InternalFailure, Rate: 0.05},
+			},
+			dynamo: []faultproxy.Rule{
+				{Fault: faultproxy.Latency, Rate: 0.2, Delay: 50 * time.Millisecond},
+				{Fault: faultproxy.Latency, Rate: 0.02, Delay: time.Second},
+			},
+			storedTwice: true, // a PutRecords stored, its answer lost, sent again
+			redelivered: true, // a reader may reopen at its checkpoint
+		},
+		{
 			name:    "kinesis-throttling",
 			kinesis: []faultproxy.Rule{{Ops: allKinesisOps, Fault: faultproxy.Throttle, Rate: 0.25}},
+			full:    true,
 		},
 		{
 			name:    "kinesis-internal-failures",
 			kinesis: []faultproxy.Rule{{Ops: allKinesisOps, Fault: faultproxy.InternalFailure, Rate: 0.15}},
+			full:    true,
 		},
 		{
 			name: "kinesis-resets",
@@ -67,6 +96,7 @@ func faultMixes() []faultMix {
 				{Fault: faultproxy.ResetBefore, Rate: 0.05},
 			},
 			storedTwice: true, // a PutRecords stored, its answer lost, sent again
+			full:        true,
 		},
 		{
 			name: "latency",
@@ -78,13 +108,49 @@ func faultMixes() []faultMix {
 				{Fault: faultproxy.Latency, Rate: 0.3, Delay: 50 * time.Millisecond},
 				{Fault: faultproxy.Latency, Rate: 0.03, Delay: time.Second},
 			},
+			full: true,
 		},
 		{
 			name:        "expired-iterators",
 			kinesis:     []faultproxy.Rule{{Ops: []string{"GetRecords"}, Fault: faultproxy.ExpireIterator, Rate: 0.3}},
 			redelivered: true, // a reader may reopen at its checkpoint
+			full:        true,
+		},
+		{
+			// The lease store throttles, fails, and loses answers: renewals
+			// retried past the failover time lose leases, whose old owner
+			// must stop reading before the new one starts.
+			name: "lease-store-faults",
+			dynamo: []faultproxy.Rule{
+				{Fault: faultproxy.Throttle, Rate: 0.2},
+				{Fault: faultproxy.InternalFailure, Rate: 0.1},
+				{Fault: faultproxy.ResetAfter, Rate: 0.05},
+				{Fault: faultproxy.ResetBefore, Rate: 0.05},
+			},
+			redelivered: true, // a lease lost; a renewal applied whose answer was lost fails the next one's condition
 		},
 	}
+}
+
+// selectMixes picks the mixes to run from FAULTS_MIX: unset, the default
+// set; "all", every mix; otherwise mix names separated by commas.
+func selectMixes(t *testing.T, spec string) []faultMix {
+	all := faultMixes()
+	switch spec {
+	case "":
+		return slices.DeleteFunc(all, func(m faultMix) bool { return m.full })
+	case "all":
+		return all
+	}
+	var out []faultMix
+	for _, name := range strings.Split(spec, ",") {
+		i := slices.IndexFunc(all, func(m faultMix) bool { return m.name == strings.TrimSpace(name) })
+		if i < 0 {
+			t.Fatalf("FAULTS_MIX: no mix %q", name)
+		}
+		out = append(out, all[i])
+	}
+	return out
 }
 
 // TestFaults runs the fleet's workers through a fault-injecting proxy in
@@ -92,15 +158,14 @@ func faultMixes() []faultMix {
 // what every record went through: none lost, no key handled out of order by
 // one owner, duplicates only where the mix allows them, every worker up to
 // the end and every publish call back within its deadline.
+//
+// FAULTS_MIX chooses the mixes (see selectMixes).
 func TestFaults(t *testing.T) {
 	kinesisURL := livetest.KinesisEndpoint(t)
 	dynamoURL := livetest.DynamoDBEndpoint(t)
+	mixes := selectMixes(t, os.Getenv("FAULTS_MIX"))
 	bin := buildWorker(t)
-	only := os.Getenv("FAULTS_MIX") // one mix by name, to measure it alone
-	for _, m := range faultMixes() {
-		if only != "" && only != m.name {
-			continue
-		}
+	for _, m := range mixes {
 		t.Run(m.name, func(t *testing.T) {
 			runMix(t, m, bin, kinesisURL, dynamoURL)
 		})
@@ -115,9 +180,10 @@ type mixFleet struct {
 }
 
 func runMix(t *testing.T, m faultMix, bin, kinesisURL, dynamoURL string) {
-	// 8–25 s per mix on a loaded machine.
+	// 12–30 s per mix on a loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	begin := time.Now()
 	f := &mixFleet{
 		fleet:  newFleet(t, bin, kinesisURL, dynamoURL, "faults"),
 		mix:    m,
@@ -156,16 +222,66 @@ func runMix(t *testing.T, m faultMix, bin, kinesisURL, dynamoURL string) {
 	f.awaitDone(ctx)
 	took := time.Since(start)
 	f.clearRules()
-	for _, o := range owners {
-		f.terminate(ctx, o)
-	}
+	stopAt := time.Now()
+	up := f.stopAll(owners)
+	stopped := time.Since(stopAt)
 	if dir := os.Getenv("FLEETTEST_LOGDIR"); dir != "" {
 		f.dump(filepath.Join(dir, m.name+"-handled.txt"))
 	}
 	r := f.check()
-	t.Logf("FAULTS mix=%s published=%d handled=%d lost=%d dup_stored_twice=%d dup_redelivered=%d order_violations=%d two_owners_at_once=%d publish_calls=%d publish_errors=%d publish_max=%.2fs took=%.1fs injected: %s",
-		m.name, r.published, r.handled, r.lost, r.storedTwice, r.redelivered, r.orderViolations, r.twoOwners,
-		r.publishCalls, r.publishErrors, r.publishMax.Seconds(), took.Seconds(), f.injected())
+	t.Logf("FAULTS mix=%s published=%d handled=%d lost=%d dup_stored_twice=%d dup_redelivered=%d order_violations=%d two_owners_at_once=%d workers_up=%d/%d publish_calls=%d publish_errors=%d publish_max=%.2fs took=%.1fs stop=%.1fs whole=%.1fs injected: %s",
+		m.name, r.published, r.handled, r.lost, r.storedTwice, r.redelivered, r.orderViolations, r.twoOwners, up, mixWorkers,
+		r.publishCalls, r.publishErrors, r.publishMax.Seconds(), took.Seconds(), stopped.Seconds(), time.Since(begin).Seconds(), f.injected())
+}
+
+// stopTimeout bounds a worker's graceful stop: its shutdown timeout (10 s)
+// and the race detector's exit.
+const stopTimeout = 20 * time.Second
+
+// stopAll SIGTERMs every worker at once and counts those up: running from
+// start to end (none exited on its own, which fails the mix as soon as the
+// test sees it) and exiting with status 0 within stopTimeout.
+func (f *mixFleet) stopAll(owners []string) (up int) {
+	t := f.t
+	f.mu.Lock()
+	procs := make([]*proc, 0, len(owners))
+	for _, o := range owners {
+		p := f.procs[o]
+		select {
+		case <-p.exited:
+			t.Errorf("worker %s exited before the end: %v", o, p.exitErr)
+			continue
+		default:
+		}
+		p.expected = true
+		procs = append(procs, p)
+	}
+	f.mu.Unlock()
+	for _, p := range procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Errorf("SIGTERM %s: %v", p.owner, err)
+		}
+	}
+	deadline := time.After(stopTimeout)
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-deadline:
+			t.Errorf("worker %s still running %v after SIGTERM; killing it", p.owner, stopTimeout)
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			continue
+		}
+		f.mu.Lock()
+		err := p.exitErr
+		f.mu.Unlock()
+		if err != nil {
+			t.Errorf("worker %s after SIGTERM: %v, want exit status 0", p.owner, err)
+			continue
+		}
+		up++
+	}
+	return up
 }
 
 // proxy starts a proxy whose seed comes from its name, so a mix makes the
@@ -276,6 +392,9 @@ func (f *mixFleet) check() mixResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var r mixResult
+	for _, p := range f.problems {
+		t.Error(p)
+	}
 	r.published = len(f.published)
 	if r.published != mixKeys*mixPerKey {
 		t.Errorf("%d records published, want %d", r.published, mixKeys*mixPerKey)
