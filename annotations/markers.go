@@ -13,7 +13,7 @@ import (
 
 // Message binds a struct type to a Kinesis stream:
 //
-//	//kinesis:message stream=NAME [headers=TYPE] [partition_key=KEY] [shared]
+//	//kinesis:message stream=NAME [headers=TYPE] [partition_key=KEY] [aggregate] [shared]
 //
 // It goes in the doc comment of a struct type declaration. kinesisgen writes
 // NewXPublisher(b, opts...) for it, where X is the type's name.
@@ -44,6 +44,17 @@ type Message struct {
 	// inherit from the record being handled (rung 4). 1 to 256 UTF-16 units, as the service counts: a character
 	// outside the Basic Multilingual Plane (most emoji) counts two.
 	PartitionKey string `marker:"partition_key" meta:"KEY"`
+
+	// Aggregate packs the messages that publishers of this type send into
+	// KPL-aggregated records (the Java KPL's format, read by every KCL):
+	// many messages per Kinesis record, fewer records and PUT payload
+	// units. An aggregate holds only messages whose keys map to one shard
+	// and is put on that shard, so each message is read on its own key's
+	// shard, under its own key, in its key's order. Publishing code does not
+	// change; runtime.WithAggregation on a publisher sets the size and
+	// linger bounds (or turns aggregation on for a publisher of a type
+	// without this flag).
+	Aggregate bool `marker:"aggregate,flag"`
 
 	// Shared says that other message types are published to this stream
 	// too, on purpose. Without it two //kinesis:message types of one
@@ -103,6 +114,17 @@ type Subscriber struct {
 	// (unless it names its own), which keeps each key's order through a
 	// pipeline; one constant key puts every reply on one shard.
 	PartitionKey string `marker:"partition_key" meta:"KEY"`
+
+	// Aggregate packs the messages that publishers of this type send into
+	// KPL-aggregated records (the Java KPL's format, read by every KCL):
+	// many messages per Kinesis record, fewer records and PUT payload
+	// units. An aggregate holds only messages whose keys map to one shard
+	// and is put on that shard, so each message is read on its own key's
+	// shard, under its own key, in its key's order. Publishing code does not
+	// change; runtime.WithAggregation on a publisher sets the size and
+	// linger bounds (or turns aggregation on for a publisher of a type
+	// without this flag).
+	Aggregate bool `marker:"aggregate,flag"`
 
 	// StartAt is where a shard without a checkpoint starts: horizon (the
 	// oldest record kept), latest (the default), or an RFC 3339 time.

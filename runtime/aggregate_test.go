@@ -234,10 +234,9 @@ func testAggregatedPublish(t *testing.T, api kinesisapi.API, opts ...runtime.Opt
 	}
 }
 
-// TestAggregatedPublishAcrossReshard splits every shard while four
-// goroutines publish through an aggregating publisher whose shard map is
-// then stale: aggregates land on a child that holds only part of their
-// keys. The publisher sees it, lists the shards again and sends those
+// TestAggregatedPublishAcrossReshard splits every shard under an
+// aggregating publisher whose shard map is then stale: aggregates land on
+// a child that holds only part of their keys. The publisher sees it, lists the shards again and sends those
 // messages again to their keys' shards, before any later message of their
 // keys. A consumer that keeps only the messages on their keys' shards (as
 // the KCL does) reads every message once and every key in order.
@@ -251,22 +250,18 @@ func TestAggregatedPublishAcrossReshard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Shutdown(context.Background())
-	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))}
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
 
 	keys := aggKeys(32)
 	publishKeyed(ctx, t, p, keys, 0, 20) // the publisher lists the two shards
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		time.Sleep(5 * time.Millisecond)
-		for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
-			if err := s.SplitInHalf(stream, id); err != nil {
-				t.Errorf("split %s: %v", id, err)
-			}
+	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
+		if err := s.SplitInHalf(stream, id); err != nil {
+			t.Fatalf("split %s: %v", id, err)
 		}
-	})
-	publishKeyed(ctx, t, p, keys, 20, 60)
-	wg.Wait()
-	publishKeyed(ctx, t, p, keys, 60, 80)
+	}
+	// The first aggregate of each parent after the split holds keys of
+	// both its children (16 keys publish at once and linger together).
+	publishKeyed(ctx, t, p, keys, 20, 80)
 
 	msgs, _ := readMessages(ctx, t, s, stream)
 	want := map[string]int{}
@@ -274,6 +269,30 @@ func TestAggregatedPublishAcrossReshard(t *testing.T) {
 		want[k] = 80
 	}
 	misplaced := checkKeyed(t, msgs, want)
+	// A reader that skips only the sub-records outside the shard (this
+	// runtime's) reads some messages twice, never one out of order.
+	l, err := shard.List(ctx, s, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firsts := map[string][]int{}
+	for _, m := range msgs {
+		if info, _ := l.Shard(m.shard); !info.Range.Contains(shard.HashKeyOf(m.key)) {
+			continue
+		}
+		f := firsts[m.Key]
+		if len(f) > 0 && m.N < f[len(f)-1] {
+			t.Errorf("key %s: message %d read after %d", m.Key, m.N, f[len(f)-1])
+		}
+		if len(f) == 0 || m.N != f[len(f)-1] {
+			firsts[m.Key] = append(f, m.N)
+		}
+	}
+	for _, k := range keys {
+		if !slices.Equal(firsts[k], seq(80)) {
+			t.Errorf("key %s: a per-record filter reads %v, want 0..79", k, firsts[k])
+		}
+	}
 	t.Logf("%d messages, %d read on a shard their key does not hash to (sent again)", len(msgs), misplaced)
 	if misplaced == 0 {
 		t.Errorf("no aggregate landed on a shard it was not sent to: the reshard was not exercised")
@@ -358,5 +377,61 @@ func TestAggregatedPublishErrors(t *testing.T) {
 	}
 	if err := p.Publish(ctx, aggMsg{}); !errors.Is(err, runtime.ErrNotConnected) {
 		t.Errorf("after Shutdown: %v, want ErrNotConnected", err)
+	}
+}
+
+// TestAggregatedPublishToSubscriber: a subscriber (which skips a KPL
+// sub-record read on a shard its key does not hash to, as the KCL does)
+// receives every message of an aggregating publisher once, under its own
+// key, each key's messages in publish order, with by_key lanes.
+func TestAggregatedPublishToSubscriber(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 4)
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	keys := aggKeys(24)
+	const perKey = 50
+	var mu sync.Mutex
+	got := map[string][]int{}
+	all := make(chan struct{})
+	n := 0
+	_, err := runtime.Subscribe(b, stream, func(_ context.Context, m aggMsg, d runtime.Delivery) runtime.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		if d.PartitionKey != m.Key {
+			t.Errorf("message of key %s delivered under %q", m.Key, d.PartitionKey)
+		}
+		got[m.Key] = append(got[m.Key], m.N)
+		if n++; n == len(keys)*perKey {
+			close(all)
+		}
+		return runtime.Ack()
+	}, runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
+	publishKeyed(ctx, t, p, keys, 0, perKey)
+	select {
+	case <-all:
+	case <-ctx.Done():
+		mu.Lock()
+		t.Fatalf("received %d of %d messages", n, len(keys)*perKey)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range keys {
+		if !slices.Equal(got[k], seq(perKey)) {
+			t.Errorf("key %s received %v, want 0..%d in order", k, got[k], perKey-1)
+		}
+	}
+	recs, _ := s.Records(stream)
+	if len(recs)*2 > len(keys)*perKey {
+		t.Errorf("%d records for %d messages: not aggregated", len(recs), len(keys)*perKey)
 	}
 }

@@ -14,9 +14,9 @@ func NewEventPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime
 	return runtime.NewPublisher[Event](b, runtime.PublisherSpec{Stream: "publishonly.events"}, opts...)
 }
 
-// newAuditPublisher returns a publisher of audit to the stream "publishonly.audit".
+// newAuditPublisher returns a publisher of audit to the stream "publishonly.audit", packing messages into KPL-aggregated records per shard.
 func newAuditPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime.Publisher[audit] {
-	return runtime.NewPublisher[audit](b, runtime.PublisherSpec{Stream: "publishonly.audit"}, opts...)
+	return runtime.NewPublisher[audit](b, runtime.PublisherSpec{Stream: "publishonly.audit", Aggregate: true}, opts...)
 }
 
 // EncodeHeaders writes the tagged fields of h into dst; zero values are left out,

@@ -15,8 +15,9 @@ type Meta struct {
 }
 
 // audit is an unexported message type: its constructor is unexported too.
+// Its publishers pack audit lines into KPL aggregates.
 //
-//kinesis:message stream=publishonly.audit
+//kinesis:message stream=publishonly.audit aggregate
 type audit struct{ Line string }
 
 var _ = newAuditPublisher

@@ -63,6 +63,8 @@ func emitVersionGuard(f *jen.File) {
 //	func NewOrderPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime.Publisher[Order] {
 //		return runtime.NewPublisher[Order](b, runtime.PublisherSpec{Stream: "orders", PartitionKey: "k"}, opts...)
 //	}
+//
+// with Aggregate: true in the spec when the marker says aggregate.
 func emitPublisher(f *jen.File, m *pkgModel, msg *message) {
 	n := m.namer()
 	b, opts := n.fresh("b"), n.fresh("opts")
@@ -71,6 +73,10 @@ func emitPublisher(f *jen.File, m *pkgModel, msg *message) {
 	if msg.marker.PartitionKey != "" {
 		spec = append(spec, field("PartitionKey", jen.Lit(msg.marker.PartitionKey)))
 		doc += fmt.Sprintf(", keyed %q when nothing more specific names a key", msg.marker.PartitionKey)
+	}
+	if msg.marker.Aggregate {
+		spec = append(spec, field("Aggregate", jen.True()))
+		doc += ", packing messages into KPL-aggregated records per shard"
 	}
 	f.Comment(doc + ".")
 	f.Func().Id(msg.publisherFunc).
