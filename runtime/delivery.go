@@ -226,6 +226,11 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Failover:   cfg.failover,
 		Checkpoint: cfg.checkpointEvery,
 		Sink:       r.lanes.submit,
+		// In every lane mode a shard has at most this many records out
+		// past its oldest unsettled one: a stuck handler pauses the
+		// shard's reader, as a full by-key lane does, and bounds what a
+		// restart reads again.
+		MaxInFlight: maxInFlight(s.set.workers),
 		// The SDK's deserializer is half of a draining reader's CPU.
 		GetRecordsOptions: []func(*kinesis.Options){fastGetRecords},
 	})

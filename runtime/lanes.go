@@ -18,6 +18,14 @@ import (
 // grow to their depth only when records wait in them.
 const laneDepth = 256
 
+// maxInFlight is the most records a shard hands out past its oldest
+// unsettled record, for a subscription of workers workers: what its lanes
+// hold when every worker has a full lane (with by-key), so the bound slows
+// no healthy subscription and holds for both lane modes. Without it, plain
+// workers would go on past a stuck delivery for ever, and with by-key the
+// lanes of other keys would.
+func maxInFlight(workers int) int { return laneDepth * workers }
+
 // lanes run a subscription's deliveries. Without by-key there is one queue
 // that n workers share, so n deliveries run at once in no particular order.
 // With by-key each worker has its own queue and a record goes to the queue

@@ -72,6 +72,12 @@ type Config struct {
 	Failover   time.Duration // lease expiry as observed locally, default 10 s
 	Checkpoint time.Duration // how often settled progress is persisted, default 1 s
 	Sink       Sink
+	// MaxInFlight bounds the records a shard has handed to the sink past
+	// its oldest unsettled one (that record included): its reader waits
+	// while that many are, so a record whose handler is stuck pauses its
+	// shard's reading, and what the frozen checkpoint makes a restart read
+	// again stays bounded. 0: no bound (the sink's backpressure only).
+	MaxInFlight int
 	// GetRecordsOptions are per-call SDK options for GetRecords.
 	GetRecordsOptions []func(*kinesis.Options)
 	// Handoff bounds a graceful handoff: the owner asked for a lease gets
@@ -109,6 +115,8 @@ func (cfg *Config) setDefaults() error {
 		return configError("stream %s: empty owner id", cfg.Stream)
 	case cfg.Sink == nil:
 		return configError("stream %s: no sink", cfg.Stream)
+	case cfg.MaxInFlight < 0:
+		return configError("stream %s: max in flight %d is negative", cfg.Stream, cfg.MaxInFlight)
 	case cfg.BatchSize < 0 || cfg.BatchSize > defaultBatch:
 		return configError("stream %s: batch size %d outside 1..%d", cfg.Stream, cfg.BatchSize, defaultBatch)
 	}

@@ -48,19 +48,36 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	// watermark lock and one hand-off per run instead of per record, and
 	// the buffer is reused (the sink copies what it takes).
 	run := make([]Record, 0, sinkRun)
-	flush := func() error {
-		if len(run) == 0 {
-			return nil
-		}
-		s.wm.addAll(run)
-		taken, err := c.cfg.Sink(ctx, run)
+	// hand gives part to the sink, within the shard's in-flight bound.
+	hand := func(part []Record) error {
+		s.wm.addAll(part)
+		taken, err := c.cfg.Sink(ctx, part)
 		if taken > 0 {
-			last := &run[taken-1]
+			last := &part[taken-1]
 			resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
 		}
-		if err != nil && taken < len(run) {
+		if err != nil && taken < len(part) {
 			// Not taken: they must not hold the watermark.
-			s.wm.truncate(run[taken].idx)
+			s.wm.truncate(part[taken].idx)
+		}
+		return err
+	}
+	flush := func() error {
+		var err error
+		for rest := run; len(rest) > 0 && err == nil; {
+			n := len(rest)
+			if c.cfg.MaxInFlight > 0 {
+				// Wait while the shard has its most records in flight (a
+				// stuck handler holds them): the rest are read again from
+				// resume if the reader stops meanwhile.
+				var room int
+				if room, err = s.wm.waitRoom(ctx, c.cfg.MaxInFlight); err != nil {
+					break
+				}
+				n = min(n, room)
+			}
+			err = hand(rest[:n])
+			rest = rest[n:]
 		}
 		clear(run) // drop the references to this read's data
 		run = run[:0]

@@ -33,6 +33,8 @@ type watermark struct {
 	last     mark   // last record of the settled prefix
 	has      bool   // last is set
 	drained  chan struct{}
+	room     chan struct{} // closed when next-base drops to roomAt; nil while nobody waits
+	roomAt   uint64
 	advanced uint64 // bumped whenever base moves; the persister compares it
 }
 
@@ -126,6 +128,10 @@ func (w *watermark) advance() {
 		w.base++
 	}
 	w.advanced++
+	if w.room != nil && w.next-w.base <= w.roomAt {
+		close(w.room)
+		w.room = nil
+	}
 	if w.base == w.next && w.drained != nil {
 		close(w.drained)
 		w.drained = nil
@@ -171,6 +177,30 @@ func (w *watermark) wait(ctx context.Context) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// waitRoom waits until fewer than limit delivered records are unsettled
+// and returns how many more may be delivered, or ctx's error. A waiter is
+// woken once half of the limit is free again, not for every settlement.
+func (w *watermark) waitRoom(ctx context.Context, limit int) (int, error) {
+	for {
+		w.mu.Lock()
+		if p := w.next - w.base; p < uint64(limit) {
+			w.mu.Unlock()
+			return limit - int(p), nil
+		}
+		if w.room == nil {
+			w.room = make(chan struct{})
+		}
+		w.roomAt = uint64(limit / 2)
+		ch := w.room
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
 	}
 }
