@@ -8,6 +8,8 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
 	github.com/aws/aws-sdk-go-v2/service/kinesis v1.57.0
+	github.com/awslabs/kinesis-aggregation/go/v2 v2.0.0-20230808105340-e631fe742486
+	github.com/golang/protobuf v1.5.2
 	github.com/harlow/kinesis-consumer v0.3.6
 	github.com/kinesisgen/kinesisgen v0.0.0-00010101000000-000000000000
 )
@@ -29,6 +31,5 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/awslabs/kinesis-aggregation/go v0.0.0-20210630091500-54e17340d32f // indirect
-	github.com/golang/protobuf v1.5.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
