@@ -13,7 +13,16 @@ import (
 // The subscription flows again, on kinesalite: no long poll, asynchronous
 // stream creation, real iterators and sequence numbers.
 func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
-	url := livetest.KinesisEndpoint(t)
+	testSubscriptionFlowsLive(t, livetest.KinesisEndpoint(t))
+}
+
+// And on kinesis-mock: ChildShards at a shard's end, paginated ListShards,
+// sequence numbers that differ from kinesalite's.
+func TestSubscriptionFlowsOnKinesisMock(t *testing.T) {
+	testSubscriptionFlowsLive(t, livetest.KinesisMockEndpoint(t))
+}
+
+func testSubscriptionFlowsLive(t *testing.T, url string) {
 	client := kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),

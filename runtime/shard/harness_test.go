@@ -260,6 +260,12 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// recordID identifies a record: sequence numbers are unique only within a
+// shard.
+type recordID struct{ shard, seq string }
+
+func idOf(r *shard.Record) recordID { return recordID{r.ShardID, r.SequenceNumber} }
+
 // checkKeyOrder asserts that exactly the keys of want were delivered, each
 // key's records in publish order with none missing or repeated.
 func checkKeyOrder(t *testing.T, recs []*shard.Record, want map[string]int) {

@@ -2,6 +2,8 @@ package shard_test
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +17,17 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
-// liveEnv creates a stream on the local kinesalite.
-func liveEnv(t *testing.T, shards int32) *env {
-	url := livetest.KinesisEndpoint(t)
+// onEachServer runs f once per local Kinesis server (kinesalite,
+// kinesis-mock), as a subtest named after it.
+func onEachServer(t *testing.T, f func(t *testing.T, srv livetest.KinesisServer)) {
+	for _, srv := range livetest.KinesisServers {
+		t.Run(srv.Name, func(t *testing.T) { f(t, srv) })
+	}
+}
+
+// liveEnv creates a stream on a local Kinesis server.
+func liveEnv(t *testing.T, srv livetest.KinesisServer, shards int32) *env {
+	url := srv.Endpoint(t)
 	client := kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
@@ -28,20 +38,28 @@ func liveEnv(t *testing.T, shards int32) *env {
 }
 
 func TestLiveSeekIsPersistedBeforeAnyRecordSettles(t *testing.T) {
-	testSeekIsPersisted(t, func(t *testing.T) *env { return liveEnv(t, 1) })
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testSeekIsPersisted(t, func(t *testing.T) *env { return liveEnv(t, srv, 1) })
+	})
 }
 
 func TestLiveReadsRecordPublishedRightAfterStart(t *testing.T) {
-	e := liveEnv(t, 2)
-	col := newCollector()
-	e.start(e.config("a", col.sink))
-	want := map[string]int{}
-	e.publish(want, 10, 10)
-	checkKeyOrder(t, col.waitN(t, 10), want)
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		e := liveEnv(t, srv, 2)
+		col := newCollector()
+		e.start(e.config("a", col.sink))
+		want := map[string]int{}
+		e.publish(want, 10, 10)
+		checkKeyOrder(t, col.waitN(t, 10), want)
+	})
 }
 
 func TestLiveResumeAfterRestart(t *testing.T) {
-	e := liveEnv(t, 2)
+	onEachServer(t, testLiveResumeAfterRestart)
+}
+
+func testLiveResumeAfterRestart(t *testing.T, srv livetest.KinesisServer) {
+	e := liveEnv(t, srv, 2)
 	col := newCollector()
 	cfg := e.config("a", col.sink)
 	cfg.Start = shard.Position{Kind: shard.Horizon}
@@ -64,11 +82,17 @@ func TestLiveResumeAfterRestart(t *testing.T) {
 }
 
 func TestLiveSplitMergeKeepsKeyOrder(t *testing.T) {
-	testSplitMergeKeepsKeyOrder(t, liveEnv(t, 1))
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testSplitMergeKeepsKeyOrder(t, liveEnv(t, srv, 1))
+	})
 }
 
 func TestLiveTwoCoordinatorsBalanceAndRelease(t *testing.T) {
-	e := liveEnv(t, 4)
+	onEachServer(t, testLiveTwoCoordinatorsBalanceAndRelease)
+}
+
+func testLiveTwoCoordinatorsBalanceAndRelease(t *testing.T, srv livetest.KinesisServer) {
+	e := liveEnv(t, srv, 4)
 	a := e.start(e.config("a", newCollector().sink))
 	colB := newCollector()
 	b := e.start(e.config("b", colB.sink))
@@ -84,23 +108,23 @@ func TestLiveTwoCoordinatorsBalanceAndRelease(t *testing.T) {
 	checkKeyOrder(t, colB.waitN(t, 12), want)
 }
 
-// Measures the idle GetRecords rate against kinesalite.
+// Measures the idle GetRecords rate against each server.
 func TestLiveIdlePollingWithinReadBudget(t *testing.T) {
-	e := liveEnv(t, 4)
-	for _, poll := range []time.Duration{200 * time.Millisecond, time.Second} {
-		rate := idleRate(t, e, poll, 3*time.Second)
-		t.Logf("kinesalite, poll %v: %.2f GetRecords/shard/s idle", poll, rate)
-		if rate > 5 {
-			t.Errorf("poll %v: %.2f GetRecords/shard/s idle, over the budget of 5", poll, rate)
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		e := liveEnv(t, srv, 4)
+		for _, poll := range []time.Duration{200 * time.Millisecond, time.Second} {
+			rate := idleRate(t, e, poll, 3*time.Second)
+			t.Logf("%s, poll %v: %.2f GetRecords/shard/s idle", srv.Name, poll, rate)
+			checkIdleRate(t, poll, rate)
 		}
-	}
+	})
 }
 
 // The DynamoDB lease store on dynalite under two coordinators: balancing,
 // graceful handoff while records flow (no duplicates, none lost) and release
 // on Stop.
 func TestLiveDynamoDBStoreBalanceHandoffRelease(t *testing.T) {
-	testLiveDynamoDBHandoff(t, 2*time.Millisecond)
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) { testLiveDynamoDBHandoff(t, srv, 2*time.Millisecond) })
 }
 
 // The same with records so sparse that the handoffs come before a shard's
@@ -109,11 +133,11 @@ func TestLiveDynamoDBStoreBalanceHandoffRelease(t *testing.T) {
 // Latest past it. (Records were lost here when a loaded machine slowed the
 // publisher down.)
 func TestLiveHandoffBeforeFirstRecordLosesNothing(t *testing.T) {
-	testLiveDynamoDBHandoff(t, 60*time.Millisecond)
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) { testLiveDynamoDBHandoff(t, srv, 60*time.Millisecond) })
 }
 
-func testLiveDynamoDBHandoff(t *testing.T, pace time.Duration) {
-	e := liveEnv(t, 4)
+func testLiveDynamoDBHandoff(t *testing.T, srv livetest.KinesisServer, pace time.Duration) {
+	e := liveEnv(t, srv, 4)
 	url := livetest.DynamoDBEndpoint(t)
 	ddb := dynamodb.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
@@ -133,6 +157,8 @@ func testLiveDynamoDBHandoff(t *testing.T, pace time.Duration) {
 	}
 	a := e.start(cfgA)
 	want := map[string]int{}
+	var pubMu sync.Mutex
+	var published []string // "key:n shard/seq at hh:mm:ss.000", for a failure's message
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -144,7 +170,10 @@ func testLiveDynamoDBHandoff(t *testing.T, pace time.Duration) {
 			default:
 			}
 			key := fmt.Sprintf("k%d", i%20)
-			e.put(key, want[key])
+			sh, seq := e.put(key, want[key])
+			pubMu.Lock()
+			published = append(published, fmt.Sprintf("%s:%d %s/%s at %s", key, want[key], sh, seq, time.Now().Format("15:04:05.000")))
+			pubMu.Unlock()
 			want[key]++
 			time.Sleep(pace)
 		}
@@ -166,25 +195,48 @@ func testLiveDynamoDBHandoff(t *testing.T, pace time.Duration) {
 	all := func() []*shard.Record { return append(colA.records(), colB.records()...) }
 	// Generous: the wait ends with the last delivery (of either collector),
 	// and only a lost record makes it run out.
-	colB.wait(t, 60*time.Second, fmt.Sprintf("all %d records (a and b)", total), func([]*shard.Record) bool { return len(all()) >= total })
-	seen := map[string]bool{}
-	for _, r := range all() {
-		if seen[r.SequenceNumber] {
-			t.Errorf("record %s (%s) delivered twice across a graceful handoff", r.SequenceNumber, r.Data)
+	t.Cleanup(func() { // a lost record's shard and time say which owner lost it
+		if !t.Failed() {
+			return
 		}
-		seen[r.SequenceNumber] = true
+		got := map[string]bool{}
+		for _, r := range all() {
+			got[string(r.Data)] = true
+		}
+		pubMu.Lock()
+		defer pubMu.Unlock()
+		for _, p := range published {
+			if rec, _, _ := strings.Cut(p, " "); !got[rec] {
+				t.Logf("not delivered: %s", p)
+			}
+		}
+	})
+	colB.wait(t, 60*time.Second, fmt.Sprintf("all %d records (a and b)", total), func([]*shard.Record) bool { return len(all()) >= total })
+	// A record is its shard and sequence number: the service promises
+	// unique numbers only within a shard.
+	seen := map[recordID]bool{}
+	for _, r := range all() {
+		id := idOf(r)
+		if seen[id] {
+			t.Errorf("record %s/%s (%s) delivered twice across a graceful handoff", r.ShardID, r.SequenceNumber, r.Data)
+		}
+		seen[id] = true
 	}
 	if len(seen) != total {
 		t.Fatalf("delivered %d distinct records, published %d", len(seen), total)
 	}
 }
 
-// AtTimestamp on kinesalite: records from the timestamp on, on every shard,
-// including those published between the timestamp and Start. (kinesalite
-// never answers GetShardIterator AT_TIMESTAMP on a shard with no record at
-// or after the timestamp, so every shard gets one before Start.)
+// AtTimestamp on each server: records from the timestamp on, on every
+// shard, including those published between the timestamp and Start.
+// (kinesalite never answers GetShardIterator AT_TIMESTAMP on a shard with no
+// record at or after the timestamp, so every shard gets one before Start.)
 func TestLiveStartAtTimestamp(t *testing.T) {
-	e := liveEnv(t, 2)
+	onEachServer(t, testLiveStartAtTimestamp)
+}
+
+func testLiveStartAtTimestamp(t *testing.T, srv livetest.KinesisServer) {
+	e := liveEnv(t, srv, 2)
 	e.put("before", 0)
 	time.Sleep(50 * time.Millisecond) // arrival times have millisecond resolution
 	at := time.Now()
@@ -205,9 +257,11 @@ func TestLiveStartAtTimestamp(t *testing.T) {
 	checkKeyOrder(t, col.waitN(t, len(want)), want)
 }
 
-// Issue 9, scenario 13 on kinesalite.
+// Issue 9, scenario 13 on each server.
 func TestLiveNilNextIteratorOnOpenShardReadsOn(t *testing.T) {
-	testNilNextIteratorOnOpenShard(t, liveEnv(t, 1))
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testNilNextIteratorOnOpenShard(t, liveEnv(t, srv, 1))
+	})
 }
 
 // Issue 9, scenario 7 on kinesalite.
