@@ -264,12 +264,16 @@ func TestLiveNilNextIteratorOnOpenShardReadsOn(t *testing.T) {
 	})
 }
 
-// Issue 9, scenario 7 on kinesalite.
+// Issue 9, scenario 7 on each server.
 func TestLiveParentPastRetentionCountsAsFinished(t *testing.T) {
-	testParentPastRetention(t, liveEnv(t, 1))
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testParentPastRetention(t, liveEnv(t, srv, 1))
+	})
 }
 
-// Issue 9, scenario 4 on kinesalite.
+// Issue 9, scenario 4 on each server.
 func TestLiveKPLSubRecordsOutsideTheShardAreFiltered(t *testing.T) {
-	testKPLSubRecordsOutsideTheShard(t, liveEnv(t, 2))
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testKPLSubRecordsOutsideTheShard(t, liveEnv(t, srv, 2))
+	})
 }
