@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 )
 
@@ -181,5 +185,49 @@ func testLargestPoisonRecordIsDeadLetteredTruncated(e *env) {
 	}
 	if r.Headers[runtime.TruncatedFromHeader] == "" {
 		t.Fatalf("no %s header: %v", runtime.TruncatedFromHeader, r.Headers)
+	}
+}
+
+// A retry copy the service refuses for a reason the operator can fix (a
+// KMS key access denied) is not given up: the original stays unsettled
+// and its copy goes out once the service accepts it.
+func TestRetryCopyRefusedByConfigurationWaitsInsteadOfGivingUp(t *testing.T) {
+	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
+	e := newEnvWith(t, srv)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	var puts atomic.Int64
+	refused := make(chan struct{}, 64)
+	srv.InjectPutFault(func(stream, key string) error {
+		if stream == orders && puts.Add(1) > 1 {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+			return &types.KMSAccessDeniedException{Message: aws.String("injected")}
+		}
+		return nil
+	})
+	seen := make(chan runtime.Delivery, 8)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		seen <- d
+		if d.Attempt == 1 {
+			return runtime.Retry()
+		}
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
+	receive(e, seen, 1)
+	receive(e, refused, 2) // refused, and tried again
+	srv.InjectPutFault(nil)
+	if d := receive(e, seen, 1)[0]; d.Attempt != 2 {
+		t.Fatalf("after the service accepted the copy: delivery %+v, want attempt 2", d)
+	}
+	if line := e.logs.line("record rejected"); line != "" {
+		t.Fatalf("the record was given up: %s", line)
 	}
 }

@@ -515,11 +515,11 @@ func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) p
 			return published
 		case ctx.Err() != nil, errors.Is(err, ErrNotConnected):
 			return abandoned
-		case errors.Is(err, ErrInvalid), errors.Is(err, ErrPublish):
-			// ctx has not ended, so the batcher did not give up: it
-			// retries every failure that may pass later, and ErrPublish
-			// is the service's (or the runtime's checks') refusal of the
-			// record itself.
+		case errors.Is(err, ErrInvalid), errors.Is(err, ErrPublish) && refusedForOneEntry(err):
+			// The service refused this record itself (the batcher sends a
+			// record it refuses alone): trying again cannot help. Other
+			// refusals (access denied, a disabled KMS key) are the
+			// operator's to fix: the record waits for them, unsettled.
 			r.log.Error("publish refused", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "error", err)
 			return refused
 		}
