@@ -30,7 +30,14 @@
 // A handler returns Ack, Retry, Reject(err), or OutcomeOf(err); a Delivery
 // parameter describes the record. Subscribe mounts a handler without a
 // marker, and a handler of RawRecord gets every record undecoded (a
-// dead-letter reader). Every error matches one of the Err* sentinels with
+// dead-letter reader). A record given up always reaches the dead-letter
+// stream when one is set: under a key derived from its own when that one
+// cannot be published (OriginPartitionKeyHeader), with its payload cut to
+// the service's limit when the dead-letter headers do not fit beside it
+// (TruncatedFromHeader); RawRecord.DeadLetter reads both. In every lane
+// mode a shard hands out at most 256 records per worker past its oldest
+// unsettled one, so a stuck handler pauses its shard's reader. Every error
+// matches one of the Err* sentinels with
 // errors.Is, and *Error says which stream and shard it concerns.
 //
 // # For generated code
@@ -59,7 +66,10 @@
 // (WithPublishConcurrency). Entries the service refuses with a retryable
 // code (throttling, internal failure) are retried with capped exponential
 // backoff and jitter until they succeed or their caller's context ends;
-// nothing is dropped silently. A publish whose context ends while its record
+// nothing is dropped silently. A call that gets no answer within
+// WithPublishCallTimeout (10 s) is retried too: the service may have stored
+// its records, so they may be stored twice, and its keys move on. A
+// publish whose context ends while its record
 // is in a call returns an ErrPublish error saying the record may have been
 // written. After Shutdown, queued publishes fail with ErrNotConnected.
 // PublishAll submits many messages at once, so that a single goroutine can

@@ -19,8 +19,9 @@
 // key's records stay in order across splits and merges. A shard ends only
 // when the stream says it is closed. It starts at its
 // checkpoint, else (a child) at its trim horizon, else at Config.Start.
-// Records go to the Sink in shard order, in runs of up to 256 by value;
-// the checkpoint advances over the
+// Records go to the Sink in shard order, in runs of up to 256 by value,
+// and never more than MaxInFlight past the oldest unsettled one (the reader
+// waits meanwhile); the checkpoint advances over the
 // contiguous run of settled records (arrival order, never parsed sequence
 // numbers) and is written every Checkpoint, which also renews the lease; an
 // idle lease is renewed every Renew. A failed write that finds another owner
