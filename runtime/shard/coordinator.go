@@ -184,12 +184,17 @@ type Coordinator struct {
 	start   Position             // for shards without checkpoint; a stream-wide seek replaces it
 	obs     *observer
 
-	passMu  sync.Mutex // one sync pass at a time
-	ctx     context.Context
-	cancel  context.CancelFunc
-	loops   sync.WaitGroup // sync and keeper loops
-	workers sync.WaitGroup // readers and handoffs
-	kick    chan bool      // wake the sync loop; true asks for a re-listing
+	passMu sync.Mutex // one sync pass at a time
+	ctx    context.Context
+	cancel context.CancelFunc
+	// passCtx ends when Stop begins: a pass (or seek) stuck in a remote
+	// call gives up its lock at once instead of holding Stop up.
+	passCtx    context.Context
+	passCancel context.CancelFunc
+	ensure     tableEnsurer   // the store's table check, run once by Start
+	loops      sync.WaitGroup // sync and keeper loops
+	workers    sync.WaitGroup // readers and handoffs
+	kick       chan bool      // wake the sync loop; true asks for a re-listing
 }
 
 type runState int
@@ -205,7 +210,12 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	raw := cfg.Leases
+	cfg.Leases = boundedStore{s: raw, d: cfg.leaseCallTimeout()}
+	cfg.Client = boundClient(cfg.Client, cfg.kinesisCallTimeout())
+	ensure, _ := raw.(tableEnsurer)
 	return &Coordinator{
+		ensure:  ensure,
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
 		owned:   make(map[string]*owned),
@@ -228,8 +238,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.state = running
 	// Readers and loops outlive Start's ctx: they end with Stop.
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.passCtx, c.passCancel = context.WithCancel(c.ctx)
 	c.mu.Unlock()
 
+	if c.ensure != nil {
+		// Creating a table takes longer than any call may: do it now,
+		// within Start's ctx. A failure shows in the first pass's listing.
+		_ = c.ensure.EnsureTable(ctx)
+	}
 	if err := c.pass(ctx, true); err != nil {
 		c.abort()
 		return err
@@ -288,6 +304,14 @@ func (c *Coordinator) Seek(ctx context.Context, p Position) error {
 	if err := p.validate(); err != nil {
 		return configError("seek: %v", err)
 	}
+	c.mu.Lock()
+	if c.state != running {
+		c.mu.Unlock()
+		return ErrStopped
+	}
+	c.mu.Unlock()
+	ctx, cancel := c.passScope(ctx)
+	defer cancel()
 	c.passMu.Lock() // no reader starts or ends its lease meanwhile
 	defer c.passMu.Unlock()
 	c.mu.Lock()
@@ -337,8 +361,10 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		return nil
 	}
 
-	// 1. No new passes, no new readers.
-	// Taking passMu waits for a pass in progress to finish; none starts after.
+	// 1. No new passes, no new readers. A pass in progress gives up its
+	// remote call at once; taking passMu waits for it to return, and none
+	// starts after.
+	c.passCancel()
 	c.passMu.Lock()
 	c.passMu.Unlock() //lint:ignore SA2001 a barrier, not a critical section
 	list := c.snapshot()
@@ -415,6 +441,22 @@ func (c *Coordinator) running() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.state == running
+}
+
+// passScope is ctx, ended also when Stop begins.
+func (c *Coordinator) passScope(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.mu.Lock()
+	pc := c.passCtx
+	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	if pc == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(pc, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // syncLoop runs lease passes every leaseEvery and re-lists the shards every

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesisgen/kinesisgen/internal/faultproxy"
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -276,4 +277,55 @@ func TestLiveKPLSubRecordsOutsideTheShardAreFiltered(t *testing.T) {
 	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
 		testKPLSubRecordsOutsideTheShard(t, liveEnv(t, srv, 2))
 	})
+}
+
+// liveDynamoDB returns a DynamoDB lease store on a new table of the local
+// dynalite, reached at url (dynalite itself, or a proxy in front of it).
+func liveDynamoDB(t *testing.T, url, table string) *lease.DynamoDB {
+	ddb := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	return lease.NewDynamoDB(ddb, table, lease.CreateTableIfMissing(), lease.TableWaitTimeout(30*time.Second))
+}
+
+// The lease-store black hole on dynalite: a proxy holds every DynamoDB
+// request for twice the failover time, then lets them pass again.
+func TestLiveLeaseStoreBlackHole(t *testing.T) {
+	onEachServer(t, testLiveLeaseStoreBlackHole)
+}
+
+func testLiveLeaseStoreBlackHole(t *testing.T, srv livetest.KinesisServer) {
+	e := liveEnv(t, srv, 2)
+	url := livetest.DynamoDBEndpoint(t)
+	table := fmt.Sprintf("shard-leases-%d", time.Now().UnixNano())
+	direct := liveDynamoDB(t, url, table)
+	if err := direct.EnsureTable(e.ctx(30 * time.Second)); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
+	}
+	e.store = direct
+	p, err := faultproxy.New(url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	held := func() int64 {
+		var n int64
+		for inj, c := range p.Injected() {
+			if inj.Fault == faultproxy.BlackHole {
+				n += c
+			}
+		}
+		return n
+	}
+	setHole := func(open bool) {
+		var rules []faultproxy.Rule
+		if open {
+			rules = append(rules, faultproxy.Rule{Fault: faultproxy.BlackHole, Rate: 1})
+		}
+		if err := p.Set(rules...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testLeaseStoreBlackHole(t, e, liveDynamoDB(t, p.URL(), table), setHole, held)
 }

@@ -19,6 +19,8 @@ import (
 // whose parents are finished. The first pass (from Start) returns every
 // error; later passes are retried by the sync loop.
 func (c *Coordinator) pass(ctx context.Context, relist bool) error {
+	ctx, cancel := c.passScope(ctx)
+	defer cancel()
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
 	if !c.running() {
@@ -27,17 +29,27 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	c.mu.Lock()
 	lin := c.lineage
 	c.mu.Unlock()
+	var errs []error
 	if relist || lin == nil {
 		shards, err := listShards(ctx, c.cfg.Client, c.cfg.Stream)
-		if err != nil {
-			return &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
+		var fresh *Lineage
+		if err == nil {
+			fresh, err = NewLineage(shards)
 		}
-		if lin, err = NewLineage(shards); err != nil {
+		switch {
+		case err != nil && lin == nil:
 			return &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
+		case err != nil:
+			// Leases are taken and held with the last listing: a Kinesis
+			// outage must not keep a dead owner's shards from being taken.
+			errs = append(errs, &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err})
+			relist = false
+		default:
+			lin = fresh
+			c.mu.Lock()
+			c.lineage = lin
+			c.mu.Unlock()
 		}
-		c.mu.Lock()
-		c.lineage = lin
-		c.mu.Unlock()
 	}
 	leases, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
 	if err != nil {
@@ -84,7 +96,6 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	plan := planBalance(c.cfg.Owner, leases, c.holds, func(l lease.Lease) bool {
 		return c.obs.stale(l, now, c.cfg.Failover)
 	})
-	var errs []error
 	spare := plan.spare
 	for i := 0; i < len(plan.take); i++ {
 		l := plan.take[i]
