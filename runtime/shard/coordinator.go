@@ -183,6 +183,8 @@ type Coordinator struct {
 	pending map[string]time.Time // lease key -> when this owner asked for it
 	start   Position             // for shards without checkpoint; a stream-wide seek replaces it
 	obs     *observer
+	epoch   time.Time // the zero of the lease fences' monotonic clock
+	drained bool      // Stop waits for the workers: a fence starts none
 
 	passMu sync.Mutex // one sync pass at a time
 	ctx    context.Context
@@ -222,6 +224,7 @@ func New(cfg Config) (*Coordinator, error) {
 		pending: make(map[string]time.Time),
 		start:   cfg.Start,
 		obs:     newObserver(),
+		epoch:   time.Now(),
 		kick:    make(chan bool, 1),
 	}, nil
 }
@@ -274,8 +277,10 @@ func (c *Coordinator) Owned() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.owned))
-	for id := range c.owned {
-		out = append(out, id)
+	for id, o := range c.owned {
+		if o.fctx.Err() == nil { // not fenced
+			out = append(out, id)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -407,6 +412,9 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.mu.Lock()
+	c.drained = true
+	c.mu.Unlock()
 	c.workers.Wait()
 	c.log.Info("coordinator stopped", "released", len(list))
 	return errors.Join(errs...)
@@ -540,12 +548,16 @@ func (c *Coordinator) answerHandoff(o *owned) {
 	}
 }
 
+// snapshot returns the leases held now; a fenced lease, about to be
+// forgotten, is no longer held.
 func (c *Coordinator) snapshot() []*owned {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*owned, 0, len(c.owned))
 	for _, o := range c.owned {
-		out = append(out, o)
+		if o.fctx.Err() == nil {
+			out = append(out, o)
+		}
 	}
 	return out
 }

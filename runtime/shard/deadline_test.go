@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -21,13 +22,20 @@ type holeStore struct {
 	lease.Store
 	open atomic.Bool
 	held atomic.Int64 // calls that went into the hole
+	// fail answers at once with errThrottled instead of holding the call.
+	fail bool
 }
+
+var errThrottled = errors.New("throttled (injected)")
 
 func (s *holeStore) swallow(ctx context.Context, op string) error {
 	if !s.open.Load() {
 		return nil
 	}
 	s.held.Add(1)
+	if s.fail {
+		return &lease.Error{Op: op, Err: errThrottled}
+	}
 	<-ctx.Done()
 	return &lease.Error{Op: op, Err: ctx.Err()}
 }

@@ -329,3 +329,35 @@ func testLiveLeaseStoreBlackHole(t *testing.T, srv livetest.KinesisServer) {
 	}
 	testLeaseStoreBlackHole(t, e, liveDynamoDB(t, p.URL(), table), setHole, held)
 }
+
+// The cut-off owner on dynalite (and kinesalite): a proxy throttles (or holds) every
+// DynamoDB request of one owner; the other reaches dynalite directly.
+func TestLiveCutOffOwnerFencesItself(t *testing.T) {
+	for _, fault := range []faultproxy.Fault{faultproxy.Throttle, faultproxy.BlackHole} {
+		t.Run(fault.String(), func(t *testing.T) {
+			e := liveEnv(t, livetest.KinesisServers[0], 2)
+			url := livetest.DynamoDBEndpoint(t)
+			table := fmt.Sprintf("shard-leases-%d", time.Now().UnixNano())
+			direct := liveDynamoDB(t, url, table)
+			if err := direct.EnsureTable(e.ctx(30 * time.Second)); err != nil {
+				t.Fatalf("EnsureTable: %v", err)
+			}
+			e.store = direct
+			p, err := faultproxy.New(url, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			cut := func(on bool) {
+				var rules []faultproxy.Rule
+				if on {
+					rules = append(rules, faultproxy.Rule{Fault: fault, Rate: 1})
+				}
+				if err := p.Set(rules...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testCutOffOwnerFencesItself(t, e, liveDynamoDB(t, p.URL(), table), cut)
+		})
+	}
+}

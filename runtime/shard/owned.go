@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,6 +30,20 @@ type owned struct {
 	handing   bool      // a handoff to another owner is under way
 	finished  bool      // SHARD_END is written
 	wrote     time.Time // last successful mutation: it renewed the lease too
+
+	// The self-fence (issue 9, scenario 3). until is when the lease may
+	// look expired to another instance, less a margin: the send time of
+	// the last successful write plus fenceAfter, on this process's
+	// monotonic clock (nanoseconds since the coordinator's epoch). The
+	// timer fires then; unless a write moved until meanwhile, the lease
+	// is fenced: fctx ends, which stops its reader and abandons its
+	// delivered records at once, without waiting for mu (a write may be
+	// stuck holding it), and the lease is forgotten. Only a new Take wins
+	// it back.
+	until  atomic.Int64
+	timer  *time.Timer
+	fctx   context.Context
+	fencer context.CancelFunc
 }
 
 // askedBy returns the owner that asked for the lease, if any.
@@ -72,12 +87,14 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if o.gone {
+		if o.gone || o.fctx.Err() != nil {
 			return lease.Lease{}, errGone
 		}
+		sent := time.Now()
 		l, err := f(o.l)
 		if err == nil {
 			o.l, o.wrote = l, time.Now()
+			c.renewed(o, sent)
 			return l, nil
 		}
 		if !errors.Is(err, lease.ErrLeaseLost) || attempt == 3 {
@@ -120,6 +137,65 @@ func (c *Coordinator) forget(o *owned) {
 		delete(c.owned, o.shard)
 	}
 	c.mu.Unlock()
+	o.timer.Stop()
+	o.fencer() // its sessions are stopped and abandoned already
+}
+
+// fenceMargin is how much earlier than the failover time an owner that
+// could not renew a lease stops using it. Another instance takes the lease
+// at the earliest the failover time after it first saw the last write,
+// which was sent after the write this owner counts from; the margin covers
+// clock-rate drift between hosts and the moment the fence needs to stop the
+// reader. It is a fifth of the failover time, and at most half the time
+// from one renewal to the failover time, so that one failed renewal never
+// fences.
+func (cfg *Config) fenceAfter() time.Duration {
+	return cfg.Failover - min(cfg.Failover/5, (cfg.Failover-cfg.Renew)/2)
+}
+
+// renewed moves o's fence to the failover time (less the margin) after
+// sent, the time a successful write was sent; o.mu is held (or o is new).
+func (c *Coordinator) renewed(o *owned, sent time.Time) {
+	until := sent.Sub(c.epoch) + c.cfg.fenceAfter()
+	o.until.Store(int64(until))
+	o.timer.Reset(until - time.Since(c.epoch))
+}
+
+// fenceIfExpired fences o when its fence time has passed without a
+// successful write: the owner can no longer be sure nobody else has taken
+// the lease, so it stops handing out the shard's records and writes
+// nothing more for it, as the KCL does with a lease it could not renew.
+// The records it handed out may finish; their settlements count for
+// nothing. The next pass may take the lease back (it still names this
+// owner): its reader then starts over from the checkpoint.
+func (c *Coordinator) fenceIfExpired(o *owned) {
+	if o.fctx.Err() != nil || time.Since(c.epoch) < time.Duration(o.until.Load()) {
+		return // released or lost already, or renewed meanwhile (the timer is set again)
+	}
+	o.fencer()
+	c.log.Warn("lease not renewed in time: reader fenced, its records left to the next owner", "shard", o.shard,
+		"failover", c.cfg.Failover)
+	c.mu.Lock()
+	if c.drained { // Stop is past its final writes: nothing more to forget
+		c.mu.Unlock()
+		return
+	}
+	c.workers.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.workers.Done()
+		o.mu.Lock() // after a write in flight has returned: bounded by its deadline
+		defer o.mu.Unlock()
+		if !o.gone {
+			o.gone = true
+			if o.sess != nil {
+				o.sess.wm.abandon()
+				o.sess.cancel()
+			}
+			c.forget(o)
+		}
+		c.wake(false) // a pass may win it back
+	}()
 }
 
 // persist writes the current session's settled progress when it moved.
@@ -214,11 +290,15 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 
 // takeLease takes l for this owner and holds it.
 func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	sent := time.Now()
 	nl, err := c.cfg.Leases.Take(ctx, l, c.cfg.Owner)
 	if err != nil {
 		return lease.Lease{}, err
 	}
 	o := &owned{shard: nl.ShardID, key: nl.Key, l: nl}
+	o.fctx, o.fencer = context.WithCancel(context.Background())
+	o.timer = time.AfterFunc(time.Hour, func() { c.fenceIfExpired(o) })
+	c.renewed(o, sent)
 	c.mu.Lock()
 	c.owned[nl.ShardID] = o
 	delete(c.pending, nl.Key)

@@ -338,11 +338,16 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	sctx, cancel := context.WithCancel(c.ctx)
 	s := &session{wm: newWatermark(), from: from, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
-	if o.gone || o.handing {
+	if o.gone || o.handing || o.fctx.Err() != nil {
 		o.mu.Unlock()
 		cancel()
 		return nil
 	}
+	// A fence stops the reader and abandons its records at once.
+	context.AfterFunc(o.fctx, func() {
+		s.wm.abandon()
+		cancel()
+	})
 	o.sess, o.persisted = s, 0
 	o.mu.Unlock()
 	c.log.Debug("reader started", "shard", o.shard, "at", string(from.typ), "sequence", from.seq)

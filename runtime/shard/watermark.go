@@ -160,11 +160,13 @@ func (w *watermark) delivered() uint64 {
 	return w.next
 }
 
-// wait returns nil once every delivered record has settled, or ctx's error.
+// wait returns nil once every delivered record has settled or the
+// generation is abandoned (its settlements count for nothing), or ctx's
+// error.
 func (w *watermark) wait(ctx context.Context) error {
 	for {
 		w.mu.Lock()
-		if w.base == w.next {
+		if w.base == w.next || w.discard.Load() {
 			w.mu.Unlock()
 			return nil
 		}
@@ -207,7 +209,15 @@ func (w *watermark) waitRoom(ctx context.Context, limit int) (int, error) {
 
 // abandon discards the generation: later settlements are ignored, so records
 // delivered before a seek or a lost lease never move a checkpoint.
-func (w *watermark) abandon() { w.discard.Store(true) }
+func (w *watermark) abandon() {
+	w.discard.Store(true)
+	w.mu.Lock()
+	if w.drained != nil {
+		close(w.drained)
+		w.drained = nil
+	}
+	w.mu.Unlock()
+}
 
 // truncate takes back index i and every later one, for records the sink
 // did not take (it returned because its ctx ended). They were never handed
