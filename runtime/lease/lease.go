@@ -15,7 +15,11 @@ import (
 	"fmt"
 )
 
-// Special checkpoint values, as the KCL writes them.
+// Special checkpoint values, as the KCL writes them. CheckpointAtTimestamp
+// with a positive SubSequence is a time pin of the shard coordinator: the
+// first record that arrived at or after that Unix-millisecond time (by the
+// service's clock), written when a shard without a checkpoint is first
+// opened at Latest, so that no record written after it is skipped.
 const (
 	CheckpointTrimHorizon = "TRIM_HORIZON"
 	CheckpointLatest      = "LATEST"

@@ -81,10 +81,8 @@ type Config struct {
 	// GetRecordsOptions are per-call SDK options for GetRecords.
 	GetRecordsOptions []func(*kinesis.Options)
 	// Handoff bounds a graceful handoff: the owner asked for a lease gets
-	// half of it to let its delivered records settle (or, for a shard
-	// opened at Latest that has delivered nothing, to see its first record
-	// and checkpoint it) before it checkpoints and releases; the asker
-	// takes the lease by force after all of it.
+	// half of it to let its delivered records settle before it checkpoints
+	// and releases; the asker takes the lease by force after all of it.
 	// Default Failover.
 	Handoff time.Duration
 }
@@ -231,7 +229,8 @@ func New(cfg Config) (*Coordinator, error) {
 
 // Start runs the first pass (list shards, take leases, fetch every owned
 // shard's first iterator) and returns; readers and the sync loop keep running
-// until Stop.
+// until Stop. A shard that resumes at a time pin (see open) fetches its
+// iterator in its reader: its position does not depend on when.
 func (c *Coordinator) Start(ctx context.Context) error {
 	c.mu.Lock()
 	if c.state != idle {

@@ -351,26 +351,26 @@ func TestHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
 }
 
 // A shard opened at Latest is handed over before its first record, and
-// records arrive while the owner hands it over (just after its first look
-// for a record to pin): the owner waits for them and checkpoints the first,
-// so the asker, which would open at its own Latest, reads them all.
+// records arrive after the owner released it and before the asker opens
+// it: the owner's pin of its opening (a time, in the lease since it opened)
+// makes the asker, which would open at its own Latest, read them all.
 func TestHandoffBeforeFirstRecordLosesNothing(t *testing.T) {
 	e, _ := memEnv(t, 2)
 	cols := newCollectors(2)
-	probe := &pinProbeClient{API: e.client, stream: e.stream, fired: make(chan struct{})}
+	probe := &releaseProbeStore{Store: e.store, put: func() []string { return putProbes(t, e) }, fired: make(chan struct{})}
 	cfgA := e.config("a", cols[0].sink)
-	cfgA.Client = probe
+	cfgA.Leases = probe
 	a := e.start(cfgA)
 	b := e.start(e.config("b", cols[1].sink))
 	select {
 	case <-probe.fired:
 	case <-e.ctx(10 * time.Second).Done():
-		t.Fatal("no handoff looked for a first record to pin")
+		t.Fatal("no lease was handed over")
 	}
 	eventually(t, 10*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
 	handed := b.Reading()[0]
-	if !slices.Contains(probe.shards(), handed) {
-		t.Fatalf("no probe record landed on the handed shard %s (landed on %v)", handed, probe.shards())
+	if !slices.Contains(probe.landed, handed) {
+		t.Fatalf("no probe record landed on the handed shard %s (landed on %v)", handed, probe.landed)
 	}
 	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
 	cols[1].wait(t, 10*time.Second, "every probe record (a and b)", func([]*shard.Record) bool { return len(all()) >= probeKeys })
@@ -383,40 +383,36 @@ func TestHandoffBeforeFirstRecordLosesNothing(t *testing.T) {
 
 const probeKeys = 10
 
-// pinProbeClient publishes probeKeys records (one per key) right after the
-// first empty single-record read: the look of a handoff for a record to pin.
-type pinProbeClient struct {
-	kinesisapi.API
-	stream string
+// putProbes publishes probeKeys records, one per key, and returns the
+// shards they landed on.
+func putProbes(t *testing.T, e *env) []string {
+	var landed []string
+	for i := range probeKeys {
+		sh, _ := e.put(fmt.Sprintf("probe%d", i), 0)
+		landed = append(landed, sh)
+	}
+	return landed
+}
+
+// releaseProbeStore runs put right after the first Release it makes: in
+// the gap between a handoff's release and the asker's opening.
+type releaseProbeStore struct {
+	lease.Store
+	put    func() []string
 	once   sync.Once
 	fired  chan struct{}
-	mu     sync.Mutex
-	landed []string
+	landed []string // written before fired is closed
 }
 
-func (c *pinProbeClient) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	out, err := c.API.GetRecords(ctx, in, o...)
-	if err == nil && aws.ToInt32(in.Limit) == 1 && len(out.Records) == 0 {
-		c.once.Do(func() {
-			defer close(c.fired)
-			for i := range probeKeys {
-				key := fmt.Sprintf("probe%d", i)
-				put, perr := c.API.PutRecord(context.WithoutCancel(ctx), &kinesis.PutRecordInput{StreamName: aws.String(c.stream), PartitionKey: aws.String(key), Data: []byte(key + ":0")})
-				if perr == nil {
-					c.mu.Lock()
-					c.landed = append(c.landed, aws.ToString(put.ShardId))
-					c.mu.Unlock()
-				}
-			}
+func (s *releaseProbeStore) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	nl, err := s.Store.Release(ctx, l)
+	if err == nil {
+		s.once.Do(func() {
+			s.landed = s.put()
+			close(s.fired)
 		})
 	}
-	return out, err
-}
-
-func (c *pinProbeClient) shards() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.landed)
+	return nl, err
 }
 
 // A lease taken by another owner through the store fences the reader: it

@@ -17,15 +17,28 @@
 // A held shard is read once every parent is checkpointed SHARD_END (or no
 // longer exists: past the stream's retention, it counts as read), so each
 // key's records stay in order across splits and merges. A shard ends only
-// when the stream says it is closed. It starts at its
-// checkpoint, else (a child) at its trim horizon, else at Config.Start.
+// when the stream says it is closed. It starts at its checkpoint, else (a
+// child) at its trim horizon, else at Config.Start.
+//
+// An opening at Latest is pinned at once: the lease holds the time its
+// iterator was made at (by the service's clock, from its Date header, less
+// a margin) until a record settles, and the reader reopens there if its
+// iterator expires before it delivered a record. So no record written
+// after a shard was first opened is skipped, whether the iterator expires,
+// the owner stops, hands over, loses the lease or crashes; a few written
+// just before may be read too. This departs from the KCL, whose LATEST
+// sentinel sends the next owner to its own Latest.
+//
 // Records go to the Sink in shard order, in runs of up to 256 by value,
 // and never more than MaxInFlight past the oldest unsettled one (the reader
-// waits meanwhile); the checkpoint advances over the
-// contiguous run of settled records (arrival order, never parsed sequence
-// numbers) and is written every Checkpoint, which also renews the lease; an
-// idle lease is renewed every Renew. A failed write that finds another owner
-// stops the reader at once and abandons its unsettled records (fencing).
+// waits meanwhile); the checkpoint advances over the contiguous run of
+// settled records (arrival order, never parsed sequence numbers) and is
+// written every Checkpoint, which also renews the lease; an idle lease is
+// renewed every Renew. A stop or handoff whose records have not all settled
+// writes the settled prefix, or, if none settled, the first record out
+// ("at" it), so the next owner reads the rest again. A failed write that
+// finds another owner stops the reader at once and abandons its unsettled
+// records (fencing).
 // Seek starts a new reader generation whose records alone move the
 // checkpoint, and writes the position it sought to the lease.
 package shard

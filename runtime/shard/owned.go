@@ -8,10 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
@@ -56,12 +52,15 @@ func (o *owned) askedBy() string {
 // session is one reader generation: a seek or a lease loss abandons its
 // watermark, so its records can never move a checkpoint.
 type session struct {
-	wm   *watermark
-	from startAt // where it opened, for an iterator that expires before any record
-	iter string  // the reader's next iterator; read only after done is closed
-	// pin is the first record after iter, found by awaitFirst during a
-	// handoff; read and written only after done is closed, under owned.mu.
-	pin    string
+	wm *watermark
+	// from is where the session opened, as a position a later iterator
+	// reaches again: for an opening at Latest, the time pin of it (see
+	// pinLatest). The reader reopens there if its iterator expires before
+	// it delivered a record; the lease holds it until a record settles.
+	from startAt
+	// pin is from, still to be written to the lease (its first write
+	// failed); guarded by owned.mu.
+	pin    *startAt
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the reader goroutine has returned
 }
@@ -200,7 +199,10 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 
 // persist writes the current session's settled progress when it moved.
 // final is set when the lease is about to be released and its reader has
-// stopped (Stop, handoff).
+// stopped (Stop, handoff): then a session that settled nothing but has
+// records out writes the first of them ("at" it: SubSequence one less
+// skips nothing of it), unless the lease already holds a sequence number
+// at or before it, so the next owner reads them again.
 func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
 		s := o.sess
@@ -208,22 +210,42 @@ func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 			return l, errNothing
 		}
 		m, ok, version := s.wm.progress()
-		if !ok && final && s.wm.delivered() == 0 && (l.Checkpoint == "" || l.Checkpoint == lease.CheckpointLatest || l.Checkpoint == lease.CheckpointAtTimestamp) {
-			return c.pinTip(ctx, l, s)
-		}
-		if !ok || version == o.persisted {
+		switch {
+		case ok && version != o.persisted:
+			nl, err := c.cfg.Leases.Checkpoint(ctx, l, m.seq, m.sub)
+			if err == nil {
+				o.persisted, s.pin = version, nil
+			}
+			return nl, err
+		case ok:
 			return l, errNothing
 		}
-		nl, err := c.cfg.Leases.Checkpoint(ctx, l, m.seq, m.sub)
-		if err == nil {
-			o.persisted = version
+		if first, out := s.wm.firstPending(); out && final && !isSequence(l.Checkpoint) {
+			return c.cfg.Leases.Checkpoint(ctx, l, first.seq, first.sub-1)
 		}
-		return nl, err
+		if s.pin != nil {
+			nl, err := c.writePin(ctx, l, *s.pin)
+			if err == nil {
+				s.pin = nil
+			}
+			return nl, err
+		}
+		return l, errNothing
 	})
 	if errors.Is(err, errNothing) || errors.Is(err, errGone) {
 		return nil
 	}
 	return err
+}
+
+// isSequence reports whether a checkpoint is a sequence number (not one of
+// the Checkpoint* constants, nor empty).
+func isSequence(cp string) bool {
+	switch cp {
+	case "", lease.CheckpointTrimHorizon, lease.CheckpointLatest, lease.CheckpointAtTimestamp, lease.CheckpointShardEnd:
+		return false
+	}
+	return true
 }
 
 // release gives the lease up so another instance can take it at once.
@@ -274,7 +296,6 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			if err := s.wm.wait(wctx); err != nil {
 				c.log.Warn("handoff: records still unsettled; the next owner reads them again", "shard", o.shard, "pending", s.wm.pending())
 			}
-			c.awaitFirst(wctx, o, s)
 			cancel()
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
@@ -345,70 +366,4 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	if took {
 		c.wake(false)
 	}
-}
-
-// awaitFirst, for a handoff of a shard opened at Latest (or a timestamp)
-// whose reader has delivered nothing, waits (bounded by ctx: the handoff's
-// settle time) for the first record after the reader's position, so that
-// pinTip can checkpoint it. Without it, a record that arrives between the
-// release and the asker's opening at its own Latest would be lost: on a
-// shard with records flowing, a handoff right after Start hit this often.
-// An idle shard pays the wait; one with no record then has none to lose
-// except in the short gap before the asker opens.
-func (c *Coordinator) awaitFirst(ctx context.Context, o *owned, s *session) {
-	o.mu.Lock()
-	need := s.pin == "" && s.iter != "" && s.wm.delivered() == 0 && !o.gone && !o.finished &&
-		(o.l.Checkpoint == "" || o.l.Checkpoint == lease.CheckpointLatest || o.l.Checkpoint == lease.CheckpointAtTimestamp) &&
-		(s.from.typ == types.ShardIteratorTypeLatest || s.from.typ == types.ShardIteratorTypeAtTimestamp)
-	iter := s.iter
-	o.mu.Unlock()
-	if !need {
-		return
-	}
-	waiter, _ := c.cfg.Client.(recordWaiter)
-	for iter != "" && ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(1)})
-		cancel()
-		switch {
-		case err != nil:
-			// Expired or throttled: the single read of pinTip is the fallback.
-			return
-		case len(out.Records) > 0:
-			o.mu.Lock()
-			s.pin = aws.ToString(out.Records[0].SequenceNumber)
-			o.mu.Unlock()
-			return
-		}
-		iter = aws.ToString(out.NextShardIterator)
-		o.mu.Lock()
-		s.iter = iter
-		o.mu.Unlock()
-		if waiter != nil {
-			_ = waiter.WaitForRecords(ctx, iter)
-		} else {
-			sleep(ctx, c.cfg.Poll)
-		}
-	}
-}
-
-// pinTip gives a shard that was opened at Latest (or a timestamp) and has
-// delivered nothing a durable position before its lease goes: the first
-// record its reader has not read yet, if one has arrived, checkpointed as
-// "at" that record (SubSequence -1 skips nothing of it). Without it the next
-// owner would open at its own Latest and miss what arrived in between. A
-// record that arrives after this read and before the next owner opens is
-// still missed, as with the KCL's LATEST.
-func (c *Coordinator) pinTip(ctx context.Context, l lease.Lease, s *session) (lease.Lease, error) {
-	if s.iter == "" || (s.from.typ != types.ShardIteratorTypeLatest && s.from.typ != types.ShardIteratorTypeAtTimestamp) {
-		return l, errNothing
-	}
-	if s.pin != "" {
-		return c.cfg.Leases.Checkpoint(ctx, l, s.pin, -1)
-	}
-	out, err := c.cfg.Client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(s.iter), Limit: aws.Int32(1)})
-	if err != nil || len(out.Records) == 0 {
-		return l, errNothing
-	}
-	return c.cfg.Leases.Checkpoint(ctx, l, aws.ToString(out.Records[0].SequenceNumber), -1)
 }

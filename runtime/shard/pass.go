@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -260,6 +261,11 @@ func (c *Coordinator) startable(l lease.Lease, lin *Lineage, byShard map[string]
 	case lease.CheckpointLatest:
 		return startAt{typ: types.ShardIteratorTypeLatest}, true
 	case lease.CheckpointAtTimestamp:
+		if l.SubSequence > 0 {
+			// A pin of an opening at Latest (pinLatest): the time is ours and
+			// in the past, so the reader may fetch the iterator itself.
+			return startAt{typ: types.ShardIteratorTypeAtTimestamp, ts: time.UnixMilli(l.SubSequence), lazy: true}, true
+		}
 		if p.Kind == AtTimestamp {
 			return positionFor(p, l.ShardID), true
 		}
@@ -279,6 +285,12 @@ type startAt struct {
 	// delivered and settled before.
 	skip bool
 	sub  int64
+	// lazy: the position does not depend on when its iterator is fetched
+	// and cannot be refused (a time pin of ours), so the reader fetches it,
+	// retrying, instead of the pass: kinesalite never answers an
+	// AT_TIMESTAMP past a shard's last record, and an idle shard handed
+	// over before its first record would hold the pass until one came.
+	lazy bool
 }
 
 func positionFor(p Position, shardID string) startAt {
@@ -295,48 +307,88 @@ func positionFor(p Position, shardID string) startAt {
 	return startAt{typ: types.ShardIteratorTypeLatest}
 }
 
+const (
+	// timestampCallTimeout bounds one GetShardIterator AT_TIMESTAMP call,
+	// which kinesalite never answers while the shard has no record at or
+	// after the time; the service answers in milliseconds.
+	timestampCallTimeout = 2 * time.Second
+	// serverPinMargin and localPinMargin are taken off the time a Latest
+	// iterator was made at when it is pinned (pinLatest): records are
+	// stamped by the service's clock, and its Date header (whole seconds,
+	// rounded down) may come from another of its hosts; without a Date
+	// header (the in-process Kinesis shares this process's clock) the
+	// local clock stands in.
+	serverPinMargin = time.Second
+	localPinMargin  = time.Second
+)
+
 // iterator gets a shard iterator, retrying throttling and transient errors a
 // few times. An empty iterator means the shard has nothing left from there.
-func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) (string, error) {
+// since is a time, by the service's clock where its answer says it, at or
+// before the moment the iterator's position was fixed: for a Latest
+// iterator every later record arrives at or after it.
+func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) (it string, since time.Time, err error) {
 	in := &kinesis.GetShardIteratorInput{
 		StreamName:        aws.String(c.cfg.Stream),
 		ShardId:           aws.String(shardID),
 		ShardIteratorType: at.typ,
 	}
+	timeout := callTimeout
 	switch at.typ {
 	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
 		in.StartingSequenceNumber = aws.String(at.seq)
 	case types.ShardIteratorTypeAtTimestamp:
 		in.Timestamp = aws.Time(at.ts)
+		timeout = timestampCallTimeout
 	}
 	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
 	for attempt := 0; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		sent := time.Now()
 		out, err := c.cfg.Client.GetShardIterator(cctx, in)
 		cancel()
 		if err == nil {
-			return aws.ToString(out.ShardIterator), nil
+			since := sent.Add(-localPinMargin)
+			if st, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok {
+				since = st.Add(-time.Since(sent) - serverPinMargin)
+			}
+			return aws.ToString(out.ShardIterator), since, nil
 		}
 		if cl := classify(err); (cl == classThrottle || cl == classRetry) && attempt < 5 && ctx.Err() == nil && sleep(ctx, bo.next()) {
 			continue
 		}
-		return "", &Error{Op: "GetShardIterator", Stream: c.cfg.Stream, Shard: shardID, Err: err}
+		return "", time.Time{}, &Error{Op: "GetShardIterator", Stream: c.cfg.Stream, Shard: shardID, Err: err}
 	}
 }
 
-// open fetches the first iterator of o at from and starts its reader.
+// open starts a reader of o at from. The iterator is fetched here (so a
+// record written after open returns is read), unless from is lazy. An
+// opening at Latest is pinned at once (pinLatest): written to the lease and
+// kept as the session's start, so that neither an iterator that expires
+// before the first record nor a stop, handoff, lost lease or crash lets
+// anyone open at a later Latest and skip what was written in between.
 func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
-	it, err := c.iterator(ctx, o.shard, from)
-	if err != nil {
-		if c.gone(ctx, o.shard, err) {
-			// Nothing was read: there is nothing to settle.
-			c.finishGone(ctx, o, &session{wm: newWatermark()})
-			return nil
+	var it string
+	var pin *startAt
+	if !from.lazy {
+		var since time.Time
+		var err error
+		it, since, err = c.iterator(ctx, o.shard, from)
+		if err != nil {
+			if c.gone(ctx, o.shard, err) {
+				// Nothing was read: there is nothing to settle.
+				c.finishGone(ctx, o, &session{wm: newWatermark()})
+				return nil
+			}
+			return err
 		}
-		return err
+		if from.typ == types.ShardIteratorTypeLatest {
+			from = pinLatest(since)
+			pin = &from
+		}
 	}
 	sctx, cancel := context.WithCancel(c.ctx)
-	s := &session{wm: newWatermark(), from: from, cancel: cancel, done: make(chan struct{})}
+	s := &session{wm: newWatermark(), from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
 	if o.gone || o.handing || o.fctx.Err() != nil {
 		o.mu.Unlock()
@@ -350,10 +402,31 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	})
 	o.sess, o.persisted = s, 0
 	o.mu.Unlock()
-	c.log.Debug("reader started", "shard", o.shard, "at", string(from.typ), "sequence", from.seq)
+	if pin != nil {
+		// Before the reader starts, so nothing can settle first. A failure
+		// leaves the pin to the next checkpoint tick.
+		if err := c.persist(ctx, o, false); err != nil {
+			c.log.Warn("pinning a shard opened at Latest failed; retrying at the next checkpoint", "shard", o.shard, "err", err)
+		}
+	}
+	c.log.Debug("reader started", "shard", o.shard, "at", string(from.typ), "sequence", from.seq, "time", from.ts)
 	c.workers.Add(1)
 	go c.read(sctx, o, s, it)
 	return nil
+}
+
+// pinLatest is the durable form of an iterator opened at Latest: the first
+// record at or after since, the time it was made at (less a margin).
+// Records written before it and within the margin may be read too, which
+// at least once allows; none written after it is skipped.
+func pinLatest(since time.Time) startAt {
+	return startAt{typ: types.ShardIteratorTypeAtTimestamp, ts: since, lazy: true}
+}
+
+// writePin checkpoints a time pin: CheckpointAtTimestamp with the time in
+// Unix milliseconds (rounded down) as its sub-sequence number.
+func (c *Coordinator) writePin(ctx context.Context, l lease.Lease, at startAt) (lease.Lease, error) {
+	return c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointAtTimestamp, max(at.ts.UnixMilli(), 1))
 }
 
 // reposition moves a running reader to p (Seek): the old generation is
@@ -386,10 +459,9 @@ func (c *Coordinator) reposition(ctx context.Context, o *owned, p Position) erro
 // any record after the seek has settled resumes there rather than at the
 // checkpoint from before it. The horizon and a sequence number are written
 // as they are (a sequence number with sub-sequence -1: at it, not after
-// it); a timestamp pins the first record at that time if there is one yet.
-// Latest cannot be pinned before a record arrives (a later iterator at
-// Latest is a later position): until one settles, a restart reads again
-// from the old checkpoint, which duplicates records but loses none.
+// it); a timestamp pins the first record at that time if there is one yet
+// (until then a restart reads again from the old checkpoint, which
+// duplicates records but loses none). Latest was pinned by open.
 func (c *Coordinator) persistSeek(ctx context.Context, o *owned, at startAt) error {
 	var pin string
 	if at.typ == types.ShardIteratorTypeAtTimestamp {
@@ -423,7 +495,7 @@ func (c *Coordinator) persistSeek(ctx context.Context, o *owned, at startAt) err
 // that a later iterator reaches again (a timestamp), or "" when there is
 // none yet or it cannot be read: pinning is an improvement, not a duty.
 func (c *Coordinator) firstAt(ctx context.Context, shardID string, at startAt) string {
-	it, err := c.iterator(ctx, shardID, at)
+	it, _, err := c.iterator(ctx, shardID, at)
 	if err != nil || it == "" {
 		return ""
 	}

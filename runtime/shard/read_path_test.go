@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
@@ -184,4 +185,158 @@ func testKPLSubRecordsOutsideTheShard(t *testing.T, e *env) {
 	if got := dataOf(recs); got != " ehk-home pk-home last" {
 		t.Fatalf("delivered%s; want ehk-home pk-home last (sub-records hashed outside shard %s filtered out)", got, aws.ToString(home.ShardId))
 	}
+}
+
+// Issue 9, scenario 1: a shard opened at Latest whose records were handed
+// out but none settled is stopped (a slow handler at shutdown). The
+// released lease keeps a position at or before the first unsettled record,
+// so the next owner, although it starts at Latest too, reads them again.
+func TestStopWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	testStopWithUnsettledAtLatest(t, e)
+}
+
+func testStopWithUnsettledAtLatest(t *testing.T, e *env) {
+	col := newCollector()
+	col.hold = func(*shard.Record) bool { return true } // a stuck handler
+	a := e.start(e.config("a", col.sink))
+	want := map[string]int{}
+	e.publish(want, 3, 1)
+	col.waitN(t, 3)
+	stop, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := a.Stop(stop); err == nil {
+		t.Fatal("Stop with records unsettled past its deadline returned nil")
+	}
+	if l := e.lease(e.shards()[0]); l.Owner != "" {
+		t.Fatalf("lease still owned by %q after Stop", l.Owner)
+	}
+	col2 := newCollector()
+	e.start(e.config("b", col2.sink))
+	e.publish(want, 1, 1)
+	checkKeyOrder(t, col2.waitN(t, 4), want)
+}
+
+// Issue 9, scenario 1, by a graceful handoff: the owner asked for a shard
+// whose delivered records do not settle within the handoff time releases it
+// with a position at or before them; the asker reads them.
+func TestHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	testHandoffWithUnsettledAtLatest(t, e)
+}
+
+func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
+	cols := newCollectors(2)
+	cols[0].hold = func(*shard.Record) bool { return true } // a's handler is stuck
+	a := e.start(e.config("a", cols[0].sink))
+	want := map[string]int{}
+	e.publish(want, 20, 20)
+	cols[0].waitN(t, 20)
+	b := e.start(e.config("b", cols[1].sink))
+	eventually(t, 20*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
+	handed := b.Reading()[0]
+	e.publish(want, 20, 20)
+	onHanded := 0
+	for _, r := range cols[0].records() {
+		if r.ShardID == handed {
+			onHanded++
+		}
+	}
+	if onHanded == 0 {
+		t.Fatalf("no record of the first batch landed on the handed shard %s", handed)
+	}
+	// b delivers every record of the handed shard: the ones a held and the new ones.
+	got := cols[1].wait(t, 20*time.Second, "the handed shard's records on b", func(r []*shard.Record) bool {
+		n := 0
+		for _, x := range r {
+			if x.ShardID == handed {
+				n++
+			}
+		}
+		return n >= onHanded
+	})
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[r.SequenceNumber] = true
+	}
+	for _, r := range cols[0].records() {
+		if r.ShardID == handed && !seen[r.SequenceNumber] {
+			t.Errorf("record %s, delivered by a and never settled, was not delivered by b after the handoff", r.Data)
+		}
+	}
+}
+
+// Issue 9, scenario 2: a shard opened at Latest whose GetRecords fail long
+// enough for its iterator to expire before any record was handed out
+// reopens where it first opened, not at a new Latest: the records written
+// meanwhile are read.
+func TestExpiredIteratorBeforeFirstRecordAtLatestLosesNothing(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	testExpiredIteratorBeforeFirstRecord(t, e)
+}
+
+func testExpiredIteratorBeforeFirstRecord(t *testing.T, e *env) {
+	fc := &faultyReads{API: e.client}
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Client = fc
+	e.start(cfg)
+	eventually(t, 5*time.Second, "a first read", func() bool { return fc.reads.Load() > 0 })
+	fc.mode.Store(readsFail)
+	base := fc.reads.Load()
+	want := map[string]int{}
+	e.publish(want, 5, 5)
+	eventually(t, 5*time.Second, "reads failing after the publish", func() bool { return fc.reads.Load() > base+1 })
+	fc.mode.Store(readsExpire)
+	checkKeyOrder(t, col.waitN(t, 5), want)
+}
+
+// Issue 9, scenario 2, then a stop: GetRecords fail from the first read on,
+// records are written, the owner stops; the next owner reads them.
+func TestStopBeforeFirstRecordAtLatestLosesNothing(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	testStopBeforeFirstRecord(t, e)
+}
+
+func testStopBeforeFirstRecord(t *testing.T, e *env) {
+	fc := &faultyReads{API: e.client}
+	fc.mode.Store(readsFail)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Client = fc
+	a := e.start(cfg)
+	want := map[string]int{}
+	e.publish(want, 5, 5)
+	eventually(t, 5*time.Second, "a failed read", func() bool { return fc.reads.Load() > 0 })
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	e.start(e.config("b", col.sink))
+	checkKeyOrder(t, col.waitN(t, 5), want)
+}
+
+const (
+	readsPass = iota
+	readsFail
+	readsExpire // one ExpiredIteratorException, then pass
+)
+
+// faultyReads fails GetRecords as told (and hides the in-process server's
+// wake-up hook: its reader polls).
+type faultyReads struct {
+	kinesisapi.API
+	mode  atomic.Int32
+	reads atomic.Int64
+}
+
+func (c *faultyReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	c.reads.Add(1)
+	switch c.mode.Load() {
+	case readsFail:
+		return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+	case readsExpire:
+		c.mode.Store(readsPass)
+		return nil, &types.ExpiredIteratorException{Message: aws.String("injected")}
+	}
+	return c.API.GetRecords(ctx, in, o...)
 }

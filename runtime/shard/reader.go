@@ -35,11 +35,11 @@ type recordWaiter interface {
 func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter string) {
 	defer c.workers.Done()
 	defer close(s.done)
-	defer func() { s.iter = iter }()
 	log := c.log.With("shard", o.shard)
 	waiter, _ := c.cfg.Client.(recordWaiter)
 	resume := s.from // where a new iterator starts if this one expires
 	skip := s.from.skip
+	opening := iter == "" // a lazy start: fetch the first iterator here
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
 	limit := c.cfg.BatchSize
 	woken := false // the last wait was a waiter's wake-up
@@ -121,24 +121,34 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		if iter == "" {
 			// No iterator (GetRecords answered none, or GetShardIterator
 			// gave none): the end of the shard only if the stream says it
-			// is closed; otherwise reopen where this reader stopped.
-			if c.ended(ctx, o.shard) {
-				c.finish(ctx, o, s, nil)
-				return
+			// is closed; otherwise reopen where this reader stopped. A lazy
+			// start opens here the first time.
+			if !opening {
+				if c.ended(ctx, o.shard) {
+					c.finish(ctx, o, s, nil)
+					return
+				}
+				log.Warn("no next iterator for a shard the stream lists open; reopening it", "at", string(resume.typ), "sequence", resume.seq)
+				if !sleep(ctx, bo.next()) {
+					return
+				}
 			}
-			log.Warn("no next iterator for a shard the stream lists open; reopening it", "at", string(resume.typ), "sequence", resume.seq)
-			if !sleep(ctx, bo.next()) {
-				return
-			}
-			next, ierr := c.iterator(ctx, o.shard, resume)
+			next, _, ierr := c.iterator(ctx, o.shard, resume)
 			if ierr != nil {
+				if ctx.Err() != nil {
+					return
+				}
 				if c.gone(ctx, o.shard, ierr) {
 					c.finishGone(ctx, o, s)
 					return
 				}
-				log.Warn("reopening the shard failed; retrying", "err", ierr)
+				log.Warn("opening the shard failed; retrying", "at", string(resume.typ), "sequence", resume.seq, "time", resume.ts, "err", ierr)
+				if opening {
+					sleep(ctx, bo.next())
+				}
 				continue
 			}
+			opening = false
 			if next == "" {
 				continue
 			}
@@ -157,7 +167,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			case classExpired:
 				// Resume after the last delivered record, or where the
 				// session opened if none was delivered yet.
-				next, ierr := c.iterator(ctx, o.shard, resume)
+				next, _, ierr := c.iterator(ctx, o.shard, resume)
 				if ierr != nil {
 					if c.gone(ctx, o.shard, ierr) {
 						c.finishGone(ctx, o, s)

@@ -146,18 +146,21 @@ func (w *watermark) progress() (m mark, ok bool, version uint64) {
 	return w.last, w.has, w.advanced
 }
 
+// firstPending returns the first delivered record not settled yet, if any.
+func (w *watermark) firstPending() (mark, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.base == w.next {
+		return mark{}, false
+	}
+	return w.ring[w.base&uint64(len(w.ring)-1)].m, true
+}
+
 // pending returns how many delivered records are not settled yet.
 func (w *watermark) pending() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.next - w.base
-}
-
-// delivered returns how many records were handed to the sink (and kept).
-func (w *watermark) delivered() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.next
 }
 
 // wait returns nil once every delivered record has settled or the
