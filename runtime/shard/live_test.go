@@ -2,6 +2,10 @@ package shard_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -393,5 +397,42 @@ func TestLiveHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
 		}
 		e.store = store
 		testHandoffWithUnsettledAtLatest(t, e)
+	})
+}
+
+// Issue 9, scenario 2: the pin of an opening at Latest is taken from the
+// service's clock (its Date header), not this host's, so a host clock
+// ahead of the service's cannot put the pin past records written after the
+// opening. A proxy makes the server's Date ten minutes behind this host.
+func TestLiveLatestPinFollowsTheServiceClock(t *testing.T) {
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		e := liveEnv(t, srv, 1)
+		target, err := url.Parse(srv.Endpoint(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const behind = 10 * time.Minute
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		proxy.ModifyResponse = func(r *http.Response) error {
+			r.Header.Set("Date", time.Now().Add(-behind).UTC().Format(http.TimeFormat))
+			return nil
+		}
+		ps := httptest.NewServer(proxy)
+		t.Cleanup(ps.Close)
+		cfg := e.config("a", newCollector().sink)
+		cfg.Client = kinesis.NewFromConfig(aws.Config{
+			Region:      "us-east-1",
+			Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+		}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(ps.URL) })
+		began := time.Now()
+		e.start(cfg)
+		l := e.lease(e.shards()[0])
+		if l.Checkpoint != lease.CheckpointAtTimestamp {
+			t.Fatalf("lease checkpoint %q after opening at Latest, want the AT_TIMESTAMP pin", l.Checkpoint)
+		}
+		pin := time.UnixMilli(l.SubSequence)
+		if lo, hi := began.Add(-behind-5*time.Second), began.Add(-behind+time.Second); pin.Before(lo) || pin.After(hi) {
+			t.Fatalf("pinned at %v, want the service's time of the opening (%v behind this host's %v) less a margin", pin, behind, began)
+		}
 	})
 }
