@@ -62,6 +62,8 @@ func TestDecodeCorruptEnvelopes(t *testing.T) {
 	tests := map[string][]byte{
 		"magic only":             []byte(m),
 		"unknown version":        []byte(m + "\x02\x00"),
+		"version 0":              []byte(m + "\x00\x00"), // below the only version, not a synonym for it
+		"version 255":            []byte(m + "\xff\x00"),
 		"truncated count":        []byte(m + "\x01"),
 		"bad varint":             []byte(m + "\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"),
 		"count past the data":    []byte(m + "\x01\x05\x01a"),
