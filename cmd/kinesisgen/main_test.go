@@ -109,6 +109,35 @@ func TestWriteCheckRemove(t *testing.T) {
 	}
 }
 
+// A kinesis_gen.go the user wrote by hand, in a package with no marker, is
+// the user's: the generator removes only files it wrote (its header on the
+// first line), and -check does not call it stale.
+func TestHandWrittenKinesisGenIsKept(t *testing.T) {
+	useModuleEnv(t)
+	own := map[string]string{
+		"no header":        "package mine\n\n// Written by hand.\nfunc Hand() int { return 1 }\n",
+		"header not first": "package mine\n\n" + gen.Header + "\nfunc Hand() int { return 1 }\n",
+	}
+	for name, src := range own {
+		t.Run(name, func(t *testing.T) {
+			dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders, "mine/mine.go": "package mine\n", "mine/" + gen.FileName: src})
+			mine := filepath.Join(dir, "mine", gen.FileName)
+			if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || strings.Contains(stderr, "mine/") {
+				t.Errorf("-check: exit %d, stderr %q; want only orders/ named", code, stderr)
+			}
+			if code, stdout, stderr := kinesisgen(t, dir, "-v", "./..."); code != 0 || strings.Contains(stdout, "mine/") {
+				t.Errorf("generate: exit %d, stdout %q, stderr %q; want mine/ left alone", code, stdout, stderr)
+			}
+			if got, err := os.ReadFile(mine); err != nil || string(got) != src {
+				t.Fatalf("the hand-written %s after generating: %q, %v; want it unchanged", gen.FileName, got, err)
+			}
+			if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 0 || stderr != "" {
+				t.Errorf("-check after generating: exit %d, stderr %q", code, stderr)
+			}
+		})
+	}
+}
+
 func TestDiagnosticsWriteNothing(t *testing.T) {
 	useModuleEnv(t)
 	bad := strings.Replace(orders, "workers=2", "workers=two", 1)
