@@ -161,6 +161,76 @@ func TestPartialFailureRetriedInOrder(t *testing.T) {
 	}
 }
 
+// A whole PutRecords call that fails (throttled, or lost in the transport)
+// is sent again while later records of its keys wait: each key's records
+// are stored in submit order, none lost, none twice.
+func TestWholeCallFailureRetriedInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"throttled call", &types.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for stream orders")}},
+		{"transport error", fmt.Errorf("send request: %w", syscall.ECONNRESET)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			failedCalls := 0
+			f.callFault = func(call int) error {
+				// Two of every three of the first 30 calls fail whole.
+				if call < 30 && call%3 != 2 {
+					failedCalls++
+					return tc.err
+				}
+				return nil
+			}
+			b := connected(t, f, fastRetries, WithPublishLinger(time.Millisecond))
+			c, _ := b.connection()
+			bt, err := c.batcher("orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Submit without waiting, so each key has records queued behind
+			// the one in a failing call.
+			const perKey = 40
+			keys := []string{"alice", "bob", "carol"}
+			var entries []*entry
+			for i := range perKey {
+				for _, k := range keys {
+					e, err := bt.submit(testCtx(t), k, "", fmt.Appendf(nil, "%s-%04d", k, i), true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					entries = append(entries, e)
+				}
+			}
+			for _, e := range entries {
+				if _, err := bt.await(e); err != nil {
+					t.Fatalf("record %s: %v", e.data, err)
+				}
+			}
+			f.mu.Lock()
+			fails := failedCalls
+			f.mu.Unlock()
+			if fails < 5 {
+				t.Fatalf("only %d calls failed: the test did not exercise whole-call retries", fails)
+			}
+			stored := map[string][]string{}
+			for _, r := range f.records() {
+				stored[r.Key] = append(stored[r.Key], string(r.Data))
+			}
+			for _, k := range keys {
+				var want []string
+				for i := range perKey {
+					want = append(want, fmt.Sprintf("%s-%04d", k, i))
+				}
+				if !slices.Equal(stored[k], want) {
+					t.Errorf("key %s stored %v,\nwant %v", k, stored[k], want)
+				}
+			}
+		})
+	}
+}
+
 func TestRetryGivesUpWhenContextEnds(t *testing.T) {
 	f := newFake()
 	throttle := true
