@@ -9,10 +9,14 @@ const net = require('net')
 const path = require('path')
 
 const which = process.argv[2]
+// kinesis-mock (Cats Effect) replaces process.exit with a graceful exit that
+// waits for its servers to close, which never happens while a client keeps
+// a connection open; the handlers below use the real one.
+const exit = process.exit.bind(process)
 
 function usage() {
   console.error('usage: node scripts/local-server.js kinesalite|dynalite|kinesis-mock')
-  process.exit(2)
+  exit(2)
 }
 
 if (which === 'kinesalite' || which === 'dynalite') {
@@ -26,7 +30,7 @@ if (which === 'kinesalite' || which === 'dynalite') {
   }
   server.on('error', (err) => {
     console.error(`${which}: ${err.message}`)
-    process.exit(1)
+    exit(1)
   })
   server.listen(0, '127.0.0.1', () => {
     console.log(`LISTENING ${server.address().port}`)
@@ -100,7 +104,7 @@ process.on('uncaughtException', (err) => {
     return
   }
   console.error(err)
-  process.exit(1)
+  exit(1)
 })
 // Exit promptly on TERM/INT even as PID 1.
-for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0))
+for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => exit(0))

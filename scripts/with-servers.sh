@@ -27,6 +27,13 @@ names=()
 cmd_pid=""
 cmd_started=""
 
+# running PID: the process exists and is not a zombie waiting to be reaped.
+running() {
+	local st
+	st="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+	[[ $st != Z* ]]
+}
+
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM HUP
@@ -40,6 +47,15 @@ cleanup() {
 		fi
 	done
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	# A server still running 5 s after SIGTERM is killed: none may outlive us.
+	local waited=0
+	for pid in "${pids[@]}"; do
+		while running "$pid" && [ "$waited" -lt 50 ]; do
+			sleep 0.1
+			waited=$((waited + 1))
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
 	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 	if [ "$status" -eq 0 ]; then
 		rm -rf "$logs"
