@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -13,16 +14,18 @@ import (
 // The subscription flows again, on kinesalite: no long poll, asynchronous
 // stream creation, real iterators and sequence numbers.
 func TestSubscriptionFlowsOnKinesalite(t *testing.T) {
-	testSubscriptionFlowsLive(t, livetest.KinesisEndpoint(t))
+	testSubscriptionFlowsLive(t, livetest.KinesisEndpoint(t), testTimeout)
 }
 
 // And on kinesis-mock: ChildShards at a shard's end, paginated ListShards,
-// sequence numbers that differ from kinesalite's.
+// sequence numbers that differ from kinesalite's. It answers a PutRecord in
+// tens to hundreds of milliseconds on a loaded machine (kinesalite in a
+// few), so each flow gets three times as long.
 func TestSubscriptionFlowsOnKinesisMock(t *testing.T) {
-	testSubscriptionFlowsLive(t, livetest.KinesisMockEndpoint(t))
+	testSubscriptionFlowsLive(t, livetest.KinesisMockEndpoint(t), 3*testTimeout)
 }
 
-func testSubscriptionFlowsLive(t *testing.T, url string) {
+func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) {
 	client := kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
@@ -58,7 +61,7 @@ func testSubscriptionFlowsLive(t *testing.T, url string) {
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // unique stream names: the flows share the server
-			f.run(newEnvWith(t, client))
+			f.run(newEnvWithin(t, client, timeout))
 		})
 	}
 }

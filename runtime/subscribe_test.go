@@ -50,7 +50,13 @@ func newEnv(t *testing.T) *env {
 }
 
 func newEnvWith(t *testing.T, api kinesisapi.API) *env {
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	return newEnvWithin(t, api, testTimeout)
+}
+
+// newEnvWithin is newEnvWith with its own bound on every wait, for a server
+// slower than kinesalite.
+func newEnvWithin(t *testing.T, api kinesisapi.API, timeout time.Duration) *env {
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	t.Cleanup(cancel)
 	suffix := fmt.Sprintf("-%d-%d", time.Now().UnixNano(), streamSeq.Add(1))
 	return &env{t: t, api: api, store: lease.NewMemory(), logs: &syncBuffer{}, ctx: ctx, suffix: suffix}
