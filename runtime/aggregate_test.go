@@ -435,3 +435,77 @@ func TestAggregatedPublishToSubscriber(t *testing.T) {
 		t.Errorf("%d records for %d messages: not aggregated", len(recs), len(keys)*perKey)
 	}
 }
+
+// TestAggregatedPublishUnderThrottling: two of every three puts of an
+// aggregate are refused as throttled; every message is stored once, on its
+// key's shard, each key in order.
+func TestAggregatedPublishUnderThrottling(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 4)
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	s.InjectPutFault(func(_, key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if attempts[key]++; attempts[key]%3 != 0 {
+			return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+		}
+		return nil
+	})
+	b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
+	keys := aggKeys(16)
+	publishKeyed(ctx, t, p, keys, 0, 40)
+	s.InjectPutFault(nil)
+	msgs, _ := readMessages(ctx, t, s, stream)
+	want := map[string]int{}
+	for _, k := range keys {
+		want[k] = 40
+	}
+	if n := checkKeyed(t, msgs, want); n != 0 {
+		t.Errorf("%d messages on a shard their key does not hash to", n)
+	}
+	if len(msgs) != 16*40 {
+		t.Errorf("read %d messages, want %d", len(msgs), 16*40)
+	}
+}
+
+// TestAggregatedPublishToDeletedStream: a stream deleted under a running
+// aggregating publisher makes its publishes ErrStream errors naming it.
+func TestAggregatedPublishToDeletedStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k", Aggregate: true})
+	if err := p.Publish(ctx, aggMsg{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream}); err != nil {
+		t.Fatal(err)
+	}
+	var re *runtime.Error
+	for range 50 { // the in-process deletion may take a moment
+		err := p.Publish(ctx, aggMsg{N: 2})
+		if errors.Is(err, runtime.ErrStream) && errors.As(err, &re) && re.Stream == stream {
+			return
+		}
+		if err == nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		t.Fatalf("publish to a deleted stream: %v, want ErrStream naming it", err)
+	}
+	t.Fatal("publishes to a deleted stream kept succeeding")
+}

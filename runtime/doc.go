@@ -43,7 +43,7 @@
 // # For generated code
 //
 // NewPublisher with PublisherSpec and the PublishOptions (WithPartitionKey,
-// WithStream); the SubscribeOptions, one per key of //kinesis:subscriber
+// WithStream, WithAggregation); the SubscribeOptions, one per key of //kinesis:subscriber
 // (CreateIfMissing, CreateOnDemandIfMissing, Workers, ByKey, StartAt,
 // BatchSize, PollInterval, MaxRetries, DeadLetter) and HandlerName;
 // ReplyOutcome; HeaderEncoder and HeaderDecoder; and
@@ -82,6 +82,13 @@
 // key therefore gets one record per round trip. Records with a
 // process-unique key have no order to keep and are never held back. Records
 // published from concurrent goroutines have no submit order between them.
+//
+// Aggregation: a publisher with PublisherSpec.Aggregate (the aggregate key of
+// //kinesis:message) or WithAggregation packs its messages into KPL
+// aggregates, one open shard's messages per aggregate, put on that shard by
+// ExplicitHashKey while each message keeps its own partition key; one
+// aggregate per shard is unresolved at a time, so a key's order holds as
+// above. See Aggregation.
 package runtime
 
 // SupportPackageIsVersion1 is referenced by generated code (only): a
