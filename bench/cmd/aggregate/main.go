@@ -220,7 +220,7 @@ func (r *rawJSON) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); r
 
 type storeStats struct {
 	messages, records, units, bytes int
-	misplaced, unordered           int
+	misplaced, unordered            int
 }
 
 // check reads the stream back and counts what is stored; with ordered, a
