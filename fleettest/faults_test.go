@@ -129,6 +129,15 @@ func faultMixes() []faultMix {
 			},
 			redelivered: true, // a lease lost; a renewal applied whose answer was lost fails the next one's condition
 		},
+		{
+			// w1's Kinesis calls hang for twice the failover time: its
+			// publish calls fail within their deadline, its keys are
+			// published again once the endpoint heals, and it stops cleanly.
+			name:    "kinesis-black-hole",
+			kinesis: []faultproxy.Rule{{Fault: faultproxy.BlackHole, Rate: 1, For: 2 * failover}},
+			isolate: true,
+			after:   time.Second,
+		},
 	}
 }
 
