@@ -130,6 +130,26 @@ func faultMixes() []faultMix {
 			redelivered: true, // a lease lost; a renewal applied whose answer was lost fails the next one's condition
 		},
 		{
+			// Every lease-store call of w1 is throttled for twice the
+			// failover time: the others take its leases, and it must stop
+			// reading them first.
+			name:        "lease-store-throttled-out",
+			dynamo:      []faultproxy.Rule{{Fault: faultproxy.Throttle, Rate: 1, For: 2 * failover}},
+			isolate:     true,
+			after:       time.Second,
+			redelivered: true, // w1's shards move to the others
+		},
+		{
+			// w1 is cut off from the lease table for twice the failover
+			// time: it must stop handing out its shards' records before the
+			// others take them, come back afterwards and still stop cleanly.
+			name:        "lease-store-black-hole",
+			dynamo:      []faultproxy.Rule{{Fault: faultproxy.BlackHole, Rate: 1, For: 2 * failover}},
+			isolate:     true,
+			after:       time.Second,
+			redelivered: true, // w1's shards move to the others
+		},
+		{
 			// w1's Kinesis calls hang for twice the failover time: its
 			// publish calls fail within their deadline, its keys are
 			// published again once the endpoint heals, and it stops cleanly.
