@@ -3,13 +3,17 @@
 //
 // Usage:
 //
-//	kinesisgen [-check] [packages]
+//	kinesisgen [-check] [-lock] [-v] [packages]
 //
 // Run it from //go:generate go tool kinesisgen in a package directory, or as
 // kinesisgen ./... over package patterns ("." by default). It reports every
 // problem as path:line:col: message and writes nothing when there is one.
+// Beside kinesis_gen.go it keeps kinesis.lock.json, the package's message
+// contract: a change to a message that records already on a stream could no
+// longer be read as before is refused, until kinesisgen -lock accepts it.
 // With -check it writes nothing at all and exits 1 naming every generated
-// file that is missing, out of date (with a unified diff) or stale, for CI.
+// file that is missing, out of date (with a unified diff) or stale, and
+// every breaking change, for CI.
 // kinesisgen -help prints the exit codes, how method receivers become Mount
 // parameters, and the marker reference.
 package main
@@ -23,6 +27,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/kinesisgen/kinesisgen/annotations"
 	"github.com/kinesisgen/kinesisgen/internal/gen"
@@ -37,11 +42,12 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("kinesisgen", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files that are missing, out of date (with a unified diff) or stale")
+	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files and locks that are missing, out of date (with a unified diff) or stale, and every breaking change")
 	verbose := fl.Bool("v", false, "print the files written and the time spent")
+	lock := fl.Bool("lock", false, "rewrite each package's kinesis.lock.json from the code, accepting the breaking changes it lists")
 	usage := func(w io.Writer) {
 		fl.SetOutput(w)
-		fmt.Fprintf(w, "usage: kinesisgen [-check] [-v] [packages]\n\nflags:\n")
+		fmt.Fprintf(w, "usage: kinesisgen [-check] [-lock] [-v] [packages]\n\nflags:\n")
 		fl.PrintDefaults()
 		fmt.Fprint(w, usageNotes)
 		fmt.Fprintf(w, "\n%s", annotations.Help())
@@ -55,7 +61,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "run kinesisgen -help for the usage and the marker reference\n")
 		return 2
 	}
-	res, err := gen.Generate(gen.Config{}, fl.Args()...)
+	if *check && *lock {
+		fmt.Fprintf(stderr, "kinesisgen: -check writes nothing, so it cannot -lock\n")
+		return 2
+	}
+	cfg := gen.Config{}
+	if *lock {
+		cfg.Lock = gen.LockAccept
+	}
+	res, err := gen.Generate(cfg, fl.Args()...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
 		return 1
@@ -76,8 +90,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *check {
 		return checkFiles(res, rel, stderr)
 	}
+	if len(res.Accepted) > 0 {
+		fmt.Fprintf(stderr, "kinesisgen: -lock accepted %d breaking change(s); review the kinesis.lock.json diff:\n", len(res.Accepted))
+		for _, d := range res.Accepted {
+			fmt.Fprintf(stderr, "  %s\n", d)
+		}
+	}
 	status := 0
-	for _, f := range res.Files {
+	for _, f := range slices.Concat(res.Files, res.Contracts) {
 		if old, err := os.ReadFile(f.Path); err == nil && bytes.Equal(old, f.Content) {
 			continue // unchanged: keep its modification time
 		}
@@ -101,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *verbose {
-		fmt.Fprintf(stdout, "%d files in %v (loading packages %v)\n", len(res.Files), res.Total.Round(1e6), res.Load.Round(1e6))
+		fmt.Fprintf(stdout, "%d files in %v (loading packages %v)\n", len(res.Files)+len(res.Contracts), res.Total.Round(1e6), res.Load.Round(1e6))
 	}
 	return status
 }
@@ -109,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // checkFiles compares what would be written with what is on disk.
 func checkFiles(res *gen.Result, rel func(string) string, stderr io.Writer) int {
 	status := 0
-	for _, f := range res.Files {
+	for _, f := range slices.Concat(res.Files, res.Contracts) {
 		old, err := os.ReadFile(f.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -50,7 +50,7 @@ func TestWriteCheckRemove(t *testing.T) {
 		"broken/broken.go": "package broken\n\nvar _ = undefinedName\n"})
 	genFile := filepath.Join(dir, "orders", gen.FileName)
 
-	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != "orders/kinesis_gen.go: missing; run go generate\n" {
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != "orders/kinesis_gen.go: missing; run go generate\norders/kinesis.lock.json: missing; run go generate\n" {
 		t.Errorf("-check before generating: exit %d, stderr %q", code, stderr)
 	}
 	if _, err := os.Stat(genFile); err == nil {
@@ -93,19 +93,83 @@ func TestWriteCheckRemove(t *testing.T) {
 		t.Errorf("-check after an edit: exit %d, stderr %q; want %q ... a hunk removing the edit", code, stderr, wantDiff)
 	}
 
-	// The last marker goes: the generated file is stale, then removed.
+	// The last marker goes: the lock still has Order, whose records stay on
+	// the stream, so that is a breaking change until -lock accepts it; then
+	// the generated file and the lock are removed.
 	unmarked := strings.NewReplacer("//kinesis:message stream=orders\n", "", "//kinesis:subscriber stream=orders workers=2\n", "").Replace(orders)
 	if err := os.WriteFile(filepath.Join(dir, "orders", "orders.go"), []byte(unmarked), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.HasPrefix(stderr, "orders/kinesis_gen.go: stale, no //kinesis: marker left") {
-		t.Errorf("-check with no marker left: exit %d, stderr %q", code, stderr)
+	removed := "orders/kinesis.lock.json:5:5: //kinesis:message Order was removed (or renamed), but records of it stay on stream orders until they expire\n"
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || stderr != removed {
+		t.Errorf("-check with no marker left: exit %d, stderr %q, want %q", code, stderr, removed)
 	}
-	if code, stdout, stderr := kinesisgen(t, dir, "-v", "./..."); code != 0 || !strings.Contains(stdout, "removed orders/kinesis_gen.go") {
-		t.Errorf("generate with no marker left: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 1 || stderr != removed {
+		t.Errorf("generate with no marker left: exit %d, stderr %q, want %q", code, stderr, removed)
 	}
-	if _, err := os.Stat(genFile); err == nil {
-		t.Error("stale kinesis_gen.go was not removed")
+	if _, err := os.Stat(genFile); err != nil {
+		t.Error("a refused run removed kinesis_gen.go")
+	}
+	code, stdout, stderr := kinesisgen(t, dir, "-lock", "-v", "./...")
+	if code != 0 || !strings.Contains(stdout, "removed orders/kinesis_gen.go") || !strings.Contains(stdout, "removed orders/kinesis.lock.json") ||
+		stderr != "kinesisgen: -lock accepted 1 breaking change(s); review the kinesis.lock.json diff:\n  "+removed {
+		t.Errorf("-lock with no marker left: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, f := range []string{genFile, filepath.Join(dir, "orders", "kinesis.lock.json")} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("stale %s was not removed", filepath.Base(f))
+		}
+	}
+}
+
+// TestLockRefusesUntilAccepted: a breaking change to a message stops go
+// generate and -check with the diagnostic at the field; -lock accepts it,
+// saying so, and afterwards the package is up to date again.
+func TestLockRefusesUntilAccepted(t *testing.T) {
+	useModuleEnv(t)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders})
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	lockFile := filepath.Join(dir, "orders", "kinesis.lock.json")
+	before, err := os.ReadFile(lockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(orders, "type Order struct{ ID int }", "type Order struct{ ID string }", 1)
+	if err := os.WriteFile(filepath.Join(dir, "orders", "orders.go"), []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "orders/orders.go:8:20: field ID of Order (JSON \"ID\") changed from int to a JSON string: records already on stream orders hold a JSON integer, which the new type cannot decode\n"
+	for _, args := range [][]string{{"./..."}, {"-check", "./..."}} {
+		if code, _, stderr := kinesisgen(t, dir, args...); code != 1 || stderr != want {
+			t.Errorf("%v: exit %d, stderr %q, want %q", args, code, stderr, want)
+		}
+	}
+	if after, _ := os.ReadFile(lockFile); string(after) != string(before) {
+		t.Error("a refused run rewrote the lock")
+	}
+	if code, _, _ := kinesisgen(t, dir, "-check", "-lock", "./..."); code != 2 {
+		t.Errorf("-check -lock: exit %d, want 2 (bad usage)", code)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-lock", "./..."); code != 0 || !strings.HasSuffix(stderr, "\n  "+want) {
+		t.Errorf("-lock: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 0 || stderr != "" {
+		t.Errorf("-check after -lock: exit %d, stderr %q", code, stderr)
+	}
+
+	// Markers and kinesis_gen.go deleted by hand: ./... still finds the
+	// package by its lock, and the lock still refuses to forget Order.
+	unmarked := strings.NewReplacer("//kinesis:message stream=orders\n", "", "//kinesis:subscriber stream=orders workers=2\n", "").Replace(changed)
+	if err := os.WriteFile(filepath.Join(dir, "orders", "orders.go"), []byte(unmarked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "orders", gen.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 1 || !strings.Contains(stderr, "//kinesis:message Order was removed") {
+		t.Errorf("no marker, no kinesis_gen.go, a lock: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -158,7 +222,8 @@ func TestHelp(t *testing.T) {
 	}
 	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand]", "Workers runs up to N deliveries at once",
 		"exit codes:", "  2  bad usage", "func Mount(b *runtime.Broker, ledger *Ledger, service *Service) error",
-		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]", "[aggregate]"} {
+		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]", "[aggregate]",
+		"-lock"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("-help output lacks %q", want)
 		}

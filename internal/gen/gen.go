@@ -52,7 +52,21 @@ type Config struct {
 	Dir string
 	// Env is the environment of the go command; nil means os.Environ().
 	Env []string
+	// Lock says what happens to each package's kinesis.lock.json.
+	Lock LockMode
 }
+
+// LockMode says how a run treats the contract locks.
+type LockMode uint8
+
+const (
+	// LockKeep creates a missing lock, records compatible changes in it and
+	// refuses a breaking change with a diagnostic (go generate, -check).
+	LockKeep LockMode = iota
+	// LockAccept rewrites every lock from the code (kinesisgen -lock): the
+	// breaking changes it accepts are listed in Result.Accepted.
+	LockAccept
+)
 
 // File is one generated file.
 type File struct {
@@ -63,9 +77,14 @@ type File struct {
 // Result is what a run decided. When Diagnostics is non-empty, Files and
 // Remove are empty: nothing may be written.
 type Result struct {
-	Files       []File   // sorted by Path
-	Remove      []string // stale generated files (no marker left), absolute, sorted
+	Files []File // kinesis_gen.go of each package, sorted by Path
+	// Contracts are each package's kinesis.lock.json, sorted by Path.
+	Contracts   []File
+	Remove      []string // stale generated files and locks (no marker left), absolute, sorted
 	Diagnostics []annotations.Diagnostic
+	// Accepted are the breaking changes a LockAccept run wrote into the
+	// locks, as diagnostics would report them.
+	Accepted []annotations.Diagnostic
 	// Load is the time spent in packages.Load, Total the whole run.
 	Load, Total time.Duration
 }
@@ -128,8 +147,16 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 			}
 		}
 	}
+	if len(diags.list) == 0 {
+		contracts(cfg, dir, models, res, &diags)
+	}
+	if len(diags.list) > 0 {
+		res.Files, res.Contracts, res.Remove, res.Accepted = nil, nil, nil, nil
+	}
 	res.Diagnostics = diags.sorted()
+	res.Accepted = (&diagnostics{list: res.Accepted}).sorted()
 	slices.SortFunc(res.Files, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
+	slices.SortFunc(res.Contracts, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
 	slices.Sort(res.Remove)
 	res.Total = time.Since(start)
 	return res, nil

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/tools/go/packages"
+
+	kcontract "github.com/kinesisgen/kinesisgen/internal/contract"
 )
 
 type loadResult struct {
@@ -120,7 +122,7 @@ func prefilter(dir string, env []string, patterns []string) ([]string, error) {
 	}
 	var paths []string
 	for _, p := range pkgs {
-		if len(p.Errors) > 0 || slices.ContainsFunc(p.GoFiles, func(name string) bool {
+		if len(p.Errors) > 0 || hasLock(p.GoFiles) || slices.ContainsFunc(p.GoFiles, func(name string) bool {
 			src, err := os.ReadFile(name)
 			if err != nil {
 				return true // let the full load report it
@@ -131,6 +133,16 @@ func prefilter(dir string, env []string, patterns []string) ([]string, error) {
 		}
 	}
 	return paths, nil
+}
+
+// hasLock reports whether the package of files keeps a contract lock: its
+// markers may be gone, but the lock still speaks for its streams.
+func hasLock(files []string) bool {
+	if len(files) == 0 {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(filepath.Dir(files[0]), kcontract.LockFile))
+	return err == nil
 }
 
 func isGenerated(src []byte) bool {

@@ -64,6 +64,8 @@ type headerField struct {
 	typ    types.Type // the field's type, for conversions
 	bits   int        // strconv bit size of integer kinds (0: int/uint)
 	named  bool       // typ is a defined type (conversions needed)
+	pos    token.Position
+	at     token.Pos
 }
 
 // handler is a //kinesis:subscriber function or method.
@@ -78,6 +80,7 @@ type handler struct {
 	result   resultKind
 	reply    *message
 	position token.Position
+	at       token.Pos // the name's position
 }
 
 type paramKind uint8
@@ -332,6 +335,7 @@ func (m *pkgModel) findContracts(diags *diagnostics) {
 				continue
 			}
 			hf, ok := headerFieldOf(f, header)
+			hf.pos, hf.at = pos, f.Pos()
 			if !ok {
 				diags.add(pos, "header field %s has type %s; a header field is a string, integer or bool kind, or time.Time", f.Name(), types.TypeString(f.Type(), types.RelativeTo(p.Types)))
 				continue
@@ -524,7 +528,7 @@ func (m *pkgModel) addHandler(d *markedDecl, mk *annotations.Subscriber, diags *
 	}
 	pos := p.Fset.Position(d.fn.Name.Pos())
 	sig := fn.Type().(*types.Signature)
-	h := &handler{name: fn.Name(), marker: mk, position: pos}
+	h := &handler{name: fn.Name(), marker: mk, position: pos, at: d.fn.Name.Pos()}
 	bad := false
 	fail := func(at token.Position, format string, args ...any) {
 		diags.add(at, format, args...)
