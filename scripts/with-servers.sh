@@ -4,7 +4,8 @@
 #
 #   bash scripts/with-servers.sh go test -race ./...
 #
-# Installs the servers from the committed lockfile (npm ci, skipped when
+# Installs the servers, and the AsyncAPI parser the tests validate
+# documents with, from the committed lockfile (npm ci, skipped when
 # node_modules already matches it), starts them in memory on 127.0.0.1
 # (plain HTTP, no artificial delays), waits until each answers, exports
 # KINESIS_TEST_ENDPOINT (kinesalite), KINESIS_MOCK_TEST_ENDPOINT

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	kinesisgen [-check] [-lock] [-v] [packages]
+//	kinesisgen [-check] [-lock] [-asyncapi FILE] [-v] [packages]
 //
 // Run it from //go:generate go tool kinesisgen in a package directory, or as
 // kinesisgen ./... over package patterns ("." by default). It reports every
@@ -11,6 +11,7 @@
 // Beside kinesis_gen.go it keeps kinesis.lock.json, the package's message
 // contract: a change to a message that records already on a stream could no
 // longer be read as before is refused, until kinesisgen -lock accepts it.
+// -asyncapi FILE also writes the AsyncAPI 3 document of the packages.
 // With -check it writes nothing at all and exits 1 naming every generated
 // file that is missing, out of date (with a unified diff) or stale, and
 // every breaking change, for CI.
@@ -45,9 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files and locks that are missing, out of date (with a unified diff) or stale, and every breaking change")
 	verbose := fl.Bool("v", false, "print the files written and the time spent")
 	lock := fl.Bool("lock", false, "rewrite each package's kinesis.lock.json from the code, accepting the breaking changes it lists")
+	asyncapi := fl.String("asyncapi", "", "also write the AsyncAPI 3 `FILE` of the packages: JSON when it ends in .json, YAML otherwise; with -check, compare it")
 	usage := func(w io.Writer) {
 		fl.SetOutput(w)
-		fmt.Fprintf(w, "usage: kinesisgen [-check] [-lock] [-v] [packages]\n\nflags:\n")
+		fmt.Fprintf(w, "usage: kinesisgen [-check] [-lock] [-asyncapi FILE] [-v] [packages]\n\nflags:\n")
 		fl.PrintDefaults()
 		fmt.Fprint(w, usageNotes)
 		fmt.Fprintf(w, "\n%s", annotations.Help())
@@ -65,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kinesisgen: -check writes nothing, so it cannot -lock\n")
 		return 2
 	}
-	cfg := gen.Config{}
+	cfg := gen.Config{AsyncAPI: *asyncapi}
 	if *lock {
 		cfg.Lock = gen.LockAccept
 	}

@@ -159,6 +159,21 @@ func TestLockRefusesUntilAccepted(t *testing.T) {
 		t.Errorf("-check after -lock: exit %d, stderr %q", code, stderr)
 	}
 
+	// -asyncapi writes the document; -check -asyncapi compares it.
+	if code, _, stderr := kinesisgen(t, dir, "-asyncapi", "api.json", "./..."); code != 0 || stderr != "" {
+		t.Fatalf("-asyncapi: exit %d, stderr %q", code, stderr)
+	}
+	doc, err := os.ReadFile(filepath.Join(dir, "api.json"))
+	if err != nil || !strings.HasPrefix(string(doc), "{\n  \"asyncapi\": \"3.0.0\",") || !strings.Contains(string(doc), `"address": "orders"`) {
+		t.Errorf("api.json (%v):\n%s", err, doc)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "-asyncapi", "api.json", "./..."); code != 0 || stderr != "" {
+		t.Errorf("-check -asyncapi when up to date: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "-asyncapi", "other.yaml", "./..."); code != 1 || stderr != "other.yaml: missing; run go generate\n" {
+		t.Errorf("-check -asyncapi of a missing file: exit %d, stderr %q", code, stderr)
+	}
+
 	// Markers and kinesis_gen.go deleted by hand: ./... still finds the
 	// package by its lock, and the lock still refuses to forget Order.
 	unmarked := strings.NewReplacer("//kinesis:message stream=orders\n", "", "//kinesis:subscriber stream=orders workers=2\n", "").Replace(changed)
@@ -223,7 +238,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand]", "Workers runs up to N deliveries at once",
 		"exit codes:", "  2  bad usage", "func Mount(b *runtime.Broker, ledger *Ledger, service *Service) error",
 		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]", "[aggregate]",
-		"-lock"} {
+		"-lock", "-asyncapi FILE"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("-help output lacks %q", want)
 		}

@@ -9,7 +9,7 @@
 // by Post to customer-orders.dead-letters, where Inspect reads it raw.
 package main
 
-//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen
+//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen -asyncapi asyncapi.yaml
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 // Package headers has a header contract with a field of every supported kind.
 package headers
 
-//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen
+//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen -asyncapi asyncapi.yaml
 
 import (
 	"context"

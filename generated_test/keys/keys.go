@@ -2,7 +2,7 @@
 // shows how each one becomes a runtime option.
 package keys
 
-//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen
+//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen -asyncapi asyncapi.yaml
 
 import (
 	"context"

@@ -2,7 +2,7 @@
 // and no Mount. Its types are also read by handlers of package keys.
 package publishonly
 
-//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen
+//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen -asyncapi asyncapi.yaml
 
 // Event is published here and handled in package keys.
 //

@@ -2,7 +2,7 @@
 // records its call on Calls so that tests can see what it was given.
 package shapes
 
-//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen
+//go:generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen -asyncapi asyncapi.yaml
 
 import (
 	"context"

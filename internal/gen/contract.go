@@ -16,9 +16,10 @@ import (
 
 // contracts is the last stage: it compares each package's code with its
 // kinesis.lock.json, adds the lock to write to Contracts (or to remove, when no marker is
-// left). Breaking changes
+// left) and, when asked, the AsyncAPI document of the run. Breaking changes
 // are diagnostics, or under LockAccept the changes the new locks accept.
 func contracts(cfg Config, dir string, models []*pkgModel, res *Result, diags *diagnostics) {
+	var described []*kcontract.Package
 	for _, m := range models {
 		if m.genPath == "" || m.pkg.Types == nil {
 			continue
@@ -64,7 +65,18 @@ func contracts(cfg Config, dir string, models []*pkgModel, res *Result, diags *d
 			continue
 		}
 		res.Contracts = append(res.Contracts, File{Path: lockPath, Content: cur.Marshal()})
+		described = append(described, cp)
 	}
+	if cfg.AsyncAPI == "" || len(diags.list) > 0 {
+		return
+	}
+	path := cfg.AsyncAPI
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	doc, problems := kcontract.AsyncAPI(described, !strings.EqualFold(filepath.Ext(path), ".json"))
+	diags.addAll(problems)
+	res.Contracts = append(res.Contracts, File{Path: path, Content: doc})
 }
 
 // describe is the package's model as internal/contract takes it.

@@ -54,6 +54,10 @@ type Config struct {
 	Env []string
 	// Lock says what happens to each package's kinesis.lock.json.
 	Lock LockMode
+	// AsyncAPI, when set, is the path (relative to Dir) of an AsyncAPI 3
+	// document of every package of the run, added to Files: JSON when it
+	// ends in .json, YAML otherwise.
+	AsyncAPI string
 }
 
 // LockMode says how a run treats the contract locks.
@@ -78,7 +82,8 @@ type File struct {
 // Remove are empty: nothing may be written.
 type Result struct {
 	Files []File // kinesis_gen.go of each package, sorted by Path
-	// Contracts are each package's kinesis.lock.json, sorted by Path.
+	// Contracts are each package's kinesis.lock.json and, when asked, the
+	// AsyncAPI document, sorted by Path.
 	Contracts   []File
 	Remove      []string // stale generated files and locks (no marker left), absolute, sorted
 	Diagnostics []annotations.Diagnostic
