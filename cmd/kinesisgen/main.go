@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	check := fl.Bool("check", false, "write nothing; exit 1 naming generated files and locks that are missing, out of date (with a unified diff) or stale, and every breaking change")
 	verbose := fl.Bool("v", false, "print the files written and the time spent")
-	lock := fl.Bool("lock", false, "rewrite each package's kinesis.lock.json from the code, accepting the breaking changes it lists")
+	lock := fl.Bool("lock", false, "rewrite each package's kinesis.lock.json from the code, accepting the breaking changes it lists (see contracts below)")
 	asyncapi := fl.String("asyncapi", "", "also write the AsyncAPI 3 `FILE` of the packages: JSON when it ends in .json, YAML otherwise; with -check, compare it")
 	usage := func(w io.Writer) {
 		fl.SetOutput(w)

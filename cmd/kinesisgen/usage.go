@@ -5,10 +5,47 @@ const usageNotes = `
 exit codes:
   0  done; with -check, every generated file is up to date
   1  problems in the packages (each printed as path:line:col: message; nothing
-     is written), a file that could not be written, or, with -check, a
-     generated file missing, out of date (a unified diff shows what changes)
-     or stale
+     is written), a breaking change to a message (see contracts), a file that
+     could not be written, or, with -check, a generated file or lock missing,
+     out of date (a unified diff shows what changes) or stale
   2  bad usage
+
+contracts (kinesis.lock.json, -lock, -asyncapi):
+  A stream keeps records for a day up to a year, so a consumer deployed today
+  reads what yesterday's code wrote. Beside kinesis_gen.go every package keeps
+  kinesis.lock.json: for each //kinesis:message its stream, the JSON Schema of
+  its payload (as encoding/json writes the type) and its header contract, and
+  for each subscriber its stream and message. Commit it. Each run compares the
+  code with it; a compatible change is recorded in it, a breaking one is
+  printed at the field or marker that broke it and nothing is written.
+  Breaking:
+    - a message moved to another stream, or removed (or its type renamed);
+    - a field's JSON name changed, or the field removed;
+    - a field's type changed so old values no longer decode: string <-> number,
+      a scalar <-> an object or array, a map <-> a struct, an integer narrowed
+      (int64 -> int32, signed -> unsigned), float64 -> float32 or a number ->
+      an integer, a string -> time.Time or []byte;
+    - a new field without omitempty/omitzero, or one that lost it (old
+      records lack it, so they no longer match the schema);
+    - a header contract losing or renaming its partition-key field, a header
+      removed or changed to a type its old values do not parse as, or the
+      headers= contract dropped;
+    - a subscriber moved to another stream, or its message type changed as
+      above.
+  Compatible: a new optional field, message or subscriber, a removed
+  subscriber, a wider integer (int32 -> int64), an integer -> a float, a value
+  -> a pointer, a renamed Go field that keeps its JSON name, a time.Time or
+  []byte -> a string, a header that is new or became a string, and any type
+  -> one with its own MarshalJSON (its methods decide).
+  To ship a break on purpose (say, a stream that was drained), run
+  kinesisgen -lock: it rewrites the locks from the code, prints each change it
+  accepted, and the lock's diff shows it to the reviewer.
+  -asyncapi FILE writes an AsyncAPI 3.0 document of the packages: a channel
+  per stream, a message per type with its payload and header schemas and doc
+  comments, a receive operation per subscriber (marker settings under
+  x-kinesis, replies as reply) and a send operation per publisher. Put it in
+  the go:generate line (go tool kinesisgen -asyncapi asyncapi.yaml) to keep
+  it next to the code; -check -asyncapi FILE fails when it is out of date.
 
 Mount and receivers:
   kinesis_gen.go has one Mount per package, registering every subscriber of
