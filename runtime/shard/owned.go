@@ -286,6 +286,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 	s := o.sess
 	o.mu.Unlock()
 	c.log.Info("handing lease over", "shard", o.shard, "to", to)
+	began := time.Now()
 	c.workers.Add(1)
 	go func() {
 		defer c.workers.Done()
@@ -303,10 +304,67 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		if err := c.persist(ctx, o, true); err != nil {
 			c.log.Warn("handoff: checkpoint failed", "shard", o.shard, "err", err)
 		}
-		if err := c.release(ctx, o); err != nil {
-			c.log.Warn("handoff: release failed", "shard", o.shard, "err", err)
-		}
+		c.finishHandoff(o, began)
 	}()
+}
+
+// finishHandoff releases a lease being handed over. A failed release is
+// retried: the lease is marked as being handed over and renewed meanwhile,
+// so nobody else takes it, and its reader is stopped. When the release
+// still fails after the handoff time, the owner keeps the lease: it
+// clears the request and reads the shard again from its checkpoint. So a
+// handoff ends with the lease released, lost or kept, never stranded.
+// (Stop releases what a handoff left.)
+func (c *Coordinator) finishHandoff(o *owned, began time.Time) {
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
+	for {
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.leaseCallTimeout())
+		err := c.release(ctx, o)
+		cancel()
+		if err == nil || c.ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) < c.cfg.Handoff {
+			c.log.Warn("handoff: release failed; retrying", "shard", o.shard, "err", err)
+		} else {
+			kctx, cancel := context.WithTimeout(c.ctx, c.cfg.leaseCallTimeout())
+			kerr := c.keep(kctx, o)
+			cancel()
+			if kerr == nil {
+				c.log.Warn("handoff: release kept failing; lease kept and read on", "shard", o.shard, "err", err)
+				return
+			}
+			c.log.Warn("handoff: release and keeping the lease failed; retrying", "shard", o.shard, "err", err, "keep_err", kerr)
+		}
+		if !sleep(c.ctx, bo.next()) {
+			return
+		}
+	}
+}
+
+// keep ends a handoff that could not release o: it takes the lease again
+// for this owner (which clears the request) and lets the next pass reopen
+// the shard from its checkpoint. Records still unsettled from before the
+// handoff are abandoned: they are read again.
+func (c *Coordinator) keep(ctx context.Context, o *owned) error {
+	_, err := c.mutate(ctx, o, "lease keep", func(l lease.Lease) (lease.Lease, error) {
+		nl, err := c.cfg.Leases.Take(ctx, l, c.cfg.Owner)
+		if err == nil {
+			if o.sess != nil {
+				o.sess.wm.abandon()
+				o.sess = nil
+			}
+			o.handing = false
+		}
+		return nl, err
+	})
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	if err == nil {
+		c.wake(false)
+	}
+	return err
 }
 
 // takeLease takes l for this owner and holds it.

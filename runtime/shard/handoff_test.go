@@ -1,0 +1,159 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// releaseFailStore fails the first failures Release calls (all of them
+// when failures is negative).
+type releaseFailStore struct {
+	lease.Store
+	failures int64
+	failed   atomic.Int64
+}
+
+var errReleaseRefused = errors.New("release refused (injected)")
+
+func (s *releaseFailStore) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if s.failures < 0 || s.failed.Load() < s.failures {
+		s.failed.Add(1)
+		return lease.Lease{}, &lease.Error{Op: "release", Key: l.Key, Err: errReleaseRefused}
+	}
+	return s.Store.Release(ctx, l)
+}
+
+// askSignalStore closes asked at the first handoff request it makes.
+type askSignalStore struct {
+	lease.Store
+	once  atomic.Bool
+	asked chan struct{}
+}
+
+func (s *askSignalStore) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
+	nl, err := s.Store.RequestHandoff(ctx, l, to)
+	if err == nil && s.once.CompareAndSwap(false, true) {
+		close(s.asked)
+	}
+	return nl, err
+}
+
+// A graceful handoff whose release fails does not strand the shard: the
+// owner retries the release and the asker reads the shard; when the
+// release keeps failing and the asker is gone, the owner keeps the lease
+// (the request is cleared) and reads the shard again. (Before the fix one
+// failed release left the lease marked as being handed over and renewed
+// for ever, with no reader: nobody read the shard again.)
+func TestHandoffWithFailedReleaseDoesNotStrand(t *testing.T) {
+	t.Run("release-retried", func(t *testing.T) {
+		e, _ := memEnv(t, 2)
+		testHandoffReleaseRetried(t, e)
+	})
+	t.Run("asker-gone", func(t *testing.T) {
+		e, _ := memEnv(t, 2)
+		testHandoffAskerGone(t, e)
+	})
+}
+
+// testHandoffReleaseRetried: the first releases fail; the asker, which
+// never forces the take, gets the lease once a retry succeeds.
+func testHandoffReleaseRetried(t *testing.T, e *env) {
+	cols := newCollectors(2)
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	fail := &releaseFailStore{Store: e.store, failures: 3}
+	cfgA.Leases = fail
+	cfgB.Handoff = time.Hour // b takes only a released lease
+	slower(e, &cfgA, &cfgB)
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+	b := e.start(cfgB)
+	eventually(t, 10*time.Second, "a 1/1 split after the release was retried", func() bool {
+		return len(a.Reading()) == 1 && len(b.Reading()) == 1
+	})
+	if n := fail.failed.Load(); n < 3 {
+		t.Fatalf("%d releases failed, want the 3 injected failures first", n)
+	}
+	want := map[string]int{}
+	for i := range 20 {
+		key := fmt.Sprintf("m%d", i)
+		e.put(key, 0)
+		want[key] = 1
+	}
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	cols[1].wait(t, 10*time.Second, "20 records (a and b)", func([]*shard.Record) bool { return len(all()) >= 20 })
+	checkKeyOrder(t, all(), want)
+}
+
+// testHandoffAskerGone: every release fails and the asker stops right
+// after asking; the owner keeps the lease and reads every record.
+func testHandoffAskerGone(t *testing.T, e *env) {
+	ids := e.shards()
+	col := newCollector()
+	cfgA := e.config("a", col.sink)
+	cfgA.Leases = &releaseFailStore{Store: e.store, failures: -1}
+	cfgA.Start = shard.Position{Kind: shard.Horizon}
+	cfgB := e.config("b", newCollector().sink)
+	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
+	cfgB.Leases = ask
+	cfgB.Handoff = time.Hour
+	slower(e, &cfgA, &cfgB)
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+	b := e.start(cfgB)
+	select {
+	case <-ask.asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b never asked a for a lease")
+	}
+	if err := b.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop b: %v", err)
+	}
+	handed := ""
+	for _, id := range ids {
+		if e.lease(id).PendingOwner == "b" {
+			handed = id
+		}
+	}
+	if handed == "" {
+		t.Fatal("no lease asked for by b")
+	}
+	eventually(t, 4*cfgA.Failover, "the request cleared and a's again", func() bool {
+		l := e.lease(handed)
+		return l.Owner == "a" && l.PendingOwner == ""
+	})
+	eventually(t, 4*cfgA.Failover, "a reads both shards again", func() bool { return slices.Equal(a.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 20, 20)
+	recs := col.wait(t, 10*time.Second, "the 20 records", func(r []*shard.Record) bool {
+		return countKeys(r, "k") >= 20
+	})
+	got := map[string]int{}
+	for _, r := range recs {
+		got[r.PartitionKey]++
+	}
+	for k := range want {
+		if got[k] == 0 {
+			t.Errorf("record of key %s never delivered", k)
+		}
+	}
+}
+
+// slower gives live tests the lease timing of the other live tests: a
+// DynamoDB call on a loaded machine takes longer than a third of the unit
+// tests' failover time.
+func slower(e *env, cfgs ...*shard.Config) {
+	if !e.live {
+		return
+	}
+	for _, c := range cfgs {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+}

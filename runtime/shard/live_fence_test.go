@@ -1,0 +1,27 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+)
+
+// The handoff whose release fails, with the DynamoDB store on dynalite.
+func TestLiveHandoffWithFailedReleaseDoesNotStrand(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    func(*testing.T, *env)
+	}{{"release-retried", testHandoffReleaseRetried}, {"asker-gone", testHandoffAskerGone}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := liveEnv(t, livetest.KinesisServers[0], 2)
+			store := liveDynamoDB(t, livetest.DynamoDBEndpoint(t), fmt.Sprintf("shard-leases-%d", time.Now().UnixNano()))
+			if err := store.EnsureTable(e.ctx(30 * time.Second)); err != nil {
+				t.Fatalf("EnsureTable: %v", err)
+			}
+			e.store = store
+			c.f(t, e)
+		})
+	}
+}
