@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"sync"
@@ -241,11 +242,54 @@ func testAggregatedPublish(t *testing.T, api kinesisapi.API, opts ...runtime.Opt
 // keys. A consumer that keeps only the messages on their keys' shards (as
 // the KCL does) reads every message once and every key in order.
 func TestAggregatedPublishAcrossReshard(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedReshard(t, s, runtime.WithKinesisClient(s))
+}
+
+// TestAggregatedPublishAcrossReshardKinesalite is the same on kinesalite.
+func TestAggregatedPublishAcrossReshardKinesalite(t *testing.T) {
+	url := livetest.KinesisEndpoint(t)
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	testAggregatedReshard(t, client, runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+}
+
+// splitInHalf splits shard id of stream at the middle of its range through
+// the API and waits for the stream to be active again.
+func splitInHalf(ctx context.Context, t *testing.T, api kinesisapi.API, stream, id string) {
+	t.Helper()
+	l, err := shard.List(ctx, api, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := l.Shard(id)
+	start, _ := new(big.Int).SetString(info.StartingHashKey, 10)
+	end, _ := new(big.Int).SetString(info.EndingHashKey, 10)
+	mid := new(big.Int).Add(start, end)
+	mid.Rsh(mid, 1).Add(mid, big.NewInt(1))
+	if _, err := api.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: &stream, ShardToSplit: &id, NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		t.Fatalf("split %s: %v", id, err)
+	}
+	for {
+		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("stream %s not active after a split: %v", stream, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func testAggregatedReshard(t *testing.T, s kinesisapi.API, opts ...runtime.Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 2)
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	b := runtime.NewBroker(opts...)
 	if err := b.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -255,9 +299,7 @@ func TestAggregatedPublishAcrossReshard(t *testing.T) {
 	keys := aggKeys(32)
 	publishKeyed(ctx, t, p, keys, 0, 20) // the publisher lists the two shards
 	for _, id := range []string{"shardId-000000000000", "shardId-000000000001"} {
-		if err := s.SplitInHalf(stream, id); err != nil {
-			t.Fatalf("split %s: %v", id, err)
-		}
+		splitInHalf(ctx, t, s, stream, id)
 	}
 	// The first aggregate of each parent after the split holds keys of
 	// both its children (16 keys publish at once and linger together).

@@ -61,6 +61,7 @@ type options struct {
 	aggBytes int
 	linger   time.Duration
 	profile  string
+	modes    []string
 }
 
 func main() {
@@ -74,8 +75,10 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "rounds")
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
+	modes := flag.String("modes", "bare,plain,agg", "publishing modes to run (the drains need plain and agg)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each publishing mode of the last round to this prefix plus .MODE.prof")
 	flag.Parse()
+	o.modes = strings.Split(*modes, ",")
 	if o.endpoint == "" {
 		fmt.Fprintln(os.Stderr, "aggregate: no endpoint: pass -endpoint or run under scripts/with-servers.sh")
 		os.Exit(2)
@@ -100,7 +103,7 @@ func main() {
 		fmt.Printf("round %d\n", round+1)
 		stats = map[string]storeStats{}
 		streams := map[string]string{}
-		for _, mode := range []string{"bare", "plain", "agg"} {
+		for _, mode := range o.modes {
 			m, stream, err := publish(ctx, o, mode)
 			if err != nil {
 				fail(fmt.Errorf("%s: %w", mode, err))
@@ -114,6 +117,9 @@ func main() {
 			streams[mode] = stream
 		}
 		for _, mode := range []string{"plain", "agg"} {
+			if streams["plain"] == "" || streams["agg"] == "" {
+				break
+			}
 			m, err := drain(ctx, o, streams[mode])
 			if err != nil {
 				fail(fmt.Errorf("drain %s: %w", mode, err))
@@ -124,9 +130,15 @@ func main() {
 	fmt.Println("\nmedians")
 	for _, mode := range []string{"bare", "plain", "agg", "drain-plain", "drain-agg"} {
 		s := res[mode]
+		if s == nil {
+			continue
+		}
 		fmt.Printf("  %-11s %9.0f msg/s  %6.2f µs CPU/msg   (rounds: %s msg/s)\n", mode, kbench.Median(s.rate), kbench.Median(s.cpu), kbench.Fmt(s.rate, 0))
 	}
 	ratio := func(a, b string, f func(*series) []float64) float64 {
+		if res[a] == nil || res[b] == nil {
+			return 0
+		}
 		return kbench.Median(f(res[a])) / kbench.Median(f(res[b]))
 	}
 	rate := func(s *series) []float64 { return s.rate }
@@ -135,7 +147,7 @@ func main() {
 		ratio("agg", "bare", rate), ratio("agg", "bare", cpu), ratio("agg", "plain", rate), ratio("agg", "plain", cpu),
 		ratio("drain-agg", "drain-plain", rate), ratio("drain-agg", "drain-plain", cpu))
 	fmt.Println("\nstored (last round), per 1M messages")
-	for _, mode := range []string{"bare", "plain", "agg"} {
+	for _, mode := range o.modes {
 		st := stats[mode]
 		per := 1e6 / float64(st.messages)
 		fmt.Printf("  %-5s %9.0f records  %9.0f PUT payload units  %6.1f bytes/msg  misplaced %d  out of order %d\n",
