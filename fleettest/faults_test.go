@@ -204,7 +204,11 @@ func TestFaults(t *testing.T) {
 // mixFleet is one mix's fleet and the proxies in front of each worker.
 type mixFleet struct {
 	*fleet
-	mix            faultMix
+	mix faultMix
+	// cutOff is the worker whose endpoints alone are faulted (isolate
+	// mixes); faultAt is when the mix's rules were set.
+	cutOff         string
+	faultAt        time.Time
 	kproxy, dproxy map[string]*faultproxy.Proxy // per owner: Kinesis, DynamoDB
 }
 
@@ -328,6 +332,10 @@ func (f *mixFleet) proxy(upstream, name string) *faultproxy.Proxy {
 }
 
 func (f *mixFleet) setRules(owners []string) {
+	if f.mix.isolate {
+		f.cutOff = owners[0]
+	}
+	f.faultAt = time.Now()
 	for _, o := range owners {
 		if f.mix.isolate && o != owners[0] {
 			continue
@@ -435,6 +443,9 @@ func (f *mixFleet) check() mixResult {
 		r.publishMax = max(r.publishMax, c.Took)
 		if c.Err != "" {
 			r.publishErrors++
+			if f.cutOff != "" && c.Owner != f.cutOff && r.publishErrors <= 5 {
+				t.Errorf("publish of %s/%d by %s failed, yet only %s's endpoints were faulted: %s", c.Key, c.Index, c.Owner, f.cutOff, c.Err)
+			}
 		}
 		if c.Took > publishTimeout+publishSlack {
 			t.Errorf("publish of %s/%d by %s returned after %v, want within %v", c.Key, c.Index, c.Owner, c.Took, publishTimeout+publishSlack)
@@ -456,15 +467,34 @@ func (f *mixFleet) check() mixResult {
 
 	// Duplicates: a stream record handled again (redelivered), or one
 	// index stored under two sequence numbers (published twice).
+	// When one worker is cut off, a record is delivered again only if the
+	// cut-off worker handled it first, past the last checkpoint it could
+	// write before the fault (a checkpoint interval, and slack for a loaded
+	// machine): the other owners' checkpoints hold.
+	notBefore := f.faultAt.Add(-checkpoint - time.Second)
+	unexpected := 0
 	for rec, ss := range f.seen {
 		r.handled += len(ss)
 		seqs := make(map[string]int)
+		firsts := make(map[string]sighting) // per stream record, its first handling
 		for _, s := range ss {
-			seqs[s.shard+"/"+s.seq]++
+			id := s.shard + "/" + s.seq
+			if seqs[id] == 0 {
+				firsts[id] = s
+			}
+			seqs[id]++
 		}
 		r.storedTwice += len(seqs) - 1
-		for _, n := range seqs {
+		for id, n := range seqs {
 			r.redelivered += n - 1
+			first := firsts[id]
+			if n > 1 && f.cutOff != "" && (first.owner != f.cutOff || first.at.Before(notBefore)) {
+				unexpected++
+				if unexpected <= 5 {
+					t.Errorf("record %s/%d delivered %d times, first to %s %v after the fault began: only records %s handled from %v before it may be delivered again",
+						rec.key, rec.index, n, first.owner, first.at.Sub(f.faultAt).Round(time.Millisecond), f.cutOff, checkpoint+time.Second)
+				}
+			}
 		}
 		if !f.published[rec] {
 			t.Errorf("record %s/%d handled but never published", rec.key, rec.index)
