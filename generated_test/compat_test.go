@@ -186,6 +186,12 @@ var compatCases = []struct {
 		want:   []string{`in.go:13:2: header "region" of Key changed from string to int: records already on stream orders carry values the new type cannot decode`},
 	},
 	{
+		name:   "header_renamed",
+		before: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tRegion   string `kinesis:\"region\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n",
+		after:  "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tRegion   string `kinesis:\"zone\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n",
+		want:   []string{`in.go:13:2: header field Region of Key renamed from "region" to "zone"; records already on stream orders carry "region", which the new contract no longer decodes`},
+	},
+	{
 		name:   "subscriber_stream_changed",
 		before: "\ntype Audit struct{ At time.Time }\n\n//kinesis:subscriber stream=audit\nfunc Record(ctx context.Context, a Audit) error { return nil }\n",
 		after:  "\ntype Audit struct{ At time.Time }\n\n//kinesis:subscriber stream=audit-v2\nfunc Record(ctx context.Context, a Audit) error { return nil }\n",
@@ -223,6 +229,8 @@ var compatCases = []struct {
 	{name: "type_to_string", before: strings.Replace(order, "Customer string", "Customer time.Time", 1), after: order},
 	{name: "header_added", before: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n",
 		after: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tRegion   string `kinesis:\"region\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n"},
+	{name: "header_became_string", before: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tCount    int32  `kinesis:\"count\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n",
+		after: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tCount    string `kinesis:\"count\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n"},
 	{name: "recursive_unchanged", before: "\n//kinesis:message stream=trees\ntype Node struct {\n\tKids []Node `json:\"kids\"`\n}\n",
 		after: "\n// Node is a tree.\n//\n//kinesis:message stream=trees\ntype Node struct {\n\tKids []Node `json:\"kids\"`\n\tName string `json:\"name,omitempty\"`\n}\n"},
 }
