@@ -69,6 +69,10 @@ type state struct {
 	conn  *conn           // nil before Connect
 	subs  []*Subscription // registered (Mount) or running
 	ready chan struct{}   // closed when a Connect has succeeded
+	// failed is closed when a subscription ended on its own (its stream
+	// was deleted); failErr is its error. Run returns it.
+	failed  chan struct{}
+	failErr error
 
 	// live mirrors conn while connected, so that publishes, which all ask
 	// for it, need no lock.
@@ -98,7 +102,7 @@ func NewBroker(opts ...Option) *Broker {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Broker{s: &state{cfg: cfg, ready: make(chan struct{})}}
+	return &Broker{s: &state{cfg: cfg, ready: make(chan struct{}), failed: make(chan struct{})}}
 }
 
 // Ready is closed once Connect (or Run's connect) has succeeded: every
@@ -324,17 +328,36 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Run connects, serves until ctx ends, then shuts down within the shutdown
-// timeout. It returns Connect's error, or Shutdown's. Ready is closed once
-// it has connected and every registered subscription reads.
+// Run connects, serves until ctx ends or a subscription ends on its own
+// (its stream was deleted), then shuts down within the shutdown timeout. It
+// returns Connect's error, or the subscription's (an ErrStream error)
+// joined with Shutdown's. Ready is closed once it has connected and every
+// registered subscription reads.
 func (b *Broker) Run(ctx context.Context) error {
 	if err := b.Connect(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var failErr error
+	select {
+	case <-ctx.Done():
+	case <-b.s.failed:
+		b.s.mu.Lock()
+		failErr = b.s.failErr
+		b.s.mu.Unlock()
+	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.s.cfg.shutdownTimeout)
 	defer cancel()
-	return b.Shutdown(stopCtx)
+	return errors.Join(failErr, b.Shutdown(stopCtx))
+}
+
+// failed records the first subscription that ended on its own.
+func (b *Broker) failed(err error) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.failErr == nil {
+		b.s.failErr = err
+		close(b.s.failed)
+	}
 }
 
 // Outgoing is one record on its way to a stream, its key already resolved.

@@ -14,7 +14,7 @@
 //		return err
 //	}
 //	errc := make(chan error, 1)
-//	go func() { errc <- b.Run(ctx) }() // connect, serve until ctx ends, shut down
+//	go func() { errc <- b.Run(ctx) }() // connect, serve until ctx ends (or a stream is deleted), shut down
 //	select {
 //	case <-b.Ready(): // every subscription reads its shards
 //	case err := <-errc:

@@ -350,6 +350,7 @@ type Subscription struct {
 	run   *subRun       // while running
 	idle  chan struct{} // closed when the last run's lanes have exited
 	done  chan struct{}
+	err   error // why the subscription ended on its own (Err)
 
 	// While subStarting: abort cancels the start, started is closed once
 	// it has returned (having stopped whatever it started if it was
@@ -379,9 +380,40 @@ func (s *Subscription) endStart() {
 // Stream is the stream the subscription reads.
 func (s *Subscription) Stream() string { return s.stream }
 
-// Done is closed when the subscription has fully stopped (Stop, or the
-// broker's Shutdown).
+// Done is closed when the subscription has fully stopped (Stop, the
+// broker's Shutdown, or an end of its own: see Err).
 func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err returns why the subscription ended on its own, or nil (while it runs,
+// and after Stop or Shutdown). A subscription ends on its own when its
+// stream is deleted: the error matches ErrStream. The broker's Run then
+// shuts down and returns it too.
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// fail ends run r of s on its own with err (the coordinator stopped reading
+// for good): s stops (leases released, lanes finished) and the broker's Run
+// returns err. It runs on a goroutine of its own.
+func (s *Subscription) fail(r *subRun, cause error) {
+	err := &Error{Kind: ErrStream, Op: "read", Stream: s.stream, Err: cause}
+	s.mu.Lock()
+	if s.run != r || s.state != subRunning || s.err != nil {
+		s.mu.Unlock()
+		return // stopped meanwhile, or reported already
+	}
+	s.err = err
+	s.mu.Unlock()
+	s.log.Error("subscription ended: its stream was deleted", "err", cause)
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.stopBound())
+	defer cancel()
+	if serr := s.Stop(ctx); serr != nil {
+		s.log.Warn("stopping the subscription of a deleted stream", "err", serr)
+	}
+	s.b.failed(err)
+}
 
 // Subscribe registers h on stream. Before Connect it is started by Connect;
 // after Connect it starts at once and returns when every owned shard has its

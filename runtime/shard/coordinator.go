@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -85,6 +87,11 @@ type Config struct {
 	// and releases; the asker takes the lease by force after all of it.
 	// Default Failover.
 	Handoff time.Duration
+	// OnFail, when set, is called once when the coordinator stops reading
+	// for good while running: the stream was deleted (the error matches
+	// ErrStreamDeleted). It is called from one of the coordinator's
+	// goroutines and must not block; Stop still releases the leases.
+	OnFail func(error)
 }
 
 const (
@@ -183,6 +190,7 @@ type Coordinator struct {
 	obs     *observer
 	epoch   time.Time // the zero of the lease fences' monotonic clock
 	drained bool      // Stop waits for the workers: a fence starts none
+	failErr error     // why the coordinator stopped reading for good (Err)
 
 	passMu sync.Mutex // one sync pass at a time
 	ctx    context.Context
@@ -269,6 +277,52 @@ func (c *Coordinator) abort() {
 	ctx, cancel := context.WithTimeout(context.Background(), finalWrites)
 	defer cancel()
 	_ = c.Stop(ctx)
+}
+
+// Err returns why the coordinator stopped reading for good while running
+// (an error matching ErrStreamDeleted), or nil.
+func (c *Coordinator) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failErr
+}
+
+// streamDeleted checks, after op failed with a not-found error, whether
+// the stream itself is gone (the service does not know it, or is deleting
+// it). If so the coordinator stops reading for good: every reader stops,
+// no pass runs any more, and OnFail is told. A shard that is gone while
+// the stream lives (past retention) is not this.
+func (c *Coordinator) streamDeleted(ctx context.Context, op string, cause error) bool {
+	if classify(cause) != classGone {
+		return false
+	}
+	out, err := c.cfg.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.cfg.Stream)})
+	switch {
+	case err != nil && classify(err) == classGone:
+	case err == nil && out.StreamDescriptionSummary != nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusDeleting:
+	default:
+		return false
+	}
+	c.mu.Lock()
+	if c.failErr != nil || c.state != running {
+		c.mu.Unlock()
+		return true
+	}
+	c.failErr = &Error{Op: op, Stream: c.cfg.Stream, Err: fmt.Errorf("%w: %w", ErrStreamDeleted, cause)}
+	failErr := c.failErr
+	c.mu.Unlock()
+	c.log.Error("stream deleted; reading stopped", "err", cause)
+	for _, o := range c.snapshot() {
+		o.mu.Lock() // bounded: a write in flight has a deadline
+		if o.sess != nil {
+			o.sess.cancel()
+		}
+		o.mu.Unlock()
+	}
+	if c.cfg.OnFail != nil {
+		c.cfg.OnFail(failErr)
+	}
+	return true
 }
 
 // Owned returns the ids of the shards whose leases this coordinator holds.

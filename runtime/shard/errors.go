@@ -14,6 +14,9 @@ var (
 	ErrStopped = errors.New("shard: coordinator not running")
 	// ErrNotOwned: a seek named a shard this coordinator does not read.
 	ErrNotOwned = errors.New("shard: shard not owned")
+	// ErrStreamDeleted: the stream was deleted (the service no longer
+	// knows it, or is deleting it); the coordinator stopped reading it.
+	ErrStreamDeleted = errors.New("shard: stream deleted")
 )
 
 // Error is a failure of one Kinesis or lease-store operation, with the stream

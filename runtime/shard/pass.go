@@ -24,7 +24,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	defer cancel()
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
-	if !c.running() {
+	if !c.running() || c.Err() != nil {
 		return nil
 	}
 	c.mu.Lock()
@@ -38,6 +38,8 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			fresh, err = NewLineage(shards)
 		}
 		switch {
+		case err != nil && lin != nil && c.streamDeleted(ctx, "ListShards", err):
+			return nil // reported through Err and OnFail
 		case err != nil && lin == nil:
 			return &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
 		case err != nil:

@@ -269,7 +269,13 @@ func (c *Coordinator) gone(ctx context.Context, id string, err error) bool {
 		return false
 	}
 	_, listed, lerr := c.listShard(ctx, id)
-	return lerr == nil && !listed
+	if lerr != nil {
+		// The listing fails too: the stream may be deleted. If so every
+		// reader stops and the coordinator reports it.
+		c.streamDeleted(ctx, "read", err)
+		return false
+	}
+	return !listed
 }
 
 // listShard lists the stream now and returns one shard of it.

@@ -1,0 +1,114 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// readCounter counts GetRecords calls.
+type readCounter struct {
+	kinesisapi.API
+	reads atomic.Int64
+}
+
+func (c *readCounter) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	c.reads.Add(1)
+	return c.API.GetRecords(ctx, in, o...)
+}
+
+// A subscription whose stream is deleted ends with an ErrStream error that
+// the program sees: its Done closes, Err says why, Run returns it, and no
+// GetRecords call is made any more. (Before the fix the readers retried
+// GetRecords for ever, and nothing but a log line said so.)
+func TestDeletedStreamEndsTheSubscription(t *testing.T) {
+	testDeletedStream(t, kinesistest.New())
+}
+
+// The same on kinesalite.
+func TestDeletedStreamEndsTheSubscriptionOnKinesalite(t *testing.T) {
+	url := livetest.KinesisEndpoint(t)
+	testDeletedStream(t, kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) }))
+}
+
+func testDeletedStream(t *testing.T, api kinesisapi.API) {
+	client := &readCounter{API: api}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream := fmt.Sprintf("doomed-%d", time.Now().UnixNano())
+	if _, err := api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(stream), ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == "ACTIVE" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stream not active: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b := runtime.NewBroker(runtime.WithKinesisClient(client), runtime.WithShutdownTimeout(2*time.Second))
+	sub, err := runtime.Subscribe(b, stream, func(context.Context, runtime.RawRecord, runtime.Delivery) runtime.Outcome {
+		return runtime.Ack()
+	}, runtime.PollInterval(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	ran := make(chan error, 1)
+	go func() { ran <- b.Run(runCtx) }()
+	select {
+	case <-b.Ready():
+	case err := <-ran:
+		t.Fatalf("Run: %v", err)
+	}
+	if err := sub.Err(); err != nil {
+		t.Fatalf("Err of a running subscription: %v, want nil", err)
+	}
+
+	deleted := time.Now()
+	if _, err := api.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: aws.String(stream)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.Done():
+		t.Logf("subscription ended %v after its stream was deleted", time.Since(deleted).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatalf("subscription still running 10 s after its stream was deleted (%d GetRecords calls)", client.reads.Load())
+	}
+	if err := sub.Err(); !errors.Is(err, runtime.ErrStream) {
+		t.Fatalf("Err = %v, want an ErrStream error", err)
+	}
+	t.Logf("Err: %v", sub.Err())
+	select {
+	case err := <-ran:
+		if !errors.Is(err, runtime.ErrStream) {
+			t.Fatalf("Run returned %v, want the subscription's ErrStream error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run still running after its subscription's stream was deleted")
+	}
+	n := client.reads.Load()
+	time.Sleep(time.Second)
+	if more := client.reads.Load() - n; more != 0 {
+		t.Fatalf("%d GetRecords calls in the second after the subscription ended", more)
+	}
+}
