@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
@@ -96,4 +98,60 @@ func BenchmarkPublishAll(b *testing.B) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkPublishAggregated publishes the messages of BenchmarkPublish
+// over 10,000 keys to the in-process backend, plain and aggregated, side by
+// side: messages per second, and the Kinesis records and bytes (data plus
+// key) stored per message.
+func BenchmarkPublishAggregated(b *testing.B) {
+	for _, agg := range []bool{false, true} {
+		name := "plain"
+		if agg {
+			name = "aggregated"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s := kinesistest.New()
+			stream := createStream(ctx, b, s, 4)
+			br := runtime.NewBroker(runtime.WithKinesisClient(s))
+			if err := br.Connect(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer br.Shutdown(ctx)
+			p := runtime.NewPublisher[benchEvent](br, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
+			body := strings.Repeat("x", 130)
+			keys := make([]string, 10000)
+			for i := range keys {
+				keys[i] = "customer-" + strconv.Itoa(i)
+			}
+			var next atomic.Int64
+			b.SetParallelism(512)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				// Each goroutine publishes under its own keys, one after another.
+				g := int(next.Add(1))
+				for i := 0; pb.Next(); i++ {
+					k := keys[(g+i*4096)%len(keys)]
+					if err := p.Message(benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body}).PartitionKey(k).Publish(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			recs, err := s.Records(stream)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytes := 0
+			for _, r := range recs {
+				bytes += len(r.Data) + len(*r.PartitionKey)
+			}
+			b.ReportMetric(float64(len(recs))/float64(b.N), "records/msg")
+			b.ReportMetric(float64(bytes)/float64(b.N), "bytes/msg")
+		})
+	}
 }
