@@ -40,4 +40,4 @@ bench:
 
 # Side-by-side benchmarks against kinesalite (BENCHMARKS.md has the figures).
 bench-kinesalite:
-	bash scripts/with-servers.sh sh -c '$(GO) run ./internal/bench/publishbench && cd bench && $(GO) run ./cmd/drain && $(GO) run ./cmd/idle'
+	bash scripts/with-servers.sh sh -c '$(GO) run ./internal/bench/publishbench && cd bench && $(GO) run ./cmd/drain && $(GO) run ./cmd/idle && $(GO) run ./cmd/aggregate'
