@@ -73,6 +73,7 @@ type state struct {
 	// was deleted); failErr is its error. Run returns it.
 	failed  chan struct{}
 	failErr error
+	failing sync.WaitGroup // subscriptions stopping themselves (startFail)
 
 	// live mirrors conn while connected, so that publishes, which all ask
 	// for it, need no lock.
@@ -316,7 +317,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	c.logger.Debug("kinesis broker shutting down", "owner", c.owner)
 
 	// Subscriptions stop first: their handlers may still publish replies.
+	// One that is stopping itself (its stream deleted) is waited for too.
 	err := b.stopSubscriptions(ctx)
+	s.failing.Wait()
 
 	s.mu.Lock()
 	s.phase = phaseClosed

@@ -226,7 +226,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Failover:   cfg.failover,
 		Checkpoint: cfg.checkpointEvery,
 		Sink:       r.lanes.submit,
-		OnFail:     func(err error) { go s.fail(r, err) },
+		OnFail:     func(err error) { s.b.startFail(s, r, err) },
 		// In every lane mode a shard has at most this many records out
 		// past its oldest unsettled one: a stuck handler pauses the
 		// shard's reader, as a full by-key lane does, and bounds what a
@@ -260,7 +260,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	s.run = r
 	s.mu.Unlock()
 	if err := coord.Err(); err != nil { // failed before the run was set
-		go s.fail(r, err)
+		s.b.startFail(s, r, err)
 	}
 	r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey)
 	return nil

@@ -394,9 +394,25 @@ func (s *Subscription) Err() error {
 	return s.err
 }
 
+// startFail runs s.fail on a goroutine that Shutdown waits for; once
+// Shutdown has begun it stops every subscription itself.
+func (b *Broker) startFail(s *Subscription, r *subRun, cause error) {
+	b.s.mu.Lock()
+	if b.s.phase >= phaseClosing {
+		b.s.mu.Unlock()
+		return
+	}
+	b.s.failing.Add(1)
+	b.s.mu.Unlock()
+	go func() {
+		defer b.s.failing.Done()
+		s.fail(r, cause)
+	}()
+}
+
 // fail ends run r of s on its own with err (the coordinator stopped reading
 // for good): s stops (leases released, lanes finished) and the broker's Run
-// returns err. It runs on a goroutine of its own.
+// returns err.
 func (s *Subscription) fail(r *subRun, cause error) {
 	err := &Error{Kind: ErrStream, Op: "read", Stream: s.stream, Err: cause}
 	s.mu.Lock()
