@@ -38,7 +38,16 @@
 // writes the settled prefix, or, if none settled, the first record out
 // ("at" it), so the next owner reads the rest again. A failed write that
 // finds another owner stops the reader at once and abandons its unsettled
-// records (fencing).
+// records (fencing). An owner that has not written a lease successfully
+// for Failover less a margin (a fifth of it), counted on its monotonic
+// clock from when that write was sent, fences itself the same way before
+// anyone can take the lease, as the KCL does, and reads the shard again
+// only if it takes the lease back. Every lease-store call has a deadline
+// of Failover/3 and every Kinesis call one of Failover (1 s to 30 s); Stop
+// cancels a pass stuck in a call instead of waiting for it. A handoff whose
+// release fails retries it, and keeps the lease (clearing the request)
+// when it still fails after Handoff. A stream that is deleted stops every
+// reader and is reported once through Err and Config.OnFail.
 // Seek starts a new reader generation whose records alone move the
 // checkpoint, and writes the position it sought to the lease.
 package shard
