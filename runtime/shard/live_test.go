@@ -436,3 +436,13 @@ func TestLiveLatestPinFollowsTheServiceClock(t *testing.T) {
 		}
 	})
 }
+
+func TestLivePinnedShardSplitWhileReleasedIsReadToItsEnd(t *testing.T) {
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		for _, n := range []int{3, 0} {
+			t.Run(fmt.Sprintf("%d on the parent", n), func(t *testing.T) {
+				testPinnedShardSplitWhileReleased(t, liveEnv(t, srv, 1), n)
+			})
+		}
+	})
+}

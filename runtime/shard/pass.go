@@ -287,6 +287,9 @@ type startAt struct {
 	// delivered and settled before.
 	skip bool
 	sub  int64
+	// since, with TRIM_HORIZON, skips the records that arrived before it,
+	// up to the first that did not: AT_TIMESTAMP read by the client.
+	since time.Time
 	// lazy: the position does not depend on when its iterator is fetched
 	// and cannot be refused (a time pin of ours), so the reader fetches it,
 	// retrying, instead of the pass: kinesalite never answers an

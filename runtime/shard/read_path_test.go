@@ -340,3 +340,34 @@ func (c *faultyReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 	}
 	return c.API.GetRecords(ctx, in, o...)
 }
+
+// Issues 9, scenarios 1 and 2, with a reshard: a shard opened at Latest is
+// released before its first record, then split. The next owner resumes the
+// closed parent at its pin, reads it to its end and starts the children:
+// records written to the parent after the pin and to the children are read.
+// With no record on the parent after the pin, the parent is read to its
+// end all the same (kinesalite never answers AT_TIMESTAMP there).
+func TestPinnedShardSplitWhileReleasedIsReadToItsEnd(t *testing.T) {
+	for _, n := range []int{3, 0} {
+		t.Run(fmt.Sprintf("%d on the parent", n), func(t *testing.T) {
+			e, _ := memEnv(t, 1)
+			testPinnedShardSplitWhileReleased(t, e, n)
+		})
+	}
+}
+
+func testPinnedShardSplitWhileReleased(t *testing.T, e *env, onParent int) {
+	a := e.start(e.config("a", newCollector().sink))
+	parent := e.shards()[0]
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	e.publish(want, onParent, 3) // on the parent, after a's opening
+	split(t, e, parent)
+	waitOpen(t, e, 2)
+	e.publish(want, 10, 10) // on the children
+	col := newCollector()
+	e.start(e.config("b", col.sink))
+	checkKeyOrder(t, col.waitN(t, onParent+10), want)
+}

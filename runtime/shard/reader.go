@@ -39,6 +39,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	waiter, _ := c.cfg.Client.(recordWaiter)
 	resume := s.from // where a new iterator starts if this one expires
 	skip := s.from.skip
+	var before time.Time  // skip records that arrived before it (resume.since)
 	opening := iter == "" // a lazy start: fetch the first iterator here
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
 	limit := c.cfg.BatchSize
@@ -111,11 +112,30 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	deliver := func(recs []types.Record) error {
 		for i := range recs {
 			arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
+			if !before.IsZero() {
+				if arrival.Before(before) {
+					continue
+				}
+				before = time.Time{}
+			}
 			if err := userRecords(&recs[i], hashRange, emit); err != nil {
 				return err
 			}
 		}
 		return flush()
+	}
+	// byArrival, when a time cannot be opened on a closed shard (kinesalite
+	// never answers AT_TIMESTAMP past a closed shard's last record, so the
+	// shard would never end and its children never start), reads it from
+	// its horizon instead and skips what arrived before the time: the same
+	// records, by the service's own stamps.
+	byArrival := func() bool {
+		if resume.typ != types.ShardIteratorTypeAtTimestamp || !c.closedShard(o.shard) {
+			return false
+		}
+		log.Debug("reading a closed shard from its horizon instead of AT_TIMESTAMP", "time", resume.ts)
+		resume = startAt{typ: types.ShardIteratorTypeTrimHorizon, since: resume.ts}
+		return true
 	}
 	for ctx.Err() == nil {
 		if iter == "" {
@@ -142,6 +162,9 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 					c.finishGone(ctx, o, s)
 					return
 				}
+				if byArrival() {
+					continue
+				}
 				log.Warn("opening the shard failed; retrying", "at", string(resume.typ), "sequence", resume.seq, "time", resume.ts, "err", ierr)
 				if opening {
 					sleep(ctx, bo.next())
@@ -152,7 +175,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			if next == "" {
 				continue
 			}
-			iter, skip = next, resume.skip
+			iter, skip, before = next, resume.skip, resume.since
 			continue
 		}
 		began := time.Now()
@@ -173,12 +196,15 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 						c.finishGone(ctx, o, s)
 						return
 					}
+					if byArrival() {
+						continue
+					}
 					log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
 					sleep(ctx, bo.next())
 					continue
 				}
 				log.Debug("iterator expired; renewed", "at", string(resume.typ), "sequence", resume.seq)
-				iter, skip = next, resume.skip
+				iter, skip, before = next, resume.skip, resume.since
 			case classThrottle:
 				log.Debug("GetRecords throttled; backing off", "err", err)
 				sleep(ctx, bo.next())
