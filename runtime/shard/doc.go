@@ -20,9 +20,10 @@
 // when the stream says it is closed. It starts at its checkpoint, else (a
 // child) at its trim horizon, else at Config.Start.
 //
-// An opening at Latest is pinned at once: the lease holds the time its
-// iterator was made at (by the service's clock, from its Date header, less
-// a margin) until a record settles, and the reader reopens there if its
+// A lease that would open at Latest is created pinned at the listing that
+// found its shard, and an opening at Latest is pinned at once: the lease
+// holds the time (by the service's clock, from its Date header, less a
+// margin) until a record settles, and the reader reopens there if its
 // iterator expires before it delivered a record. So no record written
 // after a shard was first opened is skipped, whether the iterator expires,
 // the owner stops, hands over, loses the lease or crashes; a few written

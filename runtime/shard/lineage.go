@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -198,21 +199,34 @@ func (l *Lineage) OpenShardFor(partitionKey string) (string, bool) {
 // listShards returns every shard of stream, following NextToken. A token
 // that expired mid-listing restarts the listing once.
 func listShards(ctx context.Context, client kinesisapi.API, stream string) ([]types.Shard, error) {
+	shards, _, err := listShardsAt(ctx, client, stream)
+	return shards, err
+}
+
+// listShardsAt is listShards that also returns a time (see serviceTime) at
+// or before the listing: a record written after the listing arrived at or
+// after it.
+func listShardsAt(ctx context.Context, client kinesisapi.API, stream string) ([]types.Shard, time.Time, error) {
 	for attempt := 0; ; attempt++ {
 		var out []types.Shard
+		var at time.Time
 		in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 		for {
+			sent := time.Now()
 			page, err := client.ListShards(ctx, in)
 			if err != nil {
 				var expired *types.ExpiredNextTokenException
 				if errors.As(err, &expired) && attempt == 0 {
 					break
 				}
-				return nil, err
+				return nil, time.Time{}, err
+			}
+			if at.IsZero() {
+				at = serviceTime(page.ResultMetadata, sent)
 			}
 			out = append(out, page.Shards...)
 			if aws.ToString(page.NextToken) == "" {
-				return out, nil
+				return out, at, nil
 			}
 			// With a NextToken the service refuses StreamName.
 			in = &kinesis.ListShardsInput{NextToken: page.NextToken}

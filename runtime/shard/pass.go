@@ -11,6 +11,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -31,8 +32,10 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	lin := c.lineage
 	c.mu.Unlock()
 	var errs []error
+	var listedAt time.Time
 	if relist || lin == nil {
-		shards, err := listShards(ctx, c.cfg.Client, c.cfg.Stream)
+		shards, at, err := listShardsAt(ctx, c.cfg.Client, c.cfg.Stream)
+		listedAt = at
 		var fresh *Lineage
 		if err == nil {
 			fresh, err = NewLineage(shards)
@@ -62,28 +65,43 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	for _, l := range leases {
 		byShard[l.ShardID] = l
 	}
+	pinnedHere := map[string]bool{}
 	if relist {
 		// A subscription new to the stream that starts at Latest begins at
 		// today's tip, as the KCL does: closed shards count as read and open
 		// children start at their tip instead of their horizon.
+		//
+		// A lease that would open at Latest is created pinned at the time of
+		// this listing (pinLatest), so that whoever opens it, whenever,
+		// reads every record written since: an owner whose first opening
+		// fails (or that is fenced first) leaves no gap. The opener of a
+		// lease this pass created opens at Latest all the same, and pins
+		// that.
 		c.mu.Lock()
-		fresh := len(leases) == 0 && c.start.Kind == Latest
+		start := c.start
 		c.mu.Unlock()
+		fresh := len(leases) == 0 && start.Kind == Latest
 		for _, id := range lin.IDs() {
 			if _, ok := byShard[id]; ok {
 				continue
 			}
 			info, _ := lin.Shard(id)
-			checkpoint := ""
+			checkpoint, sub := "", int64(0)
 			switch {
 			case fresh && info.Closed:
 				checkpoint = lease.CheckpointShardEnd
+			case (fresh || !c.hasParent(info, lin, byShard)) && !listedAt.IsZero() &&
+				positionFor(start, id).typ == types.ShardIteratorTypeLatest:
+				checkpoint, sub = lease.CheckpointAtTimestamp, pinMillis(listedAt)
 			case fresh && lin.HasListedParent(id):
 				checkpoint = lease.CheckpointLatest
 			}
-			l, err := c.createLease(ctx, info, checkpoint)
+			l, created, err := c.createLease(ctx, info, checkpoint, sub)
 			if err != nil {
 				return err
+			}
+			if created && checkpoint == lease.CheckpointAtTimestamp {
+				pinnedHere[id] = true
 			}
 			byShard[id] = l
 			leases = append(leases, l)
@@ -152,6 +170,9 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		if !ready {
 			continue
 		}
+		if pinnedHere[l.ShardID] && from.lazy {
+			from = startAt{typ: types.ShardIteratorTypeLatest}
+		}
 		if err := c.open(ctx, o, from); err != nil {
 			errs = append(errs, err)
 		}
@@ -184,26 +205,41 @@ func (c *Coordinator) holds(key string) bool {
 }
 
 // createLease stores the lease of a newly found shard (or reads the one
-// another instance created first).
-func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint string) (lease.Lease, error) {
-	l, created, err := c.putLease(ctx, info, checkpoint)
+// another instance created first: created is false then).
+func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint string, sub int64) (lease.Lease, bool, error) {
+	l, created, err := c.putLease(ctx, info, checkpoint, sub)
 	if err != nil || created {
-		return l, err
+		return l, created, err
 	}
 	got, err := c.cfg.Leases.Get(ctx, l.Key)
 	if err != nil {
-		return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+		return lease.Lease{}, false, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
 	}
-	return got, nil
+	return got, false, nil
+}
+
+// hasParent reports whether a parent of the shard is listed or has a lease:
+// then it is a child, read from its horizon once they are finished.
+func (c *Coordinator) hasParent(info Info, lin *Lineage, byShard map[string]lease.Lease) bool {
+	for _, p := range info.Parents {
+		if _, ok := byShard[p]; ok {
+			return true
+		}
+		if _, ok := lin.Shard(p); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // putLease stores the lease of a newly found shard unless one exists
 // (created is false then, and l is the lease it would have stored).
-func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string) (l lease.Lease, created bool, err error) {
+func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string, sub int64) (l lease.Lease, created bool, err error) {
 	l = lease.Lease{
 		Key:             lease.KeyFor(c.cfg.Namespace, info.ID),
 		ShardID:         info.ID,
 		Checkpoint:      checkpoint,
+		SubSequence:     sub,
 		ParentShardIDs:  slices.Clone(info.Parents),
 		StartingHashKey: info.StartingHashKey,
 		EndingHashKey:   info.EndingHashKey,
@@ -353,11 +389,7 @@ func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) 
 		out, err := c.cfg.Client.GetShardIterator(cctx, in)
 		cancel()
 		if err == nil {
-			since := sent.Add(-localPinMargin)
-			if st, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok {
-				since = st.Add(-time.Since(sent) - serverPinMargin)
-			}
-			return aws.ToString(out.ShardIterator), since, nil
+			return aws.ToString(out.ShardIterator), serviceTime(out.ResultMetadata, sent), nil
 		}
 		if cl := classify(err); (cl == classThrottle || cl == classRetry) && attempt < 5 && ctx.Err() == nil && sleep(ctx, bo.next()) {
 			continue
@@ -429,9 +461,24 @@ func pinLatest(since time.Time) startAt {
 }
 
 // writePin checkpoints a time pin: CheckpointAtTimestamp with the time in
-// Unix milliseconds (rounded down) as its sub-sequence number.
+// Unix milliseconds as its sub-sequence number.
 func (c *Coordinator) writePin(ctx context.Context, l lease.Lease, at startAt) (lease.Lease, error) {
-	return c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointAtTimestamp, max(at.ts.UnixMilli(), 1))
+	return c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointAtTimestamp, pinMillis(at.ts))
+}
+
+// pinMillis is a pin's time in Unix milliseconds, rounded down (at least 1:
+// 0 is the KCL's AT_TIMESTAMP sentinel).
+func pinMillis(t time.Time) int64 { return max(t.UnixMilli(), 1) }
+
+// serviceTime returns a time, by the service's clock where the answer says
+// it, at or before the moment a call sent at sent was served: the answer's
+// Date header (whole seconds, rounded down) less the call's duration and
+// serverPinMargin, else the local clock less localPinMargin.
+func serviceTime(md middleware.Metadata, sent time.Time) time.Time {
+	if st, ok := awsmiddleware.GetServerTime(md); ok {
+		return st.Add(-time.Since(sent) - serverPinMargin)
+	}
+	return sent.Add(-localPinMargin)
 }
 
 // reposition moves a running reader to p (Seek): the old generation is

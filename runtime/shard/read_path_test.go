@@ -371,3 +371,35 @@ func testPinnedShardSplitWhileReleased(t *testing.T, e *env, onParent int) {
 	e.start(e.config("b", col.sink))
 	checkKeyOrder(t, col.waitN(t, onParent+10), want)
 }
+
+// Issue 9, scenario 2, at Start: the first owner of a shard at Latest does
+// not get to open it (its GetShardIterator is slower than the fence, so it
+// stops using the lease before its reader starts). Start returns all the
+// same; a record published after it must be read by whoever opens the
+// shard next, not skipped by an opening at a later Latest: the lease was
+// created pinned at the listing that found the shard.
+func TestFirstOpeningThatNeverHappensLosesNothing(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Client = slowIterators{API: e.client, d: 2 * cfg.Failover}
+	a := e.start(cfg)
+	want := map[string]int{}
+	e.publish(want, 3, 3)
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	e.start(e.config("b", col.sink))
+	checkKeyOrder(t, col.waitN(t, 3), want)
+}
+
+// slowIterators answers GetShardIterator after d.
+type slowIterators struct {
+	kinesisapi.API
+	d time.Duration
+}
+
+func (c slowIterators) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	time.Sleep(c.d)
+	return c.API.GetShardIterator(ctx, in, o...)
+}

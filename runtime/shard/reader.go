@@ -411,7 +411,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 				info, _ := lin.Shard(id)
 				// Whether it is new or was there already, nothing here
 				// needs the stored lease: the next pass lists it.
-				if _, _, err := c.putLease(ctx, info, ""); err != nil {
+				if _, _, err := c.putLease(ctx, info, "", 0); err != nil {
 					log.Warn("child lease not created; the next listing creates it", "child", id, "err", err)
 				}
 			}
