@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -32,5 +33,8 @@ func TestConformanceKinesisMock(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		New:        func(*testing.T) kinesisapi.API { return client },
 		Deviations: conformance.KinesisMock,
+		// It answers a call in tens to hundreds of milliseconds on a loaded
+		// machine, and the Throttling case makes 2,500 records and 20 reads.
+		Timeout: 90 * time.Second,
 	})
 }
