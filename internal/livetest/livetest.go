@@ -27,14 +27,18 @@ func KinesisMockEndpoint(t testing.TB) string { return endpoint(t, EnvKinesisMoc
 type KinesisServer struct {
 	Name     string // "kinesalite" or "kinesis-mock", for subtest names and messages
 	Endpoint func(testing.TB) string
+	// Slow is how many times kinesalite's time bounds a test gives this
+	// server: kinesis-mock answers a call in tens to hundreds of
+	// milliseconds on a loaded machine, and a second or more at worst.
+	Slow int
 }
 
 // KinesisServers are the local Kinesis servers every live Kinesis test runs
 // against: kinesalite, and kinesis-mock, which sends ChildShards at a
 // shard's end and paginates ListShards as the service does.
 var KinesisServers = []KinesisServer{
-	{Name: "kinesalite", Endpoint: KinesisEndpoint},
-	{Name: "kinesis-mock", Endpoint: KinesisMockEndpoint},
+	{Name: "kinesalite", Endpoint: KinesisEndpoint, Slow: 1},
+	{Name: "kinesis-mock", Endpoint: KinesisMockEndpoint, Slow: 3},
 }
 
 // DynamoDBEndpoint returns the dynalite endpoint URL.

@@ -28,6 +28,7 @@ type env struct {
 	stream string
 	store  lease.Store
 	live   bool
+	slow   int // a live server's livetest.KinesisServer.Slow (0: in-process)
 }
 
 var streamSeq atomic.Int64
@@ -122,7 +123,7 @@ func (e *env) config(owner string, sink shard.Sink) shard.Config {
 		Poll:       200 * time.Millisecond,
 		Sync:       100 * time.Millisecond,
 		Renew:      50 * time.Millisecond,
-		Failover:   500 * time.Millisecond,
+		Failover:   time.Duration(max(e.slow, 1)) * 500 * time.Millisecond, // also bounds each Kinesis call (at least 1 s)
 		Checkpoint: 20 * time.Millisecond,
 		Logger:     testLogger(),
 	}
