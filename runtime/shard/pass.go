@@ -72,11 +72,11 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		// children start at their tip instead of their horizon.
 		//
 		// A lease that would open at Latest is created pinned at the time of
-		// this listing (pinLatest), so that whoever opens it, whenever,
-		// reads every record written since: an owner whose first opening
-		// fails (or that is fenced first) leaves no gap. The opener of a
-		// lease this pass created opens at Latest all the same, and pins
-		// that.
+		// this listing (pinLatest) rather than with the KCL's LATEST, so
+		// that whoever opens it, whenever, reads every record written since:
+		// an owner whose first opening fails (or that is fenced first)
+		// leaves no gap. The opener of a lease this pass created opens at
+		// Latest all the same, and pins that.
 		c.mu.Lock()
 		start := c.start
 		c.mu.Unlock()
@@ -90,11 +90,8 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			switch {
 			case fresh && info.Closed:
 				checkpoint = lease.CheckpointShardEnd
-			case (fresh || !c.hasParent(info, lin, byShard)) && !listedAt.IsZero() &&
-				positionFor(start, id).typ == types.ShardIteratorTypeLatest:
+			case fresh || (!c.hasParent(info, lin, byShard) && positionFor(start, id).typ == types.ShardIteratorTypeLatest):
 				checkpoint, sub = lease.CheckpointAtTimestamp, pinMillis(listedAt)
-			case fresh && lin.HasListedParent(id):
-				checkpoint = lease.CheckpointLatest
 			}
 			l, created, err := c.createLease(ctx, info, checkpoint, sub)
 			if err != nil {
