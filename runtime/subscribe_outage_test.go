@@ -16,6 +16,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // readCounter counts GetRecords calls.
@@ -110,5 +111,92 @@ func testDeletedStream(t *testing.T, api kinesisapi.API) {
 	time.Sleep(time.Second)
 	if more := client.reads.Load() - n; more != 0 {
 		t.Fatalf("%d GetRecords calls in the second after the subscription ended", more)
+	}
+}
+
+// heldLeases holds every lease-store call while open, until the caller
+// gives up (an endpoint that takes requests and never answers).
+type heldLeases struct {
+	lease.Store
+	open atomic.Bool
+	held atomic.Int64
+}
+
+func (s *heldLeases) hold(ctx context.Context) error {
+	if !s.open.Load() {
+		return nil
+	}
+	s.held.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *heldLeases) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	if err := s.hold(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.List(ctx, ns)
+}
+
+func (s *heldLeases) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if err := s.hold(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Renew(ctx, l)
+}
+
+func (s *heldLeases) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	if err := s.hold(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Checkpoint(ctx, l, cp, sub)
+}
+
+func (s *heldLeases) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if err := s.hold(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Release(ctx, l)
+}
+
+// Shutdown returns in bounded time while the lease store holds every call
+// (issue 9, scenario 10: a SIGTERM used to hang on the lock a pass stuck in
+// such a call held).
+func TestShutdownWhileLeaseStoreHoldsCalls(t *testing.T) {
+	store := &heldLeases{Store: lease.NewMemory()}
+	b, srv := kinesistest.NewBrokerServer(runtime.WithLeaseStore(store), runtime.WithShutdownTimeout(time.Second),
+		runtime.WithFailoverTime(time.Second), runtime.WithLeaseRenewInterval(100*time.Millisecond), runtime.WithShardSyncInterval(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("held"), ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Subscribe(b, "held", func(context.Context, runtime.RawRecord, runtime.Delivery) runtime.Outcome {
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store.open.Store(true)
+	for store.held.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no lease-store call was made while the store held them")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		done <- b.Shutdown(sctx)
+	}()
+	select {
+	case err := <-done:
+		t.Logf("Shutdown returned after %v: %v", time.Since(began).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown has not returned after 10 s while the lease store holds its calls")
 	}
 }
