@@ -24,6 +24,9 @@ type holeStore struct {
 	held atomic.Int64 // calls that went into the hole
 	// fail answers at once with errThrottled instead of holding the call.
 	fail bool
+	// writes counts the lease writes tried (renewals and checkpoints),
+	// held or not.
+	writes atomic.Int64
 }
 
 var errThrottled = errors.New("throttled (injected)")
@@ -69,6 +72,7 @@ func (s *holeStore) Take(ctx context.Context, l lease.Lease, owner string) (leas
 }
 
 func (s *holeStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.writes.Add(1)
 	if err := s.swallow(ctx, "renew"); err != nil {
 		return lease.Lease{}, err
 	}
@@ -76,6 +80,7 @@ func (s *holeStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, erro
 }
 
 func (s *holeStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	s.writes.Add(1)
 	if err := s.swallow(ctx, "checkpoint"); err != nil {
 		return lease.Lease{}, err
 	}

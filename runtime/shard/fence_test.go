@@ -24,14 +24,15 @@ func TestCutOffOwnerFencesItself(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			e, _ := memEnv(t, 2)
 			hole := &holeStore{Store: e.store, fail: mode.fail}
-			testCutOffOwnerFencesItself(t, e, hole, func(open bool) { hole.open.Store(open) })
+			testCutOffOwnerFencesItself(t, e, hole, func(open bool) { hole.open.Store(open) }, hole.writes.Load)
 		})
 	}
 }
 
 // testCutOffOwnerFencesItself runs the test above on e; storeA is the
-// store of the owner that is cut off, cut cuts it off and heals it.
-func testCutOffOwnerFencesItself(t *testing.T, e *env, storeA lease.Store, cut func(bool)) {
+// store of the owner that is cut off, cut cuts it off and heals it, writes
+// counts the lease writes (renewals, checkpoints) it has been sent.
+func testCutOffOwnerFencesItself(t *testing.T, e *env, storeA lease.Store, cut func(bool), writes func() int64) {
 	ids := e.shards()
 	cols := newCollectors(2)
 	colA, colB := cols[0], cols[1]
@@ -58,6 +59,13 @@ func testCutOffOwnerFencesItself(t *testing.T, e *env, storeA lease.Store, cut f
 	time.Sleep(200 * time.Millisecond) // a poll or two: a, if it still read, would have them too
 	if n := countKeys(colA.records(), "k"); n != 0 {
 		t.Fatalf("a, cut off from the lease store, delivered %d of the records published after b took its shards over", n)
+	}
+	// Fenced, a writes nothing more for the shards: no renewal, no
+	// checkpoint of what it had handed out.
+	w := writes()
+	time.Sleep(3 * cfgA.Renew)
+	if n := writes() - w; n != 0 {
+		t.Fatalf("a, fenced, sent %d lease writes in %v", n, 3*cfgA.Renew)
 	}
 
 	// Healed: a asks for its share, b hands it over, and nothing published

@@ -364,7 +364,7 @@ func TestLiveCutOffOwnerFencesItself(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			testCutOffOwnerFencesItself(t, e, liveDynamoDB(t, p.URL(), table), cut)
+			testCutOffOwnerFencesItself(t, e, liveDynamoDB(t, p.URL(), table), cut, func() int64 { return p.Requests("UpdateItem") })
 		})
 	}
 }
