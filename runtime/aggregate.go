@@ -29,9 +29,10 @@ const DefaultAggregateBytes = 50 << 10
 // An aggregate holds only messages whose partition keys hash into the
 // same open shard, and is put with an ExplicitHashKey in that shard's
 // range, so each message is read on the shard its own key maps to, under
-// its own key, and a key's messages keep their publish order (one
-// aggregate per shard is unresolved at a time). The shard map comes from
-// ListShards and is listed again when an aggregate lands on a shard other
+// its own key. A key's messages are in at most one unresolved aggregate at
+// a time (up to four aggregates of a shard are in flight, holding other
+// keys), so they keep their publish order across aggregates and retries.
+// The shard map comes from ListShards and is listed again when an aggregate lands on a shard other
 // than the one it was sent to (the stream was resharded); that aggregate's
 // messages are then sent again to their keys' new shards, before any later
 // message of those keys. A message too large to share a record with
@@ -114,10 +115,11 @@ type aggregator struct {
 type aggShard struct {
 	id       string
 	rng      shard.HashRange
-	hashKey  string     // the shard's starting hash key: every aggregate's ExplicitHashKey
-	queue    []*aggUnit // sealed, in order; the last may still be open
-	busy     bool       // a unit of this shard is in flight
-	openedAt time.Time  // when the last unit got its first message
+	hashKey  string         // the shard's starting hash key: every aggregate's ExplicitHashKey
+	queue    []*aggUnit     // sealed, in order; the last may still be open
+	inFlight int            // units of this shard in flight
+	keys     map[string]int // keys of the messages in flight → how many
+	openedAt time.Time      // when the last unit got its first message
 }
 
 // aggUnit is one record to put: an aggregate of messages, or one message
@@ -392,24 +394,59 @@ func (sh *aggShard) push(u *aggUnit, now time.Time) {
 	sh.queue = append(sh.queue, u)
 }
 
-// dispatch sends the next unit of every shard with nothing in flight:
-// at once when it is sealed (full, or followed by another) or the linger
-// is zero, else once its first message has lingered.
+// aggInFlightPerShard bounds the units of one shard in flight at once.
+const aggInFlightPerShard = 4
+
+// dispatch sends the units at the head of each shard's queue, in order,
+// while the shard has a free slot and the head holds no key that a unit in
+// flight holds too (a key has at most one unit unresolved, which keeps its
+// order across retries, as the batcher does for plain records). A sealed
+// unit (full, or followed by another) goes at once; the open one only when
+// nothing of its shard is in flight and its first message has lingered, so
+// that it fills while others are in flight.
 func (a *aggregator) dispatch(now time.Time) {
 	for _, sh := range a.shards {
-		if sh.busy || len(sh.queue) == 0 {
-			continue
+		for sh.inFlight < aggInFlightPerShard && len(sh.queue) > 0 {
+			u := sh.queue[0]
+			if !u.sealed && (sh.inFlight > 0 || now.Sub(sh.openedAt) < a.cfg.Linger) {
+				break
+			}
+			if sh.holdsAny(u.items) {
+				break
+			}
+			sh.queue[0] = nil
+			sh.queue = sh.queue[1:]
+			if len(sh.queue) > 0 {
+				sh.openedAt = now
+			}
+			a.send(u)
 		}
-		u := sh.queue[0]
-		if !u.sealed && now.Sub(sh.openedAt) < a.cfg.Linger {
-			continue
+	}
+}
+
+// holdsAny reports whether a message of one of items' keys is in flight.
+func (sh *aggShard) holdsAny(items []*entry) bool {
+	if len(sh.keys) == 0 {
+		return false
+	}
+	for _, e := range items {
+		if sh.keys[e.key] > 0 {
+			return true
 		}
-		sh.queue[0] = nil
-		sh.queue = sh.queue[1:]
-		if len(sh.queue) > 0 {
-			sh.openedAt = now
+	}
+	return false
+}
+
+// release marks the messages of a returned unit as no longer in flight;
+// called before they are resolved, as a resolved entry may be recycled.
+func (sh *aggShard) release(u *aggUnit) {
+	sh.inFlight--
+	for _, e := range u.items {
+		if n := sh.keys[e.key] - 1; n > 0 {
+			sh.keys[e.key] = n
+		} else {
+			delete(sh.keys, e.key)
 		}
-		a.send(u)
 	}
 }
 
@@ -443,14 +480,21 @@ func (a *aggregator) send(u *aggUnit) {
 		// the ExplicitHashKey puts it on the shard.
 		key, hashKey, data = u.items[0].key, u.sh.hashKey, u.b.Bytes()
 	}
-	// The aggregator orders a shard's units itself (one in flight), so
-	// the record needs no ordering of the batcher's.
+	// The aggregator orders a shard's units itself (no key in two units
+	// in flight), so the record needs no ordering of the batcher's.
 	ae, err := a.bt.submit(context.Background(), key, hashKey, data, false)
 	if err != nil {
 		a.resolveAll(u.items, Receipt{}, err)
 		return
 	}
-	u.sh.busy = true
+	sh := u.sh
+	if sh.keys == nil {
+		sh.keys = make(map[string]int)
+	}
+	for _, e := range u.items {
+		sh.keys[e.key]++
+	}
+	sh.inFlight++
 	a.inFlight++
 	go func() {
 		<-ae.done
@@ -466,7 +510,7 @@ func (a *aggregator) send(u *aggUnit) {
 // that the stale map calls for.
 func (a *aggregator) settle(r aggResult) {
 	u := r.u
-	u.sh.busy = false
+	u.sh.release(u)
 	if r.err != nil {
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
@@ -552,7 +596,7 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 	}
 	if a.cfg.Linger > 0 && a.shards != nil && !a.stale {
 		for _, sh := range a.shards {
-			if !sh.busy && len(sh.queue) > 0 && !sh.queue[0].sealed {
+			if sh.inFlight == 0 && len(sh.queue) > 0 && !sh.queue[0].sealed {
 				if t := sh.openedAt.Add(a.cfg.Linger); at.IsZero() || t.Before(at) {
 					at = t
 				}

@@ -480,7 +480,8 @@ func TestAggregatedPublishToSubscriber(t *testing.T) {
 
 // TestAggregatedPublishUnderThrottling: two of every three puts of an
 // aggregate are refused as throttled; every message is stored once, on its
-// key's shard, each key in order.
+// key's shard, each key in order, also a hot key whose aggregates queue
+// behind its own retried one.
 func TestAggregatedPublishUnderThrottling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -502,19 +503,34 @@ func TestAggregatedPublishUnderThrottling(t *testing.T) {
 	}
 	defer b.Shutdown(context.Background())
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
+	// A hot key in small aggregates: many of its units queue behind the
+	// one being retried, with the other keys' units going past them.
+	hot := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "hot"},
+		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 1000}))
+	hotMsgs := make([]aggMsg, 300)
+	for i := range hotMsgs {
+		hotMsgs[i] = aggMsg{Key: "hot", N: i}
+	}
 	keys := aggKeys(16)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := runtime.PublishAll(ctx, hot, hotMsgs); err != nil {
+			t.Errorf("PublishAll: %v", err)
+		}
+	})
 	publishKeyed(ctx, t, p, keys, 0, 40)
+	wg.Wait()
 	s.InjectPutFault(nil)
 	msgs, _ := readMessages(ctx, t, s, stream)
-	want := map[string]int{}
+	want := map[string]int{"hot": len(hotMsgs)}
 	for _, k := range keys {
 		want[k] = 40
 	}
 	if n := checkKeyed(t, msgs, want); n != 0 {
 		t.Errorf("%d messages on a shard their key does not hash to", n)
 	}
-	if len(msgs) != 16*40 {
-		t.Errorf("read %d messages, want %d", len(msgs), 16*40)
+	if len(msgs) != 16*40+len(hotMsgs) {
+		t.Errorf("read %d messages, want %d", len(msgs), 16*40+len(hotMsgs))
 	}
 }
 

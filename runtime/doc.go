@@ -86,9 +86,9 @@
 // Aggregation: a publisher with PublisherSpec.Aggregate (the aggregate key of
 // //kinesis:message) or WithAggregation packs its messages into KPL
 // aggregates, one open shard's messages per aggregate, put on that shard by
-// ExplicitHashKey while each message keeps its own partition key; one
-// aggregate per shard is unresolved at a time, so a key's order holds as
-// above. See Aggregation.
+// ExplicitHashKey while each message keeps its own partition key; a key's
+// messages are in at most one unresolved aggregate at a time, so its order
+// holds as above. See Aggregation.
 package runtime
 
 // SupportPackageIsVersion1 is referenced by generated code (only): a
