@@ -47,6 +47,15 @@ func TestDeletedStreamEndsTheSubscriptionOnKinesalite(t *testing.T) {
 	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) }))
 }
 
+// The same on kinesis-mock, whose deletion goes through DELETING.
+func TestDeletedStreamEndsTheSubscriptionOnKinesisMock(t *testing.T) {
+	url := livetest.KinesisMockEndpoint(t)
+	testDeletedStream(t, kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) }))
+}
+
 func testDeletedStream(t *testing.T, api kinesisapi.API) {
 	client := &readCounter{API: api}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
