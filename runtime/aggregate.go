@@ -109,6 +109,7 @@ type aggregator struct {
 	staleRun int       // aggregates misplaced since one landed where it was sent
 	listFail int       // consecutive failed listings
 	listAt   time.Time // when the next listing may run
+	spare    []*kpl.Builder
 }
 
 // aggShard is one open shard of the map and what is queued for it.
@@ -127,7 +128,7 @@ type aggShard struct {
 type aggUnit struct {
 	sh     *aggShard
 	items  []*entry
-	b      kpl.Builder
+	b      *kpl.Builder // nil for a plain unit, and once encoded
 	plain  bool
 	sealed bool
 	// landed is set when the unit was stored on a shard other than the
@@ -314,6 +315,17 @@ func (a *aggregator) relist(now time.Time) {
 	a.shards, a.stale = open, false
 }
 
+// builder returns an empty builder, reusing one whose aggregate was
+// encoded: its key table and record list keep their capacity.
+func (a *aggregator) builder() *kpl.Builder {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		return b
+	}
+	return &kpl.Builder{}
+}
+
 // holdsAll reports whether the hash-key range of shard id (in l) holds the
 // key of every message of items.
 func (a *aggregator) holdsAll(l *shard.Lineage, id string, items []*entry) bool {
@@ -369,7 +381,7 @@ func (a *aggregator) route(now time.Time) {
 			if u != nil {
 				u.sealed = true
 			}
-			u = &aggUnit{sh: sh}
+			u = &aggUnit{sh: sh, b: a.builder()}
 			sh.push(u, now)
 		}
 		u.b.Add(e.key, e.data)
@@ -463,6 +475,10 @@ func (a *aggregator) send(u *aggUnit) {
 	dropped := len(live) < len(u.items)
 	u.items = live
 	if len(u.items) == 0 {
+		if u.b != nil {
+			u.b.Reset()
+			a.spare = append(a.spare, u.b)
+		}
 		return
 	}
 	var key, hashKey string
@@ -479,6 +495,9 @@ func (a *aggregator) send(u *aggUnit) {
 		// The record's own key is its first message's, as the KPL does;
 		// the ExplicitHashKey puts it on the shard.
 		key, hashKey, data = u.items[0].key, u.sh.hashKey, u.b.Bytes()
+		u.b.Reset()
+		a.spare = append(a.spare, u.b)
+		u.b = nil
 	}
 	// The aggregator orders a shard's units itself (no key in two units
 	// in flight), so the record needs no ordering of the batcher's.
@@ -515,7 +534,8 @@ func (a *aggregator) settle(r aggResult) {
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
 	}
-	if r.r.ShardID != u.sh.id {
+	// A backend that names no shard (none that we know of) is trusted.
+	if r.r.ShardID != u.sh.id && r.r.ShardID != "" {
 		a.stale = true
 		// A listing that still shows the old map (a reshard in progress)
 		// would send the aggregate to the same closed shard: back off.

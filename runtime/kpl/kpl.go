@@ -321,6 +321,7 @@ func (b *Builder) Bytes() []byte {
 // Reset empties the builder for reuse.
 func (b *Builder) Reset() {
 	clear(b.keys)
+	clear(b.table) // drop the references to the data and keys
 	clear(b.records)
 	b.table, b.records, b.body = b.table[:0], b.records[:0], 0
 }
