@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
 	"github.com/kinesisgen/kinesisgen/runtime"
@@ -65,13 +66,21 @@ func envDuration(name string, def time.Duration) time.Duration {
 // DynamoDB lease table, SIGKILLs one halfway through 20k records and
 // SIGTERMs another halfway through 10k more, and checks every record's fate.
 func TestFleet(t *testing.T) {
-	kinesisURL := livetest.KinesisEndpoint(t)
+	srv := fleetServer(t)
+	kinesisURL := srv.Endpoint(t)
 	dynamoURL := livetest.DynamoDBEndpoint(t)
 	bin := buildWorker(t)
 
-	// About 40 s at the short timing; the bound leaves room for a loaded
-	// machine and for longer failover times.
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+8*failover)
+	// About 40 s on kinesalite at the short timing. The bound is a fixed
+	// part for the waits that do not depend on the server's speed (failover,
+	// handoff, balancing) and a part for the 30k records that scales with
+	// the server's measured throughput, so a slower server (kinesis-mock
+	// handles a fraction of kinesalite's records a second) gets the time it
+	// needs and a stall still fails.
+	perRecord := measurePerRecord(t, kinesisURL)
+	work := time.Duration(keys*(perKey1+perKey2)) * perRecord * fleetWorkFactor
+	t.Logf("%s: %v per record written and read back; %v allowed for the records", srv.Name, perRecord, work.Round(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+8*failover+work)
 	defer cancel()
 
 	f := newFleet(t, bin, kinesisURL, dynamoURL, "fleet")
@@ -154,6 +163,97 @@ func TestFleet(t *testing.T) {
 	t.Logf("FLEET failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
 		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful,
 		idle.writesPerSec, busy.writesPerSec, busy.checkpointsPerSec, idle.readsPerSec)
+}
+
+// fleetWorkFactor is how many times longer than the probe's write and
+// read-back the fleet may take per record: its 3 workers print, checkpoint
+// and hand over leases, its publisher sends from 200 goroutines. On
+// kinesalite the probe takes about 0.2 ms a record and the fleet's records
+// about 20 s, so the factor leaves some 3× room.
+const fleetWorkFactor = 3
+
+// fleetServer is the Kinesis server TestFleet runs on: kinesalite, or the
+// one FLEETTEST_KINESIS names (kinesis-mock).
+func fleetServer(t *testing.T) livetest.KinesisServer {
+	name := os.Getenv("FLEETTEST_KINESIS")
+	if name == "" {
+		return livetest.KinesisServers[0]
+	}
+	for _, srv := range livetest.KinesisServers {
+		if srv.Name == name {
+			return srv
+		}
+	}
+	t.Fatalf("FLEETTEST_KINESIS=%s: no such local server", name)
+	return livetest.KinesisServer{}
+}
+
+// measurePerRecord publishes probeRecords records to a 4-shard stream of
+// its own the way the fleet does (a runtime publisher, 200 keys in
+// parallel, each key's records one after another) and reads them all back,
+// and returns the time per record: the server's throughput on this
+// machine, now.
+func measurePerRecord(t *testing.T, url string) time.Duration {
+	t.Helper()
+	const perKey = 10
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kc := kinesis.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")},
+		func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	stream := fmt.Sprintf("fleet-probe-%d", time.Now().UnixNano())
+	if _, err := kc.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: aws.Int32(shards)}); err != nil {
+		t.Fatalf("probe: create stream: %v", err)
+	}
+	defer func() { _, _ = kc.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: &stream}) }()
+	w := kinesis.NewStreamExistsWaiter(kc, func(o *kinesis.StreamExistsWaiterOptions) { o.MinDelay = 100 * time.Millisecond })
+	if err := w.Wait(ctx, &kinesis.DescribeStreamInput{StreamName: &stream}, 30*time.Second); err != nil {
+		t.Fatalf("probe: stream %s not active: %v", stream, err)
+	}
+	b := runtime.NewBroker(runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+	if err := b.Connect(ctx); err != nil {
+		t.Fatalf("probe: connect: %v", err)
+	}
+	defer func() { _ = b.Shutdown(context.Background()) }()
+	pub := runtime.NewPublisher[Item](b, runtime.PublisherSpec{Stream: stream})
+
+	begin := time.Now()
+	errs := make(chan error, keys)
+	for k := range keys {
+		go func() {
+			for i := range perKey {
+				if err := pub.Message(Item{Key: KeyName(k), Index: i}).PartitionKey(KeyName(k)).Publish(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range keys {
+		if err := <-errs; err != nil {
+			t.Fatalf("probe: publish: %v", err)
+		}
+	}
+	iters := make([]*string, shards)
+	for s := range shards {
+		it, err := kc.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: aws.String(fmt.Sprintf("shardId-%012d", s)), ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatalf("probe: GetShardIterator: %v", err)
+		}
+		iters[s] = it.ShardIterator
+	}
+	read := 0
+	for read < keys*perKey { // a read may come back empty before the records: go round the shards until all are read
+		for s, iter := range iters {
+			out, err := kc.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				t.Fatalf("probe: GetRecords after %d of %d records: %v", read, keys*perKey, err)
+			}
+			read += len(out.Records)
+			iters[s] = out.NextShardIterator
+		}
+	}
+	return time.Since(begin) / (keys * perKey)
 }
 
 // newFleet makes a fleet on a stream and lease table of its own, named
