@@ -256,6 +256,31 @@ func TestAggregatedPublishAcrossReshardKinesalite(t *testing.T) {
 	testAggregatedReshard(t, client, runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
 }
 
+// TestAggregatedPublishAcrossReshardKinesisMock is the same on kinesis-mock,
+// which behaves more like the service around resharding.
+func TestAggregatedPublishAcrossReshardKinesisMock(t *testing.T) {
+	url := livetest.KinesisMockEndpoint(t)
+	api, opts := liveClient(url)
+	testAggregatedReshard(t, api, opts...)
+}
+
+// TestAggregatedPublishKinesisMock is the round trip on kinesis-mock.
+func TestAggregatedPublishKinesisMock(t *testing.T) {
+	url := livetest.KinesisMockEndpoint(t)
+	api, opts := liveClient(url)
+	testAggregatedPublish(t, api, opts...)
+}
+
+// liveClient is an SDK client of a local server and the broker options
+// that reach it.
+func liveClient(url string) (kinesisapi.API, []runtime.Option) {
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	return client, []runtime.Option{runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials()}
+}
+
 // splitInHalf splits shard id of stream at the middle of its range through
 // the API and waits for the stream to be active again.
 func splitInHalf(ctx context.Context, t *testing.T, api kinesisapi.API, stream, id string) {
