@@ -22,6 +22,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -672,5 +673,86 @@ func TestAggregatedLinger(t *testing.T) {
 	}
 	if _, records := readMessages(ctx, t, s, stream); records != 1 {
 		t.Errorf("20 messages published together in %d records, want one aggregate", records)
+	}
+}
+
+// TestAggregatedRestartInsideAnAggregate: 50 messages in one aggregate; the
+// first subscriber settles 0..19 and is stopped while 20 is unsettled; a
+// new broker on the same lease store resumes inside the aggregate, at 20
+// (checkpoint at the sub-sequence number), not at its start.
+func TestAggregatedRestartInsideAnAggregate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	store := lease.NewMemory()
+	pb := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := pb.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Shutdown(context.Background())
+	p := runtime.NewPublisher[aggMsg](pb, runtime.PublisherSpec{Stream: stream, PartitionKey: "alice"},
+		runtime.WithAggregation(runtime.Aggregation{Linger: 100 * time.Millisecond}))
+	batch := make([]aggMsg, 50)
+	for i := range batch {
+		batch[i] = aggMsg{Key: "alice", N: i}
+	}
+	if err := runtime.PublishAll(ctx, p, batch); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := s.Records(stream); len(recs) != 1 {
+		t.Fatalf("%d records, want the 50 messages in one aggregate", len(recs))
+	}
+
+	broker := func(owner string, opts ...runtime.Option) *runtime.Broker {
+		return runtime.NewBroker(append([]runtime.Option{runtime.WithKinesisClient(s), runtime.WithLeaseStore(store),
+			runtime.WithOwnerID(owner), runtime.WithCheckpointInterval(50 * time.Millisecond), runtime.WithFailoverTime(time.Minute)}, opts...)...)
+	}
+	handled := make(chan int, 64)
+	stuck := make(chan struct{})
+	b1 := broker("first", runtime.WithShutdownTimeout(300*time.Millisecond))
+	if _, err := runtime.Subscribe(b1, stream, func(ctx context.Context, m aggMsg, d runtime.Delivery) runtime.Outcome {
+		if m.N == 20 {
+			close(stuck)
+			<-ctx.Done() // cancelled when the shutdown timeout ends
+			return runtime.Ack()
+		}
+		handled <- m.N
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range 20 {
+		if got := <-handled; got != want {
+			t.Fatalf("first subscriber handled %d, want %d", got, want)
+		}
+	}
+	<-stuck
+	_ = b1.Shutdown(ctx) // times out waiting for message 20
+
+	b2 := broker("second")
+	again := make(chan int, 64)
+	if _, err := runtime.Subscribe(b2, stream, func(_ context.Context, m aggMsg, d runtime.Delivery) runtime.Outcome {
+		again <- m.N
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Shutdown(context.Background())
+	for want := 20; want < 50; want++ {
+		select {
+		case got := <-again:
+			if got != want {
+				t.Fatalf("second subscriber got %d, want %d: it resumes after the last settled message of the aggregate", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("second subscriber never got %d", want)
+		}
 	}
 }
