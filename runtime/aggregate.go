@@ -32,11 +32,15 @@ const DefaultAggregateBytes = 50 << 10
 // its own key. A key's messages are in at most one unresolved aggregate at
 // a time (up to four aggregates of a shard are in flight, holding other
 // keys), so they keep their publish order across aggregates and retries.
-// The shard map comes from ListShards and is listed again when an aggregate lands on a shard other
-// than the one it was sent to (the stream was resharded); that aggregate's
-// messages are then sent again to their keys' new shards, before any later
-// message of those keys. A message too large to share a record with
-// another is sent plain, in its place in its key's order.
+// The shard map comes from ListShards and is listed again when an
+// aggregate lands on a shard other than the one it was sent to (the stream
+// was resharded): unless that shard holds all its keys, the aggregate's
+// messages are sent again to their keys' new shards, before any later
+// message of those keys. The KCL drops such a misplaced aggregate; a
+// reader that skips only its sub-records of other shards (this runtime's
+// subscribers) may read the others twice (at least once). A message too
+// large to share a record with another is sent plain, in its place in its
+// key's order.
 type Aggregation struct {
 	// MaxBytes bounds one aggregated record, data plus partition key
 	// (default DefaultAggregateBytes; at most MaxRecordSize).
@@ -120,7 +124,7 @@ type aggShard struct {
 	queue    []*aggUnit     // sealed, in order; the last may still be open
 	inFlight int            // units of this shard in flight
 	keys     map[string]int // keys of the messages in flight → how many
-	openedAt time.Time      // when the last unit got its first message
+	openedAt time.Time      // when the head unit got its first message (for the linger)
 }
 
 // aggUnit is one record to put: an aggregate of messages, or one message
