@@ -36,9 +36,10 @@ const DefaultAggregateBytes = 50 << 10
 // aggregate lands on a shard other than the one it was sent to (the stream
 // was resharded): unless that shard holds all its keys, the aggregate's
 // messages are sent again to their keys' new shards, before any later
-// message of those keys. The KCL drops such a misplaced aggregate; a
-// reader that skips only its sub-records of other shards (this runtime's
-// subscribers) may read the others twice (at least once). A message too
+// message of those keys. A reader that drops an aggregate holding a key of
+// another shard reads each message once; one that skips only those
+// sub-records (this runtime's subscribers) may read the others twice (at
+// least once). A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
 type Aggregation struct {
@@ -306,9 +307,9 @@ func (a *aggregator) relist(now time.Time) {
 				a.stored(u, *u.landed)
 				continue
 			}
-			// A consumer drops an aggregate holding a key of another
-			// shard (the KCL does) or reads it there: all of it goes
-			// again, to its keys' shards.
+			// A reader may drop an aggregate holding a key of another
+			// shard whole, or skip just that key's sub-records: all of
+			// it goes again, to its keys' shards.
 			back = append(back, u.items...)
 		}
 	}

@@ -72,8 +72,9 @@ func readMessages(ctx context.Context, t *testing.T, api kinesisapi.API, stream 
 				if !ok {
 					subs = []kpl.Record{{PartitionKey: aws.ToString(r.PartitionKey), Data: r.Data}}
 				}
-				// The KCL drops a whole aggregate that holds a record whose
-				// key does not hash into the shard it was read from.
+				// The strictest reader drops a whole aggregate that holds a
+				// record whose key does not hash into the shard it was
+				// read from.
 				inRange := true
 				for _, s := range subs {
 					inRange = inRange && info.Range.Contains(shard.HashKeyOf(s.PartitionKey))
@@ -100,10 +101,10 @@ func readMessages(ctx context.Context, t *testing.T, api kinesisapi.API, stream 
 	return out, records
 }
 
-// checkKeyed checks what a KCL sees: only the aggregates whose every key
-// hashes to the shard they were read from (the KCL drops the others), each
-// key's messages 0..n-1 exactly once and in order, each under its own key.
-// It returns how many messages were in dropped aggregates.
+// checkKeyed checks what the strictest reader sees: only the aggregates
+// whose every key hashes to the shard they were read from (it drops the
+// others), each key's messages 0..n-1 exactly once and in order, each under
+// its own key. It returns how many messages were in dropped aggregates.
 func checkKeyed(t *testing.T, msgs []storedMsg, want map[string]int) (misplaced int) {
 	t.Helper()
 	got := map[string][]int{}
@@ -238,10 +239,10 @@ func testAggregatedPublish(t *testing.T, api kinesisapi.API, opts ...runtime.Opt
 
 // TestAggregatedPublishAcrossReshard splits every shard under an
 // aggregating publisher whose shard map is then stale: aggregates land on
-// a child that holds only part of their keys. The publisher sees it, lists the shards again and sends those
-// messages again to their keys' shards, before any later message of their
-// keys. A consumer that keeps only the messages on their keys' shards (as
-// the KCL does) reads every message once and every key in order.
+// a child that holds only part of their keys. The publisher sees it, lists
+// the shards again and sends those messages again to their keys' shards,
+// before any later message of their keys. A consumer that drops aggregates holding keys of other shards
+// reads every message once and every key in order.
 func TestAggregatedPublishAcrossReshard(t *testing.T) {
 	s := kinesistest.New()
 	testAggregatedReshard(t, s, runtime.WithKinesisClient(s))
