@@ -42,15 +42,16 @@ func TestConcurrentPublishesCoalesce(t *testing.T) {
 	close(f.gate)
 	wg.Wait()
 
-	seqs := map[string]bool{}
+	seqs := map[[2]string]bool{} // a record is its shard and sequence number
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
-		if receipts[i].SequenceNumber == "" || seqs[receipts[i].SequenceNumber] {
+		id := [2]string{receipts[i].ShardID, receipts[i].SequenceNumber}
+		if receipts[i].SequenceNumber == "" || seqs[id] {
 			t.Fatalf("publish %d: receipt %+v is empty or shared", i, receipts[i])
 		}
-		seqs[receipts[i].SequenceNumber] = true
+		seqs[id] = true
 	}
 	calls := f.callSizes()
 	// One held call of 1 record; the 1199 queued fit in three calls of ≤ 500.
