@@ -20,7 +20,7 @@ if [ "$#" -eq 0 ]; then
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-startup_timeout="${WITH_SERVERS_TIMEOUT:-30}"
+startup_timeout="${WITH_SERVERS_TIMEOUT:-60}" # kinesis-mock parses 9 MB of JavaScript first: seconds on a loaded machine
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/kinesisgen-servers.XXXXXX")"
 pids=()
