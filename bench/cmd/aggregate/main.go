@@ -76,7 +76,7 @@ func main() {
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
 	modes := flag.String("modes", "bare,plain,agg", "publishing modes to run (the drains need plain and agg)")
-	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each publishing mode of the last round to this prefix plus .MODE.prof")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each mode of the last round to this prefix plus .MODE.prof (.drain-STREAM.prof for the drains)")
 	flag.Parse()
 	o.modes = strings.Split(*modes, ",")
 	if o.endpoint == "" {
@@ -336,6 +336,14 @@ func drain(ctx context.Context, o options, stream string) (measure, error) {
 		return measure{}, err
 	}
 	goruntime.GC()
+	if o.profile != "" {
+		f, err := os.Create(o.profile + ".drain-" + stream + ".prof")
+		if err != nil {
+			return measure{}, err
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	t0, c0 := time.Now(), benchkit.CPUTime()
 	if err := b.Connect(ctx); err != nil {
 		return measure{}, err
