@@ -231,3 +231,44 @@ func TestRetryCopyRefusedByConfigurationWaitsInsteadOfGivingUp(t *testing.T) {
 		t.Fatalf("the record was given up: %s", line)
 	}
 }
+
+// A corrupt KPL aggregate (its MD5 trailer does not match) goes to the
+// dead-letter stream whole, with a reason that names it, and the shard goes
+// on to the next record.
+func TestCorruptAggregateIsDeadLetteredWithItsReason(t *testing.T) {
+	e := newEnv(t)
+	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
+	e.createStream(orders, 1)
+	e.createStream(dlq, 1)
+	seen := make(chan int, 4)
+	b := e.broker()
+	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+		seen <- o.ID
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq)); err != nil {
+		t.Fatal(err)
+	}
+	dead := make(chan runtime.RawRecord, 4)
+	if _, err := subscribe(e, b, dlq, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+		dead <- r
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	data, _ := json.Marshal(order{ID: 1, Customer: "alice"})
+	agg := kpl.Aggregate([]kpl.Record{{PartitionKey: "alice", Data: data}})
+	agg[len(agg)-1] ^= 0xff // the MD5 trailer no longer matches
+	if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String(orders), PartitionKey: aws.String("agg"), Data: agg}); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(e.publisher(orders), order{ID: 2, Customer: "bob"})
+	if got := receive(e, seen, 1); got[0] != 2 {
+		t.Fatalf("handled %v, want only order 2 after the corrupt aggregate", got)
+	}
+	r := receive(e, dead, 1)[0]
+	info, ok := r.DeadLetter()
+	if !ok || !strings.Contains(info.Reason, "corrupt aggregated record: MD5 mismatch") || !bytes.Equal(r.Data, agg) {
+		t.Fatalf("dead letter %q with reason %q, want the aggregate whole and a reason naming it", r.Data, info.Reason)
+	}
+}

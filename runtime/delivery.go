@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -334,6 +335,13 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	// A publish from inside the handler that names no key goes under this
 	// record's key (the key ladder's fourth rung).
 	ctx := withHandledKey(r.ctx, rec.PartitionKey)
+	if !r.s.raw && kpl.IsAggregated(rec.Data) {
+		// The reader hands over a KPL aggregate whole only when it is
+		// corrupt: say so, rather than that its bytes do not decode.
+		if _, _, kerr := kpl.Deaggregate(rec.Data); kerr != nil {
+			return r.giveUp(ctx, rec, nil, rec.Data, 1, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: kerr})
+		}
+	}
 	headers, payload, err := decodeEnvelope(rec.Data)
 	if err != nil {
 		if !r.s.raw {
