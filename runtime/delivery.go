@@ -19,8 +19,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
