@@ -433,6 +433,10 @@ func checkString(key, value string) string {
 		if !ValidStreamName(value) {
 			return "a stream name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
 		}
+	case "fanout":
+		if !ValidStreamName(value) {
+			return "a stream consumer name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
+		}
 	case "partition_key":
 		if err := rules.PartitionKey(value); err != nil {
 			return err.Error()
@@ -499,6 +503,13 @@ func checkSubscriber(m any, keyPos map[string]token.Position) []Diagnostic {
 	}
 	if pos, ok := keyPos["partition_key"]; ok && !s.Reply {
 		ds = append(ds, Diagnostic{pos, "partition_key on a subscriber is the key of its replies; it needs reply"})
+	}
+	if _, ok := keyPos["fanout"]; ok {
+		for _, key := range []string{"poll", "batch"} {
+			if pos, ok := keyPos[key]; ok {
+				ds = append(ds, Diagnostic{pos, key + " sets how GetRecords is polled; a fanout subscriber does not poll (Kinesis pushes its records): drop one of them"})
+			}
+		}
 	}
 	if pos, ok := keyPos["dead_letter"]; ok && s.DeadLetter != "" && s.DeadLetter == s.Stream {
 		ds = append(ds, Diagnostic{pos, "dead_letter must be another stream than the one read"})

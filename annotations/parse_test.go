@@ -34,6 +34,7 @@ func TestParseValid(t *testing.T) {
 		{"tabs and raw quotes", "//kinesis:subscriber\tstream=`s`  start_at=horizon", &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartHorizon}}},
 		{"start latest", `//kinesis:subscriber stream=s start_at=latest`, &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartLatest}}},
 		{"on-demand stream", `//kinesis:subscriber stream=s create_if_missing=on_demand`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}}},
+		{"fan-out", `//kinesis:subscriber stream=s create_if_missing=2 fanout=orders-app.v2_low`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{Shards: 2}, Fanout: "orders-app.v2_low"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +95,13 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:subscriber stream=x =4`, []string{"31: missing key before ="}},
 		{`//kinesis:subscriber stream="x`, []string{"22: stream: unterminated or malformed quoted value"}},
 		{`//kinesis:subscriber stream="x"y`, []string{"22: stream: want a blank after the quoted value"}},
+		{`//kinesis:subscriber stream=x fanout=`, []string{"31: fanout= has no value"}},
+		{`//kinesis:subscriber stream=x fanout=a/b`, []string{"31: fanout=a/b: a stream consumer name is 1 to 128 characters of letters, digits, '_', '-' and '.'"}},
+		{`//kinesis:subscriber stream=x fanout=` + strings.Repeat("c", 129), []string{"31: fanout=\"cccccccccccccccc\"...: a stream consumer name is 1 to 128 characters of letters, digits, '_', '-' and '.'"}},
+		{`//kinesis:subscriber stream=x fanout="my app"`, []string{"31: fanout=\"my app\": a stream consumer name is 1 to 128 characters of letters, digits, '_', '-' and '.'"}},
+		{`//kinesis:subscriber stream=x poll=1s fanout=app`, []string{"31: poll sets how GetRecords is polled; a fanout subscriber does not poll (Kinesis pushes its records): drop one of them"}},
+		{`//kinesis:subscriber stream=x fanout=app batch=10`, []string{"42: batch sets how GetRecords is polled; a fanout subscriber does not poll (Kinesis pushes its records): drop one of them"}},
+		{`//kinesis:subscriber stream=x fan_out=app`, []string{"31: unknown key fan_out for //kinesis:subscriber; did you mean fanout?"}},
 		{`//kinesis:subscriber stream=x deadletter=y`, []string{"31: unknown key deadletter for //kinesis:subscriber; did you mean dead_letter?"}},
 	}
 	for _, tt := range tests {
@@ -173,6 +181,7 @@ func FuzzParse(f *testing.F) {
 		"//kinesis:subscriber stream=s create_if_missing=2 workers=4 by_key reply partition_key=r start_at=2026-01-02T15:04:05.5+02:00 batch=10 poll=1s retries=3 dead_letter=d",
 		"//kinesis:subscriber stream=`x` start_at=horizon",
 		"//kinesis:subscriber stream=x create_if_missing=on_demand",
+		"//kinesis:subscriber stream=x fanout=app.v1",
 		"// kinesis:message", "//kinesis:", "//kinesis:message stream=\"\\xff\"",
 	} {
 		f.Add(s)

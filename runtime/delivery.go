@@ -175,6 +175,10 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
+	if s.set.fanout != "" {
+		// The reader lands next (issue 12); until then say so before any call.
+		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: fmt.Errorf("fanout=%s: enhanced fan-out is not built yet", s.set.fanout)}
+	}
 	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, s.log)
 	if err != nil {
 		return err

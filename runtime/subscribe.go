@@ -161,6 +161,7 @@ type subscribeSettings struct {
 	start      Position
 	batch      int32         // 0: the coordinator's default (10000)
 	poll       time.Duration // 0: the coordinator's default (1 s)
+	fanout     string        // the stream consumer of enhanced fan-out; "": polling
 	retries    int
 	deadLetter string
 	name       string
@@ -256,6 +257,26 @@ func PollInterval(d time.Duration) SubscribeOption { // poll=DURATION
 			return
 		}
 		s.poll = d
+	}
+}
+
+// FanOut reads the stream by enhanced fan-out through the stream consumer
+// named consumer (1–128 of [a-zA-Z0-9_.-]): Kinesis pushes each owned
+// shard's records to the subscription over HTTP/2 (SubscribeToShard), at
+// about 70 ms and with 2 MB/s per shard of its own, instead of the
+// subscription polling GetRecords. Leases, checkpoints, lanes, outcomes,
+// resharding and shutdown are those of polling. The consumer must be
+// registered on the stream (an ErrStream error otherwise, before anything
+// is read), unless CreateIfMissing (or CreateOnDemandIfMissing) is set:
+// then a missing one is registered and waited for. The runtime never
+// deregisters a consumer. Excludes PollInterval and BatchSize.
+func FanOut(consumer string) SubscribeOption { // fanout=NAME
+	return func(s *subscribeSettings) {
+		if msg := validateName("stream consumer", consumer); msg != "" {
+			s.invalid("fanout: %s", msg)
+			return
+		}
+		s.fanout = consumer
 	}
 }
 
@@ -447,6 +468,12 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	}
 	if h == nil {
 		set.invalid("nil handler")
+	}
+	if set.fanout != "" && set.poll != 0 {
+		set.invalid("fanout=%s with poll=%s: a fan-out subscription does not poll (Kinesis pushes its records)", set.fanout, set.poll)
+	}
+	if set.fanout != "" && set.batch != 0 {
+		set.invalid("fanout=%s with batch=%d: a fan-out subscription makes no GetRecords calls", set.fanout, set.batch)
 	}
 	if set.deadLetter != "" && set.deadLetter == stream {
 		set.invalid("dead_letter=%s: the stream itself", stream)

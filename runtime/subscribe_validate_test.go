@@ -57,6 +57,11 @@ func TestSubscribeRefusesInvalidSettingsBeforeAnyCall(t *testing.T) {
 		{"dead_letter is the stream", "orders", []runtime.SubscribeOption{runtime.DeadLetter("orders")}},
 		{"start_at sequence without shard", "orders", []runtime.SubscribeOption{runtime.StartAt(runtime.AtSequence("", "1"))}},
 		{"start_at zero time", "orders", []runtime.SubscribeOption{runtime.StartAt(runtime.AtTime(time.Time{}))}},
+		{"fanout empty", "orders", []runtime.SubscribeOption{runtime.FanOut("")}},
+		{"fanout with a slash", "orders", []runtime.SubscribeOption{runtime.FanOut("orders/app")}},
+		{"fanout too long", "orders", []runtime.SubscribeOption{runtime.FanOut(string(make([]byte, 129)))}},
+		{"fanout with poll", "orders", []runtime.SubscribeOption{runtime.FanOut("app"), runtime.PollInterval(time.Second)}},
+		{"fanout with batch", "orders", []runtime.SubscribeOption{runtime.FanOut("app"), runtime.BatchSize(100)}},
 	}
 	for _, connected := range []bool{false, true} {
 		for _, tc := range cases {

@@ -237,7 +237,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, want := range []string{"usage: kinesisgen", "-check", "//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand]", "Workers runs up to N deliveries at once",
 		"exit codes:", "  2  bad usage", "func Mount(b *runtime.Broker, ledger *Ledger, service *Service) error",
-		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]", "[aggregate]",
+		"inside a handler, the key of the\n  record being handled", "runtime.RawRecord", "[shared]", "[aggregate]", "[fanout=NAME]", "Fanout reads the stream by enhanced fan-out",
 		"-lock", "-asyncapi FILE", "kinesis.lock.json", "a field's JSON name changed", "partition-key field", "kinesisgen -lock: it rewrites the locks"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("-help output lacks %q", want)

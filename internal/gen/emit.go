@@ -383,6 +383,9 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	if mk.Poll != 0 {
 		opts = append(opts, opt("PollInterval", durationCode(mk.Poll)))
 	}
+	if mk.Fanout != "" {
+		opts = append(opts, opt("FanOut", jen.Lit(mk.Fanout)))
+	}
 	if mk.Retries != nil {
 		opts = append(opts, opt("MaxRetries", jen.Lit(*mk.Retries)))
 	}
