@@ -48,6 +48,7 @@ type config struct {
 	failover        time.Duration  // 10 s
 	checkpointEvery time.Duration  // how often settled progress is persisted
 	shutdownTimeout time.Duration  // bound on letting lanes finish
+	perLease        bool           // WithPerLeaseRenewal
 
 	batch batchConfig // publish batching; tests tune it
 }

@@ -216,7 +216,13 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	}
 	// The application name holds no '/' (Connect checks it), so the
 	// namespace names one application's stream and no other.
+	liveness, balance := shard.LivenessAuto, shard.BalanceBulk
+	if cfg.perLease {
+		liveness, balance = shard.LivenessPerLease, shard.BalanceOneSteal
+	}
 	coord, err := shard.New(shard.Config{
+		Liveness:   liveness,
+		Balance:    balance,
 		Stream:     s.stream,
 		Namespace:  cfg.app + "/" + s.stream,
 		Client:     c.client,

@@ -107,6 +107,16 @@ func WithLeaseRenewInterval(d time.Duration) Option {
 	return durationOpt(d, func(c *config) *time.Duration { return &c.leaseRenew })
 }
 
+// WithPerLeaseRenewal makes every subscription renew each lease it holds
+// every renewal interval and ask the busiest instance for one lease per
+// pass, as the Java KCL does (and this runtime did before it kept liveness
+// per instance): for a table shared with instances that judge liveness by
+// each lease's counter, such as older versions of this runtime during a
+// rollback. By default an instance with a lease.MemberStore writes one
+// member entry per renewal interval instead, and a joining instance gets
+// its whole share in one pass.
+func WithPerLeaseRenewal() Option { return func(c *config) { c.perLease = true } }
+
 // WithFailoverTime sets how long an unrenewed lease stays its owner's (10 s).
 func WithFailoverTime(d time.Duration) Option {
 	return durationOpt(d, func(c *config) *time.Duration { return &c.failover })

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // DynamoDBAPI is the part of *dynamodb.Client the DynamoDB store uses, so
@@ -647,4 +648,160 @@ func fromItem(item map[string]types.AttributeValue) (Lease, string, error) {
 		return Lease{}, "", fmt.Errorf("malformed lease item %q: %w", l.Key, errors.Join(errs...))
 	}
 	return l, token, nil
+}
+
+// Attributes of a namespace's members item (MembersKey): one map entry per
+// instance, {beat, held, asks}.
+const (
+	attrMembers = "members"
+	attrBeat    = "beat"
+	attrHeld    = "held"
+	attrAsks    = "asks"
+)
+
+var _ MemberStore = (*DynamoDB)(nil)
+
+// PerLeaseOnly reports whether the table's layout needs every lease renewed
+// (see PerLeaseOnly): false for this store's own layout.
+func (d *DynamoDB) PerLeaseOnly() bool { return false }
+
+// Heartbeat writes m as its owner's entry of the namespace's members item:
+// one unconditional UpdateItem of one map entry (the item is created, empty,
+// the first time).
+func (d *DynamoDB) Heartbeat(ctx context.Context, namespace string, m Member) error {
+	key := MembersKey(namespace)
+	if m.Owner == "" {
+		return invalid("heartbeat", key, "empty owner")
+	}
+	if err := d.begin(ctx, "heartbeat", key); err != nil {
+		return err
+	}
+	entry := map[string]types.AttributeValue{attrBeat: num(m.Beat), attrHeld: num(int64(m.Held))}
+	if asks := normSet(m.Asks); len(asks) > 0 {
+		entry[attrAsks] = &types.AttributeValueMemberSS{Value: asks}
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 &d.table,
+		Key:                       map[string]types.AttributeValue{attrKey: str(key)},
+		UpdateExpression:          aws.String("SET #m.#o = :v"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#o": m.Owner},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": &types.AttributeValueMemberM{Value: entry}},
+	}
+	_, err := d.client.UpdateItem(ctx, in)
+	if isValidation(err) {
+		// No item (or no map) yet: a nested path needs its map. Create it
+		// empty unless another instance just did, and write again.
+		_, perr := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                &d.table,
+			Item:                     map[string]types.AttributeValue{attrKey: str(key), attrMembers: &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}},
+			ConditionExpression:      aws.String("attribute_not_exists(#k)"),
+			ExpressionAttributeNames: map[string]string{"#k": attrKey},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if perr != nil && !errors.As(perr, &ccf) {
+			return d.fail("heartbeat", key, perr)
+		}
+		_, err = d.client.UpdateItem(ctx, in)
+	}
+	if err != nil {
+		return d.fail("heartbeat", key, err)
+	}
+	return nil
+}
+
+// isValidation reports a ValidationException: the service's answer to a
+// nested path whose map does not exist.
+func isValidation(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
+}
+
+// Members reads the namespace's members item with one strongly consistent
+// GetItem.
+func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, error) {
+	key := MembersKey(namespace)
+	if err := d.begin(ctx, "members", key); err != nil {
+		return nil, err
+	}
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &d.table,
+		Key:            map[string]types.AttributeValue{attrKey: str(key)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, d.fail("members", key, err)
+	}
+	m, _ := out.Item[attrMembers].(*types.AttributeValueMemberM)
+	if m == nil {
+		return []Member{}, nil
+	}
+	ms := make([]Member, 0, len(m.Value))
+	for owner, v := range m.Value {
+		e, ok := v.(*types.AttributeValueMemberM)
+		if !ok {
+			return nil, &Error{Op: "members", Key: key, Err: fmt.Errorf("malformed entry of %q: %T", owner, v)}
+		}
+		mb := Member{Owner: owner}
+		if n, ok := e.Value[attrBeat].(*types.AttributeValueMemberN); ok {
+			mb.Beat, _ = strconv.ParseInt(n.Value, 10, 64)
+		}
+		if n, ok := e.Value[attrHeld].(*types.AttributeValueMemberN); ok {
+			h, _ := strconv.ParseInt(n.Value, 10, 64)
+			mb.Held = int(h)
+		}
+		if ss, ok := e.Value[attrAsks].(*types.AttributeValueMemberSS); ok {
+			mb.Asks = normSet(ss.Value)
+		}
+		ms = append(ms, mb)
+	}
+	sortMembers(ms)
+	return ms, nil
+}
+
+// Leave removes owner's entry; with beat non-zero, only while it holds that
+// beat.
+func (d *DynamoDB) Leave(ctx context.Context, namespace, owner string, beat int64) error {
+	key := MembersKey(namespace)
+	if owner == "" {
+		return invalid("leave", key, "empty owner")
+	}
+	if err := d.begin(ctx, "leave", key); err != nil {
+		return err
+	}
+	names := map[string]string{"#m": attrMembers, "#o": owner}
+	cond := "attribute_exists(#m.#o)"
+	var values map[string]types.AttributeValue
+	if beat != 0 {
+		names["#b"] = attrBeat
+		cond += " AND #m.#o.#b = :beat"
+		values = map[string]types.AttributeValue{":beat": num(beat)}
+	}
+	_, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &d.table,
+		Key:                       map[string]types.AttributeValue{attrKey: str(key)},
+		UpdateExpression:          aws.String("REMOVE #m.#o"),
+		ConditionExpression:       &cond,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		if beat == 0 {
+			return nil // not there: nothing to remove
+		}
+		ms, rerr := d.Members(ctx, namespace)
+		if rerr != nil {
+			return rerr
+		}
+		for _, m := range ms {
+			if m.Owner == owner {
+				return &Error{Op: "leave", Key: key, Err: ErrLeaseLost}
+			}
+		}
+		return nil
+	case err != nil:
+		return d.fail("leave", key, err)
+	}
+	return nil
 }

@@ -52,6 +52,11 @@ func TestDynamoDBConformance(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })
 }
 
+func TestDynamoDBMembers(t *testing.T) {
+	client := dynaliteClient(t)
+	leasetest.RunMembers(t, func(t *testing.T) lease.MemberStore { return newDynamo(t, client) })
+}
+
 func TestDynamoDBLeader(t *testing.T) {
 	client := dynaliteClient(t)
 	leasetest.RunLeader(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })

@@ -15,6 +15,8 @@ import (
 type Memory struct {
 	mu     sync.Mutex
 	leases map[string]*Lease // updated in place: a Lease is too big to store by value without an allocation per write
+	// members: namespace -> owner -> entry (see MemberStore)
+	members map[string]map[string]Member
 }
 
 // NewMemory returns an empty in-memory store.
@@ -196,4 +198,66 @@ func validate(op string, l Lease, needOwner bool) error {
 
 func invalid(op, key, why string) error {
 	return &Error{Op: op, Key: key, Err: fmt.Errorf("%w: %s", ErrInvalid, why)}
+}
+
+var _ MemberStore = (*Memory)(nil)
+
+// Heartbeat writes m as its owner's entry in namespace.
+func (m *Memory) Heartbeat(ctx context.Context, namespace string, mb Member) error {
+	key := MembersKey(namespace)
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "heartbeat", Key: key, Err: err}
+	}
+	if mb.Owner == "" {
+		return invalid("heartbeat", key, "empty owner")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.members == nil {
+		m.members = make(map[string]map[string]Member)
+	}
+	ns := m.members[namespace]
+	if ns == nil {
+		ns = make(map[string]Member)
+		m.members[namespace] = ns
+	}
+	ns[mb.Owner] = cloneMember(mb)
+	return nil
+}
+
+// Members returns the entries of namespace, sorted by owner.
+func (m *Memory) Members(ctx context.Context, namespace string) ([]Member, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
+	}
+	m.mu.Lock()
+	out := make([]Member, 0, len(m.members[namespace]))
+	for _, mb := range m.members[namespace] {
+		out = append(out, cloneMember(mb))
+	}
+	m.mu.Unlock()
+	sortMembers(out)
+	return out, nil
+}
+
+// Leave removes owner's entry (while it has beat, when beat is non-zero).
+func (m *Memory) Leave(ctx context.Context, namespace, owner string, beat int64) error {
+	key := MembersKey(namespace)
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "leave", Key: key, Err: err}
+	}
+	if owner == "" {
+		return invalid("leave", key, "empty owner")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.members[namespace][owner]
+	switch {
+	case !ok:
+		return nil
+	case beat != 0 && cur.Beat != beat:
+		return &Error{Op: "leave", Key: key, Err: ErrLeaseLost}
+	}
+	delete(m.members[namespace], owner)
+	return nil
 }

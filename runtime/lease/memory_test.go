@@ -88,3 +88,7 @@ func benchLease(ctx context.Context, b *testing.B, s lease.Store) lease.Lease {
 	}
 	return l
 }
+
+func TestMemoryMembers(t *testing.T) {
+	leasetest.RunMembers(t, func(*testing.T) lease.MemberStore { return lease.NewMemory() })
+}

@@ -102,6 +102,30 @@ func (b boundedStore) Delete(ctx context.Context, l lease.Lease) error {
 	return b.s.Delete(ctx, l)
 }
 
+// boundedMembers gives every call of a member store its own deadline.
+type boundedMembers struct {
+	boundedStore
+	m lease.MemberStore
+}
+
+func (b boundedMembers) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.m.Heartbeat(ctx, ns, m)
+}
+
+func (b boundedMembers) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.m.Members(ctx, ns)
+}
+
+func (b boundedMembers) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.m.Leave(ctx, ns, owner, beat)
+}
+
 // boundedClient gives every Kinesis call its own deadline (a caller's
 // shorter one still applies).
 type boundedClient struct {

@@ -87,6 +87,13 @@ type Config struct {
 	// and releases; the asker takes the lease by force after all of it.
 	// Default Failover.
 	Handoff time.Duration
+	// Liveness is how this owner shows it is alive (default
+	// LivenessAuto); Balance how it gets its share from busier owners
+	// (default BalanceBulk). LivenessPerLease with BalanceOneSteal is this
+	// runtime's behaviour before issue 17, kept for tables shared with the
+	// Java KCL and for comparison.
+	Liveness Liveness
+	Balance  Balance
 	// OnFail, when set, is called once when the coordinator stops reading
 	// for good while running: the stream was deleted (the error matches
 	// ErrStreamDeleted). It is called from one of the coordinator's
@@ -122,6 +129,10 @@ func (cfg *Config) setDefaults() error {
 		return configError("stream %s: no sink", cfg.Stream)
 	case cfg.MaxInFlight < 0:
 		return configError("stream %s: max in flight %d is negative", cfg.Stream, cfg.MaxInFlight)
+	case cfg.Liveness < LivenessAuto || cfg.Liveness > LivenessPerInstance:
+		return configError("stream %s: unknown liveness %d", cfg.Stream, cfg.Liveness)
+	case cfg.Balance < BalanceBulk || cfg.Balance > BalanceOneSteal:
+		return configError("stream %s: unknown balance %d", cfg.Stream, cfg.Balance)
 	case cfg.BatchSize < 0 || cfg.BatchSize > defaultBatch:
 		return configError("stream %s: batch size %d outside 1..%d", cfg.Stream, cfg.BatchSize, defaultBatch)
 	}
@@ -199,10 +210,11 @@ type Coordinator struct {
 	// call gives up its lock at once instead of holding Stop up.
 	passCtx    context.Context
 	passCancel context.CancelFunc
-	ensure     tableEnsurer   // the store's table check, run once by Start
-	loops      sync.WaitGroup // sync and keeper loops
-	workers    sync.WaitGroup // readers and handoffs
-	kick       chan bool      // wake the sync loop; true asks for a re-listing
+	ensure     tableEnsurer      // the store's table check, run once by Start
+	members    lease.MemberStore // the store's members, with deadlines: nil unless LivenessPerInstance
+	loops      sync.WaitGroup    // sync and keeper loops
+	workers    sync.WaitGroup    // readers and handoffs
+	kick       chan bool         // wake the sync loop; true asks for a re-listing
 }
 
 type runState int
@@ -219,10 +231,27 @@ func New(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	raw := cfg.Leases
+	members, ok := lease.MembersOf(raw)
+	switch {
+	case cfg.Liveness == LivenessPerInstance && !ok:
+		return nil, configError("stream %s: liveness per instance needs a lease.MemberStore whose layout allows it (lease.MembersOf), not %T", cfg.Stream, raw)
+	case cfg.Liveness == LivenessAuto && ok:
+		cfg.Liveness = LivenessPerInstance
+	case cfg.Liveness == LivenessAuto:
+		cfg.Liveness = LivenessPerLease
+	}
+	if cfg.Liveness != LivenessPerInstance {
+		members = nil
+	}
 	cfg.Leases = boundedStore{s: raw, d: cfg.leaseCallTimeout()}
 	cfg.Client = boundClient(cfg.Client, cfg.kinesisCallTimeout())
 	ensure, _ := raw.(tableEnsurer)
+	var bm lease.MemberStore
+	if members != nil {
+		bm = boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
+	}
 	return &Coordinator{
+		members: bm,
 		ensure:  ensure,
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),

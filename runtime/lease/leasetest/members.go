@@ -1,0 +1,171 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// RunMembers runs the member subtests (lease.MemberStore) against stores
+// made by newStore: one liveness entry per instance and namespace, read all
+// at once, each instance writing only its own.
+func RunMembers(t *testing.T, newStore func(t *testing.T) lease.MemberStore) {
+	for _, tc := range memberCases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			tc.run(ctx, t, newStore(t))
+		})
+	}
+}
+
+var memberCases = []struct {
+	name string
+	run  func(ctx context.Context, t *testing.T, s lease.MemberStore)
+}{
+	{"NoMembersIsEmpty", testNoMembers},
+	{"HeartbeatsReadBackSortedAndScoped", testHeartbeatsScoped},
+	{"HeartbeatReplacesTheEntry", testHeartbeatReplaces},
+	{"LeaveRemovesOnlyThatEntry", testLeave},
+	{"LeaveOfADeadEntryIsConditionalOnItsBeat", testLeaveStaleBeat},
+	{"ConcurrentHeartbeatsOfManyOwnersAllLand", testConcurrentHeartbeats},
+	{"MembersAreOutsideTheNamespaceList", testMembersNotListed},
+}
+
+func mustMembers(ctx context.Context, t *testing.T, s lease.MemberStore, namespace string) []lease.Member {
+	t.Helper()
+	ms, err := s.Members(ctx, namespace)
+	if err != nil {
+		t.Fatalf("Members(%s): %v", namespace, err)
+	}
+	return ms
+}
+
+func beat(ctx context.Context, t *testing.T, s lease.MemberStore, namespace string, m lease.Member) {
+	t.Helper()
+	if err := s.Heartbeat(ctx, namespace, m); err != nil {
+		t.Fatalf("Heartbeat(%s, %s): %v", namespace, m.Owner, err)
+	}
+}
+
+func testNoMembers(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	if ms := mustMembers(ctx, t, s, ns(t, "stream")); len(ms) != 0 {
+		t.Fatalf("Members of a fresh namespace = %v; want none", ms)
+	}
+}
+
+func testHeartbeatsScoped(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	base := ns(t, "")
+	a, b := base+"app/orders", base+"app/orders-v2"
+	beat(ctx, t, s, a, lease.Member{Owner: "worker-b", Beat: 7, Held: 3})
+	beat(ctx, t, s, a, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-9", "shard-1", "shard-9"}})
+	beat(ctx, t, s, b, lease.Member{Owner: "worker-c", Beat: 5})
+	want := []lease.Member{
+		{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1", "shard-9"}},
+		{Owner: "worker-b", Beat: 7, Held: 3},
+	}
+	if diff := cmp.Diff(want, mustMembers(ctx, t, s, a), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members(%s) (-want +got):\n%s", a, diff)
+	}
+	if diff := cmp.Diff([]lease.Member{{Owner: "worker-c", Beat: 5}}, mustMembers(ctx, t, s, b), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members(%s) (-want +got):\n%s", b, diff)
+	}
+}
+
+func testHeartbeatReplaces(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1"}})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 2, Held: 3})
+	want := []lease.Member{{Owner: "worker-a", Beat: 2, Held: 3}}
+	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members after a second heartbeat (-want +got):\n%s", diff)
+	}
+}
+
+func testLeave(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-b", Beat: 1})
+	if err := s.Leave(ctx, n, "worker-a", 0); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if err := s.Leave(ctx, n, "worker-a", 0); err != nil {
+		t.Fatalf("Leave of an absent entry: %v; want nil", err)
+	}
+	if err := s.Leave(ctx, ns(t, "other"), "worker-a", 0); err != nil {
+		t.Fatalf("Leave in a namespace without members: %v; want nil", err)
+	}
+	if diff := cmp.Diff([]lease.Member{{Owner: "worker-b", Beat: 1}}, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members after Leave (-want +got):\n%s", diff)
+	}
+}
+
+func testLeaveStaleBeat(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 2}) // alive after all
+	err := s.Leave(ctx, n, "worker-a", 1)
+	if !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Leave at a stale beat = %v; want ErrLeaseLost", err)
+	}
+	if ms := mustMembers(ctx, t, s, n); len(ms) != 1 {
+		t.Fatalf("a refused Leave removed the entry: %v", ms)
+	}
+	if err := s.Leave(ctx, n, "worker-a", 2); err != nil {
+		t.Fatalf("Leave at the current beat: %v", err)
+	}
+	if ms := mustMembers(ctx, t, s, n); len(ms) != 0 {
+		t.Fatalf("Members after Leave = %v; want none", ms)
+	}
+}
+
+func testConcurrentHeartbeats(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	const owners = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, owners*3)
+	for i := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range 3 {
+				errs <- s.Heartbeat(ctx, n, lease.Member{Owner: string(rune('a' + i)), Beat: int64(b + 1), Held: i})
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Heartbeat: %v", err)
+		}
+	}
+	ms := mustMembers(ctx, t, s, n)
+	if len(ms) != owners {
+		t.Fatalf("%d members after %d owners' heartbeats: %v", len(ms), owners, ms)
+	}
+	for i, m := range ms {
+		if m.Beat != 3 || m.Held != i {
+			t.Fatalf("member %s = %+v; want its last heartbeat (beat 3, held %d)", m.Owner, m, i)
+		}
+	}
+}
+
+func testMembersNotListed(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	seed(ctx, t, s, n, "shard-0")
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1})
+	ls, err := s.List(ctx, n)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(ls) != 1 || ls[0].ShardID != "shard-0" {
+		t.Fatalf("List = %v; want the one lease, not the members item", ls)
+	}
+}

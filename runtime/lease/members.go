@@ -1,0 +1,86 @@
+package lease
+
+import (
+	"context"
+	"slices"
+)
+
+// MembersKey is the key of the item that holds a namespace's members (see
+// MemberStore). Like LeaderKey it sits beside the namespace's leases but
+// outside List(namespace).
+func MembersKey(namespace string) string { return namespace + "#members" }
+
+// Member is one instance's liveness entry in a namespace: the instance
+// writes it every renewal interval instead of renewing each lease it holds.
+type Member struct {
+	Owner string
+	// Beat changes with every heartbeat; an entry whose Beat has stood
+	// still for the failover time (on the reader's clock) is a dead
+	// instance's.
+	Beat int64
+	// Held is how many unfinished leases the owner holds, as it last said.
+	Held int
+	// Asks are the shard ids of the leases the owner has asked other owners
+	// to hand over and not yet taken: an owner reads the members every pass
+	// and so learns of requests for leases it does not write at rest.
+	Asks []string
+}
+
+// MemberStore is a Store that also keeps instance liveness: one entry per
+// instance and namespace, all of a namespace's entries in one item, so one
+// strongly consistent read returns every member and nothing of another
+// namespace. Each instance writes its own entry only (and removes a dead
+// one's). With it a coordinator writes a lease only when its ownership
+// changes and at checkpoints, never to keep it.
+//
+// The lease items are still fenced per lease: every ownership change and
+// checkpoint is a conditional write on the lease's counter and owner.
+type MemberStore interface {
+	Store
+	// Heartbeat writes m as its owner's entry in namespace (creating the
+	// namespace's item when missing).
+	Heartbeat(ctx context.Context, namespace string, m Member) error
+	// Members returns the entries of namespace, sorted by owner, Asks
+	// sorted (none: an empty slice and no error).
+	Members(ctx context.Context, namespace string) ([]Member, error)
+	// Leave removes owner's entry; with beat non-zero only while the entry
+	// still has that beat (another instance removing a dead one's), else
+	// an error matching ErrLeaseLost. Removing an absent entry is no error.
+	Leave(ctx context.Context, namespace, owner string, beat int64) error
+}
+
+// PerLeaseOnly is implemented by a store whose layout needs every lease
+// renewed by its holder, so that other readers of the table can judge
+// liveness by each lease's counter (the KCL's layout: the Java KCL expires
+// a lease whose counter stands still). A store that reports true is used
+// with per-lease renewal even if it is a MemberStore.
+type PerLeaseOnly interface {
+	PerLeaseOnly() bool
+}
+
+// MembersOf returns s as a MemberStore when it keeps members and its
+// layout allows liveness per instance.
+func MembersOf(s Store) (MemberStore, bool) {
+	if p, ok := s.(PerLeaseOnly); ok && p.PerLeaseOnly() {
+		return nil, false
+	}
+	m, ok := s.(MemberStore)
+	return m, ok
+}
+
+func cloneMember(m Member) Member {
+	m.Asks = normSet(m.Asks)
+	return m
+}
+
+func sortMembers(ms []Member) {
+	slices.SortFunc(ms, func(a, b Member) int {
+		switch {
+		case a.Owner < b.Owner:
+			return -1
+		case a.Owner > b.Owner:
+			return 1
+		}
+		return 0
+	})
+}
