@@ -41,7 +41,7 @@ type config struct {
 	leases          lease.Store    // default: lease.NewMemory()
 	owner           string         // default: unique per broker
 	app             string         // lease namespace prefix, default "kinesisgen"
-	logger          *slog.Logger   // default: discard
+	logger          *slog.Logger   // default: slog.Default(), Warn and above
 	codec           Codec          // default: JSON
 	shardSync       time.Duration  // 10 s
 	leaseRenew      time.Duration  // 3 s
@@ -51,6 +51,9 @@ type config struct {
 	perLease        bool           // WithPerLeaseRenewal
 
 	batch batchConfig // publish batching; tests tune it
+
+	middleware       []Middleware            // WithMiddleware, outermost first
+	streamMiddleware map[string][]Middleware // WithStreamMiddleware
 }
 
 type phase uint8
@@ -134,7 +137,8 @@ func NewBrokerFromConfig(cfg aws.Config, opts ...Option) *Broker {
 	return b
 }
 
-// Logger returns the broker's logger (discard unless WithLogger was given).
+// Logger returns the broker's logger: WithLogger's, or by default one that
+// sends warnings and errors to slog.Default().
 func (b *Broker) Logger() *slog.Logger { return b.s.cfg.logger }
 
 // connection returns the live connection, or ErrNotConnected.
@@ -190,13 +194,13 @@ func (b *Broker) Connect(ctx context.Context) error {
 	s.live.Store(c)
 	s.phase = phaseConnected
 	s.mu.Unlock()
-	c.logger.Debug("kinesis broker connected", "owner", c.owner)
+	c.logger.Debug("kinesis broker connected")
 
 	if err := b.startRegistered(ctx, c); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
 		defer cancel()
 		if serr := b.stopSubscriptions(stopCtx); serr != nil {
-			c.logger.Warn("stopping subscriptions after a failed connect", "owner", c.owner, "err", serr)
+			c.logger.Warn("stopping subscriptions after a failed connect", "err", serr)
 		}
 		s.mu.Lock()
 		s.conn = nil
@@ -224,7 +228,6 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 		client: cfg.client,
 		leases: cfg.leases,
 		owner:  cfg.owner,
-		logger: cfg.logger,
 		batch:  cfg.batch.withDefaults(),
 	}
 	if c.client == nil {
@@ -244,6 +247,9 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 	if c.owner == "" {
 		c.owner = uniqueOwner()
 	}
+	// Every line of this connection (publishers, subscriptions, their
+	// shard coordinators) names this instance.
+	c.logger = cfg.logger.With("owner", c.owner)
 	return c, nil
 }
 
@@ -315,7 +321,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	s.phase = phaseClosing
 	s.mu.Unlock()
-	c.logger.Debug("kinesis broker shutting down", "owner", c.owner)
+	c.logger.Debug("kinesis broker shutting down")
 
 	// Subscriptions stop first: their handlers may still publish replies.
 	// One that is stopping itself (its stream deleted) is waited for too.
@@ -328,7 +334,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	s.live.Store(nil)
 	s.mu.Unlock()
 	c.close(ctx)
-	c.logger.Debug("kinesis broker shut down", "owner", c.owner)
+	c.logger.Debug("kinesis broker shut down")
 	return err
 }
 

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -123,15 +122,35 @@ func (r RawRecord) DeadLetter() (dl DeadLetterInfo, ok bool) {
 	}, true
 }
 
-// rawInvoke hands the record over undecoded; it never fails to decode.
-func rawInvoke(h Handler[RawRecord]) invokeFunc {
+// rawInvoke hands the record over undecoded, through chain; it never fails
+// to decode.
+func rawInvoke(h Handler[RawRecord], chain []Middleware) invokeFunc {
+	if len(chain) > 0 {
+		f := wrap(h, chain)
+		return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
+			rec := RawRecord{Data: bytes.Clone(payload), Headers: maps.Clone(d.headers), PartitionKey: d.PartitionKey}
+			return f(ctx, d, rec), nil
+		}
+	}
 	return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
 		rec := RawRecord{Data: bytes.Clone(payload), Headers: maps.Clone(d.headers), PartitionKey: d.PartitionKey}
 		return h(ctx, rec, d), nil
 	}
 }
 
-func typedInvoke[M any](h Handler[M], codec Codec) invokeFunc {
+// typedInvoke decodes the payload into an M and hands it to h through
+// chain. Without middleware the message is never boxed into an any.
+func typedInvoke[M any](h Handler[M], codec Codec, chain []Middleware) invokeFunc {
+	if len(chain) > 0 {
+		f := wrap(h, chain)
+		return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
+			var m M
+			if err := codec.Unmarshal(payload, &m); err != nil {
+				return Outcome{}, err
+			}
+			return f(ctx, d, m), nil
+		}
+	}
 	return func(ctx context.Context, payload []byte, d Delivery) (Outcome, error) {
 		var m M
 		if err := codec.Unmarshal(payload, &m); err != nil {
@@ -179,7 +198,8 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		// The reader lands next (issue 12); until then say so before any call.
 		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: fmt.Errorf("fanout=%s: enhanced fan-out is not built yet", s.set.fanout)}
 	}
-	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, s.log)
+	log := s.log.With("owner", c.owner)
+	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, log)
 	if err != nil {
 		return err
 	}
@@ -197,13 +217,13 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		if create.shards > 0 {
 			create.shards = 1
 		}
-		if _, err := ensureStream(ctx, c, dl, create, s.log.With("dead_letter", dl)); err != nil {
+		if _, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl)); err != nil {
 			return err
 		}
 	}
 
 	cfg := s.b.s.cfg
-	r := &subRun{s: s, c: c, log: s.log.With("owner", c.owner)}
+	r := &subRun{s: s, c: c, log: log}
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.lanes = newLanes(s.set.workers, s.set.byKey, r.process)
@@ -344,7 +364,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	// A publish from inside the handler that names no key goes under this
 	// record's key (the key ladder's fourth rung).
-	ctx := withHandledKey(r.ctx, rec.PartitionKey)
+	ctx := context.Context(&handling{Context: r.ctx, key: rec.PartitionKey, log: r.log})
 	if !r.s.raw && kpl.IsAggregated(rec.Data) {
 		// The reader hands over a KPL aggregate whole only when it is
 		// corrupt: say so, rather than that its bytes do not decode.
@@ -394,15 +414,13 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 }
 
-// call runs the handler; a panic is recovered, logged with its stack and
-// turned into a retry.
+// call runs the handling (middleware and handler); a panic is recovered,
+// logged with its stack and turned into a retry: this is Recover, around
+// everything.
 func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outcome, decodeErr error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("handler panicked; retrying the record",
-				"shard", d.ShardID, "sequence", d.SequenceNumber, "attempt", d.Attempt,
-				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			out, decodeErr = Outcome{kind: outcomeRetry, err: fmt.Errorf("handler panicked: %v", p)}, nil
+			out, decodeErr = panicked(ctx, r.log, d, p), nil
 		}
 	}()
 	return r.s.invoke(ctx, payload, d)
@@ -442,7 +460,9 @@ func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, 
 // header; one too large with the dead-letter headers carries the first
 // bytes of its payload that fit, its size in a header (see deadLetter).
 func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) (settle bool) {
-	attrs := []any{"shard", rec.ShardID, "sequence", rec.SequenceNumber, "partition_key", rec.PartitionKey, "attempt", attempt, "error", reason}
+	// The key itself stays out of the logs (it may name a customer): its
+	// digest finds the record's lines.
+	attrs := []any{"shard", rec.ShardID, "sequence", rec.SequenceNumber, "partition_key_md5", keyDigest(rec.PartitionKey), "attempt", attempt, "error", reason}
 	dl := r.s.set.deadLetter
 	if dl == "" {
 		r.log.Error("record rejected and checkpointed past", attrs...)
@@ -454,7 +474,7 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 		if n, ok := out.Headers[TruncatedFromHeader]; ok {
 			attrs = append(attrs, "truncated_from", n)
 		}
-		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl, "dead_letter_key", out.PartitionKey)...)
+		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl)...)
 		return true
 	case refused:
 		r.log.Error("dead-letter stream refused the record; checkpointed past", append(attrs, "dead_letter", dl)...)

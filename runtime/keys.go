@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ func uniqueKey() string {
 type handling struct {
 	context.Context
 	key string
+	log *slog.Logger // the subscription's (stream, handler, owner); nil in tests
 }
 
 type handlingKey struct{}
@@ -88,4 +90,13 @@ func handledKey(ctx context.Context) (string, bool) {
 		return h.key, true
 	}
 	return "", false
+}
+
+// handlingLogger returns the logger of the subscription whose handler ctx
+// belongs to, or slog.Default().
+func handlingLogger(ctx context.Context) *slog.Logger {
+	if h, ok := ctx.Value(handlingKey{}).(*handling); ok && h.log != nil {
+		return h.log
+	}
+	return slog.Default()
 }

@@ -22,7 +22,7 @@ const (
 func defaultConfig() config {
 	return config{
 		app:             DefaultApplication,
-		logger:          slog.New(slog.DiscardHandler),
+		logger:          slog.New(defaultLogHandler{}),
 		codec:           JSON,
 		shardSync:       DefaultShardSyncInterval,
 		leaseRenew:      DefaultLeaseRenewInterval,
@@ -52,7 +52,9 @@ func WithLeaseStore(s lease.Store) Option { return func(c *config) { c.leases = 
 // a random suffix, unique per broker).
 func WithOwnerID(id string) Option { return func(c *config) { c.owner = id } }
 
-// WithLogger logs through l (default: discard).
+// WithLogger logs through l, at every level l enables. Without it the
+// broker logs warnings and errors (a dead letter, a record checkpointed
+// past, a lost lease, a failing call being retried) to slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {

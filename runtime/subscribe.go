@@ -165,7 +165,8 @@ type subscribeSettings struct {
 	retries    int
 	deadLetter string
 	name       string
-	problems   []string // what the options found wrong, reported by Subscribe
+	middleware []Middleware // Use
+	problems   []string     // what the options found wrong, reported by Subscribe
 }
 
 func defaultSettings() subscribeSettings {
@@ -443,11 +444,11 @@ func (s *Subscription) fail(r *subRun, cause error) {
 	}
 	s.err = err
 	s.mu.Unlock()
-	s.log.Error("subscription ended: its stream was deleted", "err", cause)
+	r.log.Error("subscription ended: its stream was deleted", "err", cause)
 	ctx, cancel := context.WithTimeout(context.Background(), s.b.stopBound())
 	defer cancel()
 	if serr := s.Stop(ctx); serr != nil {
-		s.log.Warn("stopping the subscription of a deleted stream", "err", serr)
+		r.log.Warn("stopping the subscription of a deleted stream", "err", serr)
 	}
 	s.b.failed(err)
 }
@@ -495,12 +496,14 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 		b:      b,
 		stream: stream,
 		set:    set,
-		invoke: typedInvoke(h, b.s.cfg.codec),
 		log:    log,
 		done:   make(chan struct{}),
 	}
+	chain := chainFor(&b.s.cfg, stream, set.middleware)
 	if rh, ok := any(h).(Handler[RawRecord]); ok {
-		s.invoke, s.raw = rawInvoke(rh), true
+		s.invoke, s.raw = rawInvoke(rh, chain), true
+	} else {
+		s.invoke = typedInvoke(h, b.s.cfg.codec, chain)
 	}
 
 	b.s.mu.Lock()
