@@ -9,9 +9,16 @@
 // publish, and Server.WaitForRecords blocks until an iterator has something
 // to read (discover it on a kinesisapi.API by interface assertion).
 //
+// Enhanced fan-out is there too: stream consumers (RegisterStreamConsumer
+// and the rest) and SubscribeToShard, whose answer is the SDK's own
+// *kinesis.SubscribeToShardOutput decoding real event-stream frames; records
+// are pushed as they are appended. EndSubscriptions and CutSubscriptions
+// end or cut subscriptions for tests.
+//
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
-// CreateStream returns and resharding is immediate; there is no throttling
-// unless WithThrottling asks for the service's per-shard limits (or faults
-// are injected with InjectCallFault and InjectPutFault); no enhanced
-// fan-out, encryption or tagging.
+// CreateStream returns and resharding is immediate; a deregistered consumer
+// is gone at once (no DELETING); there is no throttling unless
+// WithThrottling asks for the service's per-shard limits (or faults are
+// injected with InjectCallFault and InjectPutFault), and a subscription is
+// not held to 2 MB/s; no encryption or tagging.
 package kinesistest

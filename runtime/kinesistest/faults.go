@@ -17,10 +17,16 @@ const (
 	OpGetRecords
 	OpSplitShard
 	OpMergeShards
+	OpRegisterStreamConsumer
+	OpDescribeStreamConsumer
+	OpListStreamConsumers
+	OpDeregisterStreamConsumer
+	OpSubscribeToShard
 	opCount
 )
 
-var opNames = [opCount]string{"CreateStream", "DeleteStream", "DescribeStreamSummary", "ListShards", "PutRecord", "PutRecords", "GetShardIterator", "GetRecords", "SplitShard", "MergeShards"}
+var opNames = [opCount]string{"CreateStream", "DeleteStream", "DescribeStreamSummary", "ListShards", "PutRecord", "PutRecords", "GetShardIterator", "GetRecords", "SplitShard", "MergeShards",
+	"RegisterStreamConsumer", "DescribeStreamConsumer", "ListStreamConsumers", "DeregisterStreamConsumer", "SubscribeToShard"}
 
 func (o Op) String() string {
 	if o < 0 || o >= opCount {
@@ -31,15 +37,27 @@ func (o Op) String() string {
 
 // Call describes one incoming call to a fault hook. Stream is empty when the
 // request names none (a ListShards NextToken); Shard is set for
-// GetShardIterator, GetRecords, SplitShard and MergeShards.
+// GetShardIterator, GetRecords, SplitShard, MergeShards and
+// SubscribeToShard; Consumer (the stream consumer's name) for the consumer
+// operations and SubscribeToShard, when the request names one.
+//
+// A hook that returns, say, a *types.ResourceInUseException or a
+// *types.LimitExceededException for OpSubscribeToShard refuses a
+// subscription the way the service does when another subscription holds
+// the shard or the one-per-second limit is hit.
 type Call struct {
-	Op     Op
-	Stream string
-	Shard  string
+	Op       Op
+	Stream   string
+	Shard    string
+	Consumer string
 }
 
 // errMalformed is the cause reported for undecodable tokens.
 var errMalformed = errors.New("malformed token")
+
+// errNotSubscribe is the in-process HTTP client's answer to any request
+// but the SubscribeToShard it was made for.
+var errNotSubscribe = errors.New("kinesistest: the in-process HTTP client serves only SubscribeToShard")
 
 // InjectCallFault makes every call for which f returns an error fail with
 // that error (wrapped like an SDK operation error, so errors.As still finds,

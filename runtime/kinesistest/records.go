@@ -261,13 +261,23 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 	if sh == nil {
 		return nil, opError(op.String(), notFound("Shard %s in stream %s under account %s does not exist", shardArg, name, s.cfg.account))
 	}
-	now := s.now()
-	it := iterator{stream: name, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
+	it, err := s.position(st, sh, in.ShardIteratorType, in.StartingSequenceNumber, in.Timestamp, s.now())
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(it.encode())}, nil
+}
+
+// position is where an iterator (or a subscription) of type typ starts on
+// sh: GetShardIterator's rules and errors, shared with SubscribeToShard.
+func (s *Server) position(st *stream, sh *shard, typ types.ShardIteratorType, seq *string, ts *time.Time, now time.Time) (iterator, error) {
+	var err error
+	it := iterator{stream: st.name, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
 	atSeq := func(after bool) error {
-		if in.StartingSequenceNumber == nil {
-			return invalidArg("StartingSequenceNumber is required for %s", in.ShardIteratorType)
+		if seq == nil {
+			return invalidArg("StartingSequenceNumber is required for %s", typ)
 		}
-		c, idx, err := parseSeq(*in.StartingSequenceNumber)
+		c, idx, err := parseSeq(*seq)
 		if err != nil {
 			return invalidArg("Invalid StartingSequenceNumber. %v", err)
 		}
@@ -280,10 +290,10 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 		}
 		return nil
 	}
-	if in.StartingSequenceNumber != nil && in.ShardIteratorType != types.ShardIteratorTypeAtSequenceNumber && in.ShardIteratorType != types.ShardIteratorTypeAfterSequenceNumber {
-		return nil, opError(op.String(), invalidArg("Must either specify (1) AT_SEQUENCE_NUMBER or AFTER_SEQUENCE_NUMBER and StartingSequenceNumber or (2) TRIM_HORIZON or LATEST and no StartingSequenceNumber. Request specified %s and also a StartingSequenceNumber.", in.ShardIteratorType))
+	if seq != nil && typ != types.ShardIteratorTypeAtSequenceNumber && typ != types.ShardIteratorTypeAfterSequenceNumber {
+		return it, invalidArg("Must either specify (1) AT_SEQUENCE_NUMBER or AFTER_SEQUENCE_NUMBER and StartingSequenceNumber or (2) TRIM_HORIZON or LATEST and no StartingSequenceNumber. Request specified %s and also a StartingSequenceNumber.", typ)
 	}
-	switch in.ShardIteratorType {
+	switch typ {
 	case types.ShardIteratorTypeTrimHorizon:
 	case types.ShardIteratorTypeLatest:
 		// Under the shard lock no record of this shard is between taking a
@@ -297,23 +307,20 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 		err = atSeq(true)
 	case types.ShardIteratorTypeAtTimestamp:
 		switch {
-		case in.Timestamp == nil:
+		case ts == nil:
 			err = invalidArg("Must specify timestampInMillis parameter for iterator of type AT_TIMESTAMP. Current request has no timestamp parameter.")
-		case in.Timestamp.UnixMilli() > now.UnixMilli(): // the service compares milliseconds
-			err = invalidArg("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: %d, currentTimestampInMillis: %d", in.Timestamp.UnixMilli(), now.UnixMilli())
+		case ts.UnixMilli() > now.UnixMilli(): // the service compares milliseconds
+			err = invalidArg("The timestampInMillis parameter cannot be greater than the currentTimestampInMillis. timestampInMillis: %d, currentTimestampInMillis: %d", ts.UnixMilli(), now.UnixMilli())
 		default:
-			it.ts = in.Timestamp.UnixNano()
+			it.ts = ts.UnixNano()
 			if it.ts <= 0 {
 				it.ts = 1 // before every record; 0 means "no timestamp"
 			}
 		}
 	default:
-		err = validation("1 validation error detected: Value '%s' at 'shardIteratorType' failed to satisfy constraint: Member must satisfy enum value set: %v", in.ShardIteratorType, types.ShardIteratorType("").Values())
+		err = validation("1 validation error detected: Value '%s' at 'shardIteratorType' failed to satisfy constraint: Member must satisfy enum value set: %v", typ, types.ShardIteratorType("").Values())
 	}
-	if err != nil {
-		return nil, opError(op.String(), err)
-	}
-	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(it.encode())}, nil
+	return it, err
 }
 
 // resolveIterator decodes an iterator and finds its stream and shard.

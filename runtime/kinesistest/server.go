@@ -29,6 +29,9 @@ type Server struct {
 	putFault  atomic.Pointer[func(stream, partitionKey string) error]
 	callFault atomic.Pointer[func(Call) error]
 	calls     [opCount]atomic.Int64
+
+	sdkOnce sync.Once
+	sdk     *kinesis.Client // decodes in-process event streams (SubscribeToShard)
 }
 
 var _ kinesisapi.API = (*Server)(nil)
@@ -42,6 +45,12 @@ type config struct {
 	throttle    bool
 	account     string
 	region      string
+
+	consumerLimit      int
+	consumerActivation time.Duration
+	subLifetime        time.Duration
+	subscribeInterval  time.Duration
+	takeover           time.Duration
 }
 
 // Option configures a Server.
@@ -78,6 +87,47 @@ func WithShardLimit(n int) Option { return func(c *config) { c.shardLimit = n } 
 // not be throttled unless they are about throttling.
 func WithThrottling() Option { return func(c *config) { c.throttle = true } }
 
+// WithConsumerLimit sets how many consumers a stream may have registered at
+// once (default 20, the service's); RegisterStreamConsumer beyond it fails
+// with LimitExceededException.
+func WithConsumerLimit(n int) Option { return func(c *config) { c.consumerLimit = n } }
+
+// WithConsumerActivation sets how long a newly registered stream consumer
+// stays CREATING before it is ACTIVE (default 0: RegisterStreamConsumer
+// answers CREATING, as the service does, and the next DescribeStreamConsumer
+// already sees ACTIVE). The service takes seconds; set a delay to test code
+// that waits for ACTIVE. It is measured on the server's clock (WithClock).
+// SubscribeToShard for a consumer that is not ACTIVE yet fails with
+// ResourceInUseException.
+func WithConsumerActivation(d time.Duration) Option {
+	return func(c *config) { c.consumerActivation = d }
+}
+
+// WithSubscriptionLifetime sets how long a SubscribeToShard subscription
+// lasts before its event stream ends cleanly (default 5 min, as on the
+// service; tests use a second or two to exercise renewal). Wall-clock time.
+func WithSubscriptionLifetime(d time.Duration) Option {
+	return func(c *config) { c.subLifetime = d }
+}
+
+// WithSubscribeInterval sets the least time between two SubscribeToShard
+// calls of one consumer for one shard (default 1 s, the service's limit of
+// one call per second per shard per consumer); a call sooner fails with
+// LimitExceededException. 0 lifts the limit. Wall-clock time.
+func WithSubscribeInterval(d time.Duration) Option {
+	return func(c *config) { c.subscribeInterval = d }
+}
+
+// WithSubscriptionTakeover sets how old a consumer's active subscription to
+// a shard must be before a new SubscribeToShard for the same consumer and
+// shard takes it over (default 5 s, as on the service): a call while the
+// active one is younger fails with ResourceInUseException; an older one is
+// ended with a ResourceInUseException event and the new call succeeds. 0
+// never takes over: the active subscription must end first. Wall-clock time.
+func WithSubscriptionTakeover(d time.Duration) Option {
+	return func(c *config) { c.takeover = d }
+}
+
 // New returns an empty server.
 func New(opts ...Option) *Server {
 	cfg := config{
@@ -87,6 +137,11 @@ func New(opts ...Option) *Server {
 		shardLimit:  1000,
 		account:     "000000000000",
 		region:      "us-east-1",
+
+		consumerLimit:     20,
+		subLifetime:       5 * time.Minute,
+		subscribeInterval: time.Second,
+		takeover:          5 * time.Second,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -110,6 +165,10 @@ type stream struct {
 	open atomic.Pointer[[]*shard] // sorted by hash range: the routing table
 
 	counter atomic.Uint64 // source of sequence numbers
+
+	cmu       sync.Mutex // guards the consumers and their subscriptions
+	consumers map[string]*consumer
+	lastEpoch map[string]int64 // the last consumer ARN epoch of each name
 }
 
 func (st *stream) arn(c config) string {
@@ -231,7 +290,7 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 		return nil, opError(op.String(), limitExceeded("This request would exceed the shard limit for the account %s in %s. Current shard count for the account: 0. Limit: %d.", s.cfg.account, s.cfg.region, s.cfg.shardLimit))
 	}
 	now := s.now()
-	st := &stream{name: name, epoch: s.epochs.Add(1), created: now, mode: mode}
+	st := &stream{name: name, epoch: s.epochs.Add(1), created: now, mode: mode, consumers: map[string]*consumer{}, lastEpoch: map[string]int64{}}
 	shards := make([]*shard, n)
 	for i, r := range evenRanges(n) {
 		shards[i] = newShard(i, r[0], r[1], formatSeq(0, i), time.Time{})
@@ -286,6 +345,9 @@ func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.Describe
 	}
 	hours := int32((s.cfg.retention + time.Hour - 1) / time.Hour)
 	created := st.created
+	st.cmu.Lock()
+	consumers := len(st.consumers)
+	st.cmu.Unlock()
 	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
 		StreamName:              aws.String(st.name),
 		StreamARN:               aws.String(st.arn(s.cfg)),
@@ -295,7 +357,7 @@ func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.Describe
 		RetentionPeriodHours:    aws.Int32(hours),
 		StreamCreationTimestamp: &created,
 		EncryptionType:          types.EncryptionTypeNone,
-		ConsumerCount:           aws.Int32(0),
+		ConsumerCount:           aws.Int32(int32(consumers)),
 		EnhancedMonitoring:      []types.EnhancedMetrics{{}},
 	}}, nil
 }
