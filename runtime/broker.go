@@ -19,6 +19,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
 // Broker owns the connection to Kinesis. Constructors and options do no I/O;
@@ -82,6 +83,10 @@ type state struct {
 	// live mirrors conn while connected, so that publishes, which all ask
 	// for it, need no lock.
 	live atomic.Pointer[conn]
+
+	// leaseCounts count the lease changes of every subscription's
+	// coordinator, for Status.
+	leaseCounts shard.LeaseCounters
 }
 
 // conn is one Connect's worth of live state.

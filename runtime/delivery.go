@@ -258,6 +258,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Checkpoint: cfg.checkpointEvery,
 		Sink:       r.lanes.submit,
 		OnFail:     func(err error) { s.b.startFail(s, r, err) },
+		Counters:   &s.b.s.leaseCounts,
 		// In every lane mode a shard has at most this many records out
 		// past its oldest unsettled one: a stuck handler pauses the
 		// shard's reader, as a full by-key lane does, and bounds what a
@@ -395,6 +396,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	switch out.kind {
 	case outcomeAck:
+		rec.Count(shard.Acked)
 		return true
 	case outcomeRetry:
 		cause := out.err
@@ -441,6 +443,7 @@ func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, 
 	switch r.publish(ctx, rec, out) {
 	case published:
 		r.log.Debug("record retried", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "error", cause)
+		rec.Count(shard.Retried)
 		return true
 	case refused:
 		// The copy can never be published (too large with its headers, say):
@@ -466,6 +469,7 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 	dl := r.s.set.deadLetter
 	if dl == "" {
 		r.log.Error("record rejected and checkpointed past", attrs...)
+		rec.Count(shard.Rejected)
 		return true
 	}
 	out := deadLetter(dl, rec, headers, payload, attempt, reason)
@@ -475,9 +479,11 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 			attrs = append(attrs, "truncated_from", n)
 		}
 		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl)...)
+		rec.Count(shard.DeadLettered)
 		return true
 	case refused:
 		r.log.Error("dead-letter stream refused the record; checkpointed past", append(attrs, "dead_letter", dl)...)
+		rec.Count(shard.Rejected)
 		return true
 	}
 	return false

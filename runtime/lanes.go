@@ -184,6 +184,17 @@ func (l *lanes) submit(ctx context.Context, rs []shard.Record) (int, error) {
 	}
 }
 
+// depth is how many records wait in the queues, not yet taken by a worker.
+func (l *lanes) depth() int {
+	n := 0
+	for _, q := range l.queues {
+		q.mu.Lock()
+		n += q.n
+		q.mu.Unlock()
+	}
+	return n
+}
+
 // close stops the workers after their current delivery.
 func (l *lanes) close() {
 	l.once.Do(func() {

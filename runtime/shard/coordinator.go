@@ -99,6 +99,10 @@ type Config struct {
 	// ErrStreamDeleted). It is called from one of the coordinator's
 	// goroutines and must not block; Stop still releases the leases.
 	OnFail func(error)
+	// Counters, when set, count this coordinator's lease changes (shared
+	// with others: a broker's subscriptions count together); else it
+	// counts them on its own. Status reads them too.
+	Counters *LeaseCounters
 }
 
 const (
@@ -199,9 +203,11 @@ type Coordinator struct {
 	pending map[string]time.Time // lease key -> when this owner asked for it
 	start   Position             // for shards without checkpoint; a stream-wide seek replaces it
 	obs     *observer
-	epoch   time.Time // the zero of the lease fences' monotonic clock
-	drained bool      // Stop waits for the workers: a fence starts none
-	failErr error     // why the coordinator stopped reading for good (Err)
+	epoch   time.Time         // the zero of the lease fences' monotonic clock
+	drained bool              // Stop waits for the workers: a fence starts none
+	failErr error             // why the coordinator stopped reading for good (Err)
+	stats   map[string]*Stats // by shard id: every shard held since New
+	listed  []listedLease     // the last pass's lease listing, for Status
 
 	passMu sync.Mutex // one sync pass at a time
 	ctx    context.Context
@@ -230,6 +236,9 @@ func New(cfg Config) (*Coordinator, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	if cfg.Counters == nil {
+		cfg.Counters = new(LeaseCounters)
+	}
 	raw := cfg.Leases
 	members, ok := lease.MembersOf(raw)
 	switch {
@@ -257,6 +266,7 @@ func New(cfg Config) (*Coordinator, error) {
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
 		owned:   make(map[string]*owned),
 		pending: make(map[string]time.Time),
+		stats:   make(map[string]*Stats),
 		start:   cfg.Start,
 		obs:     newObserver(),
 		epoch:   time.Now(),

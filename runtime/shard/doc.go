@@ -51,4 +51,10 @@
 // reader and is reported once through Err and Config.OnFail.
 // Seek starts a new reader generation whose records alone move the
 // checkpoint, and writes the position it sought to the lease.
+//
+// Status reports, without waiting for any remote call, the shards held
+// (lease state, checkpoint, MillisBehindLatest, records in flight, and the
+// outcomes the sink's user counted with Record.Count) and the others as
+// the last pass listed them. A shard's Stats is where its readers report
+// how far behind the tip they are.
 package shard

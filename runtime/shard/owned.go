@@ -40,6 +40,43 @@ type owned struct {
 	timer  *time.Timer
 	fctx   context.Context
 	fencer context.CancelFunc
+
+	// For Status, which must not wait for mu (a write in flight holds it):
+	// the shard's counters and mirrors of sess, handing, finished and the
+	// lease's PendingOwner, each set together with its field.
+	st       *Stats
+	sessionA atomic.Pointer[session]
+	handingA atomic.Bool
+	ended    atomic.Bool
+	asked    atomic.Pointer[string]
+}
+
+// setSession sets o.sess; o.mu is held.
+func (o *owned) setSession(s *session) {
+	o.sess = s
+	o.sessionA.Store(s)
+}
+
+// setHanding sets o.handing; o.mu is held.
+func (o *owned) setHanding(v bool) {
+	o.handing = v
+	o.handingA.Store(v)
+}
+
+// setLease sets o.l, as stored at when (zero: as listed); o.mu is held (or
+// o is new).
+func (o *owned) setLease(l lease.Lease, when time.Time) {
+	o.l = l
+	if l.Checkpoint != "" {
+		o.st.checkpointed(l.Checkpoint, l.SubSequence, when)
+	}
+	if p := o.asked.Load(); (p == nil) != (l.PendingOwner == "") || p != nil && *p != l.PendingOwner {
+		if l.PendingOwner == "" {
+			o.asked.Store(nil)
+		} else {
+			o.asked.Store(&l.PendingOwner)
+		}
+	}
 }
 
 // askedBy returns the owner that asked for the lease, if any.
@@ -92,7 +129,8 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 		sent := time.Now()
 		l, err := f(o.l)
 		if err == nil {
-			o.l, o.wrote = l, time.Now()
+			o.wrote = time.Now()
+			o.setLease(l, o.wrote)
 			c.renewed(o, sent)
 			return l, nil
 		}
@@ -113,7 +151,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 			c.loseLocked(o, cur.Owner)
 			return lease.Lease{}, errGone
 		}
-		o.l = cur
+		o.setLease(cur, time.Time{})
 	}
 }
 
@@ -126,6 +164,7 @@ func (c *Coordinator) loseLocked(o *owned, to string) {
 		o.sess.cancel()
 	}
 	c.forget(o)
+	c.cfg.Counters.Lost.Add(1)
 	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
 }
 
@@ -192,6 +231,7 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 				o.sess.cancel()
 			}
 			c.forget(o)
+			c.cfg.Counters.Lost.Add(1)
 		}
 		c.wake(false) // a pass may win it back
 	}()
@@ -252,7 +292,14 @@ func isSequence(cp string) bool {
 // Records still unsettled are abandoned: their settlement can no longer be
 // written, and the next owner reads them again from the checkpoint.
 func (c *Coordinator) release(ctx context.Context, o *owned) error {
-	_, err := c.mutate(ctx, o, "lease release", func(l lease.Lease) (lease.Lease, error) {
+	_, err := c.releaseLease(ctx, o)
+	return err
+}
+
+// releaseLease is release; released reports that this call released the
+// lease (not that it was gone already).
+func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool, err error) {
+	_, err = c.mutate(ctx, o, "lease release", func(l lease.Lease) (lease.Lease, error) {
 		nl, err := c.cfg.Leases.Release(ctx, l)
 		if err == nil {
 			o.gone = true
@@ -266,11 +313,12 @@ func (c *Coordinator) release(ctx context.Context, o *owned) error {
 	if err == nil {
 		c.forget(o)
 		c.log.Debug("lease released", "shard", o.shard)
+		return true, nil
 	}
 	if errors.Is(err, errGone) {
-		return nil
+		return false, nil
 	}
-	return err
+	return false, err
 }
 
 // startHandoff answers another owner's request for o: stop fetching, let the
@@ -282,7 +330,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		o.mu.Unlock()
 		return
 	}
-	o.handing = true
+	o.setHanding(true)
 	s := o.sess
 	o.mu.Unlock()
 	c.log.Info("handing lease over", "shard", o.shard, "to", to)
@@ -319,8 +367,11 @@ func (c *Coordinator) finishHandoff(o *owned, began time.Time) {
 	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
 	for {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.leaseCallTimeout())
-		err := c.release(ctx, o)
+		released, err := c.releaseLease(ctx, o)
 		cancel()
+		if released {
+			c.cfg.Counters.HandedOver.Add(1)
+		}
 		if err == nil || c.ctx.Err() != nil {
 			return
 		}
@@ -352,9 +403,9 @@ func (c *Coordinator) keep(ctx context.Context, o *owned) error {
 		if err == nil {
 			if o.sess != nil {
 				o.sess.wm.abandon()
-				o.sess = nil
+				o.setSession(nil)
 			}
-			o.handing = false
+			o.setHanding(false)
 		}
 		return nl, err
 	})
@@ -374,14 +425,17 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	o := &owned{shard: nl.ShardID, key: nl.Key, l: nl}
+	o := &owned{shard: nl.ShardID, key: nl.Key}
 	o.fctx, o.fencer = context.WithCancel(context.Background())
 	o.timer = time.AfterFunc(time.Hour, func() { c.fenceIfExpired(o) })
 	c.renewed(o, sent)
 	c.mu.Lock()
+	o.st = c.statsLocked(nl.ShardID)
+	o.setLease(nl, time.Time{})
 	c.owned[nl.ShardID] = o
 	delete(c.pending, nl.Key)
 	c.mu.Unlock()
+	c.cfg.Counters.Taken.Add(1)
 	c.log.Info("lease taken", "shard", nl.ShardID, "previous_owner", l.Owner, "checkpoint", nl.Checkpoint)
 	return nl, nil
 }

@@ -111,6 +111,13 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 
 	now := time.Now()
 	c.obs.observe(leases, now)
+	listed := make([]listedLease, len(leases))
+	for i, l := range leases {
+		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.obs.stale(l, now, c.cfg.Failover)}
+	}
+	c.mu.Lock()
+	c.listed = listed
+	c.mu.Unlock()
 	plan := planBalance(c.cfg.Owner, leases, c.holds, func(l lease.Lease) bool {
 		return c.obs.stale(l, now, c.cfg.Failover)
 	})
@@ -422,7 +429,9 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 		}
 	}
 	sctx, cancel := context.WithCancel(c.ctx)
-	s := &session{wm: newWatermark(), from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
+	wm := newWatermark()
+	wm.st = o.st
+	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
 	if o.gone || o.handing || o.fctx.Err() != nil {
 		o.mu.Unlock()
@@ -434,7 +443,8 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 		s.wm.abandon()
 		cancel()
 	})
-	o.sess, o.persisted = s, 0
+	o.persisted = 0
+	o.setSession(s)
 	o.mu.Unlock()
 	if pin != nil {
 		// Before the reader starts, so nothing can settle first. A failure
@@ -494,7 +504,7 @@ func (c *Coordinator) reposition(ctx context.Context, o *owned, p Position) erro
 	}
 	o.mu.Lock()
 	if o.sess == old {
-		o.sess = nil
+		o.setSession(nil)
 	}
 	o.mu.Unlock()
 	at := positionFor(p, o.shard)

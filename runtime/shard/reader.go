@@ -36,6 +36,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	defer c.workers.Done()
 	defer close(s.done)
 	log := c.log.With("shard", o.shard)
+	st := o.st // where this shard's lag and outcomes are counted
 	waiter, _ := c.cfg.Client.(recordWaiter)
 	resume := s.from // where a new iterator starts if this one expires
 	skip := s.from.skip
@@ -222,6 +223,9 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			continue
 		}
 		bo.reset()
+		if out.MillisBehindLatest != nil {
+			st.ObserveBehind(*out.MillisBehindLatest)
+		}
 		if err := deliver(out.Records); err != nil {
 			if ctx.Err() == nil {
 				// The sink broke its contract: drop this generation and
@@ -230,7 +234,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 				s.wm.abandon()
 				o.mu.Lock()
 				if o.sess == s {
-					o.sess = nil
+					o.setSession(nil)
 				}
 				o.mu.Unlock()
 			}
@@ -379,6 +383,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 		nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
 		if err == nil {
 			o.finished = true
+			o.ended.Store(true)
 		}
 		return nl, err
 	})
@@ -387,7 +392,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 			log.Warn("SHARD_END checkpoint failed; the shard is read to its end again", "err", err)
 			o.mu.Lock()
 			if o.sess == s {
-				o.sess = nil // the next pass reopens it from its checkpoint
+				o.setSession(nil) // the next pass reopens it from its checkpoint
 			}
 			o.mu.Unlock()
 		}

@@ -24,6 +24,7 @@ type watermark struct {
 	// once: it sits apart from the fields that add and settle write, so
 	// that reading it does not miss the cache.
 	discard atomic.Bool
+	st      *Stats // the shard's counters, for Record.Count; nil in tests
 	_       [cacheLine]byte
 
 	mu       sync.Mutex
