@@ -15,3 +15,17 @@ func TestConformanceInProcess(t *testing.T) {
 		Throttled: func(*testing.T) kinesisapi.API { return kinesistest.New(kinesistest.WithThrottling()) },
 	})
 }
+
+// The same server through its HTTP/2 front and the SDK's real client: the
+// front's JSON must be the service's.
+func TestConformanceHTTP(t *testing.T) {
+	serve := func(t *testing.T, s *kinesistest.Server) kinesisapi.API {
+		h := kinesistest.NewHTTPServer(s)
+		t.Cleanup(h.Close)
+		return h.Client()
+	}
+	conformance.Run(t, conformance.Harness{
+		New:       func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New()) },
+		Throttled: func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(kinesistest.WithThrottling())) },
+	})
+}

@@ -15,6 +15,11 @@
 // are pushed as they are appended. EndSubscriptions and CutSubscriptions
 // end or cut subscriptions for tests.
 //
+// NewHTTPServer puts a Server behind TLS and HTTP/2 on a loopback port,
+// speaking the service's JSON protocol and its event stream, so that a real
+// *kinesis.Client (HTTPServer.Client) runs the SDK's network path, the
+// HTTP/2 event stream of SubscribeToShard included.
+//
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
 // CreateStream returns and resharding is immediate; a deregistered consumer
 // is gone at once (no DELETING); there is no throttling unless
