@@ -17,9 +17,14 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the service; ctx ending (Ctrl-C) stops it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("orders", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	endpoint := fs.String("endpoint", "", "Kinesis endpoint URL; empty runs on the in-process Kinesis")
@@ -27,9 +32,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	customers := fs.Int("customers", 6, "number of customers")
 	perCustomer := fs.Int("orders", 8, "orders per customer")
 	malformed := fs.Int("malformed", 1, "orders of an older schema to publish; each ends on the dead-letter stream")
-	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	timeout := fs.Duration("timeout", 60*time.Second, "give up after this long (with -status: stop after this long, if set)")
 	verbose := fs.Bool("v", false, "log the runtime's events to stderr")
+	status := fs.String("status", "", "serve a live status page on this loopback address (for example 127.0.0.1:8080) and keep taking orders until interrupted")
+	pace := fs.Duration("pace", 200*time.Millisecond, "with -status: after the first orders, place one more every this long")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	timeoutSet := false
+	fs.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if *status != "" && *pace <= 0 {
+		fmt.Fprintln(stderr, "orders: -pace must be positive")
 		return 2
 	}
 
@@ -53,10 +66,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "orders:", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	if *status == "" || timeoutSet {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	if *status != "" {
+		// Before Connect, so that the page shows the subscriptions starting.
+		l, err := listenStatus(*status)
+		if err != nil {
+			fmt.Fprintln(stderr, "orders:", err)
+			return 2
+		}
+		sctx, stopServing := context.WithCancel(ctx)
+		served := serveStatus(sctx, l, b)
+		defer func() {
+			stopServing()
+			<-served
+		}()
+		fmt.Fprintf(stdout, "status page: http://%s/\n", l.Addr())
+	}
 
 	if err := b.Connect(ctx); err != nil {
 		fmt.Fprintln(stderr, "orders: connect:", err)
@@ -88,7 +117,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if book.Report(stdout) > 0 {
 		return 1
 	}
+	if *status != "" {
+		fmt.Fprintln(stdout, "taking more orders; Ctrl-C stops")
+		keepOrdering(ctx, NewOrderPublisher(b), *customers, *perCustomer, *pace)
+		fmt.Fprintln(stdout, "stopping")
+	}
 	return 0
+}
+
+// keepOrdering places one order every pace, the customers taking turns,
+// each customer's ids going on from its first orders, until ctx ends.
+func keepOrdering(ctx context.Context, orders runtime.Publisher[Order], customers, perCustomer int, pace time.Duration) {
+	next := make([]int, customers)
+	for c := range next {
+		next[c] = (c+1)*1000 + perCustomer + 1
+	}
+	t := time.NewTicker(pace)
+	defer t.Stop()
+	for c := 0; ; c = (c + 1) % customers {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		customer := fmt.Sprintf("c%02d", c+1)
+		if err := orders.Message(Order{ID: next[c], Customer: customer}).PartitionKey(customer).Publish(ctx); err == nil {
+			next[c]++
+		}
+	}
 }
 
 // placeOrders publishes each customer's orders one after another under the

@@ -25,7 +25,7 @@ func TestOrderServiceOnKinesalite(t *testing.T) {
 func checkRun(t *testing.T, args []string, customers, perCustomer int) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	if code := run(args, &stdout, &stderr); code != 0 {
+	if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("run %v = %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
@@ -55,7 +55,7 @@ func checkRun(t *testing.T, args []string, customers, perCustomer int) {
 
 func TestBadFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-customers", "many"}, &stdout, &stderr); code != 2 {
+	if code := run(t.Context(), []string{"-customers", "many"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("run with a bad flag = %d, want 2", code)
 	}
 }
