@@ -1,7 +1,7 @@
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test test-unit bench bench-kinesalite lint fmt-check generate check-generated
+.PHONY: demo test test-unit test-ui bench bench-kinesalite lint fmt-check generate check-generated
 
 # The main job: the order service on the in-process Kinesis.
 demo:
@@ -19,6 +19,15 @@ test-unit: fmt-check check-generated
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./interop/
+
+# The demo's status page (-status) in a real headless browser: installs
+# Debian's chromium and chromium-driver when missing (apt-get, as root or
+# through sudo), builds and starts the demo, and drives the page over
+# WebDriver. make test does not run it.
+test-ui:
+	bash scripts/ui-browser.sh
+	$(GO) vet -tags ui ./examples/orders
+	$(GO) test -tags ui -count=1 -timeout 5m -run TestStatusPageInBrowser ./examples/orders
 
 generate:
 	$(GO) generate ./...

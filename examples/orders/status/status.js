@@ -18,9 +18,15 @@ const outcomes = (o) => [o.acked, o.retried, o.rejected, o.dead_lettered].map(nu
 function checkpoint(s) {
   const cp = s.checkpoint || "";
   if (cp === "") return "none yet";
-  if (!/^[0-9]+$/.test(cp)) return cp; // SHARD_END, TRIM_HORIZON, AT_TIMESTAMP...
-  const tail = cp.length > 12 ? "…" + cp.slice(-12) : cp;
-  return s.sub_sequence ? tail + "." + s.sub_sequence : tail;
+  return s.sub_sequence && /^[0-9]+$/.test(cp) ? cp + "." + s.sub_sequence : cp;
+}
+
+// age is how long before the snapshot t was, or "—" when unknown.
+function age(t, now) {
+  if (!t) return "—";
+  const ms = Math.max(0, new Date(now) - new Date(t));
+  if (ms < 60000) return (ms / 1000).toFixed(1) + " s ago";
+  return Math.round(ms / 60000) + " min ago";
 }
 
 function behind(s) {
@@ -37,13 +43,14 @@ function owner(s, me) {
   return el("span", {}, s.owner);
 }
 
-function shardRow(sub, s, me, held) {
+function shardRow(sub, s, me, held, now) {
   const cell = (cls, ...c) => el("td", {class: cls}, ...c);
   const row = el("tr", {"data-stream": sub.stream, "data-shard": s.shard, class: held ? "held" : "elsewhere"},
     cell("shard", s.shard),
     cell("owner", owner(s, me)),
     cell("lease", s.lease + (s.handoff_to ? " → " + s.handoff_to : "")),
-    el("td", {class: "checkpoint", title: s.checkpoint || ""}, checkpoint(s)),
+    cell("checkpoint", checkpoint(s)),
+    cell("num age", age(s.checkpoint_at, now)),
     cell("num behind", held ? behind(s) : "—"),
     cell("num handled", held ? num(s.handled) : "—"),
     cell("num rate", held ? rate(s.per_second) : "—"),
@@ -61,12 +68,12 @@ function render(st) {
     " · updated ", el("span", {id: "updated"}, new Date(st.time).toLocaleTimeString()));
   const subs = st.subscriptions.map((sub) => {
     const head = el("tr", {},
-      ...["Shard", "Owner", "Lease", "Checkpoint", "Behind", "Handled", "Per second", "Outcomes", "In flight"]
+      ...["Shard", "Owner", "Lease", "Checkpoint", "Stored", "Behind", "Handled", "Per second", "Outcomes", "In flight"]
         .map((h, i) => el("th", {class: i >= 4 ? "num" : ""}, h)));
     const rows = [
       ...sub.shards.map((s) => ({s, held: true})),
       ...sub.others.map((s) => ({s, held: false})),
-    ].sort((a, b) => a.s.shard.localeCompare(b.s.shard)).map(({s, held}) => shardRow(sub, s, me, held));
+    ].sort((a, b) => a.s.shard.localeCompare(b.s.shard)).map(({s, held}) => shardRow(sub, s, me, held, st.time));
     const meta = `${sub.state} · ${sub.workers} worker${sub.workers === 1 ? "" : "s"}${sub.by_key ? " by key" : ""}` +
       ` · handled ${num(sub.handled)} (${rate(sub.per_second)}/s; ${outcomes(sub.outcomes)})` +
       ` · queued ${num(sub.queue_depth)} · in flight ${num(sub.in_flight)}`;
