@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
@@ -33,6 +35,8 @@ type batchConfig struct {
 	retryBase   time.Duration // first backoff of a failed entry
 	retryMax    time.Duration // backoff cap
 	callTimeout time.Duration // deadline of one PutRecords call
+
+	tel *telemetry // nil: no metrics
 }
 
 // DefaultPublishCallTimeout bounds one PutRecords call: an endpoint that
@@ -156,6 +160,9 @@ type batcher struct {
 	inFlight int              // calls running
 	spare    []*entry         // reused buffer for draining incoming
 	readyAt  time.Time        // when ready last became non-empty
+
+	// Measurement options of the stream's calls; set when metrics are on.
+	callOK, callFailed, retriedEntry metric.MeasurementOption
 }
 
 type callResult struct {
@@ -177,6 +184,11 @@ func newBatcher(client kinesisapi.API, stream string, cfg batchConfig, log *slog
 		results: make(chan callResult, cfg.maxInFlight),
 		done:    make(chan struct{}),
 		keys:    make(map[string]*fifo),
+	}
+	if t := cfg.tel; t != nil && t.metrics {
+		b.callOK = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("ok")))
+		b.callFailed = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("error")))
+		b.retriedEntry = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream)))
 	}
 	go b.run()
 	return b
@@ -483,6 +495,13 @@ func (b *batcher) settle(r callResult, now time.Time) {
 	if r.err == nil && (r.out == nil || len(r.out.Records) != len(r.batch)) {
 		r.err = fmt.Errorf("PutRecords answered %d results for %d records", resultCount(r.out), len(r.batch))
 	}
+	if b.callOK != nil {
+		if r.err == nil {
+			b.cfg.tel.putCalls.Add(context.Background(), 1, b.callOK)
+		} else {
+			b.cfg.tel.putCalls.Add(context.Background(), 1, b.callFailed)
+		}
+	}
 	if r.err != nil {
 		kind, retry := classifyCallError(r.err)
 		if b.ctx.Err() != nil {
@@ -540,6 +559,9 @@ func (b *batcher) retry(e *entry, cause error, now time.Time) {
 		backoff = b.cfg.retryMax
 	}
 	e.notBefore = now.Add(rand.N(backoff) + 1)
+	if b.retriedEntry != nil {
+		b.cfg.tel.putRetried.Add(context.Background(), 1, b.retriedEntry)
+	}
 	e.failed.Store(&failure{attempts: e.attempts, err: cause})
 	b.log.Debug("kinesis publish retry", "stream", b.stream, "attempt", e.attempts, "err", cause)
 	e.state.Store(entryQueued)

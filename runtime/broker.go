@@ -16,6 +16,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -55,6 +57,10 @@ type config struct {
 
 	middleware       []Middleware            // WithMiddleware, outermost first
 	streamMiddleware map[string][]Middleware // WithStreamMiddleware
+
+	tracerProvider trace.TracerProvider // WithTracerProvider
+	meterProvider  metric.MeterProvider // WithMeterProvider
+	tel            *telemetry           // made by NewBroker; nil without providers
 }
 
 type phase uint8
@@ -96,6 +102,7 @@ type conn struct {
 	owner  string
 	logger *slog.Logger
 	batch  batchConfig
+	tel    *telemetry // nil: no telemetry
 
 	mu       sync.Mutex // serialises adding batchers and closing
 	closed   bool
@@ -112,7 +119,9 @@ func NewBroker(opts ...Option) *Broker {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Broker{s: &state{cfg: cfg, ready: make(chan struct{}), failed: make(chan struct{})}}
+	s := &state{cfg: cfg, ready: make(chan struct{}), failed: make(chan struct{})}
+	s.cfg.tel = newTelemetry(&s.cfg, s)
+	return &Broker{s: s}
 }
 
 // Ready is closed once Connect (or Run's connect) has succeeded: every
@@ -255,6 +264,7 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 	// Every line of this connection (publishers, subscriptions, their
 	// shard coordinators) names this instance.
 	c.logger = cfg.logger.With("owner", c.owner)
+	c.tel, c.batch.tel = cfg.tel, cfg.tel
 	return c, nil
 }
 
@@ -322,6 +332,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	if c == nil { // never connected, or still connecting: Connect sees the close
 		s.phase = phaseClosed
 		s.mu.Unlock()
+		s.cfg.tel.close()
 		return nil
 	}
 	s.phase = phaseClosing
@@ -339,6 +350,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	s.live.Store(nil)
 	s.mu.Unlock()
 	c.close(ctx)
+	s.cfg.tel.close()
 	c.logger.Debug("kinesis broker shut down")
 	return err
 }
@@ -404,10 +416,24 @@ func (c *conn) put(ctx context.Context, rec Outgoing) (Receipt, error) {
 		delete(rec.Headers, PartitionKeyHeader)
 	}
 	bt, e, err := c.submit(ctx, rec)
-	if err != nil {
-		return Receipt{}, err
+	if err == nil {
+		var r Receipt
+		r, err = bt.await(e)
+		if err == nil {
+			c.countPut(rec.Stream, nil)
+			return r, nil
+		}
 	}
-	return bt.await(e)
+	c.countPut(rec.Stream, err)
+	return Receipt{}, err
+}
+
+// countPut counts a record the runtime published itself (a retry copy, a
+// dead letter) among the published messages.
+func (c *conn) countPut(stream string, err error) {
+	if t := c.tel; t != nil && t.metrics {
+		t.endSend(nil, t.publishObs(stream), Receipt{}, err)
+	}
 }
 
 // submit encodes rec, checks its size and queues it on its stream's

@@ -171,6 +171,9 @@ type subRun struct {
 	idle   chan struct{} // the lanes' workers have all exited
 	ctx    context.Context
 	cancel context.CancelFunc
+	tel    *telemetry // nil: no telemetry
+	obs    runObs
+	began  time.Time // when the run started (checkpoint age before the first checkpoint)
 }
 
 // start checks (or creates) the stream and the dead-letter stream, starts
@@ -223,7 +226,9 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	}
 
 	cfg := s.b.s.cfg
-	r := &subRun{s: s, c: c, log: log}
+	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now()}
+	handlerName := s.set.name
+	r.obs = r.tel.runObs(s.stream, handlerName)
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.lanes = newLanes(s.set.workers, s.set.byKey, r.process)
@@ -370,12 +375,14 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		// The reader hands over a KPL aggregate whole only when it is
 		// corrupt: say so, rather than that its bytes do not decode.
 		if _, _, kerr := kpl.Deaggregate(rec.Data); kerr != nil {
+			r.countUndecodable()
 			return r.giveUp(ctx, rec, nil, rec.Data, 1, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: kerr})
 		}
 	}
 	headers, payload, err := decodeEnvelope(rec.Data)
 	if err != nil {
 		if !r.s.raw {
+			r.countUndecodable()
 			return r.giveUp(ctx, rec, nil, rec.Data, 1, err) // an ErrDecode error
 		}
 		headers, payload = nil, rec.Data // a raw subscriber takes it as it is
@@ -390,7 +397,12 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		Attempt:        attempt,
 		headers:        headers,
 	}
-	out, err := r.call(ctx, payload, d)
+	var out Outcome
+	if t := r.tel; t != nil {
+		out, err = r.callObserved(ctx, t, payload, &d)
+	} else {
+		out, err = r.call(ctx, payload, d)
+	}
 	if err != nil {
 		return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
 	}
@@ -426,6 +438,28 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 		}
 	}()
 	return r.s.invoke(ctx, payload, d)
+}
+
+// callObserved is call within the delivery's consumer span, counted and
+// timed.
+func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
+	ctx, span := t.startProcess(ctx, d)
+	began := time.Now()
+	out, err := r.call(ctx, payload, *d)
+	kind, cause := int(out.kind), out.err
+	if err != nil {
+		kind, cause = undecodable, err
+	}
+	t.endProcess(span, &r.obs, began, kind, cause)
+	return out, err
+}
+
+// countUndecodable counts a record given up before its handling because
+// it does not decode.
+func (r *subRun) countUndecodable() {
+	if t := r.tel; t != nil && t.metrics {
+		t.handled.Add(context.Background(), 1, r.obs.outcome[undecodable])
+	}
 }
 
 // retry publishes a copy of rec at the tip of its stream, with the same key

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
@@ -149,6 +151,10 @@ func NewPublisher[T any](b *Broker, spec PublisherSpec, opts ...PublishOption) P
 		o(&s)
 	}
 	p := &publisher[T]{b: b, stream: s.stream, key: s.partitionKey, hasKey: s.hasKey}
+	if b != nil && b.s != nil {
+		p.tel = b.s.cfg.tel
+		p.obs = p.tel.publishObs(s.stream)
+	}
 	if s.aggregate != nil {
 		agg := s.aggregate.withDefaults()
 		p.aggregate = &agg
@@ -162,6 +168,8 @@ type publisher[T any] struct {
 	key       string // mount-site key, when hasKey
 	hasKey    bool
 	aggregate *Aggregation // with defaults; nil: plain records
+	tel       *telemetry   // nil: no telemetry
+	obs       publishObs
 }
 
 func (p *publisher[T]) Publish(ctx context.Context, msg T) error {
@@ -195,24 +203,37 @@ func PublishAll[T any](ctx context.Context, p Publisher[T], msgs []T) error {
 
 func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
 	type queued struct {
-		bt *batcher
-		e  *entry
+		bt   *batcher
+		e    *entry
+		span trace.Span // nil without a tracer
 	}
 	pending := make([]queued, 0, len(msgs))
 	var errs []error
+	t := p.tel
 	for _, msg := range msgs {
-		c, rec, err := p.outgoing(ctx, msg, "", false, nil)
+		mctx, h, span := ctx, Headers(nil), trace.Span(nil)
+		if t != nil {
+			mctx, span, h = t.startSend(ctx, p.stream, nil)
+		}
+		c, rec, err := p.outgoing(mctx, msg, "", false, h)
 		if err == nil {
-			var q queued
+			q := queued{span: span}
 			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
 				pending = append(pending, q)
 				continue
 			}
 		}
+		if t != nil {
+			t.endSend(span, p.obs, Receipt{}, err)
+		}
 		errs = append(errs, err)
 	}
 	for _, q := range pending {
-		if _, err := q.bt.await(q.e); err != nil {
+		r, err := q.bt.await(q.e)
+		if t != nil {
+			t.endSend(q.span, p.obs, r, err)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -226,6 +247,23 @@ func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
 // caller whose ctx never ends waits here, not in put and await, and the
 // work before the wait happens in enqueue's frame, gone by then.
 func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
+	if t := p.tel; t != nil {
+		return p.sendObserved(ctx, t, msg, key, hasKey, h)
+	}
+	return p.sendPlain(ctx, msg, key, hasKey, h)
+}
+
+// sendObserved is send with a producer span around it (its trace context
+// in the record's headers) and the publish counted.
+func (p *publisher[T]) sendObserved(ctx context.Context, t *telemetry, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
+	ctx, span, h := t.startSend(ctx, p.stream, h)
+	r, err := p.sendPlain(ctx, msg, key, hasKey, h)
+	t.endSend(span, p.obs, r, err)
+	return r, err
+}
+
+// sendPlain is send without telemetry.
+func (p *publisher[T]) sendPlain(ctx context.Context, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
 	bt, e, err := p.enqueue(ctx, msg, key, hasKey, h)
 	if err != nil {
 		return Receipt{}, err

@@ -1,0 +1,197 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+const testTimeout = 20 * time.Second
+
+type order struct {
+	ID       int    `json:"id"`
+	Customer string `json:"customer"`
+}
+
+type receipt struct {
+	Order int `json:"order"`
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func connect(t *testing.T, ctx context.Context, b *runtime.Broker) {
+	t.Helper()
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+}
+
+func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// A trace runs from the caller's span through the publish of an order, its
+// handler (twice: the first attempt retries), the reply that handler
+// publishes and the reply's handler: each producer span is the child of
+// the span of the context it was published with, each consumer span the
+// child of the producer span whose context its record carries, all in one
+// trace, with the stream, shard, sequence number and attempt on the
+// consumer spans. Aggregated publishing carries the context in each
+// message of an aggregate.
+func TestTraceRunsFromPublishThroughHandlerAndReplyToItsHandler(t *testing.T) {
+	for _, aggregate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", aggregate), func(t *testing.T) {
+			ctx := testCtx(t)
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+			b := kinesistest.NewBroker(runtime.WithTracerProvider(tp), runtime.WithApplication("shop"))
+			replies := runtime.NewPublisher[receipt](b, runtime.PublisherSpec{Stream: "receipts", Aggregate: aggregate})
+			if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				if d.Attempt == 1 {
+					return runtime.Retry()
+				}
+				return runtime.ReplyOutcome(ctx, replies, receipt{Order: o.ID}, nil)
+			}, runtime.CreateIfMissing(2), runtime.StartAt(runtime.Horizon())); err != nil {
+				t.Fatal(err)
+			}
+			seen := make(chan trace.SpanContext, 1)
+			if _, err := runtime.Subscribe(b, "receipts", func(ctx context.Context, r receipt, d runtime.Delivery) runtime.Outcome {
+				seen <- trace.SpanContextFromContext(ctx)
+				return runtime.Ack()
+			}, runtime.CreateIfMissing(1), runtime.StartAt(runtime.Horizon())); err != nil {
+				t.Fatal(err)
+			}
+			connect(t, ctx, b)
+
+			pub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders", Aggregate: aggregate})
+			rootCtx, root := tp.Tracer("test").Start(ctx, "checkout")
+			if err := pub.Message(order{ID: 1, Customer: "ada"}).PartitionKey("ada").Publish(rootCtx); err != nil {
+				t.Fatal(err)
+			}
+			root.End()
+			var handlerSpan trace.SpanContext
+			select {
+			case handlerSpan = <-seen:
+			case <-ctx.Done():
+				t.Fatal("the reply was not handled")
+			}
+			var spans tracetest.SpanStubs
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				// The last consumer span ends after its handler returned.
+				if spans = exp.GetSpans(); len(spans) >= 6 || time.Now().After(deadline) {
+					break
+				}
+			}
+			byName := map[string][]tracetest.SpanStub{}
+			var names []string
+			for _, s := range spans {
+				byName[s.Name] = append(byName[s.Name], s)
+				names = append(names, s.Name)
+			}
+			slices.Sort(names)
+			want := []string{"checkout", "process orders", "process orders", "process receipts", "send orders", "send receipts"}
+			if !slices.Equal(names, want) {
+				t.Fatalf("spans %q, want %q", names, want)
+			}
+			sendOrders, sendReceipts := byName["send orders"][0], byName["send receipts"][0]
+			processReceipts := byName["process receipts"][0]
+			checkParent := func(child, parent tracetest.SpanStub) {
+				t.Helper()
+				if child.SpanContext.TraceID() != root.SpanContext().TraceID() {
+					t.Errorf("%s is in trace %s, not the caller's %s", child.Name, child.SpanContext.TraceID(), root.SpanContext().TraceID())
+				}
+				if child.Parent.SpanID() != parent.SpanContext.SpanID() {
+					t.Errorf("%s's parent is %s, want %s (%s)", child.Name, child.Parent.SpanID(), parent.SpanContext.SpanID(), parent.Name)
+				}
+			}
+			checkParent(sendOrders, byName["checkout"][0])
+			var second tracetest.SpanStub
+			for i, p := range byName["process orders"] {
+				checkParent(p, sendOrders) // the retry copy carries the original's context
+				a := attrs(p)
+				if p.SpanKind != trace.SpanKindConsumer || a["messaging.destination.name"].AsString() != "orders" ||
+					!strings.HasPrefix(a["messaging.destination.partition.id"].AsString(), "shardId-") ||
+					a["messaging.message.id"].AsString() == "" || a["messaging.system"].AsString() != "aws_kinesis" ||
+					a["messaging.operation.type"].AsString() != "process" || a["messaging.consumer.group.name"].AsString() != "shop" {
+					t.Errorf("process span %d: kind %v, attributes %v", i, p.SpanKind, p.Attributes)
+				}
+				if a["kinesisgen.attempt"].AsInt64() == 2 {
+					second = p
+				}
+			}
+			if second.Name == "" {
+				t.Fatalf("no process span of attempt 2 among %v", byName["process orders"])
+			}
+			if a := attrs(byName["process orders"][0]); a["kinesisgen.attempt"].AsInt64() != 1 || a["kinesisgen.outcome"].AsString() != "retry" {
+				t.Errorf("first process span: %v", byName["process orders"][0].Attributes)
+			}
+			checkParent(sendReceipts, second)
+			checkParent(processReceipts, sendReceipts)
+			if sendOrders.SpanKind != trace.SpanKindProducer || !strings.HasPrefix(attrs(sendOrders)["messaging.destination.partition.id"].AsString(), "shardId-") {
+				t.Errorf("send span: kind %v, attributes %v", sendOrders.SpanKind, sendOrders.Attributes)
+			}
+			if handlerSpan.SpanID() != processReceipts.SpanContext.SpanID() {
+				t.Errorf("the handler's context carries span %s, not its process span %s", handlerSpan.SpanID(), processReceipts.SpanContext.SpanID())
+			}
+		})
+	}
+}
+
+// A record whose publisher has a tracer carries its trace context in its
+// headers; without one, a record published with no headers stays the
+// plain payload that any Kinesis consumer reads.
+func TestTraceContextIsTheOnlyHeaderOfATracedRecord(t *testing.T) {
+	ctx := testCtx(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	reader, srv := kinesistest.NewBrokerServer()
+	got := make(chan runtime.RawRecord, 2)
+	if _, err := runtime.Subscribe(reader, "orders", func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+		got <- r
+		return runtime.Ack()
+	}, runtime.CreateIfMissing(1), runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, reader)
+	plain, traced := srv.NewBroker(), srv.NewBroker(runtime.WithTracerProvider(tp))
+	connect(t, ctx, plain)
+	connect(t, ctx, traced)
+	if err := runtime.NewPublisher[order](plain, runtime.PublisherSpec{Stream: "orders"}).Publish(ctx, order{ID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if len(r.Headers) != 0 || string(r.Data) != `{"id":1,"customer":""}` {
+		t.Errorf("untraced record: headers %v, data %q; want the plain payload", r.Headers, r.Data)
+	}
+	if err := runtime.NewPublisher[order](traced, runtime.PublisherSpec{Stream: "orders"}).Publish(ctx, order{ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	r = <-got
+	send := exp.GetSpans()[0]
+	want := fmt.Sprintf("00-%s-%s-01", send.SpanContext.TraceID(), send.SpanContext.SpanID())
+	if r.Headers["traceparent"] != want || len(r.Headers) != 1 || string(r.Data) != `{"id":2,"customer":""}` {
+		t.Errorf("traced record: headers %v, data %q; want traceparent %s", r.Headers, r.Data, want)
+	}
+}

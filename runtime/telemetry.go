@@ -1,0 +1,280 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names the runtime's tracer and meter.
+const instrumentationName = "github.com/kinesisgen/kinesisgen/runtime"
+
+// Attribute keys of spans and metrics: OpenTelemetry's messaging semantic
+// conventions where they name the thing, kinesisgen.* for the rest.
+const (
+	attrSystem        = attribute.Key("messaging.system")
+	attrOperationName = attribute.Key("messaging.operation.name")
+	attrOperationType = attribute.Key("messaging.operation.type")
+	attrStream        = attribute.Key("messaging.destination.name")
+	attrShard         = attribute.Key("messaging.destination.partition.id")
+	attrMessageID     = attribute.Key("messaging.message.id")
+	attrConsumerGroup = attribute.Key("messaging.consumer.group.name")
+	attrAttempt       = attribute.Key("kinesisgen.attempt")
+	attrHandler       = attribute.Key("kinesisgen.handler")
+	attrOutcome       = attribute.Key("kinesisgen.outcome")
+)
+
+// systemName is messaging.system of every span.
+const systemName = "aws_kinesis"
+
+// WithTracerProvider traces publishes and deliveries through tp: a publish
+// starts a producer span ("send STREAM") and carries its W3C trace context
+// in the record's headers (traceparent, tracestate), so such a record is
+// always an envelope; a delivery starts a consumer span ("process STREAM")
+// as the child of the publisher's, and its handler's context carries it,
+// so a reply or a publish made with that context continues the trace.
+// Without it nothing is traced and no header is added.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tracerProvider = tp }
+}
+
+// WithMeterProvider records the broker's metrics through mp (the README
+// lists them). Without it nothing is measured.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.meterProvider = mp }
+}
+
+// telemetry is a broker's tracer and instruments; nil when neither
+// provider is set, so that the record paths pay one nil check.
+type telemetry struct {
+	tracer trace.Tracer // nil: no traces
+	prop   propagation.TextMapPropagator
+	app    string
+
+	metrics     bool // the instruments below are set
+	published   metric.Int64Counter
+	putCalls    metric.Int64Counter
+	putRetried  metric.Int64Counter
+	handled     metric.Int64Counter
+	duration    metric.Float64Histogram
+	leasesTaken metric.Int64ObservableCounter
+	leasesLost  metric.Int64ObservableCounter
+	queueDepth  metric.Int64ObservableGauge
+	behind      metric.Int64ObservableGauge
+	ckptAge     metric.Float64ObservableGauge
+	leasesHeld  metric.Int64ObservableGauge
+	reg         metric.Registration
+}
+
+// newTelemetry makes the tracer and instruments of cfg's providers; it does
+// no I/O. Instruments the provider refuses are the API's no-ops.
+func newTelemetry(cfg *config, s *state) *telemetry {
+	if cfg.tracerProvider == nil && cfg.meterProvider == nil {
+		return nil
+	}
+	t := &telemetry{prop: propagation.TraceContext{}, app: cfg.app}
+	if cfg.tracerProvider != nil {
+		t.tracer = cfg.tracerProvider.Tracer(instrumentationName)
+	}
+	if cfg.meterProvider == nil {
+		return t
+	}
+	m := cfg.meterProvider.Meter(instrumentationName)
+	t.metrics = true
+	t.published, _ = m.Int64Counter("kinesisgen.publish.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages published, by stream and outcome (ok: stored; error: the publish failed)."))
+	t.putCalls, _ = m.Int64Counter("kinesisgen.putrecords.calls", metric.WithUnit("{call}"),
+		metric.WithDescription("PutRecords calls, by stream and outcome (ok: answered; error: the call failed as a whole)."))
+	t.putRetried, _ = m.Int64Counter("kinesisgen.putrecords.retried_entries", metric.WithUnit("{entry}"),
+		metric.WithDescription("PutRecords entries sent again after a refusal (throttling, say) or a failed call."))
+	t.handled, _ = m.Int64Counter("kinesisgen.handler.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Deliveries handled, by stream, handler and outcome (ack, retry, reject, undecodable)."))
+	t.duration, _ = m.Float64Histogram("kinesisgen.handler.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a delivery's handling (middleware and handler) took."))
+	t.leasesTaken, _ = m.Int64ObservableCounter("kinesisgen.leases.taken", metric.WithUnit("{lease}"),
+		metric.WithDescription("Shard leases this instance took, over every subscription."))
+	t.leasesLost, _ = m.Int64ObservableCounter("kinesisgen.leases.lost", metric.WithUnit("{lease}"),
+		metric.WithDescription("Shard leases this instance lost to another, or fenced itself (not renewed in time), over every subscription."))
+	t.queueDepth, _ = m.Int64ObservableGauge("kinesisgen.lane.queue_depth", metric.WithUnit("{record}"),
+		metric.WithDescription("Records waiting in a subscription's lanes for a worker."))
+	t.behind, _ = m.Int64ObservableGauge("kinesisgen.shard.millis_behind_latest", metric.WithUnit("ms"),
+		metric.WithDescription("How far the shard's reader is behind the stream's tip, as the service reports it (MillisBehindLatest)."))
+	t.ckptAge, _ = m.Float64ObservableGauge("kinesisgen.shard.checkpoint_age", metric.WithUnit("s"),
+		metric.WithDescription("How long records of the shard have waited to be checkpointed (0: everything read is checkpointed)."))
+	t.leasesHeld, _ = m.Int64ObservableGauge("kinesisgen.leases.held", metric.WithUnit("{lease}"),
+		metric.WithDescription("Shard leases this instance holds."))
+	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		t.observe(s, o)
+		return nil
+	}, t.queueDepth, t.behind, t.ckptAge, t.leasesHeld, t.leasesTaken, t.leasesLost)
+	return t
+}
+
+// close unregisters the gauges' callback: a closed broker reports nothing.
+func (t *telemetry) close() {
+	if t != nil && t.reg != nil {
+		_ = t.reg.Unregister()
+	}
+}
+
+// observe reports the gauges of every running subscription of s, from
+// what Broker.Status reads, and the instance's lease counts.
+func (t *telemetry) observe(s *state, o metric.Observer) {
+	o.ObserveInt64(t.leasesTaken, int64(s.leaseCounts.Taken.Load()))
+	o.ObserveInt64(t.leasesLost, int64(s.leaseCounts.Lost.Load()))
+	s.mu.Lock()
+	subs := append([]*Subscription(nil), s.subs...)
+	s.mu.Unlock()
+	now := time.Now()
+	for _, sub := range subs {
+		sub.mu.Lock()
+		r := sub.run
+		sub.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		st := sub.status()
+		o.ObserveInt64(t.queueDepth, int64(st.QueueDepth), r.obs.sub)
+		o.ObserveInt64(t.leasesHeld, int64(len(st.Shards)), r.obs.stream)
+		for _, sh := range st.Shards {
+			attrs := metric.WithAttributes(attrStream.String(sub.stream), attrShard.String(sh.ShardID))
+			if !sh.BehindAt.IsZero() {
+				o.ObserveInt64(t.behind, sh.MillisBehindLatest, attrs)
+			}
+			o.ObserveFloat64(t.ckptAge, checkpointAge(sh, r.began, now).Seconds(), attrs)
+		}
+	}
+}
+
+// checkpointAge is how long sh's records have waited to be checkpointed:
+// 0 when none is in flight, else the time since this instance last stored
+// the shard's checkpoint, or, before its first, since the run began.
+func checkpointAge(sh ShardStatus, began, now time.Time) time.Duration {
+	if sh.InFlight == 0 {
+		return 0
+	}
+	since := sh.CheckpointAt
+	if since.IsZero() {
+		since = began
+	}
+	return max(now.Sub(since), 0)
+}
+
+// publishObs is the precomputed measurement options of one stream's
+// publishes.
+type publishObs struct {
+	ok, failed metric.MeasurementOption
+}
+
+func (t *telemetry) publishObs(stream string) publishObs {
+	if t == nil || !t.metrics {
+		return publishObs{}
+	}
+	return publishObs{
+		ok:     metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("ok"))),
+		failed: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("error"))),
+	}
+}
+
+// startSend starts the producer span of a publish to stream and writes
+// its trace context into h, which it returns (made when nil). Without a
+// tracer it returns ctx and h as they are and a nil span.
+func (t *telemetry) startSend(ctx context.Context, stream string, h Headers) (context.Context, trace.Span, Headers) {
+	if t.tracer == nil {
+		return ctx, nil, h
+	}
+	ctx, span := t.tracer.Start(ctx, "send "+stream, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("send"),
+			attrOperationType.String("send"), attrStream.String(stream)))
+	if h == nil {
+		h = make(Headers, 2)
+	}
+	t.prop.Inject(ctx, propagation.MapCarrier(h))
+	return ctx, span, h
+}
+
+// endSend ends a publish's span (when there is one) and counts it.
+func (t *telemetry) endSend(span trace.Span, po publishObs, r Receipt, err error) {
+	if t.metrics {
+		if err == nil {
+			t.published.Add(context.Background(), 1, po.ok)
+		} else {
+			t.published.Add(context.Background(), 1, po.failed)
+		}
+	}
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else {
+		span.SetAttributes(attrShard.String(r.ShardID), attrMessageID.String(r.SequenceNumber))
+	}
+	span.End()
+}
+
+// runObs is the precomputed measurement options of one subscription run.
+type runObs struct {
+	sub     metric.MeasurementOption    // stream, handler
+	stream  metric.MeasurementOption    // stream
+	outcome [4]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable
+}
+
+const undecodable = 3 // runObs.outcome's index for a record that did not decode
+
+func (t *telemetry) runObs(stream, handler string) runObs {
+	if t == nil || !t.metrics {
+		return runObs{}
+	}
+	o := runObs{
+		sub:    metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler))),
+		stream: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream))),
+	}
+	for i, name := range []string{"ack", "retry", "reject", "undecodable"} {
+		o.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler), attrOutcome.String(name)))
+	}
+	return o
+}
+
+// startProcess starts the consumer span of d's delivery, the child of the
+// span whose context its headers carry (a root span when they carry none).
+func (t *telemetry) startProcess(ctx context.Context, d *Delivery) (context.Context, trace.Span) {
+	if t.tracer == nil {
+		return ctx, nil
+	}
+	ctx = t.prop.Extract(ctx, propagation.MapCarrier(d.headers))
+	return t.tracer.Start(ctx, "process "+d.Stream, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("process"),
+			attrOperationType.String("process"), attrStream.String(d.Stream), attrShard.String(d.ShardID),
+			attrMessageID.String(d.SequenceNumber), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
+}
+
+// endProcess counts a handled delivery and ends its span. kind is an
+// outcomeKind, or undecodable.
+func (t *telemetry) endProcess(span trace.Span, ro *runObs, began time.Time, kind int, err error) {
+	if t.metrics {
+		t.handled.Add(context.Background(), 1, ro.outcome[kind])
+		if kind != undecodable {
+			t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.sub)
+		}
+	}
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attrOutcome.String([...]string{"ack", "retry", "reject", "undecodable"}[kind]))
+	if kind != int(outcomeAck) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetStatus(codes.Error, "")
+		}
+	}
+	span.End()
+}
