@@ -209,8 +209,10 @@ func (s *Subscription) status() SubscriptionStatus {
 	if r == nil {
 		return out
 	}
-	cs := r.coord.Status()
+	// The queue first: read after the shards, it could show records
+	// queued that the shards had not yet counted in flight.
 	out.QueueDepth = r.lanes.depth()
+	cs := r.coord.Status()
 	out.Outcomes = outcomesOf(cs.Handled)
 	out.Handled = out.Outcomes.Total()
 	out.PerSecond = cs.PerSecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -225,7 +226,7 @@ func TestStatusShowsAStuckHandler(t *testing.T) {
 	})
 	e.putOrders(orders, 1, 5, 1) // 1 sticks; 2..5 wait behind it
 	_, sub := waitStatus(e, b, orders, "four records queued behind a stuck one", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
-		return s.QueueDepth == 4
+		return s.QueueDepth == 4 && s.InFlight == 5
 	})
 	sh := sub.Shards[0]
 	if sub.Handled != 1 || sh.InFlight != 5 || sub.InFlight != 5 || sh.Checkpoint != first[sh.ShardID] {
@@ -297,5 +298,108 @@ func TestStatusAfterAHandoff(t *testing.T) {
 	})
 	if got, want := subA.Shards[0].Handled, uint64(count[kept]+more[kept]); got != want {
 		t.Errorf("a's shard %s: handled %d, want %d", kept, got, want)
+	}
+}
+
+// Across a split, the status follows the lineage: while the parent's last
+// record is still being handled, the children wait; once it settles the
+// parent shows read to its end and the children read.
+func TestStatusAcrossASplit(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	release := make(chan struct{})
+	b := e.broker()
+	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+		if o.ID == 0 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	_, last := e.putOrders(orders, 0, 1, 1)
+	var parent string
+	for id := range last {
+		parent = id
+	}
+	out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: aws.String(orders)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := out.Shards[0].HashKeyRange
+	mid := new(big.Int).Rsh(new(big.Int).Add(bigOf(*hash.StartingHashKey), bigOf(*hash.EndingHashKey)), 1)
+	if _, err := e.api.SplitShard(e.ctx, &kinesis.SplitShardInput{StreamName: aws.String(orders), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String())}); err != nil {
+		t.Fatal(err)
+	}
+
+	_, sub := waitStatus(e, b, orders, "two children waiting for their parent", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
+		waiting := 0
+		for _, sh := range s.Shards {
+			if sh.ShardID != parent && sh.Lease == runtime.LeaseWaiting {
+				waiting++
+			}
+		}
+		return waiting == 2
+	})
+	for _, sh := range sub.Shards {
+		if sh.ShardID == parent && (sh.Lease != runtime.LeaseReading || sh.InFlight != 1) {
+			t.Errorf("parent %s while its record is handled: %+v", parent, sh)
+		}
+	}
+
+	close(release)
+	_, sub = waitStatus(e, b, orders, "the parent ended and the children reading", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
+		return len(s.Shards) == 2 && s.Shards[0].Lease == runtime.LeaseReading && s.Shards[1].Lease == runtime.LeaseReading &&
+			len(s.Others) == 1 && s.Others[0].Lease == runtime.LeaseEnded
+	})
+	if p := sub.Others[0]; p.ShardID != parent || p.Checkpoint != "SHARD_END" || p.Owner != "" {
+		t.Errorf("the parent after its end: %+v", p)
+	}
+	if sub.Handled != 1 {
+		t.Errorf("handled %d, want the parent's 1 record", sub.Handled)
+	}
+	e.putOrders(orders, 1, 20, 10)
+	waitStatus(e, b, orders, "the children's records handled", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
+		return s.Handled == 21 && s.Shards[0].Handled+s.Shards[1].Handled == 20
+	})
+}
+
+func bigOf(s string) *big.Int {
+	n, _ := new(big.Int).SetString(s, 10)
+	return n
+}
+
+// A lease taken from under the instance counts as lost, and the shard
+// shows under the owner that took it.
+func TestStatusAfterALostLease(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 1)
+	b := e.broker(runtime.WithOwnerID("a"))
+	if _, err := subscribe(e, b, orders, func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	st, _ := waitStatus(e, b, orders, "a reading its shard", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
+		return len(s.Shards) == 1 && s.Shards[0].Lease == runtime.LeaseReading
+	})
+	if st.Leases.Held != 1 || st.Leases.Lost != 0 {
+		t.Fatalf("leases %+v", st.Leases)
+	}
+	ls := e.leases(orders)
+	if _, err := e.store.Take(e.ctx, ls[0], "thief"); err != nil {
+		t.Fatal(err)
+	}
+	st, sub := waitStatus(e, b, orders, "the shard shown under the thief", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
+		return len(s.Shards) == 0 && len(s.Others) == 1 && s.Others[0].Owner == "thief"
+	})
+	if st.Leases.Held != 0 || st.Leases.Lost != 1 || sub.Others[0].Lease != runtime.LeaseHeld {
+		t.Errorf("after the theft: leases %+v, the shard %+v", st.Leases, sub.Others[0])
 	}
 }
