@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
 
@@ -482,7 +483,7 @@ func (b *batcher) call(batch []*entry) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.callTimeout)
-	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, sizedPutRecords)
+	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, wire.SizedPutRecords)
 	if err != nil && b.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within %s (the records may have been stored): %w", b.cfg.callTimeout, err)
 	}

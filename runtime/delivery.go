@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -270,7 +271,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		// restart reads again.
 		MaxInFlight: maxInFlight(s.set.workers),
 		// The SDK's deserializer is half of a draining reader's CPU.
-		GetRecordsOptions: []func(*kinesis.Options){fastGetRecords},
+		GetRecordsOptions: []func(*kinesis.Options){wire.FastGetRecords},
 	})
 	if err != nil {
 		r.abandon()

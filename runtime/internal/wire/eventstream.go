@@ -1,5 +1,3 @@
-// Package wire is the runtime's Kinesis wire: what it reads and writes on
-// the connection below the SDK's operations.
 package wire
 
 import (

@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ func TestSizedPutRecordsBodyIsTheSDKs(t *testing.T) {
 	defer cancel()
 	client, got := captureClient(t)
 	o := client.Options()
-	if sizedPutRecords(&o); o.Protocol == nil {
+	if SizedPutRecords(&o); o.Protocol == nil {
 		t.Fatal("the client has no protocol")
 	} else if _, ok := o.Protocol.(putRecordsProtocol); !ok {
 		t.Fatalf("the option left the client's %v protocol in place: the comparison would test nothing", o.Protocol.ID())
@@ -75,8 +75,8 @@ func TestSizedPutRecordsBodyIsTheSDKs(t *testing.T) {
 		t.Fatalf("PutRecords with the SDK's serializer: %v", err)
 	}
 	want := <-got
-	if _, err := client.PutRecords(ctx, in, sizedPutRecords); err != nil {
-		t.Fatalf("PutRecords with sizedPutRecords: %v", err)
+	if _, err := client.PutRecords(ctx, in, SizedPutRecords); err != nil {
+		t.Fatalf("PutRecords with SizedPutRecords: %v", err)
 	}
 	have := <-got
 	if !bytes.Equal(have.body, want.body) {
@@ -103,7 +103,7 @@ func TestSizedPutRecordsLeavesOtherInputsToTheSDK(t *testing.T) {
 		StreamId:   aws.String("stream-id"),
 		Records:    []types.PutRecordsRequestEntry{{Data: []byte("a"), PartitionKey: aws.String("k")}},
 	}
-	if _, err := client.PutRecords(ctx, in, sizedPutRecords); err != nil {
+	if _, err := client.PutRecords(ctx, in, SizedPutRecords); err != nil {
 		t.Fatalf("PutRecords: %v", err)
 	}
 	if have := <-got; !bytes.Contains(have.body, []byte(`"StreamId":"stream-id"`)) {

@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"bytes"
@@ -21,9 +21,9 @@ import (
 // awsJSON11 is the protocol whose body wireBody writes.
 var awsJSON11 = smithy.ShapeID{Namespace: "aws.protocols", Name: "awsJson1_1"}
 
-// sizedPutRecords is the batcher's PutRecords option: on a client speaking
+// SizedPutRecords is the batcher's PutRecords option: on a client speaking
 // awsJson1_1 it writes the body with wireBody; on any other it does nothing.
-func sizedPutRecords(o *kinesis.Options) {
+func SizedPutRecords(o *kinesis.Options) {
 	if o.Protocol != nil && o.Protocol.ID() == awsJSON11 {
 		o.Protocol = putRecordsProtocol{o.Protocol}
 	}
@@ -115,6 +115,13 @@ func wireBody(in *kinesis.PutRecordsInput) []byte {
 		b = appendJSONString(b, *in.StreamName)
 	}
 	return append(b, '}')
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and

@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"bytes"
@@ -30,10 +30,10 @@ import (
 // in one pass into a few buffers shared by all records, giving what the SDK
 // gives, and leaves to the SDK any body it is not sure of.
 
-// fastGetRecords is the reader's GetRecords option: on a client speaking
+// FastGetRecords is the reader's GetRecords option: on a client speaking
 // awsJson1_1 it decodes successful responses with getRecordsDecoder; on any
 // other it does nothing.
-func fastGetRecords(o *kinesis.Options) {
+func FastGetRecords(o *kinesis.Options) {
 	if o.Protocol != nil && o.Protocol.ID() == awsJSON11 {
 		o.Protocol = getRecordsProtocol{o.Protocol}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package wire
 
 import (
 	"bytes"
@@ -225,7 +225,7 @@ func getRecords(t *testing.T, client *kinesis.Client, optFns ...func(*kinesis.Op
 func TestFastGetRecordsIsInPlace(t *testing.T) {
 	client, _ := recordsClient(t)
 	o := client.Options()
-	if fastGetRecords(&o); o.Protocol == nil {
+	if FastGetRecords(&o); o.Protocol == nil {
 		t.Fatal("the client has no protocol")
 	} else if _, ok := o.Protocol.(getRecordsProtocol); !ok {
 		t.Fatalf("the option left the client's %v protocol in place: the comparison would test nothing", o.Protocol.ID())
@@ -254,7 +254,7 @@ func TestFastGetRecordsIsTheSDKs(t *testing.T) {
 			}
 			srv.set(http.StatusOK, tc.body)
 			want, wantErr = getRecords(t, client)
-			have, haveErr = getRecords(t, client, fastGetRecords)
+			have, haveErr = getRecords(t, client, FastGetRecords)
 			compareOutputs(t, tc.fast, want, wantErr, have, haveErr)
 			if wantErr != nil {
 				return
@@ -322,7 +322,7 @@ func TestFastGetRecordsRecordsShareBuffers(t *testing.T) {
 func TestFastGetRecordsLeavesErrorsToTheSDK(t *testing.T) {
 	client, srv := recordsClient(t)
 	srv.set(http.StatusBadRequest, `{"__type":"ExpiredIteratorException","message":"x"}`)
-	_, err := getRecords(t, client, fastGetRecords)
+	_, err := getRecords(t, client, FastGetRecords)
 	var expired *types.ExpiredIteratorException
 	if !errors.As(err, &expired) || expired.ErrorMessage() != "x" {
 		t.Fatalf("error %v (%T), want the SDK's ExpiredIteratorException", err, err)
@@ -466,7 +466,7 @@ func FuzzGetRecordsMembers(f *testing.F) {
 }
 
 // BenchmarkGetRecordsDecode decodes a 10,000-record body of 200-byte
-// records, as the SDK does and as fastGetRecords does.
+// records, as the SDK does and as FastGetRecords does.
 func BenchmarkGetRecordsDecode(b *testing.B) {
 	const n = 10000
 	rs := make([]string, n)
