@@ -757,3 +757,56 @@ func TestAggregatedRestartInsideAnAggregate(t *testing.T) {
 		}
 	}
 }
+
+// TestSendAll publishes many keys' messages with SendAll, each message
+// under its own key (one with headers, one with a key that is refused
+// before any I/O): each gets its own receipt, naming where it is stored;
+// the bad one fails alone; aggregated and plain publishers alike.
+func TestSendAll(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 4)
+			b := runtime.NewBroker(runtime.WithKinesisClient(s))
+			if err := b.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer b.Shutdown(context.Background())
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
+			keys := aggKeys(30)
+			var msgs []*runtime.Message[aggMsg]
+			for n := range 5 {
+				for _, k := range keys {
+					msgs = append(msgs, p.Message(aggMsg{Key: k, N: n}).PartitionKey(k))
+				}
+			}
+			msgs[7].Header("trace", "t7")
+			msgs = append(msgs, p.Message(aggMsg{Key: "", N: 0}).PartitionKey(""))
+			receipts, err := runtime.SendAll(ctx, msgs)
+			if !errors.Is(err, runtime.ErrPublish) || strings.Count(err.Error(), "\n") != 0 {
+				t.Errorf("SendAll: %v, want the empty key's ErrPublish alone", err)
+			}
+			if len(receipts) != len(msgs) || receipts[len(msgs)-1] != (runtime.Receipt{}) {
+				t.Fatalf("%d receipts for %d messages, the failed one %+v", len(receipts), len(msgs), receipts[len(msgs)-1])
+			}
+			stored, _ := readMessages(ctx, t, s, stream)
+			want := map[string]int{}
+			for _, k := range keys {
+				want[k] = 5
+			}
+			checkKeyed(t, stored, want)
+			at := map[string]storedMsg{}
+			for _, m := range stored {
+				at[fmt.Sprint(m.Key, "/", m.N)] = m
+			}
+			for i, r := range receipts[:len(msgs)-1] {
+				m := at[fmt.Sprint(r.PartitionKey, "/", i/len(keys))]
+				if r.PartitionKey != keys[i%len(keys)] || m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
+					t.Errorf("message %d: receipt %+v, stored at %s/%s/%d under %s", i, r, m.shard, m.seq, m.sub, m.key)
+				}
+			}
+		})
+	}
+}

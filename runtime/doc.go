@@ -73,7 +73,8 @@
 // is in a call returns an ErrPublish error saying the record may have been
 // written. After Shutdown, queued publishes fail with ErrNotConnected.
 // PublishAll submits many messages at once, so that a single goroutine can
-// keep whole calls busy without a goroutine per record.
+// keep whole calls busy without a goroutine per record; SendAll does the
+// same for messages built with their own keys and headers.
 //
 // Order: records of one partition key are stored in the order their
 // publishes were submitted, even when one of them is retried. PutRecords

@@ -202,22 +202,51 @@ func PublishAll[T any](ctx context.Context, p Publisher[T], msgs []T) error {
 }
 
 func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
+	_, err := submitAll(ctx, len(msgs), false, func(i int) (*publisher[T], T, string, bool, Headers) {
+		return p, msgs[i], "", false, nil
+	})
+	return err
+}
+
+// SendAll publishes every message of msgs, each built with its own key and
+// headers (Publisher.Message, PartitionKey, Headers), and waits for all of
+// them: the batch form of Message.Send, for bulk publishing over many keys
+// from few goroutines. receipts[i] is where msgs[i] landed (zero when it
+// failed); err is nil when every record was stored, and otherwise the
+// errors of the messages that failed, joined. The messages are submitted
+// in slice order, so records of one key keep that order; a message that
+// cannot be encoded or keyed fails alone. The messages may come from
+// different publishers.
+func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt, err error) {
+	return submitAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
+		m := msgs[i]
+		return m.p, m.msg, m.key, m.hasKey, m.headers
+	})
+}
+
+// submitAll submits the n messages that at names (publisher, message, key
+// and headers), in order, then waits for every one of them; with receipts
+// it returns each one's receipt.
+func submitAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (p *publisher[T], msg T, key string, hasKey bool, h Headers)) ([]Receipt, error) {
 	type queued struct {
+		i    int
+		p    *publisher[T]
 		bt   *batcher
 		e    *entry
 		span trace.Span // nil without a tracer
 	}
-	pending := make([]queued, 0, len(msgs))
+	pending := make([]queued, 0, n)
 	var errs []error
-	t := p.tel
-	for _, msg := range msgs {
-		mctx, h, span := ctx, Headers(nil), trace.Span(nil)
+	for i := range n {
+		p, msg, key, hasKey, h := at(i)
+		t := p.tel
+		mctx, span := ctx, trace.Span(nil)
 		if t != nil {
-			mctx, span, h = t.startSend(ctx, p.stream, nil)
+			mctx, span, h = t.startSend(ctx, p.stream, h)
 		}
-		c, rec, err := p.outgoing(mctx, msg, "", false, h)
+		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h)
 		if err == nil {
-			q := queued{span: span}
+			q := queued{i: i, p: p, span: span}
 			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
 				pending = append(pending, q)
 				continue
@@ -228,16 +257,22 @@ func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
 		}
 		errs = append(errs, err)
 	}
+	var out []Receipt
+	if receipts {
+		out = make([]Receipt, n)
+	}
 	for _, q := range pending {
 		r, err := q.bt.await(q.e)
-		if t != nil {
-			t.endSend(q.span, p.obs, r, err)
+		if t := q.p.tel; t != nil {
+			t.endSend(q.span, q.p.obs, r, err)
 		}
 		if err != nil {
 			errs = append(errs, err)
+		} else if receipts {
+			out[q.i] = r
 		}
 	}
-	return errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // send resolves the key, encodes msg and puts the record.
