@@ -31,7 +31,9 @@ const DefaultAggregateBytes = 50 << 10
 // range, so each message is read on the shard its own key maps to, under
 // its own key. A key's messages are in at most one unresolved aggregate at
 // a time (up to four aggregates of a shard are in flight, holding other
-// keys), so they keep their publish order across aggregates and retries.
+// keys), so they keep their publish order across aggregates and retries; a
+// message whose key is in an aggregate sealed or in flight waits for it,
+// holding back no other key.
 // The shard map comes from ListShards and is listed again when an
 // aggregate lands on a shard other than the one it was sent to (the stream
 // was resharded): unless that shard holds all its keys, the aggregate's
@@ -48,8 +50,9 @@ type Aggregation struct {
 	MaxBytes int
 	// Linger is how long the messages of a shard with nothing in flight
 	// wait for more before they are sent (default 0: at once). While a
-	// shard's aggregate is in flight its next one fills regardless, so
-	// aggregates grow with the load without any linger.
+	// shard's aggregate is in flight its next one fills regardless (for up
+	// to 100 ms, or Linger if longer), so aggregates grow with the load
+	// without any linger.
 	Linger time.Duration
 }
 
@@ -88,6 +91,14 @@ type aggKey struct {
 // The messages are *entry values like plain publishes, so callers wait for
 // them the same way: queued (not yet in an aggregate sent), in flight, or
 // abandoned by a caller whose ctx ended while queued.
+//
+// Order: a key's messages are in at most one unresolved unit (aggregate or
+// plain record) of its shard at a time. A message whose key is in a unit
+// that is sealed or in flight waits in its key's line (aggKey.waiting) and
+// is routed when that unit resolves, into the shard's open unit; so units
+// never share a key, any of them can go without waiting for another, and a
+// busy key holds back only its own messages (the batcher's rule for plain
+// records).
 type aggregator struct {
 	bt     *batcher
 	client kinesisapi.API
@@ -115,27 +126,37 @@ type aggregator struct {
 	listFail int       // consecutive failed listings
 	listAt   time.Time // when the next listing may run
 	spare    []*kpl.Builder
+	spareIn  []*entry // reused buffer for draining incoming
 }
 
 // aggShard is one open shard of the map and what is queued for it.
 type aggShard struct {
 	id       string
 	rng      shard.HashRange
-	hashKey  string         // the shard's starting hash key: every aggregate's ExplicitHashKey
-	queue    []*aggUnit     // sealed, in order; the last may still be open
-	inFlight int            // units of this shard in flight
-	keys     map[string]int // keys of the messages in flight → how many
-	openedAt time.Time      // when the head unit got its first message (for the linger)
+	hashKey  string               // the shard's starting hash key: every aggregate's ExplicitHashKey
+	sealed   []*aggUnit           // ready to go, in order
+	open     *aggUnit             // the unit filling, or nil
+	openedAt time.Time            // when open got its first message (for the linger)
+	inFlight int                  // units of this shard in flight
+	keys     map[string]aggKeyRef // keys with a message in an unresolved unit
+	waiting  int                  // messages in the keys' lines
+}
+
+// aggKeyRef is a key with messages in an unresolved unit of its shard.
+type aggKeyRef struct {
+	unit    *aggUnit
+	waiting []*entry // the key's later messages, in order
 }
 
 // aggUnit is one record to put: an aggregate of messages, or one message
 // sent plain.
 type aggUnit struct {
-	sh     *aggShard
-	items  []*entry
-	b      *kpl.Builder // nil for a plain unit, and once encoded
-	plain  bool
-	sealed bool
+	sh      *aggShard
+	items   []*entry
+	dropped []*entry     // abandoned before it was sent: their keys are released with it
+	b       *kpl.Builder // nil for a plain unit, and once encoded
+	plain   bool
+	sent    bool
 	// landed is set when the unit was stored on a shard other than the
 	// one it was sent to: the next listing decides whether that shard
 	// holds all its keys (the unit stands) or it is sent again.
@@ -218,10 +239,12 @@ func (a *aggregator) run() {
 	for {
 		a.mu.Lock()
 		in := a.incoming
-		a.incoming = nil
+		a.incoming = a.spareIn[:0]
 		closing := a.closing
 		a.mu.Unlock()
 		a.unrouted = append(a.unrouted, in...)
+		clear(in)
+		a.spareIn = in[:0]
 		if closing {
 			a.failQueued(a.bt.errorf(ErrNotConnected, nil))
 			if a.inFlight == 0 {
@@ -233,7 +256,7 @@ func (a *aggregator) run() {
 				a.relist(now)
 			}
 			if a.shards != nil && !a.stale {
-				a.route(now)
+				a.routeAll(now)
 				a.dispatch(now)
 			}
 		}
@@ -246,25 +269,40 @@ func (a *aggregator) run() {
 		case <-a.wake:
 		case r := <-a.results:
 			a.inFlight--
-			a.settle(r)
+			a.settle(r, time.Now())
+			// Take every other result that is in too before dispatching,
+			// so that what they release fills the same units.
+			for more := true; more; {
+				select {
+				case r := <-a.results:
+					a.inFlight--
+					a.settle(r, time.Now())
+				default:
+					more = false
+				}
+			}
 		case <-timerC:
 		}
 	}
 }
 
-// queued counts the messages in shard queues.
+// queued counts the messages in shard queues and keys' lines.
 func (a *aggregator) queued() int {
 	n := 0
 	for _, sh := range a.shards {
-		for _, u := range sh.queue {
+		for _, u := range sh.sealed {
 			n += len(u.items)
 		}
+		if sh.open != nil {
+			n += len(sh.open.items)
+		}
+		n += sh.waiting
 	}
 	return n
 }
 
 // relist lists the shards again and puts every queued message back in
-// line for routing, each shard's in its order, ahead of the messages that
+// line for routing, each key's in its order, ahead of the messages that
 // arrived since (they are younger). Nothing is in flight, so nothing sent
 // can overtake what is re-routed. A listing that fails is tried again
 // after a backoff; a stream that does not exist fails every queued message.
@@ -298,9 +336,14 @@ func (a *aggregator) relist(now time.Time) {
 	}
 	a.listFail, a.listAt = 0, time.Time{}
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
+	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
 	for _, sh := range a.shards {
-		for _, u := range sh.queue {
+		units := sh.sealed
+		if sh.open != nil {
+			units = append(units, sh.open)
+		}
+		for _, u := range units {
 			if u.landed != nil && a.holdsAll(l, u.landed.ShardID, u.items) {
 				// Stored on a shard that every key of it maps to: it
 				// stands. Sent again, it would be read twice.
@@ -311,6 +354,11 @@ func (a *aggregator) relist(now time.Time) {
 			// shard whole, or skip just that key's sub-records: all of
 			// it goes again, to its keys' shards.
 			back = append(back, u.items...)
+		}
+	}
+	for _, sh := range a.shards {
+		for _, ref := range sh.keys {
+			back = append(back, ref.waiting...)
 		}
 	}
 	a.unrouted = append(back, a.unrouted...)
@@ -358,132 +406,163 @@ func (a *aggregator) shardFor(k shard.HashKey) *aggShard {
 	return nil
 }
 
-// route puts each unrouted message in its shard's open unit, opening a new
-// one when it would not fit; a message that cannot share a record (or whose
-// hash no open shard holds) becomes a plain unit of its own.
-func (a *aggregator) route(now time.Time) {
+// routeAll routes the unrouted messages, in order.
+func (a *aggregator) routeAll(now time.Time) {
 	for i, e := range a.unrouted {
 		a.unrouted[i] = nil
 		if e.state.Load() == entryAbandoned {
 			continue
 		}
-		sh := a.shardFor(shard.HashKeyOf(e.key))
-		if sh == nil {
+		if sh := a.shardFor(shard.HashKeyOf(e.key)); sh != nil {
+			a.route(sh, e, false, now)
+		} else {
 			// No open shard holds the key (a map caught mid-reshard): send
 			// it plain, which the service routes itself. It is queued on
 			// the shard of the lowest range so that it is still sent once.
-			sh = a.shards[0]
-			sh.push(&aggUnit{sh: sh, items: []*entry{e}, plain: true, sealed: true}, now)
-			continue
+			a.route(a.shards[0], e, true, now)
 		}
-		var one kpl.Builder
-		if one.SizeWith(e.key, e.data)+len(e.key) > a.cfg.MaxBytes {
-			sh.push(&aggUnit{sh: sh, items: []*entry{e}, plain: true, sealed: true}, now)
-			continue
-		}
-		u := sh.last()
-		if u == nil || u.sealed || u.b.SizeWith(e.key, e.data)+len(u.items[0].key) > a.cfg.MaxBytes {
-			if u != nil {
-				u.sealed = true
-			}
-			u = &aggUnit{sh: sh, b: a.builder()}
-			sh.push(u, now)
-		}
-		u.b.Add(e.key, e.data)
-		u.items = append(u.items, e)
 	}
 	a.unrouted = a.unrouted[:0]
 }
 
-func (sh *aggShard) last() *aggUnit {
-	if len(sh.queue) == 0 {
-		return nil
+// route puts a message of shard sh in the shard's open unit (opening one,
+// and sealing the full one, as needed), or in a plain unit of its own when
+// it cannot share a record; or, when its key is in a unit that takes no
+// more of it, at the end of its key's line.
+func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
+	if !plain {
+		var one kpl.Builder
+		plain = one.SizeWith(e.key, e.data)+len(e.key) > a.cfg.MaxBytes
 	}
-	return sh.queue[len(sh.queue)-1]
+	ref, busy := sh.keys[e.key]
+	if busy && (plain || ref.unit != sh.open || len(ref.waiting) > 0) {
+		ref.waiting = append(ref.waiting, e)
+		sh.keys[e.key] = ref
+		sh.waiting++
+		return
+	}
+	if plain {
+		u := &aggUnit{sh: sh, items: []*entry{e}, plain: true}
+		sh.sealed = append(sh.sealed, u) // units share no key: it may go ahead of the open one
+		a.track(sh, e.key, u)
+		return
+	}
+	u := sh.open
+	if u != nil && u.b.SizeWith(e.key, e.data)+len(u.items[0].key) > a.cfg.MaxBytes {
+		sh.sealed = append(sh.sealed, u)
+		sh.open, u = nil, nil
+		if busy { // its key is in the unit just sealed: it waits for it
+			ref.waiting = append(ref.waiting, e)
+			sh.keys[e.key] = ref
+			sh.waiting++
+			return
+		}
+	}
+	if u == nil {
+		u = &aggUnit{sh: sh, b: a.builder()}
+		sh.open, sh.openedAt = u, now
+	}
+	u.b.Add(e.key, e.data)
+	u.items = append(u.items, e)
+	if !busy {
+		a.track(sh, e.key, u)
+	}
 }
 
-func (sh *aggShard) push(u *aggUnit, now time.Time) {
-	if last := sh.last(); last != nil {
-		last.sealed = true
-	} else {
-		sh.openedAt = now
+// track records that key has a message in unit u of sh.
+func (a *aggregator) track(sh *aggShard, key string, u *aggUnit) {
+	if sh.keys == nil {
+		sh.keys = make(map[string]aggKeyRef)
 	}
-	sh.queue = append(sh.queue, u)
+	sh.keys[key] = aggKeyRef{unit: u}
+}
+
+// release lets the keys of a unit go, before its messages are resolved (a
+// resolved entry may be recycled): each key's line, if any, is routed
+// again, in order, into the shard's open unit.
+func (a *aggregator) release(u *aggUnit, now time.Time) {
+	sh := u.sh
+	for _, list := range [2][]*entry{u.items, u.dropped} {
+		for _, e := range list {
+			ref, ok := sh.keys[e.key]
+			if !ok || ref.unit != u {
+				continue // released already (a key twice in the unit)
+			}
+			delete(sh.keys, e.key)
+			sh.waiting -= len(ref.waiting)
+			for _, w := range ref.waiting {
+				if w.state.Load() == entryAbandoned {
+					continue
+				}
+				// A key outside the shard's range (queued here by routeAll
+				// from a map caught mid-reshard) goes plain again.
+				a.route(sh, w, u.plain && !sh.rng.Contains(shard.HashKeyOf(w.key)), now)
+			}
+		}
+	}
 }
 
 // aggInFlightPerShard bounds the units of one shard in flight at once.
 const aggInFlightPerShard = 4
 
-// dispatch sends the units at the head of each shard's queue, in order,
-// while the shard has a free slot and the head holds no key that a unit in
-// flight holds too (a key has at most one unit unresolved, which keeps its
-// order across retries, as the batcher does for plain records). A sealed
-// unit (full, or followed by another) goes at once; the open one only when
-// nothing of its shard is in flight and its first message has lingered, so
-// that it fills while others are in flight.
+// aggOpenWait bounds how long a shard's open unit waits for the units in
+// flight before it goes anyway (a slot being free): a unit retried with
+// backoff, or a slow call, does not hold the other keys' messages.
+const aggOpenWait = 100 * time.Millisecond
+
+// openDue says whether shard sh's open unit goes now: when nothing of the
+// shard is in flight and it has lingered, or when it has waited
+// aggOpenWait for the units in flight.
+func (a *aggregator) openDue(sh *aggShard, now time.Time) bool {
+	age := now.Sub(sh.openedAt)
+	if sh.inFlight == 0 {
+		return age >= a.cfg.Linger
+	}
+	return sh.inFlight < aggInFlightPerShard && age >= max(a.cfg.Linger, aggOpenWait)
+}
+
+// dispatch sends each shard's sealed units, in order, while the shard has
+// a free slot; then its open unit, when nothing of its shard is in flight
+// and its first message has lingered (so that it fills while others are
+// in flight). Units share no key, so none waits for another.
 func (a *aggregator) dispatch(now time.Time) {
 	for _, sh := range a.shards {
-		for sh.inFlight < aggInFlightPerShard && len(sh.queue) > 0 {
-			u := sh.queue[0]
-			if !u.sealed && (sh.inFlight > 0 || now.Sub(sh.openedAt) < a.cfg.Linger) {
-				break
-			}
-			if sh.holdsAny(u.items) {
-				break
-			}
-			sh.queue[0] = nil
-			sh.queue = sh.queue[1:]
-			if len(sh.queue) > 0 {
-				sh.openedAt = now
-			}
-			a.send(u)
+		for sh.inFlight < aggInFlightPerShard && len(sh.sealed) > 0 {
+			u := sh.sealed[0]
+			sh.sealed[0] = nil
+			sh.sealed = sh.sealed[1:]
+			a.send(u, now)
 		}
-	}
-}
-
-// holdsAny reports whether a message of one of items' keys is in flight.
-func (sh *aggShard) holdsAny(items []*entry) bool {
-	if len(sh.keys) == 0 {
-		return false
-	}
-	for _, e := range items {
-		if sh.keys[e.key] > 0 {
-			return true
+		if len(sh.sealed) == 0 {
+			sh.sealed = nil // drop the shifted array
 		}
-	}
-	return false
-}
-
-// release marks the messages of a returned unit as no longer in flight;
-// called before they are resolved, as a resolved entry may be recycled.
-func (sh *aggShard) release(u *aggUnit) {
-	sh.inFlight--
-	for _, e := range u.items {
-		if n := sh.keys[e.key] - 1; n > 0 {
-			sh.keys[e.key] = n
-		} else {
-			delete(sh.keys, e.key)
+		if u := sh.open; u != nil && a.openDue(sh, now) {
+			sh.open = nil
+			a.send(u, now)
 		}
 	}
 }
 
 // send claims the unit's messages (dropping those abandoned while queued),
 // encodes it and queues it on the batcher.
-func (a *aggregator) send(u *aggUnit) {
+func (a *aggregator) send(u *aggUnit, now time.Time) {
 	live := u.items[:0]
 	for _, e := range u.items {
 		if e.state.Load() == entryInFlight || e.state.CompareAndSwap(entryQueued, entryInFlight) {
 			live = append(live, e)
+		} else {
+			u.dropped = append(u.dropped, e)
 		}
 	}
 	clear(u.items[len(live):])
-	dropped := len(live) < len(u.items)
 	u.items = live
 	if len(u.items) == 0 {
 		if u.b != nil {
 			u.b.Reset()
 			a.spare = append(a.spare, u.b)
+			u.b = nil
 		}
+		a.release(u, now)
 		return
 	}
 	var key, hashKey string
@@ -491,7 +570,7 @@ func (a *aggregator) send(u *aggUnit) {
 	if u.plain {
 		key, data = u.items[0].key, u.items[0].data
 	} else {
-		if dropped {
+		if len(u.dropped) > 0 {
 			u.b.Reset()
 			for _, e := range u.items {
 				u.b.Add(e.key, e.data)
@@ -508,17 +587,12 @@ func (a *aggregator) send(u *aggUnit) {
 	// in flight), so the record needs no ordering of the batcher's.
 	ae, err := a.bt.submit(context.Background(), key, hashKey, data, false)
 	if err != nil {
+		a.release(u, now)
 		a.resolveAll(u.items, Receipt{}, err)
 		return
 	}
-	sh := u.sh
-	if sh.keys == nil {
-		sh.keys = make(map[string]int)
-	}
-	for _, e := range u.items {
-		sh.keys[e.key]++
-	}
-	sh.inFlight++
+	u.sent = true
+	u.sh.inFlight++
 	a.inFlight++
 	go func() {
 		<-ae.done
@@ -529,13 +603,15 @@ func (a *aggregator) send(u *aggUnit) {
 
 // settle hands a returned unit's result to its messages. An aggregate
 // that landed on a shard other than the one it was sent to holds messages
-// of keys that shard does not cover: it goes back to the front of its
-// shard's queue, to be sent again (to the right shards) after the listing
+// of keys that shard does not cover: it goes back to its shard's queue,
+// keys and all, to be sent again (to the right shards) after the listing
 // that the stale map calls for.
-func (a *aggregator) settle(r aggResult) {
+func (a *aggregator) settle(r aggResult, now time.Time) {
 	u := r.u
-	u.sh.release(u)
+	u.sent = false
+	u.sh.inFlight--
 	if r.err != nil {
+		a.release(u, now)
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
 	}
@@ -545,23 +621,24 @@ func (a *aggregator) settle(r aggResult) {
 		// A listing that still shows the old map (a reshard in progress)
 		// would send the aggregate to the same closed shard: back off.
 		if a.staleRun++; a.staleRun > 1 {
-			a.listAt = time.Now().Add(min(50*time.Millisecond<<min(a.staleRun-2, 8), 2*time.Second))
+			a.listAt = now.Add(min(50*time.Millisecond<<min(a.staleRun-2, 8), 2*time.Second))
 		}
 		if !u.plain {
 			a.log.Info("kinesis aggregating publisher: an aggregate landed on another shard (resharded?); sending its messages again",
 				"stream", a.stream, "shard", u.sh.id, "landed", r.r.ShardID, "messages", len(u.items))
 			if a.isClosing() {
 				err := a.bt.errorf(ErrNotConnected, fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again during shutdown", r.r.ShardID, u.sh.id))
+				a.release(u, now)
 				a.resolveAll(u.items, Receipt{}, err)
 				return
 			}
-			u.sealed = true
 			u.landed = &r.r
-			u.sh.queue = slices.Insert(u.sh.queue, 0, u)
+			u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
 			return
 		}
 	}
 	a.staleRun = 0
+	a.release(u, now)
 	a.stored(u, r.r)
 }
 
@@ -597,7 +674,8 @@ func (a *aggregator) resolve(e *entry, r Receipt, err error) {
 	}
 }
 
-// failQueued fails every message not in flight.
+// failQueued fails every message not in flight: unrouted, in a unit not
+// sent, or in a key's line. Only the keys of units in flight stay tracked.
 func (a *aggregator) failQueued(err error) {
 	for _, e := range a.unrouted {
 		a.resolve(e, Receipt{}, err)
@@ -605,10 +683,22 @@ func (a *aggregator) failQueued(err error) {
 	clear(a.unrouted)
 	a.unrouted = a.unrouted[:0]
 	for _, sh := range a.shards {
-		for _, u := range sh.queue {
+		for _, u := range sh.sealed {
 			a.resolveAll(u.items, Receipt{}, err)
 		}
-		sh.queue = nil
+		if sh.open != nil {
+			a.resolveAll(sh.open.items, Receipt{}, err)
+		}
+		sh.sealed, sh.open = nil, nil
+		for k, ref := range sh.keys {
+			a.resolveAll(ref.waiting, Receipt{}, err)
+			if ref.unit.sent {
+				sh.keys[k] = aggKeyRef{unit: ref.unit}
+			} else {
+				delete(sh.keys, k)
+			}
+		}
+		sh.waiting = 0
 	}
 }
 
@@ -619,12 +709,17 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 	if (a.shards == nil || a.stale) && !a.listAt.IsZero() && a.inFlight == 0 {
 		at = a.listAt
 	}
-	if a.cfg.Linger > 0 && a.shards != nil && !a.stale {
+	if a.shards != nil && !a.stale {
 		for _, sh := range a.shards {
-			if sh.inFlight == 0 && len(sh.queue) > 0 && !sh.queue[0].sealed {
-				if t := sh.openedAt.Add(a.cfg.Linger); at.IsZero() || t.Before(at) {
-					at = t
-				}
+			if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
+				continue
+			}
+			t := sh.openedAt.Add(a.cfg.Linger)
+			if sh.inFlight > 0 {
+				t = sh.openedAt.Add(max(a.cfg.Linger, aggOpenWait))
+			}
+			if at.IsZero() || t.Before(at) {
+				at = t
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -756,6 +757,68 @@ func TestAggregatedRestartInsideAnAggregate(t *testing.T) {
 			t.Fatalf("second subscriber never got %d", want)
 		}
 	}
+}
+
+// TestAggregatedBusyKeyHoldsBackOnlyItsOwn: while an aggregate of one key
+// is refused (throttled) again and again, the messages of that key
+// published after it wait, but the other keys of the shard are stored
+// meanwhile; once the refusals stop, every message is stored once, each
+// key in order.
+func TestAggregatedBusyKeyHoldsBackOnlyItsOwn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	s.InjectPutFault(func(_, key string) error {
+		if key == "hot" && refuse.Load() {
+			return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+		}
+		return nil
+	})
+	b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 1000}))}
+
+	hot := make(chan error, 2)
+	go func() { hot <- p.Publish(ctx, aggMsg{Key: "hot", N: 0}) }()
+	for s.Calls(kinesistest.OpPutRecords) == 0 { // hot 0 is in flight, refused
+		time.Sleep(time.Millisecond)
+	}
+	go func() { hot <- p.Publish(ctx, aggMsg{Key: "hot", N: 1}) }()
+	others := aggKeys(20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		publishKeyed(ctx, t, p, others, 0, 10)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other keys' messages waited for the refused key's aggregate")
+	}
+	select {
+	case err := <-hot:
+		t.Fatalf("a hot message returned (%v) while its key's aggregates were refused", err)
+	default:
+	}
+	refuse.Store(false)
+	for range 2 {
+		if err := <-hot; err != nil {
+			t.Fatalf("hot: %v", err)
+		}
+	}
+	msgs, _ := readMessages(ctx, t, s, stream)
+	want := map[string]int{"hot": 2}
+	for _, k := range others {
+		want[k] = 10
+	}
+	checkKeyed(t, msgs, want)
 }
 
 // TestSendAll publishes many keys' messages with SendAll, each message
