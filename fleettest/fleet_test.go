@@ -400,6 +400,10 @@ func (f *fleet) startOn(owner, kinesisURL, dynamoURL string) {
 	if os.Getenv("FLEETTEST_VERBOSE") != "" {
 		cmd.Args = append(cmd.Args, "-v")
 	}
+	if os.Getenv("FLEETTEST_PER_LEASE") != "" {
+		// The lease behaviour before issue 17, for side-by-side figures.
+		cmd.Args = append(cmd.Args, "-per-lease")
+	}
 	cmd.Stderr = errFile
 	dieWithTest(cmd)
 	stdout, err := cmd.StdoutPipe()

@@ -53,6 +53,7 @@ type options struct {
 	workers          int
 	region           string
 	verbose          bool
+	perLease         bool
 }
 
 func main() {
@@ -81,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.workers, "workers", 8, "handler lanes (by key)")
 	fs.BoolVar(&create, "create-table", false, "create the lease table when missing")
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+	fs.BoolVar(&o.perLease, "per-lease", false, "renew every lease and ask for one per pass (runtime.WithPerLeaseRenewal)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -109,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	storeOpts = append(storeOpts, lease.WithLogger(log))
 	store := lease.NewDynamoDB(ddb, o.table, storeOpts...)
 
-	b := runtime.NewBroker(
+	opts := []runtime.Option{
 		runtime.WithEndpoint(o.kinesis),
 		runtime.WithRegion(o.region),
 		runtime.WithTestCredentials(),
@@ -122,7 +124,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		runtime.WithCheckpointInterval(o.checkpoint),
 		runtime.WithShutdownTimeout(o.shutdown),
 		runtime.WithLogger(base),
-	)
+	}
+	if o.perLease {
+		opts = append(opts, runtime.WithPerLeaseRenewal())
+	}
+	b := runtime.NewBroker(opts...)
 
 	out := &lineWriter{w: stdout}
 	bad := make(chan error, 1)

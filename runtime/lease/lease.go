@@ -4,9 +4,10 @@
 //
 // Two stores implement Store: Memory (one process) and DynamoDB (a table laid
 // out like the KCL lease table, shared by many instances, streams and
-// applications). Leader elects one instance per namespace through a lock
-// item in the same store. Package leasetest is the conformance kit both
-// stores pass.
+// applications). Both are MemberStores too: one liveness entry per instance
+// and namespace, so a coordinator need not renew every lease it holds.
+// Leader elects one instance per namespace through a lock item in the same
+// store. Package leasetest is the conformance kit both stores pass.
 package lease
 
 import (

@@ -53,6 +53,8 @@ type balance struct {
 	// of one lease interval later.
 	spare []lease.Lease
 	steal *lease.Lease // a live owner's lease to ask for (at most one per pass)
+	// steals are the live owners' leases to ask for (planBulk).
+	steals []lease.Lease
 }
 
 // planBalance decides which leases me takes. leases is the store's listing;
@@ -135,6 +137,140 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 		if l.Owner == victim && l.PendingOwner == "" && !held(l.Key) {
 			b.steal = &l
 			break
+		}
+	}
+	return b
+}
+
+// planBulk decides, like planBalance, which leases me takes now, and asks
+// in one pass for every lease the fair-share rule gives it from owners above
+// their share (steals), so a joining instance reaches its share in one round
+// of graceful handoffs instead of one lease per pass.
+//
+// Every instance applies the same deterministic rule to the same view, so
+// their plans agree without talking to each other (and without a leader):
+//
+//  1. The live owners are the owners of unexpired leases, me, and members
+//     (other owners known alive although they hold nothing: a joiner).
+//  2. Each gets floor(active / owners) leases, and the active % owners
+//     most loaded owners (ties by id) one more, so an owner keeps what it
+//     has wherever the rounding allows and nothing moves back and forth.
+//  3. Free leases (unowned, expired) go to the owners below their target,
+//     in owner-id order, unowned before expired, then by shard id.
+//  4. What those still lack comes from the owners above their target, in
+//     owner-id order, each giving its surplus from its first leases in
+//     shard order, again to the owners below in owner-id order.
+//
+// Every lease that moves moves once, from an owner above its target to one
+// below, so the ownership changes are exactly the minimum: the sum of the
+// surpluses (plus the free leases). A lease asked for counts for its asker
+// from then on, so a later pass does not ask for more while handoffs
+// settle. Views may differ for a pass (a member one instance saw first);
+// the conditional writes make the worst case a request that fails or waits,
+// never a lease handed to two owners.
+//
+// A single assigner (the namespace's leader lock) would see the same view
+// and write the same moves; the rule needs no election, no failover of the
+// assigner and no extra writes, and each instance asks only for its own
+// leases, so the handoffs run in parallel across the fleet.
+func planBulk(me string, leases []lease.Lease, members []string, held func(key string) bool, stale func(lease.Lease) bool) balance {
+	var b balance
+	load := map[string]int{me: 0}
+	for _, m := range members {
+		load[m] += 0
+	}
+	mine := 0
+	var free []lease.Lease
+	owned := map[string][]lease.Lease{} // leases an owner could be asked for
+	active := 0
+	for _, l := range leases {
+		if l.Checkpoint == lease.CheckpointShardEnd {
+			continue
+		}
+		active++
+		switch {
+		case l.Owner == "" && l.PendingOwner == me:
+			b.take = append(b.take, l)
+			mine++
+		case held(l.Key) && (l.PendingOwner == "" || l.PendingOwner == me || l.Owner != me):
+			mine++
+		case l.PendingOwner != "" && l.PendingOwner != me && !stale(l):
+			load[l.PendingOwner]++
+		case l.Owner == "" || l.Owner == me || stale(l):
+			free = append(free, l)
+		default:
+			load[l.Owner]++
+			if l.PendingOwner == "" {
+				owned[l.Owner] = append(owned[l.Owner], l)
+			}
+		}
+	}
+	if active == 0 {
+		return b
+	}
+	load[me] = mine
+	owners := make([]string, 0, len(load))
+	for o := range load {
+		owners = append(owners, o)
+	}
+	// Targets: the most loaded keep the extra lease of the rounding.
+	sort.Slice(owners, func(i, j int) bool {
+		if load[owners[i]] != load[owners[j]] {
+			return load[owners[i]] > load[owners[j]]
+		}
+		return owners[i] < owners[j]
+	})
+	target := make(map[string]int, len(owners))
+	base, extra := active/len(owners), active%len(owners)
+	for i, o := range owners {
+		target[o] = base
+		if i < extra {
+			target[o]++
+		}
+	}
+	b.target = target[me]
+	sort.Strings(owners)
+	sort.SliceStable(free, func(i, j int) bool {
+		if (free[i].Owner == "") != (free[j].Owner == "") {
+			return free[i].Owner == ""
+		}
+		return free[i].ShardID < free[j].ShardID
+	})
+	// Free leases first, then the surpluses, to the owners below target.
+	var pool []lease.Lease
+	for _, o := range owners {
+		if n := load[o] - target[o]; n > 0 {
+			ls := owned[o]
+			sort.Slice(ls, func(i, j int) bool { return ls[i].ShardID < ls[j].ShardID })
+			pool = append(pool, ls[:min(n, len(ls))]...)
+		}
+	}
+	nf := 0 // free leases handed out so far
+	np := 0 // pool leases handed out so far
+	for _, o := range owners {
+		need := target[o] - load[o]
+		for ; need > 0 && nf < len(free); need-- {
+			if o == me {
+				b.take = append(b.take, free[nf])
+			}
+			nf++
+		}
+		for ; need > 0 && np < len(pool); need-- {
+			if o == me {
+				b.steals = append(b.steals, pool[np])
+			}
+			np++
+		}
+	}
+	// The free leases others are meant to take, for when one of mine is
+	// taken first (a view one pass behind): tried in order while I lack.
+	taking := make(map[string]bool, len(b.take))
+	for _, l := range b.take {
+		taking[l.Key] = true
+	}
+	for _, l := range free {
+		if !taking[l.Key] {
+			b.spare = append(b.spare, l)
 		}
 	}
 	return b

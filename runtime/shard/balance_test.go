@@ -120,3 +120,150 @@ func TestObserverExpiresOnlyStillCounters(t *testing.T) {
 		t.Fatal("a lease whose counter moved since the last listing is stale")
 	}
 }
+
+// Every instance applies planBulk to the same view: their takes and
+// requests never name one lease twice, every lease that moves moves once
+// (the minimum number of changes), and afterwards every owner holds its
+// fair share, within one lease of every other.
+func TestPlanBulkAgreesAcrossInstances(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		shards  int
+		holders map[string]int // owner -> leases it holds, in shard order
+		joiners []string       // live members holding nothing
+		dead    []string       // owners whose leases are expired
+		free    int            // unowned leases (the last ones)
+	}{
+		{name: "one joins one, 64 shards", shards: 64, holders: map[string]int{"a": 64}, joiners: []string{"b"}},
+		{name: "one joins one, 256 shards", shards: 256, holders: map[string]int{"a": 256}, joiners: []string{"b"}},
+		{name: "one joins three, 1000 shards", shards: 1000, holders: map[string]int{"a": 334, "b": 333, "c": 333}, joiners: []string{"d"}},
+		{name: "three join two at once", shards: 256, holders: map[string]int{"a": 128, "b": 128}, joiners: []string{"c", "d", "e"}},
+		{name: "ten join ten, 1000 shards", shards: 1000, holders: map[string]int{"a": 100, "b": 100, "c": 100, "d": 100, "e": 100, "f": 100, "g": 100, "h": 100, "i": 100, "j": 100}, joiners: []string{"k", "l", "m", "n", "o", "p", "q", "r", "s", "t"}},
+		{name: "start: all unowned", shards: 1000, joiners: []string{"a", "b", "c"}, free: 1000},
+		{name: "a dead owner's leases spread", shards: 256, holders: map[string]int{"a": 86, "b": 85, "c": 85}, dead: []string{"a"}},
+		{name: "a dead owner and a joiner", shards: 100, holders: map[string]int{"a": 50, "b": 50}, dead: []string{"a"}, joiners: []string{"c"}},
+		{name: "leaver's released leases", shards: 100, holders: map[string]int{"a": 34, "b": 33}, free: 33},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var owners []string
+			for o := range tc.holders {
+				owners = append(owners, o)
+			}
+			slices.Sort(owners)
+			ls := make([]lease.Lease, tc.shards)
+			i := 0
+			for _, o := range owners {
+				for range tc.holders[o] {
+					ls[i].Owner = o
+					i++
+				}
+			}
+			for j := range ls {
+				id := fmt.Sprintf("shardId-%012d", j)
+				ls[j].Key, ls[j].ShardID, ls[j].Counter = "ns/"+id, id, 1
+			}
+			dead := map[string]bool{}
+			for _, d := range tc.dead {
+				dead[d] = true
+			}
+			var live []string
+			for _, o := range append(owners, tc.joiners...) {
+				if !dead[o] {
+					live = append(live, o)
+				}
+			}
+			stale := func(l lease.Lease) bool { return dead[l.Owner] }
+			load := map[string]int{}
+			for _, l := range ls {
+				if l.Owner != "" && !dead[l.Owner] {
+					load[l.Owner]++
+				}
+			}
+			claimed := map[string]string{}
+			moves := 0
+			for _, me := range live {
+				held := func(key string) bool {
+					for _, l := range ls {
+						if l.Key == key {
+							return l.Owner == me
+						}
+					}
+					return false
+				}
+				p := planBulk(me, ls, live, held, stale)
+				for _, l := range append(p.take, p.steals...) {
+					if by, ok := claimed[l.Key]; ok {
+						t.Fatalf("%s and %s both claim %s", by, me, l.ShardID)
+					}
+					claimed[l.Key] = me
+					if l.Owner != "" && !dead[l.Owner] {
+						load[l.Owner]--
+					}
+					load[me]++
+					moves++
+				}
+			}
+			lo, hi := tc.shards, 0
+			for _, o := range live {
+				lo, hi = min(lo, load[o]), max(hi, load[o])
+			}
+			if hi-lo > 1 {
+				t.Errorf("after one round the loads range from %d to %d: %v", lo, hi, load)
+			}
+			// The minimum: every free or expired lease moves, and every
+			// owner above the fair share's ceiling gives its surplus.
+			minMoves := 0
+			share := tc.shards / len(live)
+			extra := tc.shards % len(live)
+			var byLoad []string
+			for _, o := range live {
+				byLoad = append(byLoad, o)
+			}
+			before := map[string]int{}
+			for _, l := range ls {
+				switch {
+				case l.Owner == "" || dead[l.Owner]:
+					minMoves++
+				default:
+					before[l.Owner]++
+				}
+			}
+			slices.SortFunc(byLoad, func(a, b string) int { return before[b] - before[a] })
+			for i, o := range byLoad {
+				want := share
+				if i < extra {
+					want++
+				}
+				if before[o] > want {
+					minMoves += before[o] - want
+				}
+			}
+			if moves != minMoves {
+				t.Errorf("%d ownership changes; the minimum is %d", moves, minMoves)
+			}
+			t.Logf("%d live owners, %d changes, loads %d..%d", len(live), moves, lo, hi)
+		})
+	}
+}
+
+// A second round on the view after the first changes nothing: the fleet
+// does not oscillate.
+func TestPlanBulkIsStable(t *testing.T) {
+	owners := []string{"a", "b", "c"}
+	ls := leasesOf(slices.Repeat([]string{"a", "b", "c"}, 33)...)
+	ls = append(ls, leasesOf("a")[0])
+	ls[len(ls)-1].Key, ls[len(ls)-1].ShardID = "ns/shard-x", "shard-x"
+	for _, me := range owners {
+		p := planBulk(me, ls, owners, func(key string) bool {
+			for _, l := range ls {
+				if l.Key == key {
+					return l.Owner == me
+				}
+			}
+			return false
+		}, func(lease.Lease) bool { return false })
+		if len(p.take) != 0 || len(p.steals) != 0 {
+			t.Errorf("%s on a balanced fleet takes %d and asks for %d", me, len(p.take), len(p.steals))
+		}
+	}
+}

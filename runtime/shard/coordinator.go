@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -203,6 +204,9 @@ type Coordinator struct {
 	pending map[string]time.Time // lease key -> when this owner asked for it
 	start   Position             // for shards without checkpoint; a stream-wide seek replaces it
 	obs     *observer
+	beats   *observer         // member beats (LivenessPerInstance), keyed by owner
+	view    memberView        // the members as the last pass read them
+	compat  bool              // an owner without a member entry holds a lease: renew each lease too
 	epoch   time.Time         // the zero of the lease fences' monotonic clock
 	drained bool              // Stop waits for the workers: a fence starts none
 	failErr error             // why the coordinator stopped reading for good (Err)
@@ -210,8 +214,15 @@ type Coordinator struct {
 	listed  []listedLease     // the last pass's lease listing, for Status
 
 	passMu sync.Mutex // one sync pass at a time
-	ctx    context.Context
-	cancel context.CancelFunc
+	// Guarded by passMu (LivenessPerInstance): the leases as last known
+	// (listed, created, taken), by shard id; the live members at the last
+	// listing; whether the next pass must list again.
+	known     map[string]lease.Lease
+	listedSig string
+	wantMore  bool
+	beat      atomic.Int64 // the member entry's beat
+	ctx       context.Context
+	cancel    context.CancelFunc
 	// passCtx ends when Stop begins: a pass (or seek) stuck in a remote
 	// call gives up its lock at once instead of holding Stop up.
 	passCtx    context.Context
@@ -259,7 +270,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if members != nil {
 		bm = boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		members: bm,
 		ensure:  ensure,
 		cfg:     cfg,
@@ -269,9 +280,12 @@ func New(cfg Config) (*Coordinator, error) {
 		stats:   make(map[string]*Stats),
 		start:   cfg.Start,
 		obs:     newObserver(),
+		beats:   newObserver(),
 		epoch:   time.Now(),
 		kick:    make(chan bool, 1),
-	}, nil
+	}
+	c.beat.Store(time.Now().UnixNano()) // a restart under the same owner id never repeats a beat
+	return c, nil
 }
 
 // Start runs the first pass (list shards, take leases, fetch every owned
@@ -307,6 +321,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.loops.Add(2)
 	go c.syncLoop()
 	go c.keepLoop()
+	if c.members != nil {
+		c.loops.Add(1)
+		go c.heartLoop()
+	}
 	c.log.Info("coordinator started", "shards", len(c.owned))
 	return nil
 }
@@ -504,6 +522,13 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if c.members != nil {
+		// Gone at once rather than after the failover time: the others
+		// list and share out what was released on their next pass.
+		if err := c.members.Leave(wctx, c.cfg.Namespace, c.cfg.Owner, 0); err != nil {
+			errs = append(errs, &Error{Op: "lease leave", Stream: c.cfg.Stream, Err: err})
+		}
+	}
 	c.mu.Lock()
 	c.drained = true
 	c.mu.Unlock()
@@ -606,8 +631,31 @@ func (c *Coordinator) wake(relist bool) {
 	}
 }
 
-// keepLoop renews held leases every Renew, follows handoffs this owner asked
-// for, and persists settled progress every Checkpoint.
+// heartLoop writes this owner's member entry every Renew
+// (LivenessPerInstance), on its own: checkpoints of many busy shards must
+// not hold it up past the fence.
+func (c *Coordinator) heartLoop() {
+	defer c.loops.Done()
+	t := time.NewTicker(c.cfg.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			if err := c.heartbeat(c.ctx); err != nil && c.ctx.Err() == nil {
+				// A store outage: keep reading; this owner looks dead to
+				// others only after Failover without a heartbeat, and
+				// fences itself before that.
+				c.log.Warn("heartbeat failed", "err", err)
+			}
+		}
+	}
+}
+
+// keepLoop renews held leases (LivenessPerLease, or compat) every Renew, follows
+// handoffs this owner asked for, and persists settled progress every
+// Checkpoint.
 func (c *Coordinator) keepLoop() {
 	defer c.loops.Done()
 	renew := time.NewTicker(c.cfg.Renew)
@@ -619,7 +667,9 @@ func (c *Coordinator) keepLoop() {
 		case <-c.ctx.Done():
 			return
 		case <-renew.C:
-			c.renewAll(c.ctx)
+			if c.isCompat() {
+				c.renewAll(c.ctx)
+			}
 			c.followHandoffs(c.ctx)
 		case <-cp.C:
 			for _, o := range c.snapshot() {

@@ -359,7 +359,7 @@ func TestHandoffBeforeFirstRecordLosesNothing(t *testing.T) {
 	cols := newCollectors(2)
 	probe := &releaseProbeStore{Store: e.store, put: func() []string { return putProbes(t, e) }, fired: make(chan struct{})}
 	cfgA := e.config("a", cols[0].sink)
-	cfgA.Leases = probe
+	cfgA.Leases = withMembers(probe, e.store)
 	a := e.start(cfgA)
 	b := e.start(e.config("b", cols[1].sink))
 	select {
@@ -758,7 +758,7 @@ func TestLostRaceForExpiredLeaseTakesTheNext(t *testing.T) {
 	}
 	rb := &rivalStore{Store: e.store, rival: "c", took: make(chan int64, 1)}
 	cfgB := e.config("b", newCollector().sink)
-	cfgB.Leases = rb
+	cfgB.Leases = withMembers(rb, e.store)
 	cfgC := e.config("c", newCollector().sink)
 	cfgC.Failover = 4 * cfgB.Failover // c notices the dead owner later: b walks both expired leases
 	b := e.start(cfgB)

@@ -263,3 +263,26 @@ func TestKinesisBlackHoleDuringPass(t *testing.T) {
 	eventually(t, 5*time.Second, "a call held in the hole", func() bool { return hole.held.Load() > held })
 	stopWithin(t, c, 5*time.Second)
 }
+
+// The hole holds member calls too (not counted as lease writes: a member
+// entry is the instance's, not a shard's).
+func (s *holeStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if err := s.swallow(ctx, "heartbeat"); err != nil {
+		return err
+	}
+	return s.Store.(lease.MemberStore).Heartbeat(ctx, ns, m)
+}
+
+func (s *holeStore) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if err := s.swallow(ctx, "members"); err != nil {
+		return nil, err
+	}
+	return s.Store.(lease.MemberStore).Members(ctx, ns)
+}
+
+func (s *holeStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	if err := s.swallow(ctx, "leave"); err != nil {
+		return err
+	}
+	return s.Store.(lease.MemberStore).Leave(ctx, ns, owner, beat)
+}

@@ -3,16 +3,36 @@
 // settled records into checkpoints through a watermark.
 //
 // A Coordinator works in passes. Every Sync it lists the shards (all pages)
-// and creates a lease per shard in the lease store; every min(Sync,
-// Failover/4) it reads the leases (one List) and takes its fair share, the
-// ceiling of unfinished shards over live owners. An owner is live while the counter of
-// one of its leases moved within Failover, as seen on this host's clock (no
-// two hosts' clocks are ever compared). Unowned and expired leases are taken
-// first; at most one lease per pass is asked of the most loaded owner, which
-// notices the request on its next lease write, stops reading, lets the
-// delivered records settle, checkpoints and releases. The asker takes the
-// lease by force only after Handoff. A dead owner's leases are taken
-// between Failover and 1.25 × Failover after its last write.
+// and creates a lease per shard it has no lease for; every min(Sync,
+// Failover/4) it runs a lease pass.
+//
+// Liveness is per instance by default (LivenessPerInstance, with a
+// lease.MemberStore): every Renew the owner writes its member entry, one
+// write whatever it holds, and leases are written only when ownership
+// changes and at checkpoints. A pass reads the members (one read); an owner
+// whose entry stood still for Failover, as seen on this host's clock (no two
+// hosts' clocks are ever compared), is dead and its leases are free. The
+// leases are listed only when something may have changed (see members.go).
+// With LivenessPerLease (the KCL's model, needed when Java KCL workers
+// share the table) every held lease is renewed every Renew, every pass
+// lists the leases, and an owner is live while the counter of one of its
+// leases moved within Failover. Owners without a member entry are judged
+// that way in either mode, and while one holds a lease an owner with
+// liveness per instance renews its leases too (a rolling upgrade).
+//
+// Balancing (BalanceBulk) applies one deterministic rule on every instance
+// (planBulk): fair shares with the rounding's extra leases kept by the most
+// loaded, free and expired leases to those below their share, then the
+// surplus of those above it, in a fixed order, so every instance computes
+// the same moves, each lease moves once, and a joiner asks for its whole
+// share in one pass. The owners asked hand over in parallel: each notices
+// the request (on a lease write, or in the asker's member entry), stops
+// reading, lets the delivered records settle, checkpoints and releases. The
+// asker takes a lease by force only after Handoff, and only from an owner
+// that no longer heartbeats or has no member entry. BalanceOneSteal asks the
+// most loaded owner for one lease per pass, as before issue 17. A dead
+// owner's leases are taken between Failover and 1.25 × Failover after its
+// last write.
 //
 // A held shard is read once every parent is checkpointed SHARD_END (or no
 // longer exists: past the stream's retention, it counts as read), so each
@@ -34,15 +54,16 @@
 // and never more than MaxInFlight past the oldest unsettled one (the reader
 // waits meanwhile); the checkpoint advances over the contiguous run of
 // settled records (arrival order, never parsed sequence numbers) and is
-// written every Checkpoint, which also renews the lease; an idle lease is
-// renewed every Renew. A stop or handoff whose records have not all settled
-// writes the settled prefix, or, if none settled, the first record out
+// written every Checkpoint, which also renews the lease; with
+// LivenessPerLease an idle lease is renewed every Renew. A stop or handoff
+// whose records have not all settled writes the settled prefix, or, if none settled, the first record out
 // ("at" it), so the next owner reads the rest again. A failed write that
 // finds another owner stops the reader at once and abandons its unsettled
-// records (fencing). An owner that has not written a lease successfully
-// for Failover less a margin (a fifth of it), counted on its monotonic
-// clock from when that write was sent, fences itself the same way before
-// anyone can take the lease, as the KCL does, and reads the shard again
+// records (fencing). An owner that has not written a lease (or, with
+// liveness per instance, its member entry) successfully for Failover less
+// a margin (a fifth of it), counted on its monotonic clock from when that
+// write was sent, fences itself the same way before anyone can take the
+// lease, as the KCL does, and reads the shard again
 // only if it takes the lease back. Every lease-store call has a deadline
 // of Failover/3 and every Kinesis call one of Failover (1 s to 30 s); Stop
 // cancels a pass stuck in a call instead of waiting for it. A handoff whose

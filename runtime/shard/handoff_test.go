@@ -69,7 +69,7 @@ func testHandoffReleaseRetried(t *testing.T, e *env) {
 	cols := newCollectors(2)
 	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
 	fail := &releaseFailStore{Store: e.store, failures: 3}
-	cfgA.Leases = fail
+	cfgA.Leases = withMembers(fail, e.store)
 	cfgB.Handoff = time.Hour // b takes only a released lease
 	slower(e, &cfgA, &cfgB)
 	a := e.start(cfgA)
@@ -98,11 +98,11 @@ func testHandoffAskerGone(t *testing.T, e *env) {
 	ids := e.shards()
 	col := newCollector()
 	cfgA := e.config("a", col.sink)
-	cfgA.Leases = &releaseFailStore{Store: e.store, failures: -1}
+	cfgA.Leases = withMembers(&releaseFailStore{Store: e.store, failures: -1}, e.store)
 	cfgA.Start = shard.Position{Kind: shard.Horizon}
 	cfgB := e.config("b", newCollector().sink)
 	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
-	cfgB.Leases = ask
+	cfgB.Leases = withMembers(ask, e.store)
 	cfgB.Handoff = time.Hour
 	slower(e, &cfgA, &cfgB)
 	a := e.start(cfgA)

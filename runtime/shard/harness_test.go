@@ -289,3 +289,32 @@ func checkKeyOrder(t *testing.T, recs []*shard.Record, want map[string]int) {
 		}
 	}
 }
+
+// memberWrap gives a test's wrapping store (which embeds lease.Store, and
+// so hides the members of the store it wraps) the members of inner, so
+// that its coordinator keeps liveness per instance like the others.
+type memberWrap struct {
+	lease.Store
+	m lease.MemberStore
+}
+
+func (w memberWrap) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	return w.m.Heartbeat(ctx, ns, m)
+}
+
+func (w memberWrap) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	return w.m.Members(ctx, ns)
+}
+
+func (w memberWrap) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	return w.m.Leave(ctx, ns, owner, beat)
+}
+
+// withMembers returns wrapper with the members of inner, when inner keeps
+// them.
+func withMembers(wrapper, inner lease.Store) lease.Store {
+	if m, ok := lease.MembersOf(inner); ok {
+		return memberWrap{Store: wrapper, m: m}
+	}
+	return wrapper
+}

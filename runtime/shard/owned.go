@@ -193,10 +193,20 @@ func (cfg *Config) fenceAfter() time.Duration {
 
 // renewed moves o's fence to the failover time (less the margin) after
 // sent, the time a successful write was sent; o.mu is held (or o is new).
+// It only ever moves the fence later: a heartbeat and a lease write may
+// land in either order.
 func (c *Coordinator) renewed(o *owned, sent time.Time) {
-	until := sent.Sub(c.epoch) + c.cfg.fenceAfter()
-	o.until.Store(int64(until))
-	o.timer.Reset(until - time.Since(c.epoch))
+	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
+	for {
+		cur := o.until.Load()
+		if until <= cur {
+			return
+		}
+		if o.until.CompareAndSwap(cur, until) {
+			break
+		}
+	}
+	o.timer.Reset(time.Duration(until) - time.Since(c.epoch))
 }
 
 // fenceIfExpired fences o when its fence time has passed without a
@@ -207,8 +217,14 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 // nothing. The next pass may take the lease back (it still names this
 // owner): its reader then starts over from the checkpoint.
 func (c *Coordinator) fenceIfExpired(o *owned) {
-	if o.fctx.Err() != nil || time.Since(c.epoch) < time.Duration(o.until.Load()) {
-		return // released or lost already, or renewed meanwhile (the timer is set again)
+	if o.fctx.Err() != nil {
+		return // released or lost already
+	}
+	if left := time.Duration(o.until.Load()) - time.Since(c.epoch); left > 0 {
+		// Renewed meanwhile: two renewals may have reset the timer in
+		// the other order, so set it again for the later fence.
+		o.timer.Reset(left)
+		return
 	}
 	o.fencer()
 	c.log.Warn("lease not renewed in time: reader fenced, its records left to the next owner", "shard", o.shard,
@@ -457,7 +473,7 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 			c.log.Warn("handoff: lease read failed", "key", key, "err", err)
 		case l.Owner == c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd:
 			drop = true
-		case l.Owner == "" || (l.PendingOwner == c.cfg.Owner && time.Since(at) >= c.cfg.Handoff):
+		case l.Owner == "" || (l.PendingOwner == c.cfg.Owner && time.Since(at) >= c.cfg.Handoff && c.mayForce(l.Owner)):
 			if l.Owner != "" {
 				c.log.Warn("handoff timed out; taking the lease", "shard", l.ShardID, "from", l.Owner)
 			}

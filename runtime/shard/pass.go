@@ -57,15 +57,44 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			c.mu.Unlock()
 		}
 	}
-	leases, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
-	if err != nil {
-		return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+	var view memberView
+	if c.members != nil {
+		if c.known == nil {
+			// Seen alive before holding anything: others count this owner
+			// in their shares from their next pass.
+			if err := c.heartbeat(ctx); err != nil {
+				return err
+			}
+		}
+		v, err := c.readMembers(ctx)
+		if err != nil {
+			return err
+		}
+		view = v
+		c.answerAsks(ctx, view)
+		c.mu.Lock()
+		asked := len(c.pending)
+		c.mu.Unlock()
+		if asked > 0 {
+			c.followHandoffs(ctx)
+		}
 	}
-	byShard := make(map[string]lease.Lease, len(leases))
-	for _, l := range leases {
-		byShard[l.ShardID] = l
+	var leases []lease.Lease
+	listed := false
+	if c.members == nil || c.known == nil || c.mustList(view) {
+		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+		if err != nil {
+			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+		}
+		leases, listed = ls, true
+		c.known = make(map[string]lease.Lease, len(ls))
+		for _, l := range ls {
+			c.known[l.ShardID] = l
+		}
 	}
+	byShard := c.known
 	pinnedHere := map[string]bool{}
+	foundNew := false
 	if relist {
 		// A subscription new to the stream that starts at Latest begins at
 		// today's tip, as the KCL does: closed shards count as read and open
@@ -80,7 +109,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		c.mu.Lock()
 		start := c.start
 		c.mu.Unlock()
-		fresh := len(leases) == 0 && start.Kind == Latest
+		fresh := len(byShard) == 0 && start.Kind == Latest
 		for _, id := range lin.IDs() {
 			if _, ok := byShard[id]; ok {
 				continue
@@ -101,53 +130,34 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 				pinnedHere[id] = true
 			}
 			byShard[id] = l
-			leases = append(leases, l)
+			foundNew = true
+			if listed {
+				leases = append(leases, l)
+			}
+		}
+	}
+	if foundNew && !listed {
+		// New leases to share out: list them with the rest.
+		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+		if err != nil {
+			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+		}
+		leases, listed = ls, true
+		for _, l := range ls {
+			byShard[l.ShardID] = l
 		}
 	}
 
-	if relist {
+	if relist && listed {
 		leases = c.dropExpiredLeases(ctx, lin, leases, byShard)
 	}
 
-	now := time.Now()
-	c.obs.observe(leases, now)
-	listed := make([]listedLease, len(leases))
-	for i, l := range leases {
-		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.obs.stale(l, now, c.cfg.Failover)}
-	}
-	c.mu.Lock()
-	c.listed = listed
-	c.mu.Unlock()
-	plan := planBalance(c.cfg.Owner, leases, c.holds, func(l lease.Lease) bool {
-		return c.obs.stale(l, now, c.cfg.Failover)
-	})
-	spare := plan.spare
-	for i := 0; i < len(plan.take); i++ {
-		l := plan.take[i]
-		nl, err := c.takeLease(ctx, l)
-		switch {
-		case errors.Is(err, lease.ErrLeaseLost):
-			// Another instance was quicker (or the owner renewed after
-			// all): try the next free lease now rather than next pass.
-			if len(spare) > 0 && l.PendingOwner != c.cfg.Owner {
-				plan.take = append(plan.take, spare[0])
-				spare = spare[1:]
-			}
-		case err != nil:
-			errs = append(errs, &Error{Op: "lease take", Stream: c.cfg.Stream, Shard: l.ShardID, Err: err})
-		default:
-			byShard[nl.ShardID] = nl
-		}
-	}
-	if s := plan.steal; s != nil {
-		if _, err := c.cfg.Leases.RequestHandoff(ctx, *s, c.cfg.Owner); err == nil {
-			c.mu.Lock()
-			c.pending[s.Key] = now
-			c.mu.Unlock()
-			c.log.Info("asked for a lease", "shard", s.ShardID, "from", s.Owner, "target", plan.target)
-		} else if !errors.Is(err, lease.ErrLeaseLost) {
-			errs = append(errs, &Error{Op: "lease handoff", Stream: c.cfg.Stream, Shard: s.ShardID, Err: err})
-		}
+	if listed {
+		// The observer's clock for a counter starts after the listing
+		// that shows it, never before the write.
+		errs = append(errs, c.balance(ctx, leases, byShard, view, time.Now())...)
+	} else if c.members != nil {
+		c.refreshParents(ctx, byShard)
 	}
 
 	held := c.snapshot()
@@ -191,21 +201,6 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// holds reports whether this coordinator holds, or has asked for, a lease.
-func (c *Coordinator) holds(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.pending[key]; ok {
-		return true
-	}
-	for _, o := range c.owned {
-		if o.key == key {
-			return true
-		}
-	}
-	return false
 }
 
 // createLease stores the lease of a newly found shard (or reads the one
@@ -591,4 +586,192 @@ func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, lease
 		c.log.Debug("lease of an expired shard deleted", "shard", l.ShardID)
 	}
 	return kept
+}
+
+// balance takes and asks for leases per the plan of this pass's listing.
+func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now time.Time) []error {
+	var errs []error
+	c.obs.observe(leases, now)
+	listed := make([]listedLease, len(leases))
+	for i, l := range leases {
+		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, now)}
+	}
+	c.mu.Lock()
+	c.listed = listed
+	c.mu.Unlock()
+	heldKeys := c.heldKeys()
+	held := func(key string) bool { return heldKeys[key] }
+	stale := func(l lease.Lease) bool { return c.expired(l, view, now) }
+	var plan balance
+	if c.cfg.Balance == BalanceOneSteal {
+		plan = planBalance(c.cfg.Owner, leases, held, stale)
+	} else {
+		plan = planBulk(c.cfg.Owner, leases, view.liveOwners(), held, stale)
+	}
+	spare := plan.spare
+	took := 0
+	for i := 0; i < len(plan.take); i++ {
+		l := plan.take[i]
+		nl, err := c.takeLease(ctx, l)
+		switch {
+		case errors.Is(err, lease.ErrLeaseLost):
+			// Another instance was quicker (or the owner renewed after
+			// all): try the next free lease now rather than next pass.
+			if len(spare) > 0 && l.PendingOwner != c.cfg.Owner {
+				plan.take = append(plan.take, spare[0])
+				spare = spare[1:]
+			}
+		case err != nil:
+			errs = append(errs, &Error{Op: "lease take", Stream: c.cfg.Stream, Shard: l.ShardID, Err: err})
+		default:
+			byShard[nl.ShardID] = nl
+			took++
+		}
+	}
+	steals := plan.steals
+	if plan.steal != nil {
+		steals = append(steals, *plan.steal)
+	}
+	asked := 0
+	for _, s := range steals {
+		nl, err := c.cfg.Leases.RequestHandoff(ctx, s, c.cfg.Owner)
+		switch {
+		case err == nil:
+			c.mu.Lock()
+			c.pending[s.Key] = now
+			c.mu.Unlock()
+			byShard[nl.ShardID] = nl
+			asked++
+			c.log.Debug("asked for a lease", "shard", s.ShardID, "from", s.Owner)
+		case !errors.Is(err, lease.ErrLeaseLost):
+			errs = append(errs, &Error{Op: "lease handoff", Stream: c.cfg.Stream, Shard: s.ShardID, Err: err})
+		}
+	}
+	if asked > 0 {
+		c.log.Info("asked for leases", "count", asked, "target", plan.target)
+		if c.members != nil {
+			// Publish the requests now rather than at the next renewal.
+			if err := c.heartbeat(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if c.members == nil {
+		return errs
+	}
+	// Requests on leases this owner holds, seen in the listing (an asker
+	// without a member entry publishes none).
+	for _, l := range leases {
+		if l.Owner == c.cfg.Owner && l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner {
+			c.mu.Lock()
+			o := c.owned[l.ShardID]
+			c.mu.Unlock()
+			if o != nil {
+				c.adopt(o, l)
+			}
+		}
+	}
+	compat := false
+	for _, l := range leases {
+		_, member := view.all[l.Owner]
+		_, askerMember := view.all[l.PendingOwner]
+		if (l.Owner != "" && l.Owner != c.cfg.Owner && !member && !c.obs.stale(l, now, c.cfg.Failover)) ||
+			(l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner && !askerMember) {
+			compat = true
+			break
+		}
+	}
+	c.mu.Lock()
+	if compat != c.compat {
+		c.log.Info("owners without a member entry hold leases: renewing every lease too", "compat", compat)
+	}
+	c.compat = compat
+	c.mu.Unlock()
+	c.dropDeadMembers(ctx, view, leases)
+	c.listedSig = view.sig()
+	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
+	return errs
+}
+
+// expired reports whether l's owner (or, released, the owner it is
+// reserved for) has stopped: with members, a member owner by its entry,
+// any other by the lease's counter.
+func (c *Coordinator) expired(l lease.Lease, view memberView, now time.Time) bool {
+	if c.members != nil {
+		who := l.Owner
+		if who == "" {
+			who = l.PendingOwner
+		}
+		if _, member := view.all[who]; member && who != "" {
+			if !view.live[who] {
+				return true
+			}
+			if l.Owner != "" {
+				return false // a live member's lease is written only when it changes
+			}
+		}
+	}
+	return c.obs.stale(l, now, c.cfg.Failover)
+}
+
+// mustList reports whether a pass with liveness per instance must list the
+// leases: see members.go.
+func (c *Coordinator) mustList(view memberView) bool {
+	c.mu.Lock()
+	asked, compat, held := len(c.pending), c.compat, len(c.owned)
+	c.mu.Unlock()
+	if asked > 0 || compat || c.wantMore || view.sig() != c.listedSig {
+		return true
+	}
+	sum := held
+	for owner, m := range view.all {
+		if owner != c.cfg.Owner && view.live[owner] {
+			sum += m.Held
+		}
+	}
+	known := 0
+	for _, l := range c.known {
+		if l.Checkpoint != lease.CheckpointShardEnd || l.Owner != "" {
+			known++
+		}
+	}
+	return sum != known
+}
+
+// refreshParents reads again the unfinished parents of the held shards
+// that wait for them: their owners write SHARD_END, which a pass without a
+// listing would not see.
+func (c *Coordinator) refreshParents(ctx context.Context, byShard map[string]lease.Lease) {
+	for _, o := range c.snapshot() {
+		if o.session() != nil {
+			continue
+		}
+		o.mu.Lock()
+		parents := o.l.ParentShardIDs
+		o.mu.Unlock()
+		for _, p := range parents {
+			pl, ok := byShard[p]
+			if !ok || pl.Checkpoint == lease.CheckpointShardEnd {
+				continue
+			}
+			if got, err := c.cfg.Leases.Get(ctx, pl.Key); err == nil {
+				byShard[p] = got
+			}
+		}
+	}
+}
+
+// heldKeys returns the keys of the leases this coordinator holds or has
+// asked for: one map, so a pass costs O(listed + held), not their product.
+func (c *Coordinator) heldKeys() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]bool, len(c.owned)+len(c.pending))
+	for key := range c.pending {
+		out[key] = true
+	}
+	for _, o := range c.owned {
+		out[o.key] = true
+	}
+	return out
 }

@@ -1,0 +1,250 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// opStore counts a store's calls by kind: passes (one member read each),
+// lists, lease writes, successful takes, heartbeats.
+type opStore struct {
+	lease.Store
+	m                                           lease.MemberStore
+	passes, lists, writes, takes, beats, leaves atomic.Int64
+}
+
+func newOpStore(s lease.Store) *opStore {
+	m, _ := s.(lease.MemberStore)
+	return &opStore{Store: s, m: m}
+}
+
+func (s *opStore) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	s.lists.Add(1)
+	return s.Store.List(ctx, ns)
+}
+
+func (s *opStore) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	s.writes.Add(1)
+	nl, err := s.Store.Take(ctx, l, owner)
+	if err == nil && l.Owner != owner {
+		s.takes.Add(1)
+	}
+	return nl, err
+}
+
+func (s *opStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.writes.Add(1)
+	return s.Store.Renew(ctx, l)
+}
+
+func (s *opStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	s.writes.Add(1)
+	return s.Store.Checkpoint(ctx, l, cp, sub)
+}
+
+func (s *opStore) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.writes.Add(1)
+	return s.Store.Release(ctx, l)
+}
+
+func (s *opStore) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
+	s.writes.Add(1)
+	return s.Store.RequestHandoff(ctx, l, to)
+}
+
+func (s *opStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	s.beats.Add(1)
+	return s.m.Heartbeat(ctx, ns, m)
+}
+
+func (s *opStore) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	s.passes.Add(1)
+	return s.m.Members(ctx, ns)
+}
+
+func (s *opStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	s.leaves.Add(1)
+	return s.m.Leave(ctx, ns, owner, beat)
+}
+
+// A second instance joining a stream gets its fair share within three of
+// its lease passes, whatever the shard count: the busy instance hands half
+// its leases over at once, each lease moves once (the minimum), and no
+// record is delivered twice. (Before issue 17 a joiner took one lease per
+// pass: 128 passes for 256 shards.)
+func TestJoinerReachesFairShareInThreePasses(t *testing.T) {
+	for _, n := range []int32{64, 256} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			e, _ := memEnv(t, n)
+			shared := newOpStore(e.store)
+			cols := newCollectors(2)
+			cfgA := e.config("a", cols[0].sink)
+			cfgA.Leases = shared
+			cfgA.Poll = time.Second // n readers: keep the in-process polling light
+			// n readers under the race detector: room for a slow heartbeat.
+			cfgA.Renew, cfgA.Failover = 200*time.Millisecond, 2*time.Second
+			a := e.start(cfgA)
+			eventually(t, 10*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == int(n) })
+			want := map[string]int{}
+			e.publish(want, 100, 50)
+
+			bs := newOpStore(e.store)
+			cfgB := e.config("b", cols[1].sink)
+			cfgB.Leases = bs
+			cfgB.Poll = time.Second
+			cfgB.Renew, cfgB.Failover = cfgA.Renew, cfgA.Failover
+			takes := shared.takes.Load()
+			b := e.start(cfgB)
+			e.publish(want, 100, 50) // while the leases move
+			var passes int64
+			eventually(t, 20*time.Second, "b at its fair share", func() bool {
+				passes = bs.passes.Load()
+				return len(b.Owned()) == int(n)/2 && len(a.Owned()) == int(n)/2
+			})
+			moved := shared.takes.Load() - takes + bs.takes.Load()
+			t.Logf("%d shards: b at its share after %d of its lease passes, %d ownership changes", n, passes, moved)
+			if passes > 3 {
+				t.Errorf("b reached its share after %d lease passes, want at most 3", passes)
+			}
+			if moved != int64(n)/2 {
+				t.Errorf("%d ownership changes, want %d (each moved lease once)", moved, n/2)
+			}
+			e.publish(want, 100, 50)
+			all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+			cols[1].wait(t, 20*time.Second, "every record (a and b)", func([]*shard.Record) bool { return len(all()) >= 300 })
+			time.Sleep(300 * time.Millisecond) // a duplicate would arrive by now
+			checkKeyOrder(t, all(), want)
+			if got := len(all()); got != 300 {
+				t.Fatalf("%d deliveries of 300 records: graceful handoffs delivered %d twice", got, got-300)
+			}
+		})
+	}
+}
+
+// At rest, with liveness per instance, an instance writes one member entry
+// per renewal interval and no lease, and lists no lease; with liveness per
+// lease it renews every lease it holds and lists them every pass.
+func TestAtRestLeaseCost(t *testing.T) {
+	const shards = 8
+	for _, tc := range []struct {
+		liveness shard.Liveness
+		balance  shard.Balance
+	}{{shard.LivenessPerInstance, shard.BalanceBulk}, {shard.LivenessPerLease, shard.BalanceOneSteal}} {
+		t.Run(tc.liveness.String(), func(t *testing.T) {
+			e, _ := memEnv(t, shards)
+			s := newOpStore(e.store)
+			cfg := e.config("a", newCollector().sink)
+			cfg.Leases = s
+			cfg.Liveness, cfg.Balance = tc.liveness, tc.balance
+			cfg.Poll = time.Second
+			c := e.start(cfg)
+			eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(c.Reading()) == shards })
+			time.Sleep(5 * cfg.Sync) // the first pins, and the listing that confirms the takes
+			const window = time.Second
+			w, l, b, p := s.writes.Load(), s.lists.Load(), s.beats.Load(), s.passes.Load()
+			time.Sleep(window)
+			writes, lists, beats, passes := s.writes.Load()-w, s.lists.Load()-l, s.beats.Load()-b, s.passes.Load()-p
+			t.Logf("%v in %v: %d lease writes, %d lists, %d heartbeats, %d member reads", tc.liveness, window, writes, lists, beats, passes)
+			renewals := int64(window / cfg.Renew)
+			switch tc.liveness {
+			case shard.LivenessPerInstance:
+				if writes != 0 || lists != 0 {
+					t.Errorf("at rest: %d lease writes and %d lists, want none", writes, lists)
+				}
+				if beats < renewals/2 || beats > renewals*3/2 {
+					t.Errorf("%d heartbeats, want about %d (one per renewal interval)", beats, renewals)
+				}
+			default:
+				if writes < shards*renewals/2 {
+					t.Errorf("%d lease writes, want about %d (every lease every renewal interval)", writes, shards*renewals)
+				}
+				if lists == 0 || beats != 0 {
+					t.Errorf("%d lists and %d heartbeats, want a list per pass and no heartbeat", lists, beats)
+				}
+			}
+		})
+	}
+}
+
+// A member that died (its entry's beat stands still) loses its leases
+// after the failover time as observed locally, within twice that, and its
+// entry is removed once it holds nothing.
+func TestDeadMemberLeasesTakenAfterFailover(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	ns := "test/" + e.stream
+	for _, id := range e.shards() {
+		l := lease.Lease{Key: lease.KeyFor(ns, id), ShardID: id, Owner: "dead"}
+		if _, err := e.store.Create(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	members := e.store.(lease.MemberStore)
+	if err := members.Heartbeat(context.Background(), ns, lease.Member{Owner: "dead", Beat: 1, Held: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config("a", newCollector().sink)
+	began := time.Now()
+	c := e.start(cfg)
+	if n := len(c.Owned()); n != 0 {
+		t.Fatalf("took %d leases of a live-looking member at once, want none before the failover time", n)
+	}
+	eventually(t, 5*time.Second, "both leases of the dead member taken", func() bool { return len(c.Reading()) == 2 })
+	took := time.Since(began)
+	if took < cfg.Failover || took > 2*cfg.Failover {
+		t.Fatalf("took the leases after %v, want between the failover time %v and twice it", took, cfg.Failover)
+	}
+	t.Logf("failover after %v (failover time %v)", took, cfg.Failover)
+	eventually(t, 5*time.Second, "the dead member's entry removed", func() bool {
+		ms, err := members.Members(context.Background(), ns)
+		return err == nil && !slices.ContainsFunc(ms, func(m lease.Member) bool { return m.Owner == "dead" })
+	})
+}
+
+// A rolling upgrade: an instance that renews every lease (this runtime
+// before issue 17) and one with liveness per instance share a stream. The
+// new one sees an owner without a member entry and renews its leases too,
+// so the old one never takes them as expired; they split the shards and
+// stop moving them, with no record delivered twice; when the old one
+// stops, the new one reads every shard.
+func TestRollingUpgradeFromPerLeaseRenewal(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	cols := newCollectors(2)
+	s := newOpStore(e.store)
+	cfgOld := e.config("old", cols[0].sink)
+	cfgOld.Leases = s
+	cfgOld.Liveness, cfgOld.Balance = shard.LivenessPerLease, shard.BalanceOneSteal
+	old := e.start(cfgOld)
+	eventually(t, 5*time.Second, "old reads every shard", func() bool { return len(old.Reading()) == 4 })
+	cfgNew := e.config("new", cols[1].sink)
+	cfgNew.Leases = s
+	fresh := e.start(cfgNew)
+	eventually(t, 10*time.Second, "a 2/2 split", func() bool { return len(old.Reading()) == 2 && len(fresh.Reading()) == 2 })
+	takes := s.takes.Load()
+	time.Sleep(4 * cfgOld.Failover) // old would take an unrenewed lease after Failover
+	if moved := s.takes.Load() - takes; moved != 0 || len(fresh.Reading()) != 2 {
+		t.Fatalf("after the split %d leases moved (new reads %v)", moved, fresh.Reading())
+	}
+	want := map[string]int{}
+	e.publish(want, 40, 20)
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	cols[1].wait(t, 10*time.Second, "every record (old and new)", func([]*shard.Record) bool { return len(all()) >= 40 })
+	if err := old.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop old: %v", err)
+	}
+	eventually(t, 10*time.Second, "new reads every shard", func() bool { return slices.Equal(fresh.Reading(), ids) })
+	e.publish(want, 40, 20)
+	cols[1].wait(t, 10*time.Second, "every record", func([]*shard.Record) bool { return len(all()) >= 80 })
+	time.Sleep(200 * time.Millisecond)
+	checkKeyOrder(t, all(), want)
+	if got := len(all()); got != 80 {
+		t.Fatalf("%d deliveries of 80 records", got)
+	}
+}

@@ -1,0 +1,208 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// Liveness per instance (LivenessPerInstance). Every Renew the keeper
+// writes this owner's member entry (one write, whatever it holds) and moves
+// the self-fence of every held lease to the failover time after that
+// write's send time, exactly as a lease write moves its own. Every pass
+// reads the namespace's members (one consistent read). An owner whose entry
+// has not changed for Failover, on this host's clock, is dead: its leases
+// are expired. The leases of owners without an entry (an older version of
+// this runtime, or a Java KCL worker: they renew every lease) are judged by
+// their counters as before, and while any such owner holds a lease this
+// owner renews its own leases too and lists every pass (compat), so that
+// they see it alive and it sees their requests.
+//
+// A pass lists the leases only when something may have changed: at start,
+// when the live members changed, when their held counts do not add up to
+// the leases it knows of, while it asks for leases or has just taken some,
+// when new shards were found, or in compat. At rest a pass reads the
+// members item and nothing else, and writes nothing.
+//
+// Handoff requests travel with the asker's entry (Member.Asks): an owner
+// that writes nothing at rest would not see them on the lease. It reads the
+// asked leases it holds, adopts the request and hands them over as ever
+// (stop, settle, checkpoint, release). A live member is never forced: the
+// asker waits for the release, or for the owner to keep the lease, which
+// clears the request.
+
+// memberView is what one pass knows of the members.
+type memberView struct {
+	all  map[string]lease.Member
+	live map[string]bool // live members, this owner included
+}
+
+// sig names the live owners, to tell a pass whether they changed.
+func (v memberView) sig() string {
+	owners := make([]string, 0, len(v.live))
+	for o := range v.live {
+		owners = append(owners, o)
+	}
+	slices.Sort(owners)
+	return strings.Join(owners, "\x00")
+}
+
+// liveOwners returns the live members, sorted.
+func (v memberView) liveOwners() []string {
+	out := make([]string, 0, len(v.live))
+	for o := range v.live {
+		out = append(out, o)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readMembers reads the namespace's members and judges who is alive.
+// A beat's clock starts when the read that shows it has returned, after
+// the write was sent: so no owner is judged dead before its own fence.
+func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
+	ms, err := c.members.Members(ctx, c.cfg.Namespace)
+	if err != nil {
+		return memberView{}, &Error{Op: "lease members", Stream: c.cfg.Stream, Err: err}
+	}
+	now := time.Now()
+	v := memberView{all: make(map[string]lease.Member, len(ms)), live: map[string]bool{c.cfg.Owner: true}}
+	beats := make([]lease.Lease, len(ms))
+	for i, m := range ms {
+		v.all[m.Owner] = m
+		beats[i] = lease.Lease{Key: m.Owner, Owner: m.Owner, Counter: m.Beat}
+	}
+	c.beats.observe(beats, now)
+	for i, m := range ms {
+		if !c.beats.stale(beats[i], now, c.cfg.Failover) {
+			v.live[m.Owner] = true
+		}
+	}
+	c.mu.Lock()
+	c.view = v
+	c.mu.Unlock()
+	return v, nil
+}
+
+// heartbeat writes this owner's member entry and, once it has landed, moves
+// the fence of every lease held when it was sent.
+func (c *Coordinator) heartbeat(ctx context.Context) error {
+	held := c.snapshot()
+	c.mu.Lock()
+	asks := make([]string, 0, len(c.pending))
+	for key := range c.pending {
+		asks = append(asks, key[strings.LastIndex(key, "/")+1:])
+	}
+	c.mu.Unlock()
+	sent := time.Now()
+	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Add(1), Held: len(held), Asks: asks})
+	if err != nil {
+		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
+	}
+	for _, o := range held {
+		c.renewed(o, sent)
+	}
+	return nil
+}
+
+// answerAsks starts handing over the leases other members asked for: the
+// request is on the lease (RequestHandoff bumped its counter), which this
+// owner reads and adopts before it checkpoints and releases.
+func (c *Coordinator) answerAsks(ctx context.Context, v memberView) {
+	for _, m := range v.all {
+		if m.Owner == c.cfg.Owner || !v.live[m.Owner] {
+			continue
+		}
+		for _, id := range m.Asks {
+			c.mu.Lock()
+			o := c.owned[id]
+			c.mu.Unlock()
+			if o == nil || o.fctx.Err() != nil {
+				continue
+			}
+			c.adoptRequest(ctx, o)
+		}
+	}
+}
+
+// adoptRequest reads o's lease and, when another owner has asked for it,
+// takes the request (and the counter it bumped) in and hands o over.
+func (c *Coordinator) adoptRequest(ctx context.Context, o *owned) {
+	o.mu.Lock()
+	busy := o.handing || o.gone
+	o.mu.Unlock()
+	if busy {
+		return
+	}
+	cur, err := c.cfg.Leases.Get(ctx, o.key)
+	if err != nil {
+		if !errors.Is(err, lease.ErrNotFound) {
+			c.log.Warn("handoff: reading an asked lease failed", "shard", o.shard, "err", err)
+		}
+		return
+	}
+	c.adopt(o, cur)
+}
+
+// adopt takes a read of o's lease in when it is still this owner's and
+// newer than what o holds, and starts handing it over when it is asked for.
+func (c *Coordinator) adopt(o *owned, cur lease.Lease) {
+	if cur.Owner != c.cfg.Owner {
+		return // lost: the next write of it finds out and stops the reader
+	}
+	o.mu.Lock()
+	if !o.gone && cur.Counter > o.l.Counter {
+		o.setLease(cur, time.Time{})
+	}
+	o.mu.Unlock()
+	c.answerHandoff(o)
+}
+
+// dropDeadMembers removes the entries of dead members that hold no lease
+// any more, so the members item does not grow with every instance that ever
+// crashed. Conditional on the beat seen: one that came back stays.
+func (c *Coordinator) dropDeadMembers(ctx context.Context, v memberView, leases []lease.Lease) {
+	holding := map[string]bool{}
+	for _, l := range leases {
+		if l.Owner != "" {
+			holding[l.Owner] = true
+		}
+	}
+	for owner, m := range v.all {
+		if v.live[owner] || holding[owner] {
+			continue
+		}
+		if err := c.members.Leave(ctx, c.cfg.Namespace, owner, m.Beat); err == nil {
+			c.log.Info("dead instance's member entry removed", "dead", owner)
+		}
+	}
+}
+
+// mayForce reports whether a handoff asked of owner may be forced after
+// the handoff time: not when owner is a live member, which writes nothing
+// at rest and would read on beside the taker.
+func (c *Coordinator) mayForce(owner string) bool {
+	if c.members == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, member := c.view.all[owner]
+	return !member || !c.view.live[owner]
+}
+
+// isCompat reports whether this owner renews every lease it holds: always
+// with LivenessPerLease, and with LivenessPerInstance while an owner
+// without a member entry holds a lease.
+func (c *Coordinator) isCompat() bool {
+	if c.members == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.compat
+}
