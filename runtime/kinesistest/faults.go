@@ -55,6 +55,10 @@ type Call struct {
 // errMalformed is the cause reported for undecodable tokens.
 var errMalformed = errors.New("malformed token")
 
+// errStreamReset is what the in-process client reads from a subscription
+// reset by ResetSubscriptions (over HTTP/2 the transport reports its own).
+var errStreamReset = errors.New("kinesistest: stream reset by the server (RST_STREAM INTERNAL_ERROR)")
+
 // errNotSubscribe is the in-process HTTP client's answer to any request
 // but the SubscribeToShard it was made for.
 var errNotSubscribe = errors.New("kinesistest: the in-process HTTP client serves only SubscribeToShard")

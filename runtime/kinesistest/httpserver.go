@@ -26,7 +26,8 @@ import (
 // Its fault controls are the backend's: EndSubscriptions ends a
 // subscription cleanly, CutSubscriptions drops its TCP connection in the
 // middle of an event (a dropped connection ends every stream on it, as on
-// a network), InjectCallFault refuses calls (a ResourceInUseException or
+// a network), ResetSubscriptions resets only its HTTP/2 stream after half
+// an event, InjectCallFault refuses calls (a ResourceInUseException or
 // LimitExceededException for OpSubscribeToShard, say), a split or merge
 // sends ChildShards at the parent's end, and WithSubscriptionLifetime,
 // WithSubscribeInterval and WithSubscriptionTakeover set the subscription
@@ -189,15 +190,22 @@ func (h *HTTPServer) subscribe(w http.ResponseWriter, r *http.Request, body []by
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	conn, _ := r.Context().Value(connKey{}).(net.Conn)
-	sub.run(&httpSink{w: w, rc: rc, conn: conn, gone: r.Context().Done()})
+	sink := &httpSink{w: w, rc: rc, conn: conn, gone: r.Context().Done()}
+	sub.run(sink)
+	if sink.reset {
+		// net/http resets the stream of a handler that panics with
+		// ErrAbortHandler, without logging it.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // httpSink writes a subscription's frames to an HTTP/2 response.
 type httpSink struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	conn net.Conn
-	gone <-chan struct{}
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	conn  net.Conn
+	gone  <-chan struct{}
+	reset bool // the handler resets the stream when the pump returns
 }
 
 func (s *httpSink) Write(p []byte) (int, error) {
@@ -212,7 +220,11 @@ func (s *httpSink) Write(p []byte) (int, error) {
 // io.ErrUnexpectedEOF to every stream on it. The HTTP/2 server flushes
 // its connection's buffer just after a handler's flush returns, so the
 // half event is given a moment to leave first.
-func (s *httpSink) Cut() {
+func (s *httpSink) Cut(reset bool) {
+	if reset {
+		s.reset = true
+		return
+	}
 	time.Sleep(20 * time.Millisecond)
 	if s.conn != nil {
 		_ = s.conn.Close()

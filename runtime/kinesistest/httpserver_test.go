@@ -194,3 +194,37 @@ func TestHTTPServerTwoConsumers(t *testing.T) {
 		}
 	}
 }
+
+// ResetSubscriptions aborts one HTTP/2 stream after half an event: its
+// subscriber sees an error (the SDK reports a reset itself), and another
+// subscription on the same connection goes on.
+func TestHTTPServerResetOneStream(t *testing.T) {
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	_, c, _ := newHTTP(t, s)
+	mustStream(t, s, "orders", 2)
+	arn := register(t, c, "orders", "billing")
+	latest := types.StartingPosition{Type: types.ShardIteratorTypeLatest}
+	reset := subscribe(t, ctx, c, arn, shard0, latest)
+	other := subscribe(t, ctx, c, arn, "shardId-000000000001", latest)
+	nextEvent(t, reset, 5*time.Second)
+	nextEvent(t, other, 5*time.Second)
+	if n := s.ResetSubscriptions("orders", shard0); n != 1 {
+		t.Fatalf("reset %d subscriptions, want 1", n)
+	}
+	if ev := nextEvent(t, reset, 5*time.Second); ev != nil {
+		t.Fatalf("an event %+v from half an event", ev)
+	}
+	if reset.Err() == nil {
+		t.Fatal("a reset stream ended without an error")
+	}
+	// A key of shard 1 (keys route by MD5; try until one lands there).
+	for i := 0; ; i++ {
+		if p := put(t, s, "orders", fmt.Sprint("key-", i), "still-here"); *p.ShardId == "shardId-000000000001" {
+			break
+		}
+	}
+	if got, _ := recordsFrom(t, other, 1); string(got[0].Data) != "still-here" {
+		t.Fatalf("the other subscription got %v", data(got))
+	}
+}

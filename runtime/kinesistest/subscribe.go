@@ -35,6 +35,7 @@ const (
 	endClean     endKind = iota // the stream ends after the last whole event
 	endException                // an exception event, then the end
 	endCut                      // half an event, then the connection drops
+	endReset                    // half an event, then the stream is reset
 )
 
 // subscription is one SubscribeToShard: a pump that pushes a shard's
@@ -79,8 +80,9 @@ func (sub *subscription) release() {
 type eventSink interface {
 	// Write writes (and flushes) bytes of the stream.
 	Write(p []byte) (int, error)
-	// Cut drops the connection abruptly, after a partial event.
-	Cut()
+	// Cut drops the connection abruptly, after a partial event; with
+	// reset, only this stream is aborted (HTTP/2 RST_STREAM).
+	Cut(reset bool)
 	// Gone is closed when the subscriber has gone away.
 	Gone() <-chan struct{}
 }
@@ -264,7 +266,7 @@ func (sub *subscription) finish(sink eventSink, w *frameWriter) {
 	switch sub.kind {
 	case endException:
 		w.message(sink, exceptionMessage(sub.reason))
-	case endCut:
+	case endCut, endReset:
 		// Half of the event the subscriber would have got next.
 		ev, _, _ := sub.next()
 		w.frame.Reset()
@@ -272,7 +274,7 @@ func (sub *subscription) finish(sink eventSink, w *frameWriter) {
 			b := w.frame.Bytes()
 			_, _ = sink.Write(b[:len(b)/2])
 		}
-		sink.Cut()
+		sink.Cut(sub.kind == endReset)
 	}
 }
 
@@ -478,8 +480,14 @@ type pipeSink struct {
 func (p *pipeSink) Write(b []byte) (int, error) { return p.pw.Write(b) }
 
 // Cut ends the body with the error Go's HTTP/2 client reports for a
-// connection that dropped.
-func (p *pipeSink) Cut() { p.pw.CloseWithError(io.ErrUnexpectedEOF) }
+// connection that dropped, or for a reset stream.
+func (p *pipeSink) Cut(reset bool) {
+	if reset {
+		p.pw.CloseWithError(errStreamReset)
+		return
+	}
+	p.pw.CloseWithError(io.ErrUnexpectedEOF)
+}
 
 func (p *pipeSink) Gone() <-chan struct{} { return p.gone }
 
@@ -544,6 +552,15 @@ func (s *Server) EndSubscriptions(stream, shardID string) int {
 // It returns how many it cut and waits until they are.
 func (s *Server) CutSubscriptions(stream, shardID string) int {
 	return s.endSubscriptions(stream, shardID, endCut, nil)
+}
+
+// ResetSubscriptions is CutSubscriptions for one HTTP/2 stream rather than
+// its connection: after half an event the server resets the stream
+// (RST_STREAM, INTERNAL_ERROR), leaving the connection and the other
+// subscriptions on it alone. The SDK's reader reports that as an error of
+// its own, with or without the runtime's wire options.
+func (s *Server) ResetSubscriptions(stream, shardID string) int {
+	return s.endSubscriptions(stream, shardID, endReset, nil)
 }
 
 func (s *Server) endSubscriptions(stream, shardID string, kind endKind, reason error) int {

@@ -37,7 +37,9 @@ func register(t *testing.T, api kinesisapi.API, stream, name string) string {
 
 func subscribe(t *testing.T, ctx context.Context, api kinesisapi.API, arn, shard string, pos types.StartingPosition) *kinesis.SubscribeToShardEventStream {
 	t.Helper()
-	out, err := api.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &shard, StartingPosition: &pos})
+	// With the runtime's per-call option: the SDK alone races between
+	// concurrent streams of one client.
+	out, err := api.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &shard, StartingPosition: &pos}, wire.SubscribeToShardOptions)
 	if err != nil {
 		t.Fatalf("SubscribeToShard %s: %v", shard, err)
 	}
@@ -463,4 +465,23 @@ func TestSubscriptionCutMidEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSubscriptionReset(t *testing.T) {
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	mustStream(t, s, "orders", 1)
+	arn := register(t, s, "orders", "billing")
+	es := subscribe(t, ctx, s, arn, shard0, types.StartingPosition{Type: types.ShardIteratorTypeLatest})
+	nextEvent(t, es, 5*time.Second)
+	if n := s.ResetSubscriptions("orders", shard0); n != 1 {
+		t.Fatalf("reset %d subscriptions, want 1", n)
+	}
+	if ev := nextEvent(t, es, 5*time.Second); ev != nil {
+		t.Fatalf("an event %+v from half an event", ev)
+	}
+	if es.Err() == nil || errors.Is(es.Err(), wire.ErrEventStreamCut) {
+		t.Fatalf("a reset stream ended with %v, want the reset's own error", es.Err())
+	}
+	waitNoSubscriptions(t, s, "orders")
 }
