@@ -198,10 +198,6 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
-	if s.set.fanout != "" {
-		// The reader lands next (issue 12); until then say so before any call.
-		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: fmt.Errorf("fanout=%s: enhanced fan-out is not built yet", s.set.fanout)}
-	}
 	log := s.log.With("owner", c.owner)
 	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, log)
 	if err != nil {
@@ -212,6 +208,13 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		// Nothing in a stream created just now predates the subscription,
 		// and what is published while its shards open must not be skipped.
 		start = Horizon()
+	}
+	var consumerARN string
+	if name := s.set.fanout; name != "" {
+		// Before anything is read: a missing consumer fails the start.
+		if consumerARN, err = ensureConsumer(ctx, c, s.stream, name, s.set.create.enabled(), log); err != nil {
+			return err
+		}
 	}
 	if dl := s.set.deadLetter; dl != "" {
 		// With create_if_missing a missing dead-letter stream is created
@@ -265,6 +268,8 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Sink:       r.lanes.submit,
 		OnFail:     func(err error) { s.b.startFail(s, r, err) },
 		Counters:   &s.b.s.leaseCounts,
+		// With fan-out every shard is read by SubscribeToShard instead.
+		ConsumerARN: consumerARN,
 		// In every lane mode a shard has at most this many records out
 		// past its oldest unsettled one: a stuck handler pauses the
 		// shard's reader, as a full by-key lane does, and bounds what a
@@ -300,7 +305,11 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	if err := coord.Err(); err != nil { // failed before the run was set
 		s.b.startFail(s, r, err)
 	}
-	r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey)
+	if consumerARN != "" {
+		r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey, "fanout", s.set.fanout)
+	} else {
+		r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey)
+	}
 	return nil
 }
 

@@ -444,7 +444,7 @@ func (s *Subscription) fail(r *subRun, cause error) {
 	}
 	s.err = err
 	s.mu.Unlock()
-	r.log.Error("subscription ended: its stream was deleted", "err", cause)
+	r.log.Error("subscription ended: its stream (or its fan-out consumer) was deleted", "err", cause)
 	ctx, cancel := context.WithTimeout(context.Background(), s.b.stopBound())
 	defer cancel()
 	if serr := s.Stop(ctx); serr != nil {

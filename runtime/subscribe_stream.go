@@ -97,3 +97,81 @@ func isNotFound(err error) bool {
 	var nf *types.ResourceNotFoundException
 	return errors.As(err, &nf)
 }
+
+// ensureConsumer finds the stream consumer name of stream and returns its
+// ARN once it is ACTIVE. A missing one is registered when create is set,
+// and an ErrStream error naming stream and consumer otherwise. Instances
+// that register one name at once all end on the one consumer: whoever's
+// RegisterStreamConsumer is refused as in use waits for the winner's. The
+// wait is bounded by a minute (and ctx). A consumer being deleted is
+// waited out and registered again only with create.
+func ensureConsumer(ctx context.Context, c *conn, stream, name string, create bool, log *slog.Logger) (string, error) {
+	api := c.client
+	streamErr := func(op string, err error) error {
+		return &Error{Kind: kindOr(ErrStream, err), Op: op, Stream: stream, Err: fmt.Errorf("stream consumer %s: %w", name, err)}
+	}
+	sum, err := c.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	if err != nil {
+		return "", streamErr("DescribeStreamSummary", err)
+	}
+	if sum.StreamDescriptionSummary == nil || sum.StreamDescriptionSummary.StreamARN == nil {
+		return "", streamErr("DescribeStreamSummary", errors.New("the answer names no stream ARN"))
+	}
+	streamARN := sum.StreamDescriptionSummary.StreamARN
+
+	wctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	registered := false
+	var last error // a refusal being retried
+	for {
+		out, err := api.DescribeStreamConsumer(wctx, &kinesis.DescribeStreamConsumerInput{StreamARN: streamARN, ConsumerName: &name})
+		var status types.ConsumerStatus
+		if err == nil {
+			if out.ConsumerDescription == nil || out.ConsumerDescription.ConsumerARN == nil {
+				return "", streamErr("DescribeStreamConsumer", errors.New("the answer describes no consumer"))
+			}
+			status = out.ConsumerDescription.ConsumerStatus
+		}
+		switch {
+		case err == nil && status == types.ConsumerStatusActive:
+			return *out.ConsumerDescription.ConsumerARN, nil
+		case err == nil && status == types.ConsumerStatusDeleting && !create:
+			return "", &Error{Kind: ErrStream, Op: "DescribeStreamConsumer", Stream: stream, Err: fmt.Errorf("stream consumer %s is being deleted", name)}
+		case err == nil: // CREATING, or DELETING to be registered again
+		case wctx.Err() != nil:
+			return "", streamErr("DescribeStreamConsumer", fmt.Errorf("not active: %w", errors.Join(wctx.Err(), last)))
+		case !isNotFound(err):
+			return "", streamErr("DescribeStreamConsumer", err)
+		case !create:
+			return "", &Error{Kind: ErrStream, Op: "DescribeStreamConsumer", Stream: stream,
+				Err: fmt.Errorf("stream consumer %s is not registered on stream %s (register it, or set create_if_missing): %w", name, stream, err)}
+		default:
+			_, rerr := api.RegisterStreamConsumer(wctx, &kinesis.RegisterStreamConsumerInput{StreamARN: streamARN, ConsumerName: &name})
+			var inUse *types.ResourceInUseException
+			var limit *types.LimitExceededException
+			switch {
+			case rerr == nil:
+				if !registered {
+					log.Info("stream consumer registered", "consumer", name)
+				}
+				registered = true
+			case errors.As(rerr, &inUse): // another instance registered it first
+			case errors.As(rerr, &limit) && wctx.Err() == nil:
+				// The call rate (or, for good, the stream's consumer
+				// count): retried until the wait ends, then reported.
+				last = rerr
+			default:
+				return "", streamErr("RegisterStreamConsumer", rerr)
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return "", streamErr("DescribeStreamConsumer", fmt.Errorf("not active: %w", errors.Join(wctx.Err(), last)))
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}

@@ -61,3 +61,12 @@ type Burst struct{ ID string }
 //
 //kinesis:subscriber stream=keys.bursts create_if_missing=on_demand dead_letter=keys.bursts.dead
 func Bursts(ctx context.Context, msg Burst) error { return nil }
+
+// Pushed is read by enhanced fan-out.
+type Pushed struct{ ID string }
+
+// Push is read by enhanced fan-out through the stream consumer keys-app,
+// which create_if_missing registers when missing.
+//
+//kinesis:subscriber stream=keys.pushed create_if_missing=1 fanout=keys-app
+func Push(ctx context.Context, msg Pushed) error { return nil }

@@ -51,6 +51,21 @@ func TestSettingsReachTheRuntime(t *testing.T) {
 	if n := aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount); n != 3 {
 		t.Errorf("keys.events has %d shards, want 3 (create_if_missing=3)", n)
 	}
+	// fanout=keys-app with create_if_missing registered the stream consumer.
+	pushed, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("keys.pushed")})
+	if err != nil {
+		t.Fatalf("create_if_missing did not create keys.pushed: %v", err)
+	}
+	cons, err := srv.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{StreamARN: pushed.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String("keys-app")})
+	if err != nil || cons.ConsumerDescription.ConsumerStatus != types.ConsumerStatusActive {
+		t.Errorf("stream consumer keys-app of keys.pushed: %v, %v; want it registered and ACTIVE (fanout=keys-app)", cons, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(srv.Subscriptions("keys.pushed")) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Error("no SubscribeToShard subscription on keys.pushed: the subscriber does not read by fan-out")
+			break
+		}
+	}
 	// start_at is 2026-01-02T13:04:05.123Z: a record published now is after it.
 	if err := runtime.NewPublisher[keys.Replayed](b, runtime.PublisherSpec{Stream: "keys.replayed"}).Publish(ctx, keys.Replayed{ID: "r1"}); err != nil {
 		t.Fatal(err)

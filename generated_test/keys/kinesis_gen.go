@@ -79,6 +79,11 @@ func Mount(b *runtime.Broker) error {
 	}, runtime.HandlerName("keys.Noted")); err != nil {
 		errs = append(errs, fmt.Errorf("keys.Noted: %w", err))
 	}
+	if _, err := runtime.Subscribe[Pushed](b, "keys.pushed", func(ctx context.Context, msg Pushed, d runtime.Delivery) runtime.Outcome {
+		return runtime.OutcomeOf(Push(ctx, msg))
+	}, runtime.CreateIfMissing(1), runtime.FanOut("keys-app"), runtime.HandlerName("keys.Push")); err != nil {
+		errs = append(errs, fmt.Errorf("keys.Push: %w", err))
+	}
 	if _, err := runtime.Subscribe[Replayed](b, "keys.replayed", func(ctx context.Context, msg Replayed, d runtime.Delivery) runtime.Outcome {
 		reply, err := Replay(ctx, msg)
 		return runtime.ReplyOutcome(ctx, replayReplies, reply, err)

@@ -95,9 +95,15 @@ type Config struct {
 	// Java KCL and for comparison.
 	Liveness Liveness
 	Balance  Balance
+	// ConsumerARN, when set, reads every shard by enhanced fan-out through
+	// this registered stream consumer (SubscribeToShard) instead of
+	// polling GetRecords: Poll, BatchSize and
+	// GetRecordsOptions do not apply. Leases, checkpoints, the sink and
+	// resharding are the same.
+	ConsumerARN string
 	// OnFail, when set, is called once when the coordinator stops reading
 	// for good while running: the stream was deleted (the error matches
-	// ErrStreamDeleted). It is called from one of the coordinator's
+	// ErrStreamDeleted), or its fan-out consumer (ErrConsumerDeleted). It is called from one of the coordinator's
 	// goroutines and must not block; Stop still releases the leases.
 	OnFail func(error)
 	// Counters, when set, count this coordinator's lease changes (shared
@@ -229,6 +235,7 @@ type Coordinator struct {
 	passCancel context.CancelFunc
 	ensure     tableEnsurer      // the store's table check, run once by Start
 	members    lease.MemberStore // the store's members, with deadlines: nil unless LivenessPerInstance
+	fanOut     kinesisapi.API    // the client without deadlines, when reading by fan-out
 	loops      sync.WaitGroup    // sync and keeper loops
 	workers    sync.WaitGroup    // readers and handoffs
 	kick       chan bool         // wake the sync loop; true asks for a re-listing
@@ -249,6 +256,11 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.Counters == nil {
 		cfg.Counters = new(LeaseCounters)
+	}
+	var fanOut kinesisapi.API
+	if cfg.ConsumerARN != "" {
+		// Unbounded: a subscription's events come for minutes.
+		fanOut = cfg.Client
 	}
 	raw := cfg.Leases
 	members, ok := lease.MembersOf(raw)
@@ -273,6 +285,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		members: bm,
 		ensure:  ensure,
+		fanOut:  fanOut,
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
 		owned:   make(map[string]*owned),
@@ -360,15 +373,23 @@ func (c *Coordinator) streamDeleted(ctx context.Context, op string, cause error)
 	default:
 		return false
 	}
+	c.stopReading(op, fmt.Errorf("%w: %w", ErrStreamDeleted, cause))
+	return true
+}
+
+// stopReading stops every reader for good because of err (the stream or
+// its fan-out consumer is gone): no pass runs any more, Err returns it and
+// OnFail is told, once. Stop still releases the leases.
+func (c *Coordinator) stopReading(op string, err error) {
 	c.mu.Lock()
 	if c.failErr != nil || c.state != running {
 		c.mu.Unlock()
-		return true
+		return
 	}
-	c.failErr = &Error{Op: op, Stream: c.cfg.Stream, Err: fmt.Errorf("%w: %w", ErrStreamDeleted, cause)}
+	c.failErr = &Error{Op: op, Stream: c.cfg.Stream, Err: err}
 	failErr := c.failErr
 	c.mu.Unlock()
-	c.log.Error("stream deleted; reading stopped", "err", cause)
+	c.log.Error("reading stopped for good", "err", err)
 	for _, o := range c.snapshot() {
 		o.mu.Lock() // bounded: a write in flight has a deadline
 		if o.sess != nil {
@@ -379,7 +400,6 @@ func (c *Coordinator) streamDeleted(ctx context.Context, op string, cause error)
 	if c.cfg.OnFail != nil {
 		c.cfg.OnFail(failErr)
 	}
-	return true
 }
 
 // Owned returns the ids of the shards whose leases this coordinator holds.

@@ -309,6 +309,10 @@ func TestTwoCoordinatorsBalanceAndRelease(t *testing.T) {
 // flow, each settled at once) moves shards with no record delivered twice.
 func TestHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
 	e, _ := memEnv(t, 4)
+	testHandoffWhileConsuming(t, e)
+}
+
+func testHandoffWhileConsuming(t *testing.T, e *env) {
 	cols := newCollectors(2)
 	colA, colB := cols[0], cols[1]
 	a := e.start(e.config("a", colA.sink))
@@ -670,6 +674,10 @@ func checkIdleRate(t *testing.T, poll time.Duration, rate float64, latency time.
 // the next sub-record, not after the whole aggregate.
 func TestKPLAggregateResumesInsideTheAggregate(t *testing.T) {
 	e, _ := memEnv(t, 1)
+	testKPLAggregateResumesInside(t, e)
+}
+
+func testKPLAggregateResumesInside(t *testing.T, e *env) {
 	col := newCollector()
 	col.hold = func(r *shard.Record) bool { return string(r.Data) == "b:0" }
 	cfg := e.config("a", col.sink)

@@ -17,6 +17,9 @@ var (
 	// ErrStreamDeleted: the stream was deleted (the service no longer
 	// knows it, or is deleting it); the coordinator stopped reading it.
 	ErrStreamDeleted = errors.New("shard: stream deleted")
+	// ErrConsumerDeleted: the stream consumer of a fan-out reader was
+	// deregistered (or is being); the coordinator stopped reading.
+	ErrConsumerDeleted = errors.New("shard: stream consumer deleted")
 )
 
 // Error is a failure of one Kinesis or lease-store operation, with the stream

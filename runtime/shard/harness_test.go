@@ -29,6 +29,9 @@ type env struct {
 	store  lease.Store
 	live   bool
 	slow   int // a live server's livetest.KinesisServer.Slow (0: in-process)
+	// consumerARN, when set, makes config read by enhanced fan-out
+	// through this stream consumer (fanEnv).
+	consumerARN string
 }
 
 var streamSeq atomic.Int64
@@ -114,18 +117,19 @@ func (e *env) shards() []string {
 // config is a coordinator config with intervals small enough for tests.
 func (e *env) config(owner string, sink shard.Sink) shard.Config {
 	return shard.Config{
-		Stream:     e.stream,
-		Namespace:  "test/" + e.stream,
-		Client:     e.client,
-		Leases:     e.store,
-		Owner:      owner,
-		Sink:       sink,
-		Poll:       200 * time.Millisecond,
-		Sync:       100 * time.Millisecond,
-		Renew:      50 * time.Millisecond,
-		Failover:   time.Duration(max(e.slow, 1)) * 500 * time.Millisecond, // also bounds each Kinesis call (at least 1 s)
-		Checkpoint: 20 * time.Millisecond,
-		Logger:     testLogger(),
+		Stream:      e.stream,
+		Namespace:   "test/" + e.stream,
+		Client:      e.client,
+		Leases:      e.store,
+		Owner:       owner,
+		Sink:        sink,
+		Poll:        200 * time.Millisecond,
+		Sync:        100 * time.Millisecond,
+		Renew:       50 * time.Millisecond,
+		Failover:    time.Duration(max(e.slow, 1)) * 500 * time.Millisecond, // also bounds each Kinesis call (at least 1 s)
+		Checkpoint:  20 * time.Millisecond,
+		Logger:      testLogger(),
+		ConsumerARN: e.consumerARN,
 	}
 }
 

@@ -450,6 +450,12 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	}
 	c.log.Debug("reader started", "shard", o.shard, "at", string(from.typ), "sequence", from.seq, "time", from.ts)
 	c.workers.Add(1)
+	if c.fanOut != nil {
+		// It subscribes where the session opened; a Latest opening was
+		// pinned above at the time its iterator was made.
+		go c.readFanOut(sctx, o, s)
+		return nil
+	}
 	go c.read(sctx, o, s, it)
 	return nil
 }

@@ -1,0 +1,213 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// consumers lists the stream consumers registered on stream.
+func consumers(t *testing.T, srv *kinesistest.Server, stream string) []types.Consumer {
+	t.Helper()
+	ctx := t.Context()
+	sum, err := srv.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := srv.ListStreamConsumers(ctx, &kinesis.ListStreamConsumersInput{StreamARN: sum.StreamDescriptionSummary.StreamARN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Consumers
+}
+
+// A fan-out subscription whose consumer is not registered, without
+// create_if_missing, fails its start with an ErrStream error naming the
+// stream and the consumer, before anything is read.
+func TestFanOutMissingConsumerIsAStreamError(t *testing.T) {
+	b, srv := kinesistest.NewBrokerServer()
+	if err := srv.AddStream("orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runtime.Subscribe(b, "orders", ack, runtime.FanOut("billing")); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Connect(t.Context())
+	if err == nil {
+		b.Shutdown(context.Background())
+		t.Fatal("Connect succeeded without the stream consumer")
+	}
+	var re *runtime.Error
+	if !errors.Is(err, runtime.ErrStream) || !errors.As(err, &re) || re.Stream != "orders" || !strings.Contains(err.Error(), "billing") {
+		t.Fatalf("Connect = %v; want an ErrStream *runtime.Error naming stream orders and consumer billing", err)
+	}
+	for _, op := range []kinesistest.Op{kinesistest.OpGetShardIterator, kinesistest.OpGetRecords, kinesistest.OpSubscribeToShard, kinesistest.OpRegisterStreamConsumer} {
+		if n := srv.Calls(op); n != 0 {
+			t.Errorf("%d %s calls; want none before the consumer was found", n, op)
+		}
+	}
+	if c := consumers(t, srv, "orders"); len(c) != 0 {
+		t.Errorf("consumers %v registered without create_if_missing", c)
+	}
+}
+
+// With create_if_missing, instances starting at once register the one
+// consumer (the losers' RegisterStreamConsumer is refused as in use), all
+// wait until it is ACTIVE, and between them read every record by fan-out,
+// with no GetRecords call.
+func TestFanOutConcurrentRegistrationsConverge(t *testing.T) {
+	srv := kinesistest.New(kinesistest.WithConsumerActivation(300 * time.Millisecond))
+	if err := srv.AddStream("orders", 4); err != nil {
+		t.Fatal(err)
+	}
+	store := lease.NewMemory()
+	var mu sync.Mutex
+	got := map[string]int{}
+	handler := func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		mu.Lock()
+		got[fmt.Sprint(o.ID)]++
+		mu.Unlock()
+		return runtime.Ack()
+	}
+	brokers := make([]*runtime.Broker, 3)
+	errs := make(chan error, len(brokers))
+	for i := range brokers {
+		brokers[i] = srv.NewBroker(runtime.WithLeaseStore(store), runtime.WithOwnerID(fmt.Sprint("instance-", i)))
+		if _, err := runtime.Subscribe(brokers[i], "orders", handler, runtime.FanOut("billing"), runtime.CreateIfMissing(4), runtime.StartAt(runtime.Horizon())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range brokers {
+		go func() { errs <- b.Connect(t.Context()) }()
+	}
+	for range brokers {
+		if err := <-errs; err != nil {
+			t.Fatalf("Connect: %v", err)
+		}
+	}
+	for _, b := range brokers {
+		t.Cleanup(func() { b.Shutdown(context.Background()) })
+	}
+	cs := consumers(t, srv, "orders")
+	if len(cs) != 1 || aws.ToString(cs[0].ConsumerName) != "billing" || cs[0].ConsumerStatus != types.ConsumerStatusActive {
+		t.Fatalf("consumers %+v; want billing alone, ACTIVE", cs)
+	}
+	pub := runtime.NewPublisher[order](brokers[0], runtime.PublisherSpec{Stream: "orders"})
+	for i := range 40 {
+		if err := pub.Message(order{ID: i}).PartitionKey(fmt.Sprint("k", i)).Publish(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 40 records handled", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
+		t.Errorf("%d GetRecords calls; a fan-out subscription makes none", n)
+	}
+}
+
+// Two applications with their own stream consumers on one stream each
+// handle every record.
+func TestFanOutTwoConsumersEachHandleEveryRecord(t *testing.T) {
+	srv := kinesistest.New()
+	if err := srv.AddStream("orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	seen := make([]chan int, 2)
+	for i, app := range []string{"billing", "shipping"} {
+		ch := make(chan int, 100)
+		seen[i] = ch
+		b := srv.NewBroker(runtime.WithApplication(app))
+		if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+			ch <- o.ID
+			return runtime.Ack()
+		}, runtime.FanOut(app), runtime.CreateIfMissing(2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Connect(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Shutdown(context.Background()) })
+	}
+	pb := srv.NewBroker()
+	if err := pb.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pb.Shutdown(context.Background()) })
+	pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
+	for i := range 30 {
+		if err := pub.Message(order{ID: i}).PartitionKey(fmt.Sprint("k", i)).Publish(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ch := range seen {
+		ids := map[int]bool{}
+		timeout := time.After(10 * time.Second)
+		for len(ids) < 30 {
+			select {
+			case id := <-ch:
+				ids[id] = true
+			case <-timeout:
+				t.Fatalf("consumer %d handled %d of 30 records", i, len(ids))
+			}
+		}
+	}
+}
+
+// A consumer deregistered while the subscription reads ends the
+// subscription on its own, as a deleted stream does: Done closes and Err
+// is an ErrStream error naming the consumer.
+func TestFanOutConsumerDeletedEndsTheSubscription(t *testing.T) {
+	b, srv := kinesistest.NewBrokerServer()
+	if err := srv.AddStream("orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := runtime.Subscribe(b, "orders", ack, runtime.FanOut("billing"), runtime.CreateIfMissing(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	cs := consumers(t, srv, "orders")
+	if len(cs) != 1 {
+		t.Fatalf("consumers %+v; want billing registered", cs)
+	}
+	if _, err := srv.DeregisterStreamConsumer(t.Context(), &kinesis.DeregisterStreamConsumerInput{ConsumerARN: cs[0].ConsumerARN}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the subscription went on without its consumer")
+	}
+	if err := sub.Err(); !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "billing") {
+		t.Fatalf("Err() = %v; want an ErrStream error naming the consumer", err)
+	}
+	if c := consumers(t, srv, "orders"); len(c) != 0 {
+		t.Errorf("consumers %+v after the deregistration: the runtime registered it again", c)
+	}
+}

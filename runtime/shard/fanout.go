@@ -1,0 +1,311 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+)
+
+const (
+	// subscribeEvery is the service's limit: one SubscribeToShard per
+	// second per shard per consumer. A reader never subscribes faster.
+	subscribeEvery = time.Second
+	// eventSilence ends a subscription that has sent no event for this
+	// long (the connection is dead without saying so): the reader
+	// subscribes again from its last continuation.
+	eventSilence = time.Minute
+)
+
+// readFanOut is the reader of one session by enhanced fan-out: it
+// subscribes to the shard (SubscribeToShard) where the session opened and
+// hands each event's records to the sink in shard order, exactly as read
+// does with GetRecords (KPL aggregates expanded, the in-flight bound, the
+// watermark). A subscription ends every 5 minutes by design, and on
+// network faults: the reader then subscribes again after the last event's
+// ContinuationSequenceNumber, so a cut mid-event loses nothing (the SDK
+// hands over whole events only) and repeats nothing delivered. At the
+// shard's end (an event with ChildShards, or none with a nil continuation)
+// the shard is finished as in polling. It returns when ctx ends (stop,
+// handoff, seek, lost lease), which also closes the subscription at once.
+func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
+	defer c.workers.Done()
+	defer close(s.done)
+	log := c.log.With("shard", o.shard)
+	// resume is where the next subscription starts: the session's opening,
+	// then after the last event's continuation.
+	resume := s.from
+	// Records at or before skipTo were settled before this session opened
+	// (its opening is a checkpoint inside a KPL aggregate, read again from
+	// the aggregate's start); arrivals before since are skipped likewise.
+	skip, skipTo := s.from.skip, mark{s.from.seq, s.from.sub}
+	since := s.from.since
+	var arrival time.Time
+	run := make([]Record, 0, sinkRun)
+	flush := func() error {
+		var err error
+		for rest := run; len(rest) > 0 && err == nil; {
+			n := len(rest)
+			if c.cfg.MaxInFlight > 0 {
+				var room int
+				if room, err = s.wm.waitRoom(ctx, c.cfg.MaxInFlight); err != nil {
+					break
+				}
+				n = min(n, room)
+			}
+			part := rest[:n]
+			s.wm.addAll(part)
+			var taken int
+			taken, err = c.cfg.Sink(ctx, part)
+			if err != nil && taken < len(part) {
+				s.wm.truncate(part[taken].idx)
+			}
+			rest = rest[n:]
+		}
+		clear(run)
+		run = run[:0]
+		return err
+	}
+	emit := func(seq string, sub int64, key string, data []byte) error {
+		if skip {
+			if seq == skipTo.seq && sub <= skipTo.sub {
+				return nil
+			}
+			skip = false
+		}
+		run = append(run, Record{
+			Stream:         c.cfg.Stream,
+			ShardID:        o.shard,
+			SequenceNumber: seq,
+			SubSequence:    sub,
+			PartitionKey:   key,
+			Data:           data,
+			ArrivalTime:    arrival,
+		})
+		if len(run) == sinkRun {
+			return flush()
+		}
+		return nil
+	}
+	hashRange := c.hashRange(o)
+	deliver := func(recs []types.Record) error {
+		for i := range recs {
+			arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
+			if !since.IsZero() {
+				if arrival.Before(since) {
+					continue
+				}
+				since = time.Time{}
+			}
+			if err := userRecords(&recs[i], hashRange, emit); err != nil {
+				return err
+			}
+		}
+		return flush()
+	}
+
+	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
+	var last time.Time // when the last SubscribeToShard was sent
+	for ctx.Err() == nil {
+		if !last.IsZero() && !sleep(ctx, subscribeEvery-time.Since(last)) {
+			return
+		}
+		last = time.Now()
+		sub, closeSub, err := c.subscribe(ctx, o.shard, resume)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			switch classifySubscribe(err) {
+			case subscribeInUse:
+				// The shard's previous subscription (this consumer's, by a
+				// former owner or an earlier session) has not ended yet.
+				log.Debug("shard still subscribed elsewhere; retrying", "err", err)
+				sleep(ctx, max(bo.next(), subscribeEvery))
+			case subscribeThrottled:
+				log.Debug("SubscribeToShard throttled; backing off", "err", err)
+				sleep(ctx, max(bo.next(), subscribeEvery))
+			case subscribeGone:
+				if c.gone(ctx, o.shard, err) {
+					c.finishGone(ctx, o, s)
+					return
+				}
+				if c.Err() != nil || c.consumerDeleted(ctx, err) {
+					return // reported through Err and OnFail
+				}
+				log.Warn("SubscribeToShard failed; retrying", "err", err)
+				sleep(ctx, bo.next())
+			default:
+				log.Warn("SubscribeToShard failed; retrying", "at", string(resume.typ), "sequence", resume.seq, "err", err)
+				sleep(ctx, bo.next())
+			}
+			continue
+		}
+		end, children, cont, err := c.consume(sub, deliver, o.st.ObserveBehind)
+		closeSub()
+		if cont != "" {
+			resume = startAt{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: cont}
+			bo.reset()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errSink):
+			// The sink broke its contract: drop this generation and let
+			// the next pass reopen the shard at its checkpoint.
+			log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
+			s.wm.abandon()
+			o.mu.Lock()
+			if o.sess == s {
+				o.setSession(nil)
+			}
+			o.mu.Unlock()
+			return
+		case end && (len(children) > 0 || c.ended(ctx, o.shard)):
+			c.finish(ctx, o, s, children)
+			return
+		case end:
+			log.Warn("subscription ended the shard, which the stream lists open; subscribing again", "after", cont)
+		case err != nil:
+			log.Warn("subscription broke off; subscribing again", "after", resume.seq, "err", err)
+		default:
+			log.Debug("subscription ended; subscribing again", "after", resume.seq)
+		}
+	}
+}
+
+// errSink marks a failure of the sink (not of the subscription) in consume.
+var errSink = errors.New("sink")
+
+// subscribe opens a subscription of the shard at at. Its first answer is
+// bounded like any Kinesis call; the events that follow are not. end
+// closes the subscription and ends its call (and so its HTTP/2 stream);
+// ctx ending does the same.
+func (c *Coordinator) subscribe(ctx context.Context, shardID string, at startAt) (st *kinesis.SubscribeToShardEventStream, end func(), err error) {
+	pos := &types.StartingPosition{Type: at.typ}
+	switch at.typ {
+	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
+		pos.SequenceNumber = aws.String(at.seq)
+	case types.ShardIteratorTypeAtTimestamp:
+		pos.Timestamp = aws.Time(at.ts)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(c.cfg.kinesisCallTimeout(), cancel)
+	out, err := c.fanOut.SubscribeToShard(sctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN:      aws.String(c.cfg.ConsumerARN),
+		ShardId:          aws.String(shardID),
+		StartingPosition: pos,
+	}, ownCodec)
+	if err == nil {
+		st = out.GetStream()
+	}
+	switch {
+	case !timer.Stop() && err == nil:
+		err = context.DeadlineExceeded // answered just as the deadline passed
+	case err == nil && st == nil:
+		err = errors.New("no event stream in the answer")
+	}
+	if err != nil {
+		if st != nil {
+			_ = st.Close()
+		}
+		cancel()
+		return nil, nil, &Error{Op: "SubscribeToShard", Stream: c.cfg.Stream, Shard: shardID, Err: err}
+	}
+	stop := context.AfterFunc(sctx, func() { _ = st.Close() })
+	return st, func() {
+		stop()
+		_ = st.Close()
+		cancel()
+	}, nil
+}
+
+// consume reads one subscription's events until it ends: each event's
+// records go to deliver, in order. It returns the last event's
+// continuation ("" when none came), whether the shard ended (an event with
+// ChildShards or without a continuation), and why the subscription broke
+// off (nil when it simply ended; errSink wrapped when deliver failed).
+func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver func([]types.Record) error, behind func(int64)) (end bool, children []types.ChildShard, cont string, err error) {
+	silence := time.AfterFunc(eventSilence, func() { _ = st.Close() })
+	defer silence.Stop()
+	for ev := range st.Events() {
+		silence.Reset(eventSilence)
+		e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+		if !ok {
+			continue
+		}
+		if derr := deliver(e.Value.Records); derr != nil {
+			return false, nil, cont, fmt.Errorf("%w: %w", errSink, derr)
+		}
+		if e.Value.MillisBehindLatest != nil {
+			behind(*e.Value.MillisBehindLatest)
+		}
+		if e.Value.ContinuationSequenceNumber == nil || len(e.Value.ChildShards) > 0 {
+			return true, e.Value.ChildShards, cont, nil
+		}
+		cont = *e.Value.ContinuationSequenceNumber
+	}
+	if err := st.Err(); err != nil {
+		return false, nil, cont, err
+	}
+	if !silence.Stop() {
+		return false, nil, cont, fmt.Errorf("no event for %v", eventSilence)
+	}
+	return false, nil, cont, nil
+}
+
+// ownCodec gives one SubscribeToShard call a protocol of its own. The
+// SDK's client keeps one (awsjson.Protocol) for all its calls, and its
+// event-stream codec decodes into a buffer and decoder of its own: two
+// subscriptions of one client at once (every shard of a stream) would
+// decode their events into each other's bytes (smithy-go v1.28.9; the race
+// detector sees it at once).
+func ownCodec(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
+
+type subscribeClass int
+
+const (
+	subscribeRetry subscribeClass = iota
+	subscribeInUse
+	subscribeThrottled
+	subscribeGone
+)
+
+func classifySubscribe(err error) subscribeClass {
+	var inUse *types.ResourceInUseException
+	if errors.As(err, &inUse) {
+		return subscribeInUse
+	}
+	switch classify(err) {
+	case classThrottle:
+		return subscribeThrottled
+	case classGone:
+		return subscribeGone
+	}
+	return subscribeRetry
+}
+
+// consumerDeleted checks, after a subscription was refused as not found,
+// whether the stream consumer itself is gone (or being deleted). If so the
+// coordinator stops reading for good, as for a deleted stream: the
+// subscription cannot read without it, and re-registering one that someone
+// deregistered on purpose is not the runtime's call.
+func (c *Coordinator) consumerDeleted(ctx context.Context, cause error) bool {
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.kinesisCallTimeout())
+	defer cancel()
+	out, err := c.fanOut.DescribeStreamConsumer(cctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(c.cfg.ConsumerARN)})
+	switch {
+	case err != nil && classify(err) == classGone:
+	case err == nil && out.ConsumerDescription != nil && out.ConsumerDescription.ConsumerStatus == types.ConsumerStatusDeleting:
+	default:
+		return false
+	}
+	c.stopReading("SubscribeToShard", fmt.Errorf("%w: %s: %w", ErrConsumerDeleted, c.cfg.ConsumerARN, cause))
+	return true
+}

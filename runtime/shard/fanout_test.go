@@ -1,0 +1,232 @@
+package shard_test
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// fanEnv is memEnv with a registered stream consumer: its config reads
+// every shard by enhanced fan-out through it.
+func fanEnv(t *testing.T, shards int32, opts ...kinesistest.Option) (*env, *kinesistest.Server) {
+	srv := kinesistest.New(opts...)
+	e := &env{t: t, client: srv, store: lease.NewMemory()}
+	e.create(shards)
+	e.consumerARN = e.register("app")
+	return e, srv
+}
+
+// register registers a stream consumer on e's stream and returns its ARN
+// once it is ACTIVE.
+func (e *env) register(name string) string {
+	e.t.Helper()
+	ctx := e.ctx(10 * time.Second)
+	sum, err := e.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out, err := e.client.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String(name)})
+	if err != nil {
+		e.t.Fatalf("RegisterStreamConsumer: %v", err)
+	}
+	arn := aws.ToString(out.Consumer.ConsumerARN)
+	eventually(e.t, 10*time.Second, "consumer ACTIVE", func() bool {
+		d, err := e.client.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: aws.String(arn)})
+		return err == nil && d.ConsumerDescription.ConsumerStatus == types.ConsumerStatusActive
+	})
+	return arn
+}
+
+// Records published in bursts over several subscription lifetimes (and
+// connection cuts in between) arrive once each, in each key's order, with
+// no GetRecords call: the reader subscribes again after the last event's
+// continuation every time a subscription ends.
+func TestFanOutKeepsKeyOrderAcrossRenewalsAndCuts(t *testing.T) {
+	e, srv := fanEnv(t, 4, kinesistest.WithSubscriptionLifetime(700*time.Millisecond))
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	c := e.start(cfg)
+	want := map[string]int{}
+	total := 0
+	for round := range 6 {
+		e.publish(want, 40, 20)
+		total += 40
+		col.waitN(t, total)
+		if round%2 == 1 {
+			if n := srv.CutSubscriptions(e.stream, ""); n == 0 {
+				t.Fatalf("round %d: no subscription to cut", round)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	e.publish(want, 40, 20)
+	total += 40
+	recs := col.waitN(t, total)
+	time.Sleep(200 * time.Millisecond) // a duplicate would come now
+	checkKeyOrder(t, col.records(), want)
+	if len(recs) != total {
+		t.Fatalf("%d deliveries, want %d", len(recs), total)
+	}
+	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
+		t.Errorf("%d GetRecords calls by a fan-out reader, want 0", n)
+	}
+	// Four shards over ~2.5 s of 0.7 s lifetimes, plus the cuts.
+	if n := srv.Calls(kinesistest.OpSubscribeToShard); n < 12 {
+		t.Errorf("%d SubscribeToShard calls, want renewals (at least 12)", n)
+	}
+	for _, sh := range c.Status().Held {
+		if sh.BehindAt.IsZero() {
+			t.Errorf("no MillisBehindLatest kept for shard %s", sh.ShardID)
+		}
+	}
+}
+
+// A cut in the middle of an event loses none of its records and repeats
+// none that were delivered: the SDK hands over whole events only, and the
+// reader subscribes again after the last whole one's continuation.
+func TestFanOutCutMidEventLosesAndRepeatsNothing(t *testing.T) {
+	e, srv := fanEnv(t, 1)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	e.start(cfg)
+	want := map[string]int{}
+	e.publish(want, 10, 3)
+	col.waitN(t, 10)
+	for range 3 {
+		// The cut event carries the records published now.
+		stop := make(chan struct{})
+		go func() {
+			defer close(stop)
+			for range 5 {
+				srv.CutSubscriptions(e.stream, "")
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		e.publish(want, 30, 3)
+		<-stop
+	}
+	recs := col.waitN(t, 100)
+	time.Sleep(1500 * time.Millisecond) // a repeat would come with the next subscription
+	checkKeyOrder(t, col.records(), want)
+	if len(col.records()) != len(recs) {
+		t.Fatalf("%d deliveries after settling down, want %d", len(col.records()), len(recs))
+	}
+}
+
+// A split and a merge while records flow: children start after their
+// parents ended (ChildShards in the last event), as with polling.
+func TestFanOutSplitMergeKeepsKeyOrder(t *testing.T) {
+	e, srv := fanEnv(t, 1)
+	testSplitMergeKeepsKeyOrder(t, e)
+	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
+		t.Errorf("%d GetRecords calls by a fan-out reader, want 0", n)
+	}
+}
+
+// A graceful handoff between two fan-out instances delivers no record
+// twice; the taker's subscription starts after the giver's checkpoint
+// (its own subscription of the shard ended with the release).
+func TestFanOutHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
+	e, srv := fanEnv(t, 4)
+	testHandoffWhileConsuming(t, e)
+	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
+		t.Errorf("%d GetRecords calls by a fan-out reader, want 0", n)
+	}
+}
+
+// A checkpoint inside a KPL aggregate resumes after the settled
+// sub-record: the subscription opens at the aggregate and skips what
+// settled.
+func TestFanOutKPLAggregateResumesInsideTheAggregate(t *testing.T) {
+	e, _ := fanEnv(t, 1)
+	testKPLAggregateResumesInside(t, e)
+}
+
+// Refusals that the service answers while another subscription still
+// holds the shard (ResourceInUseException) or a subscribe came within a
+// second (LimitExceededException) are waited out: nothing is lost.
+func TestFanOutRetriesInUseAndLimitExceeded(t *testing.T) {
+	e, srv := fanEnv(t, 2)
+	var refusals atomic.Int64
+	srv.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op != kinesistest.OpSubscribeToShard || refusals.Add(1) > 6 {
+			return nil
+		}
+		if refusals.Load()%2 == 0 {
+			return &types.LimitExceededException{Message: aws.String("Rate exceeded for consumer")}
+		}
+		return &types.ResourceInUseException{Message: aws.String("Another active subscription exists")}
+	})
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	e.start(cfg)
+	want := map[string]int{}
+	e.publish(want, 40, 8)
+	checkKeyOrder(t, col.waitN(t, 40), want)
+	if refusals.Load() < 6 {
+		t.Fatalf("only %d subscribe calls refused", refusals.Load())
+	}
+}
+
+// A consumer deregistered while subscribed stops the reading for good,
+// reported through Err and OnFail as ErrConsumerDeleted (as a deleted
+// stream is), instead of subscribing in vain for ever.
+func TestFanOutConsumerDeletedStopsReading(t *testing.T) {
+	e, _ := fanEnv(t, 2)
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	failed := make(chan error, 1)
+	cfg.OnFail = func(err error) { failed <- err }
+	c := e.start(cfg)
+	want := map[string]int{}
+	e.publish(want, 4, 4)
+	col.waitN(t, 4)
+	if _, err := e.client.DeregisterStreamConsumer(e.ctx(5*time.Second), &kinesis.DeregisterStreamConsumerInput{ConsumerARN: aws.String(e.consumerARN)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-failed:
+		if !errors.Is(err, shard.ErrConsumerDeleted) {
+			t.Fatalf("OnFail(%v), want ErrConsumerDeleted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading went on without its consumer")
+	}
+	if err := c.Err(); !errors.Is(err, shard.ErrConsumerDeleted) {
+		t.Fatalf("Err() = %v, want ErrConsumerDeleted", err)
+	}
+}
+
+// Two stream consumers on one stream each read every record, each with
+// its own leases.
+func TestFanOutTwoConsumersEachSeeEveryRecord(t *testing.T) {
+	e, _ := fanEnv(t, 2)
+	other := *e
+	other.consumerARN = e.register("other")
+	cols := newCollectors(2)
+	cfgA := e.config("a", cols[0].sink)
+	cfgB := other.config("b", cols[1].sink)
+	cfgB.Namespace = "other/" + e.stream
+	for _, cfg := range []*shard.Config{&cfgA, &cfgB} {
+		cfg.Start = shard.Position{Kind: shard.Horizon}
+		e.start(*cfg)
+	}
+	want := map[string]int{}
+	e.publish(want, 50, 10)
+	for i, col := range cols {
+		t.Run(fmt.Sprint("consumer ", i), func(t *testing.T) { checkKeyOrder(t, col.waitN(t, 50), want) })
+	}
+}
