@@ -60,7 +60,11 @@ func waitStatus(e *env, b *runtime.Broker, stream, what string, cond func(runtim
 // checkpoint at each shard's last record, nothing behind, nothing in
 // flight, both leases held by this instance.
 func TestStatusAfterDrainingAKnownWorkload(t *testing.T) {
-	e := newEnv(t)
+	testStatusAfterDrainingAKnownWorkload(newEnv(t))
+}
+
+func testStatusAfterDrainingAKnownWorkload(e *env) {
+	t := e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 2)
 	count, last := e.putOrders(orders, 0, 60, 12)
@@ -146,8 +150,10 @@ func TestStatusAfterDrainingAKnownWorkload(t *testing.T) {
 }
 
 // Each way a handling ends is counted under its own outcome.
-func TestStatusCountsOutcomes(t *testing.T) {
-	e := newEnv(t)
+func TestStatusCountsOutcomes(t *testing.T) { testStatusCountsOutcomes(newEnv(t)) }
+
+func testStatusCountsOutcomes(e *env) {
+	t := e.t
 	orders, dlq, plain := e.stream("orders"), e.stream("orders-dlq"), e.stream("plain")
 	e.createStream(orders, 1)
 	e.createStream(dlq, 1)
@@ -199,8 +205,10 @@ func TestStatusCountsOutcomes(t *testing.T) {
 
 // A stuck handler shows: its record in flight, the records behind it in
 // the lane queue, the checkpoint before it.
-func TestStatusShowsAStuckHandler(t *testing.T) {
-	e := newEnv(t)
+func TestStatusShowsAStuckHandler(t *testing.T) { testStatusShowsAStuckHandler(newEnv(t)) }
+
+func testStatusShowsAStuckHandler(e *env) {
+	t := e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 	_, last := e.putOrders(orders, 0, 1, 1)
@@ -241,8 +249,10 @@ func TestStatusShowsAStuckHandler(t *testing.T) {
 // After a handoff the shard leaves the giver's view of its own shards and
 // shows among its others under the taker; the taker holds it and counts
 // what it handles there. Each instance counts its own lease changes.
-func TestStatusAfterAHandoff(t *testing.T) {
-	e := newEnv(t)
+func TestStatusAfterAHandoff(t *testing.T) { testStatusAfterAHandoff(newEnv(t)) }
+
+func testStatusAfterAHandoff(e *env) {
+	t := e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 2)
 	ack := func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }
@@ -304,8 +314,10 @@ func TestStatusAfterAHandoff(t *testing.T) {
 // Across a split, the status follows the lineage: while the parent's last
 // record is still being handled, the children wait; once it settles the
 // parent shows read to its end and the children read.
-func TestStatusAcrossASplit(t *testing.T) {
-	e := newEnv(t)
+func TestStatusAcrossASplit(t *testing.T) { testStatusAcrossASplit(newEnv(t)) }
+
+func testStatusAcrossASplit(e *env) {
+	t := e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 	release := make(chan struct{})
@@ -377,8 +389,10 @@ func bigOf(s string) *big.Int {
 
 // A lease taken from under the instance counts as lost, and the shard
 // shows under the owner that took it.
-func TestStatusAfterALostLease(t *testing.T) {
-	e := newEnv(t)
+func TestStatusAfterALostLease(t *testing.T) { testStatusAfterALostLease(newEnv(t)) }
+
+func testStatusAfterALostLease(e *env) {
+	t := e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 	b := e.broker(runtime.WithOwnerID("a"))

@@ -58,6 +58,12 @@ func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) 
 		{"OneBadKeyFailsAlone", testOneBadKeyFailsAlone},
 		{"UnpublishableKeysDeadLettered", testUnpublishableKeysAreDeadLettered},
 		{"LargestPoisonDeadLettered", testLargestPoisonRecordIsDeadLetteredTruncated},
+		{"StatusAfterKnownWorkload", testStatusAfterDrainingAKnownWorkload},
+		{"StatusOutcomes", testStatusCountsOutcomes},
+		{"StatusStuckHandler", testStatusShowsAStuckHandler},
+		{"StatusHandoff", testStatusAfterAHandoff},
+		{"StatusSplit", testStatusAcrossASplit},
+		{"StatusLostLease", testStatusAfterALostLease},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			t.Parallel() // unique stream names: the flows share the server
