@@ -873,3 +873,160 @@ func TestSendAll(t *testing.T) {
 		})
 	}
 }
+
+// TestAggregatedReshardWhilePublishing splits both shards of a stream while
+// 32 keys publish without pause through an aggregating publisher: every
+// publish succeeds, and every acknowledged message is stored on the shard
+// its key hashes to (a reader that drops aggregates holding another
+// shard's keys reads each key's messages once, in order; one that skips
+// only such sub-records, as this runtime's subscribers do, reads them in
+// order, some twice).
+func TestAggregatedReshardWhilePublishing(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedReshardWhilePublishing(t, s, runtime.WithKinesisClient(s))
+}
+
+func TestAggregatedReshardWhilePublishingKinesalite(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedReshardWhilePublishing(t, api, opts...)
+}
+
+func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	stream := createStream(ctx, t, api, 2)
+	b := runtime.NewBroker(opts...)
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: 2 * time.Millisecond}))}
+
+	keys := aggKeys(32)
+	var stop atomic.Bool
+	acked := make([]atomic.Int64, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			for n := 0; !stop.Load(); n++ {
+				if err := p.Publish(ctx, aggMsg{Key: k, N: n}); err != nil {
+					t.Errorf("publish %s/%d: %v", k, n, err)
+					return
+				}
+				acked[i].Store(int64(n + 1))
+			}
+		})
+	}
+	// waitAll waits until every key has had n more messages acknowledged.
+	waitAll := func(n int64) {
+		base := make([]int64, len(keys))
+		for i := range acked {
+			base[i] = acked[i].Load()
+		}
+		for i := range acked {
+			for acked[i].Load() < base[i]+n {
+				if ctx.Err() != nil || t.Failed() {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	waitAll(10)
+	splitInHalf(ctx, t, api, stream, "shardId-000000000000")
+	waitAll(10)
+	splitInHalf(ctx, t, api, stream, "shardId-000000000001")
+	waitAll(20)
+	stop.Store(true)
+	wg.Wait()
+
+	msgs, _ := readMessages(ctx, t, api, stream)
+	want := map[string]int{}
+	for i, k := range keys {
+		want[k] = int(acked[i].Load())
+	}
+	// Every publish that returned nil is counted (a goroutine counts
+	// before it looks at stop), and nothing else was published.
+	misplaced := checkKeyed(t, msgs, want)
+	l, err := shard.List(ctx, api, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int{}
+	for _, m := range msgs {
+		if info, _ := l.Shard(m.shard); !info.Range.Contains(shard.HashKeyOf(m.key)) {
+			continue // skipped by this runtime's subscribers, as by the KCL
+		}
+		if prev, ok := last[m.Key]; ok && m.N < prev {
+			t.Errorf("key %s: message %d stored after %d on its shards", m.Key, m.N, prev)
+		}
+		last[m.Key] = m.N
+	}
+	open := 0
+	for _, id := range l.IDs() {
+		if info, _ := l.Shard(id); !info.Closed {
+			open++
+		}
+	}
+	if open != 4 {
+		t.Errorf("%d open shards after two splits, want 4", open)
+	}
+	t.Logf("%d messages stored, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+}
+
+// TestAggregatedStreamDeletedUnderLoad deletes the stream while 32 keys
+// publish without pause through an aggregating publisher: every publish
+// returns, each with nil or an ErrStream error naming the stream, and
+// every publisher has stopped within seconds of the deletion.
+func TestAggregatedStreamDeletedUnderLoad(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedStreamDeletedUnderLoad(t, s, runtime.WithKinesisClient(s))
+}
+
+func TestAggregatedStreamDeletedUnderLoadKinesalite(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedStreamDeletedUnderLoad(t, api, opts...)
+}
+
+func testAggregatedStreamDeletedUnderLoad(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := createStream(ctx, t, api, 4)
+	b := runtime.NewBroker(opts...)
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
+	var published atomic.Int64
+	errs := make(chan error, 32)
+	for _, k := range aggKeys(32) {
+		go func() {
+			for n := 0; ; n++ {
+				if err := p.Publish(ctx, aggMsg{Key: k, N: n}); err != nil {
+					errs <- err
+					return
+				}
+				published.Add(1)
+			}
+		}()
+	}
+	for published.Load() < 500 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := api.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(15 * time.Second)
+	for i := range 32 {
+		select {
+		case err := <-errs:
+			var re *runtime.Error
+			if !errors.Is(err, runtime.ErrStream) || !errors.As(err, &re) || re.Stream != stream {
+				t.Errorf("publisher %d stopped with %v, want an ErrStream error naming %s", i, err, stream)
+			}
+		case <-deadline:
+			t.Fatalf("%d of 32 publishers still publishing 15 s after their stream was deleted", 32-i)
+		}
+	}
+}
