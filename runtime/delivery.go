@@ -453,7 +453,7 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 // callObserved is call within the delivery's consumer span, counted and
 // timed.
 func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
-	ctx, span := t.startProcess(ctx, d)
+	ctx, span := t.startProcess(ctx, &r.obs, d)
 	began := time.Now()
 	out, err := r.call(ctx, payload, *d)
 	kind, cause := int(out.kind), out.err

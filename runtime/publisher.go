@@ -242,7 +242,7 @@ func submitAll[T any](ctx context.Context, n int, receipts bool, at func(i int) 
 		t := p.tel
 		mctx, span := ctx, trace.Span(nil)
 		if t != nil {
-			mctx, span, h = t.startSend(ctx, p.stream, h)
+			mctx, span, h = t.startSend(ctx, &p.obs, h)
 		}
 		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h)
 		if err == nil {
@@ -291,7 +291,7 @@ func (p *publisher[T]) send(ctx context.Context, msg T, key string, hasKey bool,
 // sendObserved is send with a producer span around it (its trace context
 // in the record's headers) and the publish counted.
 func (p *publisher[T]) sendObserved(ctx context.Context, t *telemetry, msg T, key string, hasKey bool, h Headers) (Receipt, error) {
-	ctx, span, h := t.startSend(ctx, p.stream, h)
+	ctx, span, h := t.startSend(ctx, &p.obs, h)
 	r, err := p.sendPlain(ctx, msg, key, hasKey, h)
 	t.endSend(span, p.obs, r, err)
 	return r, err

@@ -168,29 +168,32 @@ func checkpointAge(sh ShardStatus, began, now time.Time) time.Duration {
 // publishObs is the precomputed measurement options of one stream's
 // publishes.
 type publishObs struct {
-	ok, failed metric.MeasurementOption
+	stream, span string // span: the producer span's name
+	ok, failed   metric.MeasurementOption
 }
 
 func (t *telemetry) publishObs(stream string) publishObs {
-	if t == nil || !t.metrics {
+	if t == nil {
 		return publishObs{}
 	}
-	return publishObs{
-		ok:     metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("ok"))),
-		failed: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("error"))),
+	po := publishObs{stream: stream, span: "send " + stream}
+	if t.metrics {
+		po.ok = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("ok")))
+		po.failed = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrOutcome.String("error")))
 	}
+	return po
 }
 
 // startSend starts the producer span of a publish to stream and writes
 // its trace context into h, which it returns (made when nil). Without a
 // tracer it returns ctx and h as they are and a nil span.
-func (t *telemetry) startSend(ctx context.Context, stream string, h Headers) (context.Context, trace.Span, Headers) {
+func (t *telemetry) startSend(ctx context.Context, po *publishObs, h Headers) (context.Context, trace.Span, Headers) {
 	if t.tracer == nil {
 		return ctx, nil, h
 	}
-	ctx, span := t.tracer.Start(ctx, "send "+stream, trace.WithSpanKind(trace.SpanKindProducer),
+	ctx, span := t.tracer.Start(ctx, po.span, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("send"),
-			attrOperationType.String("send"), attrStream.String(stream)))
+			attrOperationType.String("send"), attrStream.String(po.stream)))
 	if h == nil {
 		h = make(Headers, 2)
 	}
@@ -221,6 +224,7 @@ func (t *telemetry) endSend(span trace.Span, po publishObs, r Receipt, err error
 
 // runObs is the precomputed measurement options of one subscription run.
 type runObs struct {
+	span    string                      // the consumer span's name
 	sub     metric.MeasurementOption    // stream, handler
 	stream  metric.MeasurementOption    // stream
 	outcome [4]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable
@@ -229,10 +233,14 @@ type runObs struct {
 const undecodable = 3 // runObs.outcome's index for a record that did not decode
 
 func (t *telemetry) runObs(stream, handler string) runObs {
-	if t == nil || !t.metrics {
+	if t == nil {
 		return runObs{}
 	}
+	if !t.metrics {
+		return runObs{span: "process " + stream}
+	}
 	o := runObs{
+		span:   "process " + stream,
 		sub:    metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler))),
 		stream: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream))),
 	}
@@ -244,12 +252,12 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 
 // startProcess starts the consumer span of d's delivery, the child of the
 // span whose context its headers carry (a root span when they carry none).
-func (t *telemetry) startProcess(ctx context.Context, d *Delivery) (context.Context, trace.Span) {
+func (t *telemetry) startProcess(ctx context.Context, ro *runObs, d *Delivery) (context.Context, trace.Span) {
 	if t.tracer == nil {
 		return ctx, nil
 	}
 	ctx = t.prop.Extract(ctx, propagation.MapCarrier(d.headers))
-	return t.tracer.Start(ctx, "process "+d.Stream, trace.WithSpanKind(trace.SpanKindConsumer),
+	return t.tracer.Start(ctx, ro.span, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("process"),
 			attrOperationType.String("process"), attrStream.String(d.Stream), attrShard.String(d.ShardID),
 			attrMessageID.String(d.SequenceNumber), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
