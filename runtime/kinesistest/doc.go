@@ -24,6 +24,6 @@
 // CreateStream returns and resharding is immediate; a deregistered consumer
 // is gone at once (no DELETING); there is no throttling unless
 // WithThrottling asks for the service's per-shard limits (or faults are
-// injected with InjectCallFault and InjectPutFault), and a subscription is
-// not held to 2 MB/s; no encryption or tagging.
+// injected with InjectCallFault and InjectPutFault), nor a subscription
+// held to 2 MB/s; no encryption or tagging.
 package kinesistest

@@ -83,7 +83,9 @@ func WithShardLimit(n int) Option { return func(c *config) { c.shardLimit = n } 
 // 1 MiB (data plus partition keys) written per second, 5 GetRecords calls
 // per second. Over them, PutRecords fails the entry, and PutRecord and
 // GetRecords fail, with ProvisionedThroughputExceededException. Seconds are
-// those of the server's clock. Off by default: tests and benchmarks should
+// those of the server's clock. It also holds each SubscribeToShard
+// subscription to 2 MiB of data a second (a token bucket on the wall
+// clock), as the service pushes no faster to one consumer. Off by default: tests and benchmarks should
 // not be throttled unless they are about throttling.
 func WithThrottling() Option { return func(c *config) { c.throttle = true } }
 

@@ -216,6 +216,7 @@ func (sub *subscription) run(sink eventSink) {
 	heartbeat := time.NewTimer(heartbeatEvery)
 	defer heartbeat.Stop()
 	first, beat := true, false
+	pace := newBucket(time.Now())
 	for {
 		select {
 		case <-sub.stop:
@@ -233,6 +234,10 @@ func (sub *subscription) run(sink eventSink) {
 		}
 		ev, wait, last := sub.next()
 		if len(ev.records) > 0 || first || beat || last {
+			if s.cfg.throttle && !pace.take(ev.size(), sub.stop, sink.Gone()) {
+				sub.finish(sink, w)
+				return
+			}
 			if !w.message(sink, ev.message(w)) {
 				return
 			}
@@ -276,6 +281,58 @@ func (sub *subscription) finish(sink eventSink, w *frameWriter) {
 		}
 		sink.Cut(sub.kind == endReset)
 	}
+}
+
+// readBytesPerSecond is the service's push rate per shard and consumer
+// (2 MB/s), enforced with WithThrottling.
+const readBytesPerSecond = 2 << 20
+
+// bucket paces a subscription's data: a token bucket holding one second's
+// worth, which a send may overdraw; the debt is then waited off.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newBucket(now time.Time) *bucket { return &bucket{tokens: readBytesPerSecond, at: now} }
+
+// reserve takes n bytes at now and returns how long to wait before
+// sending them.
+func (b *bucket) reserve(n int, now time.Time) time.Duration {
+	b.tokens = min(readBytesPerSecond, b.tokens+now.Sub(b.at).Seconds()*readBytesPerSecond)
+	b.at = now
+	b.tokens -= float64(n)
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / readBytesPerSecond * float64(time.Second))
+}
+
+// take waits until n bytes may be sent; false when stop or gone closed
+// first.
+func (b *bucket) take(n int, stop, gone <-chan struct{}) bool {
+	d := b.reserve(n, time.Now())
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+	case <-gone:
+	}
+	return false
+}
+
+// size is the data the event carries.
+func (ev *event) size() int {
+	n := 0
+	for i := range ev.records {
+		n += len(ev.records[i].data())
+	}
+	return n
 }
 
 // event is one SubscribeToShard event before encoding.
