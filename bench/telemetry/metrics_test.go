@@ -300,3 +300,36 @@ func createStream(t *testing.T, ctx context.Context, srv *kinesistest.Server, na
 		t.Fatal(err)
 	}
 }
+
+// An enhanced fan-out subscription's shards report how far behind the tip
+// they are from the events' MillisBehindLatest: the gauge, which shows
+// only shards whose reader has reported, holds the shard at the tip once
+// its records are handled.
+func TestRecordsBehindFromFanOutEvents(t *testing.T) {
+	ctx := testCtx(t)
+	m := newMeter(t)
+	srv := kinesistest.New()
+	createStream(t, ctx, srv, "orders", 1)
+	pb := srv.NewBroker()
+	connect(t, ctx, pb)
+	pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
+	for i := 1; i <= 10; i++ {
+		if err := pub.Publish(ctx, order{ID: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n atomic.Int64
+	sb := srv.NewBroker(runtime.WithMeterProvider(m.mp))
+	if _, err := runtime.Subscribe(sb, "orders", func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		n.Add(1)
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.FanOut("metrics"), runtime.CreateIfMissing(1)); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, sb)
+	wait(t, "the records handled", func() bool { return n.Load() == 10 })
+	const want = "messaging.destination.name=orders,messaging.destination.partition.id=shardId-000000000000: 0"
+	wait(t, "the shard's lag reported", func() bool {
+		return values(m.collect()["kinesisgen.shard.millis_behind_latest"]) == want
+	})
+}
