@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -37,7 +38,19 @@ func consumers(t *testing.T, srv *kinesistest.Server, stream string) []types.Con
 // create_if_missing, fails its start with an ErrStream error naming the
 // stream and the consumer, before anything is read.
 func TestFanOutMissingConsumerIsAStreamError(t *testing.T) {
-	b, srv := kinesistest.NewBrokerServer()
+	t.Run("in-process", func(t *testing.T) {
+		b, srv := kinesistest.NewBrokerServer()
+		testMissingConsumer(t, b, srv)
+	})
+	t.Run("http2", func(t *testing.T) {
+		srv := kinesistest.New()
+		h := kinesistest.NewHTTPServer(srv)
+		t.Cleanup(h.Close)
+		testMissingConsumer(t, runtime.NewBroker(runtime.WithKinesisClient(h.Client())), srv)
+	})
+}
+
+func testMissingConsumer(t *testing.T, b *runtime.Broker, srv *kinesistest.Server) {
 	if err := srv.AddStream("orders", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -209,5 +222,126 @@ func TestFanOutConsumerDeletedEndsTheSubscription(t *testing.T) {
 	}
 	if c := consumers(t, srv, "orders"); len(c) != 0 {
 		t.Errorf("consumers %+v after the deregistration: the runtime registered it again", c)
+	}
+}
+
+// Two instances sharing a lease table read one stream by fan-out through
+// the HTTP/2 test server (the SDK's real client): a second instance
+// joining takes its share by graceful handoff, then the first stops
+// gracefully and hands the rest over; while records flow the whole time,
+// every record is handled exactly once, in its key's order.
+func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
+	srv := kinesistest.New()
+	h := kinesistest.NewHTTPServer(srv)
+	t.Cleanup(h.Close)
+	if err := srv.AddStream("orders", 4); err != nil {
+		t.Fatal(err)
+	}
+	retries := func(o *kinesis.Options) { o.Retryer = retry.NewStandard() }
+	store := lease.NewMemory()
+	var mu sync.Mutex
+	handled := map[int]int{}  // order id -> times handled
+	lastOf := map[string]int{} // key -> last id handled
+	var disorder []string
+	handler := func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[o.ID]++
+		if last, ok := lastOf[o.Customer]; ok && o.ID < last {
+			disorder = append(disorder, fmt.Sprintf("%s: %d after %d", o.Customer, o.ID, last))
+		}
+		lastOf[o.Customer] = o.ID
+		return runtime.Ack()
+	}
+	instance := func(name string) *runtime.Broker {
+		b := runtime.NewBroker(runtime.WithKinesisClient(h.Client(retries)), runtime.WithLeaseStore(store), runtime.WithOwnerID(name),
+			runtime.WithShardSyncInterval(200*time.Millisecond), runtime.WithLeaseRenewInterval(100*time.Millisecond),
+			runtime.WithFailoverTime(2*time.Second), runtime.WithCheckpointInterval(50*time.Millisecond))
+		if _, err := runtime.Subscribe(b, "orders", handler, runtime.FanOut("billing"), runtime.CreateIfMissing(4), runtime.StartAt(runtime.Horizon())); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Connect(t.Context()); err != nil {
+			t.Fatalf("%s: Connect: %v", name, err)
+		}
+		t.Cleanup(func() { b.Shutdown(context.Background()) })
+		return b
+	}
+	a := instance("a")
+	pb := runtime.NewBroker(runtime.WithKinesisClient(h.Client(retries)))
+	if err := pb.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pb.Shutdown(context.Background()) })
+	pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
+	stop := make(chan struct{})
+	published := make(chan int)
+	go func() {
+		n := 0
+		defer func() { published <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cust := fmt.Sprint("c", n%16)
+			if err := pub.Message(order{ID: n, Customer: cust}).PartitionKey(cust).Publish(context.Background()); err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	b := instance("b")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st := b.Status()
+		n := 0
+		for _, s := range st.Subscriptions {
+			n += len(s.Shards)
+		}
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b holds %d shards, want 2 after the handoff", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := a.Shutdown(t.Context()); err != nil {
+		t.Fatalf("a: Shutdown: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	n := <-published
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		got := len(handled)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records handled", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a duplicate would come now
+	mu.Lock()
+	defer mu.Unlock()
+	for id, times := range handled {
+		if times != 1 {
+			t.Errorf("record %d handled %d times, want once (graceful handoffs)", id, times)
+		}
+	}
+	if len(disorder) > 0 {
+		t.Errorf("keys out of order: %v", disorder)
+	}
+	if n < 100 {
+		t.Errorf("only %d records published while the shards moved", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -24,6 +25,29 @@ func fanEnv(t *testing.T, shards int32, opts ...kinesistest.Option) (*env, *kine
 	e.create(shards)
 	e.consumerARN = e.register("app")
 	return e, srv
+}
+
+// fanHTTPEnv is fanEnv through the HTTP/2 test server: the coordinators
+// use a real *kinesis.Client (TLS, HTTP/2, the SDK's event-stream reader
+// on the network) with its own connection, and the test another.
+func fanHTTPEnv(t *testing.T, shards int32, opts ...kinesistest.Option) (*env, *kinesistest.Server) {
+	srv := kinesistest.New(opts...)
+	h := kinesistest.NewHTTPServer(srv)
+	t.Cleanup(h.Close)
+	retries := func(o *kinesis.Options) { o.Retryer = retry.NewStandard() }
+	e := &env{t: t, client: h.Client(retries), coordClient: h.Client(retries), store: lease.NewMemory()}
+	e.create(shards)
+	e.consumerARN = e.register("app")
+	return e, srv
+}
+
+type newFanEnv = func(*testing.T, int32, ...kinesistest.Option) (*env, *kinesistest.Server)
+
+// fanBackends runs a fan-out test in process and through the HTTP/2
+// test server.
+func fanBackends(t *testing.T, test func(t *testing.T, newEnv newFanEnv)) {
+	t.Run("in-process", func(t *testing.T) { test(t, fanEnv) })
+	t.Run("http2", func(t *testing.T) { test(t, fanHTTPEnv) })
 }
 
 // register registers a stream consumer on e's stream and returns its ARN
@@ -52,7 +76,11 @@ func (e *env) register(name string) string {
 // no GetRecords call: the reader subscribes again after the last event's
 // continuation every time a subscription ends.
 func TestFanOutKeepsKeyOrderAcrossRenewalsAndCuts(t *testing.T) {
-	e, srv := fanEnv(t, 4, kinesistest.WithSubscriptionLifetime(700*time.Millisecond))
+	fanBackends(t, testFanOutKeepsKeyOrderAcrossRenewalsAndCuts)
+}
+
+func testFanOutKeepsKeyOrderAcrossRenewalsAndCuts(t *testing.T, newEnv newFanEnv) {
+	e, srv := newEnv(t, 4, kinesistest.WithSubscriptionLifetime(700*time.Millisecond))
 	col := newCollector()
 	cfg := e.config("a", col.sink)
 	cfg.Start = shard.Position{Kind: shard.Horizon}
@@ -96,7 +124,11 @@ func TestFanOutKeepsKeyOrderAcrossRenewalsAndCuts(t *testing.T) {
 // none that were delivered: the SDK hands over whole events only, and the
 // reader subscribes again after the last whole one's continuation.
 func TestFanOutCutMidEventLosesAndRepeatsNothing(t *testing.T) {
-	e, srv := fanEnv(t, 1)
+	fanBackends(t, testFanOutCutMidEventLosesAndRepeatsNothing)
+}
+
+func testFanOutCutMidEventLosesAndRepeatsNothing(t *testing.T, newEnv newFanEnv) {
+	e, srv := newEnv(t, 1)
 	col := newCollector()
 	cfg := e.config("a", col.sink)
 	cfg.Start = shard.Position{Kind: shard.Horizon}
@@ -128,7 +160,11 @@ func TestFanOutCutMidEventLosesAndRepeatsNothing(t *testing.T) {
 // A split and a merge while records flow: children start after their
 // parents ended (ChildShards in the last event), as with polling.
 func TestFanOutSplitMergeKeepsKeyOrder(t *testing.T) {
-	e, srv := fanEnv(t, 1)
+	fanBackends(t, testFanOutSplitMergeKeepsKeyOrder)
+}
+
+func testFanOutSplitMergeKeepsKeyOrder(t *testing.T, newEnv newFanEnv) {
+	e, srv := newEnv(t, 1)
 	testSplitMergeKeepsKeyOrder(t, e)
 	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
 		t.Errorf("%d GetRecords calls by a fan-out reader, want 0", n)
@@ -139,7 +175,11 @@ func TestFanOutSplitMergeKeepsKeyOrder(t *testing.T) {
 // twice; the taker's subscription starts after the giver's checkpoint
 // (its own subscription of the shard ended with the release).
 func TestFanOutHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
-	e, srv := fanEnv(t, 4)
+	fanBackends(t, testFanOutHandoffWhileConsumingHasNoDuplicates)
+}
+
+func testFanOutHandoffWhileConsumingHasNoDuplicates(t *testing.T, newEnv newFanEnv) {
+	e, srv := newEnv(t, 4)
 	testHandoffWhileConsuming(t, e)
 	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
 		t.Errorf("%d GetRecords calls by a fan-out reader, want 0", n)
@@ -150,7 +190,11 @@ func TestFanOutHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
 // sub-record: the subscription opens at the aggregate and skips what
 // settled.
 func TestFanOutKPLAggregateResumesInsideTheAggregate(t *testing.T) {
-	e, _ := fanEnv(t, 1)
+	fanBackends(t, testFanOutKPLAggregateResumesInsideTheAggregate)
+}
+
+func testFanOutKPLAggregateResumesInsideTheAggregate(t *testing.T, newEnv newFanEnv) {
+	e, _ := newEnv(t, 1)
 	testKPLAggregateResumesInside(t, e)
 }
 
@@ -158,7 +202,11 @@ func TestFanOutKPLAggregateResumesInsideTheAggregate(t *testing.T) {
 // holds the shard (ResourceInUseException) or a subscribe came within a
 // second (LimitExceededException) are waited out: nothing is lost.
 func TestFanOutRetriesInUseAndLimitExceeded(t *testing.T) {
-	e, srv := fanEnv(t, 2)
+	fanBackends(t, testFanOutRetriesInUseAndLimitExceeded)
+}
+
+func testFanOutRetriesInUseAndLimitExceeded(t *testing.T, newEnv newFanEnv) {
+	e, srv := newEnv(t, 2)
 	var refusals atomic.Int64
 	srv.InjectCallFault(func(c kinesistest.Call) error {
 		if c.Op != kinesistest.OpSubscribeToShard || refusals.Add(1) > 6 {
@@ -185,7 +233,11 @@ func TestFanOutRetriesInUseAndLimitExceeded(t *testing.T) {
 // reported through Err and OnFail as ErrConsumerDeleted (as a deleted
 // stream is), instead of subscribing in vain for ever.
 func TestFanOutConsumerDeletedStopsReading(t *testing.T) {
-	e, _ := fanEnv(t, 2)
+	fanBackends(t, testFanOutConsumerDeletedStopsReading)
+}
+
+func testFanOutConsumerDeletedStopsReading(t *testing.T, newEnv newFanEnv) {
+	e, _ := newEnv(t, 2)
 	col := newCollector()
 	cfg := e.config("a", col.sink)
 	failed := make(chan error, 1)
@@ -213,7 +265,11 @@ func TestFanOutConsumerDeletedStopsReading(t *testing.T) {
 // Two stream consumers on one stream each read every record, each with
 // its own leases.
 func TestFanOutTwoConsumersEachSeeEveryRecord(t *testing.T) {
-	e, _ := fanEnv(t, 2)
+	fanBackends(t, testFanOutTwoConsumersEachSeeEveryRecord)
+}
+
+func testFanOutTwoConsumersEachSeeEveryRecord(t *testing.T, newEnv newFanEnv) {
+	e, _ := newEnv(t, 2)
 	other := *e
 	other.consumerARN = e.register("other")
 	cols := newCollectors(2)

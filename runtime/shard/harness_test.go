@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,9 @@ type env struct {
 	// consumerARN, when set, makes config read by enhanced fan-out
 	// through this stream consumer (fanEnv).
 	consumerARN string
+	// coordClient, when set, is the coordinators' client (config), apart
+	// from client, which the test publishes and reshards with.
+	coordClient kinesisapi.API
 }
 
 var streamSeq atomic.Int64
@@ -119,7 +123,7 @@ func (e *env) config(owner string, sink shard.Sink) shard.Config {
 	return shard.Config{
 		Stream:      e.stream,
 		Namespace:   "test/" + e.stream,
-		Client:      e.client,
+		Client:      cmp.Or(e.coordClient, e.client),
 		Leases:      e.store,
 		Owner:       owner,
 		Sink:        sink,
