@@ -1,0 +1,168 @@
+package sim_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/kinesisgen/kinesisgen/fleettest/sim"
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// sizes reads SIM_SIZES ("1000x20,256x20": shards x instances), default
+// the short run of make test.
+func sizes(t *testing.T, def string) [][2]int {
+	spec := os.Getenv("SIM_SIZES")
+	if spec == "" {
+		spec = def
+	}
+	var out [][2]int
+	for _, s := range strings.Split(spec, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(s), "x")
+		n, err1 := strconv.Atoi(a)
+		k, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || n <= 0 || k < 3 {
+			t.Fatalf("SIM_SIZES %q: want shards x instances (at least 3), comma-separated", spec)
+		}
+		out = append(out, [2]int{n, k})
+	}
+	return out
+}
+
+// TestSimulatedFleet runs the fleet simulation on the virtual clock of a
+// synctest bubble, at the runtime's default timing, and fails on a broken
+// invariant: a shard handled by two instances at once, a record handled
+// twice across a graceful handoff, a record never handled, a phase that
+// never balances, or a crash whose shards are not read again within twice
+// the failover time. SIM_SIZES picks the sizes (default 64 shards × 4
+// instances, a few seconds); the report goes to standard output.
+func TestSimulatedFleet(t *testing.T) {
+	for _, sz := range sizes(t, "64x4") {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := sim.Config{Shards: sz[0], Instances: sz[1], Seed: 1}
+				if os.Getenv("SIM_PROGRESS") != "" {
+					cfg.Progress = os.Stdout
+				}
+				rep, err := sim.Run(t.Context(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				rep.Write(&b, "today's balancing")
+				fmt.Print(b.String())
+				for _, v := range rep.Violations {
+					t.Error(v)
+				}
+				for _, p := range rep.Phases {
+					if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+						t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestSimulationCatchesUnsafeHandoffs shows the checks fail when the
+// invariants break: with handlers slower than the handoff allows (4 s
+// against half of a 1 s handoff), an owner releases leases with records
+// still being handled, and the next owner handles them again meanwhile.
+func TestSimulationCatchesUnsafeHandoffs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := sim.Config{
+			Shards: 16, Instances: 3, Seed: 1,
+			Handle: 4 * time.Second, Rate: 16,
+			Tune: func(c *shard.Config) { c.Handoff = time.Second },
+		}
+		rep, err := sim.Run(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(rep.Violations, "\n")
+		if len(rep.Violations) > 0 {
+			t.Logf("%d violations, the first: %s", len(rep.Violations), rep.Violations[0])
+		}
+		for _, want := range []string{"overlapped another instance's on the same shard", "no crash or partition explains it"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("violations do not say %q:\n%s", want, all)
+			}
+		}
+	})
+}
+
+// TestSimulatedFleetOnDynamoDB runs the scenario in real time with its
+// leases in DynamoDB (dynalite, through lease.DynamoDB) and the in-process
+// Kinesis, at compressed timing (failover SIM_DYNAMO_FAILOVER, default 2 s),
+// and fails on the same broken invariants. SIM_DYNAMO_SIZES picks the sizes
+// (default 8 shards × 3 instances).
+func TestSimulatedFleetOnDynamoDB(t *testing.T) {
+	url := livetest.DynamoDBEndpoint(t)
+	failover := 2 * time.Second
+	if v := os.Getenv("SIM_DYNAMO_FAILOVER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SIM_DYNAMO_FAILOVER: %v", err)
+		}
+		failover = d
+	}
+	spec := os.Getenv("SIM_DYNAMO_SIZES")
+	if spec == "" {
+		spec = "8x3"
+	}
+	t.Setenv("SIM_SIZES", spec)
+	for _, sz := range sizes(t, spec) {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			client := dynamodb.NewFromConfig(aws.Config{
+				Region:      "us-east-1",
+				Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+			}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+			api := &sim.Metered{DynamoDBAPI: client}
+			table := fmt.Sprintf("sim-%d", time.Now().UnixNano())
+			store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
+			observe := lease.NewDynamoDB(client, table)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			if err := store.EnsureTable(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cfg := sim.Config{
+				Shards: sz[0], Instances: sz[1], Seed: 1, Store: store, Observe: observe, Hang: true,
+				Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
+				Rest: 2 * failover, Partition: 2 * failover, Sample: 250 * time.Millisecond,
+				PhaseTimeout: 50 * failover,
+			}
+			if os.Getenv("SIM_PROGRESS") != "" {
+				cfg.Progress = os.Stdout
+			}
+			rep, err := sim.Run(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			rep.Write(&b, "today's balancing on dynalite")
+			rcu, wcu := api.Consumed()
+			fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU; estimated from the calls: %.1f RCU, %.1f WCU.\n\n", rcu, wcu, rep.Total.RCU, rep.Total.WCU)
+			fmt.Print(b.String())
+			for _, v := range rep.Violations {
+				t.Error(v)
+			}
+			for _, p := range rep.Phases {
+				if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+					t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+				}
+			}
+		})
+	}
+}
