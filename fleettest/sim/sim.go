@@ -190,6 +190,7 @@ type fleet struct {
 	// is when the cut one came back.
 	crashed, cut     string
 	crashedCP, cutCP map[string]string
+	crashAt, cutFrom time.Time
 	cutTo            time.Time
 
 	pubOn atomic.Bool
@@ -295,7 +296,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		in.dead.Store(true)
 		in.fault.Store(int32(Dead))
 		f.mu.Lock()
-		f.crashed, in.diedAt = victim, time.Now()
+		f.crashed, in.diedAt, f.crashAt = victim, time.Now(), time.Now()
 		f.crashedCP = maps.Clone(f.checkpoints[victim])
 		f.mu.Unlock()
 		f.setLive(victim, false)
@@ -313,7 +314,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			in.fault.Store(int32(Cut))
 		}
 		f.mu.Lock()
-		f.cut, in.diedAt = victim, time.Now()
+		f.cut, in.diedAt, f.cutFrom = victim, time.Now(), time.Now()
 		f.cutCP = maps.Clone(f.checkpoints[victim])
 		f.mu.Unlock()
 		f.setLive(victim, false)
@@ -483,14 +484,15 @@ func (f *fleet) checkpointed(owner, shardID, seq string) {
 	m[shardID] = seq
 }
 
-// explainedLocked reports whether h's record may be handled again because
-// h ran on the crashed or the cut-off instance past the checkpoint it had
-// written for the shard when that happened.
-func (f *fleet) explainedLocked(id recID, h handling) bool {
+// explainedLocked reports whether h's record may be handled again at
+// again because h ran on the crashed or the cut-off instance before that
+// happened (or, cut off, before it came back), past the checkpoint it had
+// written for the shard by then, and again is after it happened.
+func (f *fleet) explainedLocked(id recID, h handling, again time.Time) bool {
 	switch {
-	case h.owner == f.crashed:
+	case h.owner == f.crashed && again.After(f.crashAt):
 		return pastCheckpoint(id.seq, f.crashedCP[id.shard])
-	case h.owner == f.cut && (f.cutTo.IsZero() || h.start.Before(f.cutTo)):
+	case h.owner == f.cut && again.After(f.cutFrom) && (f.cutTo.IsZero() || h.start.Before(f.cutTo)):
 		return pastCheckpoint(id.seq, f.cutCP[id.shard])
 	}
 	return false
@@ -866,7 +868,7 @@ func (f *fleet) check(rep *Report) {
 		for i := 1; i < len(hs); i++ {
 			explained, lost := false, false
 			for _, e := range hs[:i] {
-				explained = explained || f.explainedLocked(id, e)
+				explained = explained || f.explainedLocked(id, e, hs[i].start)
 				lost = lost || f.losses.between(e.owner, id.shard, e.start, hs[i].start)
 			}
 			ph := rep.phaseAt(hs[i].start)
