@@ -49,6 +49,13 @@ func scanUnits(b int64) int64 {
 	return u + max(1, (b+4095)/4096)
 }
 
+// numBytes is the DynamoDB size of a number: its significant digits, two
+// to a byte, plus one.
+func numBytes(v int64) int {
+	d := strings.TrimRight(strings.TrimLeft(strconv.FormatInt(max(v, -v), 10), "0"), "0")
+	return (len(d)+1)/2 + 1
+}
+
 // ItemBytes is the DynamoDB size of l's item in the DynamoDB store's own
 // layout: per attribute, its name plus its value (a string's UTF-8 bytes,
 // a number's significant digits two to a byte plus one, a string set's
@@ -60,10 +67,7 @@ func ItemBytes(l lease.Lease) int {
 			n += len(name) + len(v)
 		}
 	}
-	num := func(name string, v int64) {
-		d := strings.TrimRight(strings.TrimLeft(strconv.FormatInt(max(v, -v), 10), "0"), "0")
-		n += len(name) + (len(d)+1)/2 + 1
-	}
+	num := func(name string, v int64) { n += len(name) + numBytes(v) }
 	set := func(name string, vs []string) {
 		if len(vs) > 0 {
 			n += len(name)

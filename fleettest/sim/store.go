@@ -25,15 +25,19 @@ const (
 	OpHandoff
 	OpSetChildren
 	OpDelete
+	// The calls of a lease.MemberStore: one entry per instance.
+	OpHeartbeat
+	OpMembers
+	OpLeave
 	opCount
 )
 
-var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete"}
+var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave"}
 
 func (o Op) String() string { return opNames[o] }
 
-// write reports whether o is a conditional write (everything but List and Get).
-func (o Op) write() bool { return o != OpList && o != OpGet }
+// write reports whether o is a write (everything but List, Get and Members).
+func (o Op) write() bool { return o != OpList && o != OpGet && o != OpMembers }
 
 // Counts is what the lease store was asked, summed over instances. Calls
 // that never reached the store (an instance crashed or cut off) are not in
@@ -59,7 +63,7 @@ type Counts struct {
 }
 
 // Reads is the number of read calls (List and Get).
-func (c Counts) Reads() int64 { return c.Calls[OpList] + c.Calls[OpGet] }
+func (c Counts) Reads() int64 { return c.Calls[OpList] + c.Calls[OpGet] + c.Calls[OpMembers] }
 
 // Writes is the number of write calls, refused ones included.
 func (c Counts) Writes() int64 {
@@ -99,6 +103,44 @@ type counters struct {
 	// consistent 4 KB) and write units, so they stay integers.
 	halfRCU atomic.Int64
 	wcu     atomic.Int64
+
+	// members is the size of each owner's entry in the members item, as
+	// last written, for the units of reading and writing that item.
+	mu      sync.Mutex
+	members map[string]int
+}
+
+// membersBytes is the DynamoDB size of the members item: its key and map,
+// and each entry (the owner's name, a map of beat, held and asks), a map
+// counted as 3 bytes plus 1 per element, as DynamoDB sizes them.
+func (c *counters) membersBytes(ns string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len("leaseKey") + len(lease.MembersKey(ns)) + len("members") + 3
+	for _, e := range c.members {
+		n += e
+	}
+	return n
+}
+
+func (c *counters) setMember(m lease.Member, gone bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.members == nil {
+		c.members = map[string]int{}
+	}
+	if gone {
+		delete(c.members, m.Owner)
+		return
+	}
+	e := len(m.Owner) + 1 + 3 + 3 + len("beat") + numBytes(m.Beat) + len("held") + numBytes(int64(m.Held))
+	if len(m.Asks) > 0 {
+		e += len("asks")
+		for _, a := range m.Asks {
+			e += len(a)
+		}
+	}
+	c.members[m.Owner] = e
 }
 
 func (c *counters) snapshot() Counts {
@@ -182,7 +224,7 @@ func (s *store) enter(ctx context.Context) error {
 func (s *store) count(op Op, err error, size int) {
 	s.c.calls[op].Add(1)
 	switch {
-	case op == OpGet:
+	case op == OpGet || op == OpMembers:
 		s.c.halfRCU.Add(2 * readUnits(size))
 	case op.write():
 		s.c.wcu.Add(writeUnits(size))
@@ -316,6 +358,63 @@ func (s *store) Delete(ctx context.Context, l lease.Lease) error {
 	}
 	err := s.inner.Delete(ctx, l)
 	s.count(OpDelete, err, ItemBytes(l))
+	return err
+}
+
+// memberStore is store over a lease.MemberStore: it keeps members too.
+type memberStore struct {
+	*store
+	m lease.MemberStore
+}
+
+var _ lease.MemberStore = (*memberStore)(nil)
+
+// newStore wraps inner for one instance, as a MemberStore when inner
+// keeps members and its layout allows them (lease.MembersOf).
+func newStore(s *store) lease.Store {
+	if m, ok := lease.MembersOf(s.inner); ok {
+		return &memberStore{store: s, m: m}
+	}
+	return s
+}
+
+// Heartbeat is one UpdateItem of the members item (billed by its size).
+func (s *memberStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	err := s.m.Heartbeat(ctx, ns, m)
+	if err == nil {
+		s.c.setMember(m, false)
+	}
+	s.count(OpHeartbeat, err, s.c.membersBytes(ns))
+	return err
+}
+
+// Members is one strongly consistent GetItem of the members item.
+func (s *memberStore) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	ms, err := s.m.Members(ctx, ns)
+	s.count(OpMembers, err, s.c.membersBytes(ns))
+	if err == nil {
+		s.c.itemsRead.Add(1)
+	}
+	return ms, err
+}
+
+// Leave is one conditional UpdateItem of the members item.
+func (s *memberStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	size := s.c.membersBytes(ns)
+	err := s.m.Leave(ctx, ns, owner, beat)
+	if err == nil {
+		s.c.setMember(lease.Member{Owner: owner}, true)
+	}
+	s.count(OpLeave, err, size)
 	return err
 }
 
