@@ -122,7 +122,10 @@ func TestSimulationCatchesUnsafeHandoffs(t *testing.T) {
 		cfg := sim.Config{
 			Shards: 16, Instances: 3, Seed: 1,
 			Handle: 4 * time.Second, Rate: 16,
-			Tune: func(c *shard.Config) { c.Handoff = time.Second },
+			Tune: func(c *shard.Config) {
+				modes[0].tune(c)
+				c.Handoff = time.Second
+			},
 		}
 		rep, err := sim.Run(t.Context(), cfg)
 		if err != nil {
@@ -144,8 +147,12 @@ func TestSimulationCatchesUnsafeHandoffs(t *testing.T) {
 // leases in DynamoDB (dynalite, through lease.DynamoDB) and the in-process
 // Kinesis, at compressed timing (failover SIM_DYNAMO_FAILOVER, default 2 s),
 // and fails on the same broken invariants. SIM_DYNAMO_SIZES picks the sizes
-// (default 8 shards × 3 instances).
+// (default 8 shards × 3 instances), SIM_MODES the modes as above.
 func TestSimulatedFleetOnDynamoDB(t *testing.T) {
+	want := os.Getenv("SIM_MODES")
+	if want == "" {
+		want = "per-lease"
+	}
 	url := livetest.DynamoDBEndpoint(t)
 	failover := 2 * time.Second
 	if v := os.Getenv("SIM_DYNAMO_FAILOVER"); v != "" {
@@ -160,47 +167,57 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 		spec = "8x3"
 	}
 	t.Setenv("SIM_SIZES", spec)
+	reports := map[string][]*sim.Report{}
 	for _, sz := range sizes(t, spec) {
-		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
-			client := dynamodb.NewFromConfig(aws.Config{
-				Region:      "us-east-1",
-				Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-			}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
-			api := &sim.Metered{DynamoDBAPI: client}
-			table := fmt.Sprintf("sim-%d", time.Now().UnixNano())
-			store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
-			observe := lease.NewDynamoDB(client, table)
-			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-			defer cancel()
-			if err := store.EnsureTable(ctx); err != nil {
-				t.Fatal(err)
+		for _, m := range modes {
+			if !strings.Contains(","+want+",", ","+m.name+",") {
+				continue
 			}
-			cfg := sim.Config{
-				Shards: sz[0], Instances: sz[1], Seed: 1, Store: store, Observe: observe, Hang: true,
-				Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
-				Rest: 2 * failover, Partition: 2 * failover, Sample: 250 * time.Millisecond,
-				PhaseTimeout: 50 * failover,
-			}
-			if os.Getenv("SIM_PROGRESS") != "" {
-				cfg.Progress = os.Stdout
-			}
-			rep, err := sim.Run(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b strings.Builder
-			rep.Write(&b, "today's balancing on dynalite")
-			rcu, wcu := api.Consumed()
-			fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU; estimated from the calls: %.1f RCU, %.1f WCU.\n\n", rcu, wcu, rep.Total.RCU, rep.Total.WCU)
-			fmt.Print(b.String())
-			for _, v := range rep.Violations {
-				t.Error(v)
-			}
-			for _, p := range rep.Phases {
-				if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
-					t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+			t.Run(fmt.Sprintf("%dx%d/%s", sz[0], sz[1], m.name), func(t *testing.T) {
+				client := dynamodb.NewFromConfig(aws.Config{
+					Region:      "us-east-1",
+					Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+				}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+				api := &sim.Metered{DynamoDBAPI: client}
+				table := fmt.Sprintf("sim-%d", time.Now().UnixNano())
+				store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
+				observe := lease.NewDynamoDB(client, table)
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				if err := store.EnsureTable(ctx); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				cfg := sim.Config{
+					Shards: sz[0], Instances: sz[1], Seed: 1, Store: store, Observe: observe, Hang: true, Tune: m.tune,
+					Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
+					Rest: 2 * failover, Partition: 2 * failover, Sample: 250 * time.Millisecond,
+					PhaseTimeout: 50 * failover,
+				}
+				if os.Getenv("SIM_PROGRESS") != "" {
+					cfg.Progress = os.Stdout
+				}
+				rep, err := sim.Run(t.Context(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				reports[m.name] = append(reports[m.name], rep)
+				rep.Write(&b, m.name+" on dynalite")
+				rcu, wcu := api.Consumed()
+				fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU; estimated from the calls: %.1f RCU, %.1f WCU.\n\n", rcu, wcu, rep.Total.RCU, rep.Total.WCU)
+				fmt.Print(b.String())
+				for _, v := range rep.Violations {
+					t.Error(v)
+				}
+				for _, p := range rep.Phases {
+					if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+						t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+					}
+				}
+			})
+		}
 	}
+	var b strings.Builder
+	sim.WriteGoals(&b, reports[modes[0].name], reports[modes[1].name])
+	fmt.Print(b.String())
 }
