@@ -240,7 +240,7 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 	retries := func(o *kinesis.Options) { o.Retryer = retry.NewStandard() }
 	store := lease.NewMemory()
 	var mu sync.Mutex
-	handled := map[int]int{}  // order id -> times handled
+	handled := map[int]int{}   // order id -> times handled
 	lastOf := map[string]int{} // key -> last id handled
 	var disorder []string
 	handler := func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
