@@ -147,7 +147,9 @@ func TestSimulationCatchesUnsafeHandoffs(t *testing.T) {
 // leases in DynamoDB (dynalite, through lease.DynamoDB) and the in-process
 // Kinesis, at compressed timing (failover SIM_DYNAMO_FAILOVER, default 2 s),
 // and fails on the same broken invariants. SIM_DYNAMO_SIZES picks the sizes
-// (default 8 shards × 3 instances), SIM_MODES the modes as above.
+// (default 8 shards × 3 instances), SIM_MODES the modes as above,
+// SIM_PHASE_TIMEOUT how long a phase may take to balance (default 50
+// failover times).
 func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 	want := os.Getenv("SIM_MODES")
 	if want == "" {
