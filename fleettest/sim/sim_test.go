@@ -192,7 +192,7 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 				cfg := sim.Config{
 					Shards: sz[0], Instances: sz[1], Seed: 1, Store: store, Observe: observe, Hang: true, Tune: m.tune,
 					Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
-					Rest: 2 * failover, Partition: 2 * failover, Sample: 250 * time.Millisecond,
+					Rest: 2 * failover, Partition: 2 * failover, Sample: max(250*time.Millisecond, failover/20),
 					PhaseTimeout: 50 * failover,
 				}
 				if os.Getenv("SIM_PROGRESS") != "" {
