@@ -70,6 +70,7 @@ type dynamoConfig struct {
 	create      bool
 	waitTimeout time.Duration
 	log         *slog.Logger
+	codec       itemCodec // how leases map to items: ownCodec unless WithKCLLayout
 }
 
 // CreateTableIfMissing creates the lease table (on-demand billing, leaseKey
@@ -120,7 +121,7 @@ var _ Store = (*DynamoDB)(nil)
 // checked (and created, with CreateTableIfMissing) on first use, or by
 // EnsureTable.
 func NewDynamoDB(client DynamoDBAPI, table string, opts ...DynamoDBOption) *DynamoDB {
-	cfg := dynamoConfig{waitTimeout: defaultWaitTimeout, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := dynamoConfig{waitTimeout: defaultWaitTimeout, log: slog.New(slog.NewTextHandler(io.Discard, nil)), codec: ownCodec{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -160,7 +161,10 @@ func (d *DynamoDB) ensureTable(ctx context.Context) error {
 		if !d.cfg.create {
 			return fmt.Errorf("%w: table %q does not exist (create it with hash key %s of type S, or use CreateTableIfMissing)", ErrNoTable, d.table, attrKey)
 		}
-		return d.createTable(ctx)
+		if err := d.createTable(ctx); err != nil {
+			return err
+		}
+		return d.cfg.codec.check(ctx, d)
 	case err != nil:
 		return err
 	}
@@ -168,9 +172,11 @@ func (d *DynamoDB) ensureTable(ctx context.Context) error {
 		return fmt.Errorf("%w: table %q: %v", ErrNoTable, d.table, err)
 	}
 	if out.Table.TableStatus == types.TableStatusCreating {
-		return d.waitActive(ctx)
+		if err := d.waitActive(ctx); err != nil {
+			return err
+		}
 	}
-	return nil
+	return d.cfg.codec.check(ctx, d)
 }
 
 // checkSchema refuses a table whose key is not the KCL's: writes to it would
@@ -251,14 +257,16 @@ func (d *DynamoDB) List(ctx context.Context, namespace string) ([]Lease, error) 
 	if err := d.begin(ctx, "list", namespace); err != nil {
 		return nil, err
 	}
+	filter, err := d.cfg.codec.listFilter(namespace)
+	if err != nil {
+		return nil, &Error{Op: "list", Key: namespace, Err: err}
+	}
 	in := &dynamodb.ScanInput{
-		TableName:      &d.table,
-		ConsistentRead: aws.Bool(true),
-		// Lease items always carry leaseCounter; this skips anything else
-		// someone keeps in the table under the same prefix.
-		FilterExpression:          aws.String("begins_with(#k, :p) AND attribute_exists(#c)"),
-		ExpressionAttributeNames:  map[string]string{"#k": attrKey, "#c": attrCounter},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: namespace + "/"}},
+		TableName:                 &d.table,
+		ConsistentRead:            aws.Bool(true),
+		FilterExpression:          aws.String(filter.expr),
+		ExpressionAttributeNames:  filter.names,
+		ExpressionAttributeValues: filter.values,
 	}
 	var out []Lease
 	for p := dynamodb.NewScanPaginator(d.client, in); p.HasMorePages(); {
@@ -267,7 +275,7 @@ func (d *DynamoDB) List(ctx context.Context, namespace string) ([]Lease, error) 
 			return nil, d.fail("list", namespace, err)
 		}
 		for _, item := range page.Items {
-			l, _, err := fromItem(item)
+			l, _, err := d.cfg.codec.fromItem(item, namespace)
 			if err != nil {
 				return nil, &Error{Op: "list", Key: namespace, Err: err}
 			}
@@ -295,9 +303,13 @@ func (d *DynamoDB) Get(ctx context.Context, key string) (Lease, error) {
 
 // get reads a lease and the token of the write that stored it.
 func (d *DynamoDB) get(ctx context.Context, key string) (Lease, string, bool, error) {
+	itemKey, err := d.cfg.codec.itemKey(key)
+	if err != nil {
+		return Lease{}, "", false, err
+	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &d.table,
-		Key:            map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}},
+		Key:            map[string]types.AttributeValue{attrKey: str(itemKey)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -306,7 +318,7 @@ func (d *DynamoDB) get(ctx context.Context, key string) (Lease, string, bool, er
 	if out.Item == nil {
 		return Lease{}, "", false, nil
 	}
-	l, token, err := fromItem(out.Item)
+	l, token, err := d.cfg.codec.fromItem(out.Item, namespaceOf(key))
 	return l, token, err == nil, err
 }
 
@@ -319,9 +331,12 @@ func (d *DynamoDB) Create(ctx context.Context, l Lease) (bool, error) {
 		return false, err
 	}
 	token := newToken()
-	item := toItem(l)
+	item, err := d.cfg.codec.toItem(l)
+	if err != nil {
+		return false, &Error{Op: "create", Key: l.Key, Err: err}
+	}
 	item[attrToken] = str(token)
-	_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = d.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                &d.table,
 		Item:                     item,
 		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
@@ -350,11 +365,7 @@ func (d *DynamoDB) Take(ctx context.Context, l Lease, owner string) (Lease, erro
 	if owner == "" {
 		return Lease{}, invalid("take", l.Key, "empty owner (use Release)")
 	}
-	u := update{set: map[string]types.AttributeValue{attrOwner: str(owner)}, remove: []string{attrPendingOwner}}
-	if l.Owner != owner {
-		u.incSwitches = true
-	}
-	return d.mutate(ctx, "take", l, false, u)
+	return d.mutate(ctx, "take", l, false, d.cfg.codec.take(l, owner))
 }
 
 // Renew bumps the counter of a held lease.
@@ -367,17 +378,12 @@ func (d *DynamoDB) Checkpoint(ctx context.Context, l Lease, checkpoint string, s
 	if checkpoint == "" {
 		return Lease{}, invalid("checkpoint", l.Key, "empty checkpoint")
 	}
-	u := update{set: map[string]types.AttributeValue{
-		attrCheckpoint:    str(checkpoint),
-		attrSubSequence:   num(subSequence),
-		attrOwnerSwitches: num(0),
-	}}
-	return d.mutate(ctx, "checkpoint", l, true, u)
+	return d.mutate(ctx, "checkpoint", l, true, d.cfg.codec.checkpoint(checkpoint, subSequence))
 }
 
 // Release removes leaseOwner.
 func (d *DynamoDB) Release(ctx context.Context, l Lease) (Lease, error) {
-	return d.mutate(ctx, "release", l, true, update{remove: []string{attrOwner}})
+	return d.mutate(ctx, "release", l, true, d.cfg.codec.release())
 }
 
 // RequestHandoff sets pendingOwner.
@@ -411,9 +417,13 @@ func (d *DynamoDB) Delete(ctx context.Context, l Lease) error {
 	if err := d.begin(ctx, "delete", l.Key); err != nil {
 		return err
 	}
-	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	itemKey, err := d.cfg.codec.itemKey(l.Key)
+	if err != nil {
+		return &Error{Op: "delete", Key: l.Key, Err: err}
+	}
+	_, err = d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 &d.table,
-		Key:                       map[string]types.AttributeValue{attrKey: str(l.Key)},
+		Key:                       map[string]types.AttributeValue{attrKey: str(itemKey)},
 		ConditionExpression:       aws.String("#c = :expect"),
 		ExpressionAttributeNames:  map[string]string{"#c": attrCounter},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":expect": num(l.Counter)},
@@ -452,6 +462,10 @@ func (d *DynamoDB) mutate(ctx context.Context, op string, l Lease, checkOwner bo
 	}
 	if err := d.begin(ctx, op, l.Key); err != nil {
 		return Lease{}, err
+	}
+	itemKey, err := d.cfg.codec.itemKey(l.Key)
+	if err != nil {
+		return Lease{}, &Error{Op: op, Key: l.Key, Err: err}
 	}
 	token := newToken()
 	names := map[string]string{"#c": attrCounter, "#t": attrToken}
@@ -496,7 +510,7 @@ func (d *DynamoDB) mutate(ctx context.Context, op string, l Lease, checkOwner bo
 	}
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &d.table,
-		Key:                       map[string]types.AttributeValue{attrKey: str(l.Key)},
+		Key:                       map[string]types.AttributeValue{attrKey: str(itemKey)},
 		UpdateExpression:          &expr,
 		ConditionExpression:       &cond,
 		ExpressionAttributeNames:  names,
@@ -510,7 +524,7 @@ func (d *DynamoDB) mutate(ctx context.Context, op string, l Lease, checkOwner bo
 	case err != nil:
 		return Lease{}, d.fail(op, l.Key, err)
 	}
-	stored, _, err := fromItem(out.Attributes)
+	stored, _, err := d.cfg.codec.fromItem(out.Attributes, namespaceOf(l.Key))
 	if err != nil {
 		return Lease{}, &Error{Op: op, Key: l.Key, Err: err}
 	}
@@ -553,6 +567,83 @@ func normSet(ids []string) []string {
 	out := slices.Clone(ids)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// itemCodec is how a layout maps leases to items: the seam between the
+// store's conditional-write machinery (this file) and a table layout
+// (ownCodec below; the KCL's in kcl.go).
+type itemCodec interface {
+	// check runs once the table is known to exist (EnsureTable).
+	check(ctx context.Context, d *DynamoDB) error
+	// itemKey returns the leaseKey attribute of the lease with key.
+	itemKey(key string) (string, error)
+	// listFilter selects the lease items of namespace in a Scan.
+	listFilter(namespace string) (scanFilter, error)
+	// toItem lays l out as an item (Create).
+	toItem(l Lease) (map[string]types.AttributeValue, error)
+	// fromItem reads an item of namespace, and the token of the write that
+	// stored it.
+	fromItem(item map[string]types.AttributeValue, namespace string) (Lease, string, error)
+	// take, checkpoint and release are the changes of those writes,
+	// besides the counter and write token that every write sets.
+	take(l Lease, owner string) update
+	checkpoint(checkpoint string, subSequence int64) update
+	release() update
+}
+
+type scanFilter struct {
+	expr   string
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+// namespaceOf returns the namespace part of a lease key (see KeyFor).
+func namespaceOf(key string) string {
+	if i := strings.LastIndex(key, "/"); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// ownCodec is kinesisgen's own layout: leaseKey is namespace/shardId, so
+// one table holds many applications and streams.
+type ownCodec struct{}
+
+func (ownCodec) check(context.Context, *DynamoDB) error { return nil }
+func (ownCodec) itemKey(key string) (string, error)     { return key, nil }
+
+func (ownCodec) listFilter(namespace string) (scanFilter, error) {
+	// Lease items always carry leaseCounter; this skips anything else
+	// someone keeps in the table under the same prefix.
+	return scanFilter{
+		expr:   "begins_with(#k, :p) AND attribute_exists(#c)",
+		names:  map[string]string{"#k": attrKey, "#c": attrCounter},
+		values: map[string]types.AttributeValue{":p": str(namespace + "/")},
+	}, nil
+}
+
+func (ownCodec) take(l Lease, owner string) update {
+	return update{
+		set:         map[string]types.AttributeValue{attrOwner: str(owner)},
+		remove:      []string{attrPendingOwner},
+		incSwitches: l.Owner != owner,
+	}
+}
+
+func (ownCodec) checkpoint(checkpoint string, subSequence int64) update {
+	return update{set: map[string]types.AttributeValue{
+		attrCheckpoint:    str(checkpoint),
+		attrSubSequence:   num(subSequence),
+		attrOwnerSwitches: num(0),
+	}}
+}
+
+func (ownCodec) release() update { return update{remove: []string{attrOwner}} }
+
+func (ownCodec) toItem(l Lease) (map[string]types.AttributeValue, error) { return toItem(l), nil }
+
+func (ownCodec) fromItem(item map[string]types.AttributeValue, _ string) (Lease, string, error) {
+	return fromItem(item)
 }
 
 // toItem lays l out as a KCL lease item. Empty strings and sets are left out:
