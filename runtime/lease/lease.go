@@ -52,6 +52,10 @@ type Lease struct {
 	// PendingOwner asks the owner to hand the lease over gracefully: the
 	// owner checkpoints and releases, and PendingOwner takes it.
 	PendingOwner string
+	// ForeignOwner: Owner is not a kinesisgen instance (a Java KCL worker,
+	// read from a table in the KCL layout). It never answers a handoff
+	// request, so its lease is taken only once it has expired. Take clears it.
+	ForeignOwner bool
 }
 
 // KeyFor returns the lease key of a shard within a namespace (an application

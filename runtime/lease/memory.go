@@ -182,6 +182,7 @@ func applyTake(s *Lease, owner string) {
 	}
 	s.Owner = owner
 	s.PendingOwner = ""
+	s.ForeignOwner = false
 }
 
 // validate rejects calls that no store could carry out: an empty key, or an
