@@ -72,6 +72,7 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 		}
 	}
 	load := map[string]int{me: 0}
+	foreign := map[string]bool{} // owners that never answer a handoff (KCL workers)
 	mine := 0
 	var free []lease.Lease
 	for _, l := range active {
@@ -95,6 +96,9 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 			free = append(free, l)
 		default:
 			load[l.Owner]++
+			if l.ForeignOwner {
+				foreign[l.Owner] = true
+			}
 		}
 	}
 	if len(active) == 0 {
@@ -122,11 +126,13 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 	}
 	// Steal from the most loaded live owner when it has more than its share,
 	// or exactly its share while we lag by two or more (ceil rounding would
-	// otherwise leave us idle: 4 shards, 3 owners holding 2, 2, 0).
+	// otherwise leave us idle: 4 shards, 3 owners holding 2, 2, 0). A
+	// foreign owner (a KCL worker) is never asked: it would not answer, and
+	// its leases are taken only when they expire, as the KCL takes them.
 	var victim string
 	most := 0
 	for owner, n := range load {
-		if owner != me && (n > most || (n == most && owner < victim)) {
+		if owner != me && !foreign[owner] && (n > most || (n == most && owner < victim)) {
 			victim, most = owner, n
 		}
 	}

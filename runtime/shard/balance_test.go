@@ -26,6 +26,7 @@ func TestPlanBalance(t *testing.T) {
 		expired    []int
 		finished   []int
 		pendingFor map[int]string
+		foreign    []int // indexes owned by a KCL worker
 		target     int
 		take       []int
 		spare      []int
@@ -47,6 +48,9 @@ func TestPlanBalance(t *testing.T) {
 		{name: "leases being handed over count for their askers", owners: []string{"a", "a", "a", "a"}, pendingFor: map[int]string{0: "me", 1: "c"}, held: []int{0}, target: 2, steal: -1},
 		{name: "a lease I hand over counts for its asker", owners: []string{"me", "me", "me", "b"}, pendingFor: map[int]string{0: "c"}, held: []int{0, 1, 2}, target: 2, steal: -1},
 		{name: "unless the asker let it go stale", owners: []string{"", "a", "me"}, pendingFor: map[int]string{0: "a"}, expired: []int{0}, held: []int{2}, target: 2, take: []int{0}, steal: -1},
+		{name: "a KCL worker is never asked for a lease", owners: []string{"kcl", "kcl", "kcl", "kcl"}, foreign: []int{0, 1, 2, 3}, target: 2, steal: -1},
+		{name: "a KCL worker counts for the share; a peer is asked instead", owners: []string{"kcl", "kcl", "kcl", "kcl", "a", "a", "a"}, foreign: []int{0, 1, 2, 3}, target: 3, steal: 4},
+		{name: "a KCL worker's expired lease is free", owners: []string{"kcl", "kcl"}, foreign: []int{0, 1}, expired: []int{1}, target: 1, take: []int{1}, steal: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := leasesOf(tc.owners...)
@@ -55,6 +59,9 @@ func TestPlanBalance(t *testing.T) {
 			}
 			for i, o := range tc.pendingFor {
 				ls[i].PendingOwner = o
+			}
+			for _, i := range tc.foreign {
+				ls[i].ForeignOwner = true
 			}
 			held := func(key string) bool {
 				for _, i := range tc.held {

@@ -114,6 +114,11 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			if _, ok := byShard[id]; ok {
 				continue
 			}
+			if leasedDescendant(id, lin, byShard) {
+				// Its lease was deleted after its children started (the
+				// KCL's lease cleanup does this): it was read to its end.
+				continue
+			}
 			info, _ := lin.Shard(id)
 			checkpoint, sub := "", int64(0)
 			switch {
@@ -231,6 +236,17 @@ func (c *Coordinator) hasParent(info Info, lin *Lineage, byShard map[string]leas
 	return false
 }
 
+// leasedDescendant reports whether a child of shard id, or a child of
+// one, has a lease.
+func leasedDescendant(id string, lin *Lineage, byShard map[string]lease.Lease) bool {
+	for _, c := range lin.Children(id) {
+		if _, ok := byShard[c]; ok || leasedDescendant(c, lin, byShard) {
+			return true
+		}
+	}
+	return false
+}
+
 // putLease stores the lease of a newly found shard unless one exists
 // (created is false then, and l is the lease it would have stored).
 func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string, sub int64) (l lease.Lease, created bool, err error) {
@@ -278,7 +294,9 @@ func (c *Coordinator) startable(l lease.Lease, lin *Lineage, byShard map[string]
 		case hasLease && pl.Checkpoint != lease.CheckpointShardEnd:
 			return startAt{}, false
 		case !hasLease && listed:
-			return startAt{}, false // its lease is created on the next listing
+			// Leases are created parents first, so a listed parent without
+			// one while its child has one was read to its end and its
+			// lease deleted (the KCL's lease cleanup does this): finished.
 		}
 	}
 	c.mu.Lock()
