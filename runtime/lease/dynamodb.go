@@ -753,14 +753,31 @@ const (
 var _ MemberStore = (*DynamoDB)(nil)
 
 // PerLeaseOnly reports whether the table's layout needs every lease renewed
-// (see PerLeaseOnly): false for this store's own layout.
-func (d *DynamoDB) PerLeaseOnly() bool { return false }
+// (see PerLeaseOnly): false for this store's own layout, true for the KCL's
+// (WithKCLLayout), whose Java workers expire a lease whose counter stands
+// still and would never read a members item.
+func (d *DynamoDB) PerLeaseOnly() bool {
+	_, kcl := d.cfg.codec.(KCLLayout)
+	return kcl
+}
+
+// noMembers refuses the members item in a KCL table: the KCL would read it
+// as a lease.
+func (d *DynamoDB) noMembers(op, key string) error {
+	if d.PerLeaseOnly() {
+		return invalid(op, key, "a KCL table holds only shard leases (liveness is per lease)")
+	}
+	return nil
+}
 
 // Heartbeat writes m as its owner's entry of the namespace's members item:
 // one unconditional UpdateItem of one map entry (the item is created, empty,
 // the first time).
 func (d *DynamoDB) Heartbeat(ctx context.Context, namespace string, m Member) error {
 	key := MembersKey(namespace)
+	if err := d.noMembers("heartbeat", key); err != nil {
+		return err
+	}
 	if m.Owner == "" {
 		return invalid("heartbeat", key, "empty owner")
 	}
@@ -811,6 +828,9 @@ func isValidation(err error) bool {
 // GetItem.
 func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, error) {
 	key := MembersKey(namespace)
+	if err := d.noMembers("members", key); err != nil {
+		return nil, err
+	}
 	if err := d.begin(ctx, "members", key); err != nil {
 		return nil, err
 	}
@@ -853,6 +873,9 @@ func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, err
 // beat.
 func (d *DynamoDB) Leave(ctx context.Context, namespace, owner string, beat int64) error {
 	key := MembersKey(namespace)
+	if err := d.noMembers("leave", key); err != nil {
+		return err
+	}
 	if owner == "" {
 		return invalid("leave", key, "empty owner")
 	}

@@ -301,6 +301,14 @@ func TestKCLLayoutWritesOnDynamoDB(t *testing.T) {
 			if _, err := s.Get(ctx, lease.LeaderKey(kclNS)); !errors.Is(err, lease.ErrInvalid) {
 				t.Errorf("Get of a leader lock in a KCL table: %v, want ErrInvalid", err)
 			}
+			// KCL workers judge liveness by each lease's counter and would
+			// read a members item as a lease: per-lease renewal only.
+			if _, ok := lease.MembersOf(s); ok || !s.PerLeaseOnly() {
+				t.Error("a KCL table offers liveness per instance")
+			}
+			if err := s.Heartbeat(ctx, kclNS, lease.Member{Owner: "svc-1", Beat: 1}); !errors.Is(err, lease.ErrInvalid) {
+				t.Errorf("Heartbeat in a KCL table: %v, want ErrInvalid", err)
+			}
 		})
 	}
 }

@@ -404,6 +404,11 @@ func runKCLTakeOver(t *testing.T, tbl leasetest.KCLTable, ddb *dynamodb.Client, 
 		Poll:  200 * time.Millisecond, Sync: 100 * time.Millisecond, Renew: 50 * time.Millisecond,
 		Failover: 500 * time.Millisecond, Checkpoint: 20 * time.Millisecond, Logger: testLogger(),
 	}
+	if ddb == nil {
+		// The KCL layout selects per-lease renewal (the DynamoDB store says
+		// lease.PerLeaseOnly); the memory store stands in for it here.
+		cfg.Liveness = shard.LivenessPerLease
+	}
 	if ddb != nil {
 		// Lease calls on a loaded dynalite take longer than a 500 ms
 		// failover time allows (a reader fences itself: duplicates).
