@@ -535,3 +535,69 @@ func hasAll(rs []*shard.Record, want []string) bool {
 	}
 	return true
 }
+
+// An instance that asked a peer for a lease does not take it by force once a
+// KCL worker has taken it meanwhile (in a table both fleets share for a
+// while): the KCL worker would never answer the request, and its lease is
+// taken only when it expires.
+func TestHandoffNotForcedFromKCLWorker(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	ctx := e.ctx(20 * time.Second)
+	ns := "test/" + e.stream
+	mem := e.store.(*lease.Memory)
+	var keys []string
+	for _, id := range e.shards() {
+		l := lease.Lease{Key: lease.KeyFor(ns, id), ShardID: id, Owner: "svc-2", Checkpoint: lease.CheckpointTrimHorizon}
+		if _, err := mem.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, l.Key)
+	}
+	// svc-2 renews both leases and never answers a handoff request; after
+	// the swap below, the KCL worker renews the one it took.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, k := range keys {
+				if l, err := mem.Get(ctx, k); err == nil {
+					_, _ = mem.Renew(ctx, l)
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	c := e.start(e.config("svc-1", newCollector().sink))
+	var asked lease.Lease
+	eventually(t, 10*time.Second, "svc-1 asking svc-2 for a lease", func() bool {
+		for _, k := range keys {
+			if l, err := mem.Get(ctx, k); err == nil && l.PendingOwner == "svc-1" {
+				asked = l
+				return true
+			}
+		}
+		return false
+	})
+	// A KCL worker takes it (the KCL's take leaves pendingOwner alone).
+	if err := mem.Delete(ctx, asked); err != nil {
+		t.Fatal(err)
+	}
+	asked.Owner, asked.ForeignOwner, asked.Counter = kclLiveOwner, true, asked.Counter+1
+	if _, err := mem.Create(ctx, asked); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * e.config("", nil).Failover) // well past the handoff time
+	if slices.Contains(c.Owned(), asked.ShardID) {
+		t.Fatalf("took %s by force from a KCL worker that renews it", asked.ShardID)
+	}
+	if l, _ := mem.Get(ctx, asked.Key); l.Owner != kclLiveOwner {
+		t.Fatalf("%s is now %s's", asked.ShardID, l.Owner)
+	}
+}

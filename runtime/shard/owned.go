@@ -473,6 +473,9 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 			c.log.Warn("handoff: lease read failed", "key", key, "err", err)
 		case l.Owner == c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd:
 			drop = true
+		case l.ForeignOwner:
+			// A KCL worker took it since: it is taken only once it expires.
+			drop = true
 		case l.Owner == "" || (l.PendingOwner == c.cfg.Owner && time.Since(at) >= c.cfg.Handoff && c.mayForce(l.Owner)):
 			if l.Owner != "" {
 				c.log.Warn("handoff timed out; taking the lease", "shard", l.ShardID, "from", l.Owner)
