@@ -206,7 +206,10 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 			free = append(free, l)
 		default:
 			load[l.Owner]++
-			if l.PendingOwner == "" {
+			// A foreign owner (a KCL worker) counts for the shares but is
+			// never asked: it would not answer, and its leases are taken
+			// only when they expire, as the KCL takes them.
+			if l.PendingOwner == "" && !l.ForeignOwner {
 				owned[l.Owner] = append(owned[l.Owner], l)
 			}
 		}

@@ -274,3 +274,22 @@ func TestPlanBulkIsStable(t *testing.T) {
 		}
 	}
 }
+
+// Bulk balancing never asks a KCL worker (a foreign owner) for a lease: it
+// would not answer. Its leases count for the shares, and a kinesisgen peer
+// above its share is asked instead.
+func TestPlanBulkNeverAsksAKCLWorker(t *testing.T) {
+	ls := leasesOf("kcl", "kcl", "kcl", "kcl", "kcl", "a", "a", "a", "a")
+	for i := range 5 {
+		ls[i].ForeignOwner = true
+	}
+	p := planBulk("me", ls, []string{"a", "me"}, func(string) bool { return false }, func(lease.Lease) bool { return false })
+	if len(p.steals) != 1 {
+		t.Fatalf("asked for %d leases, want the one of peer a above its share", len(p.steals))
+	}
+	for _, s := range p.steals {
+		if s.ForeignOwner || s.Owner != "a" {
+			t.Errorf("asked %s for %s, want only peer a", s.Owner, s.ShardID)
+		}
+	}
+}
