@@ -265,7 +265,20 @@ func TestKCLLayoutWritesOnDynamoDB(t *testing.T) {
 			if _, err := s.Release(ctx, pin); err != nil {
 				t.Fatal(err)
 			}
+			// A shard found after the take-over (a reshard) gets a lease the
+			// KCL reads: not read yet is TRIM_HORIZON to it.
+			child := lease.Lease{Key: lease.KeyFor(kclNS, "shardId-000000000009"), ShardID: "shardId-000000000009",
+				ParentShardIDs: []string{"shardId-000000000003"}, StartingHashKey: hashMid, EndingHashKey: hashHigh}
+			if created, err := s.Create(ctx, child); err != nil || !created {
+				t.Fatalf("Create: %v, %v", created, err)
+			}
 			got := scanItems(t, client, s.Table())
+			if kcl, err := tbl.ReadAsKCL(got[tbl.LeaseKey(child.ShardID)]); err != nil || kcl.Checkpoint != lease.CheckpointTrimHorizon || kcl.Owner != "" {
+				t.Errorf("a created lease reads to the KCL as %+v, %v; want unowned at TRIM_HORIZON", kcl, err)
+			}
+			if back, err := s.Get(ctx, child.Key); err != nil || back.Checkpoint != "" {
+				t.Errorf("a created lease reads back as %+v, %v; want no checkpoint", back, err)
+			}
 			heldItem := got[tbl.LeaseKey(held.ShardID)]
 			for _, a := range []string{"leaseOwner", "checkpointOwner", "pendingCheckpoint", "pendingCheckpointSubSequenceNumber", "pendingCheckpointState"} {
 				if _, ok := heldItem[a]; ok {
