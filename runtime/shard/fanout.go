@@ -8,9 +8,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+
+	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
 )
 
 const (
@@ -201,7 +201,7 @@ func (c *Coordinator) subscribe(ctx context.Context, shardID string, at startAt)
 		ConsumerARN:      aws.String(c.cfg.ConsumerARN),
 		ShardId:          aws.String(shardID),
 		StartingPosition: pos,
-	}, ownCodec)
+	}, wire.SubscribeToShardOptions) // a protocol of its own, and cuts seen as errors
 	if err == nil {
 		st = out.GetStream()
 	}
@@ -259,14 +259,6 @@ func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver f
 	}
 	return false, nil, cont, nil
 }
-
-// ownCodec gives one SubscribeToShard call a protocol of its own. The
-// SDK's client keeps one (awsjson.Protocol) for all its calls, and its
-// event-stream codec decodes into a buffer and decoder of its own: two
-// subscriptions of one client at once (every shard of a stream) would
-// decode their events into each other's bytes (smithy-go v1.28.9; the race
-// detector sees it at once).
-func ownCodec(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
 
 type subscribeClass int
 

@@ -3,6 +3,8 @@ package shard_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,6 +157,30 @@ func testFanOutCutMidEventLosesAndRepeatsNothing(t *testing.T, newEnv newFanEnv)
 	if len(col.records()) != len(recs) {
 		t.Fatalf("%d deliveries after settling down, want %d", len(col.records()), len(recs))
 	}
+}
+
+// A connection cut mid-event is a subscription that broke off (logged at
+// Warn with the cut), not one that ended normally: the SDK alone takes the
+// cut for a clean end (wire.SubscribeToShardOptions).
+func TestFanOutCutIsReportedAsBrokenOff(t *testing.T) {
+	e, srv := fanEnv(t, 1)
+	var logs syncBuffer
+	col := newCollector()
+	cfg := e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e.start(cfg)
+	want := map[string]int{}
+	e.publish(want, 5, 1)
+	col.waitN(t, 5)
+	if n := srv.CutSubscriptions(e.stream, ""); n != 1 {
+		t.Fatalf("cut %d subscriptions, want 1", n)
+	}
+	eventually(t, 5*time.Second, "the cut logged", func() bool {
+		return strings.Contains(logs.String(), "subscription broke off") && strings.Contains(logs.String(), "cut off")
+	})
+	e.publish(want, 5, 1)
+	col.waitN(t, 10)
 }
 
 // A split and a merge while records flow: children start after their
