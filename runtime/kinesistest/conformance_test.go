@@ -2,17 +2,25 @@ package kinesistest_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
 )
 
+// The subscribe interval of the in-process runs: the service's limit, a
+// fifth as long.
+const subscribeInterval = 200 * time.Millisecond
+
+var fastSubscribe = kinesistest.WithSubscribeInterval(subscribeInterval)
+
 // The in-process server claims no deviation from the service.
 func TestConformanceInProcess(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
-		New:       func(*testing.T) kinesisapi.API { return kinesistest.New() },
-		Throttled: func(*testing.T) kinesisapi.API { return kinesistest.New(kinesistest.WithThrottling()) },
+		New:               func(*testing.T) kinesisapi.API { return kinesistest.New(fastSubscribe) },
+		Throttled:         func(*testing.T) kinesisapi.API { return kinesistest.New(kinesistest.WithThrottling()) },
+		SubscribeInterval: subscribeInterval,
 	})
 }
 
@@ -25,7 +33,8 @@ func TestConformanceHTTP(t *testing.T) {
 		return h.Client()
 	}
 	conformance.Run(t, conformance.Harness{
-		New:       func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New()) },
-		Throttled: func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(kinesistest.WithThrottling())) },
+		New:               func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(fastSubscribe)) },
+		Throttled:         func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(kinesistest.WithThrottling())) },
+		SubscribeInterval: subscribeInterval,
 	})
 }

@@ -153,12 +153,20 @@ type Harness struct {
 	Deviations Deviations
 	// Timeout bounds each case (default 30 s).
 	Timeout time.Duration
+	// SubscribeInterval is the backend's least time between two
+	// SubscribeToShard calls of one consumer for one shard (default 1 s,
+	// the service's); the in-process server's is configurable, so its
+	// harness can set it lower and wait less.
+	SubscribeInterval time.Duration
 }
 
 // Run runs every case against the harness's backend.
 func Run(t *testing.T, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = 30 * time.Second
+	}
+	if h.SubscribeInterval == 0 {
+		h.SubscribeInterval = time.Second
 	}
 	cases := []struct {
 		name      string
@@ -195,16 +203,17 @@ func Run(t *testing.T, h Harness) {
 			if c.throttled && h.Throttled != nil {
 				newAPI = h.Throttled
 			}
-			c.run(t, &env{t: t, ctx: ctx, api: newAPI(t), dev: h.Deviations})
+			c.run(t, &env{t: t, ctx: ctx, api: newAPI(t), dev: h.Deviations, subscribeInterval: h.SubscribeInterval})
 		})
 	}
 }
 
 type env struct {
-	t   *testing.T
-	ctx context.Context
-	api kinesisapi.API
-	dev Deviations
+	t                 *testing.T
+	ctx               context.Context
+	api               kinesisapi.API
+	dev               Deviations
+	subscribeInterval time.Duration
 }
 
 // stream creates a stream with a name unique to this run and waits until it

@@ -320,9 +320,9 @@ func testSubscribeLimits(t *testing.T, e *env) {
 	start := time.Now()
 	e.event(es)
 	_, err := e.trySubscribe(arn, shard, latest)
-	wantErr[*types.LimitExceededException](t, "a second SubscribeToShard within a second", err)
+	wantErr[*types.LimitExceededException](t, "a second SubscribeToShard within the subscribe interval", err)
 	select {
-	case <-time.After(time.Until(start.Add(1100 * time.Millisecond))):
+	case <-time.After(time.Until(start.Add(e.subscribeInterval + 100*time.Millisecond))):
 	case <-e.ctx.Done():
 		t.Fatal("deadline")
 	}
