@@ -341,6 +341,11 @@ func (c *countingDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput,
 	return c.client.GetItem(ctx, in, f...)
 }
 
+func (c *countingDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, f ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.reads.Add(1)
+	return c.client.BatchGetItem(ctx, in, f...)
+}
+
 func (c *countingDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, f ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	c.reads.Add(1)
 	return c.client.Scan(ctx, in, f...)

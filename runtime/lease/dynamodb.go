@@ -919,3 +919,71 @@ func (d *DynamoDB) Leave(ctx context.Context, namespace, owner string, beat int6
 	}
 	return nil
 }
+
+// batchGetter is a client that can read many items in one call
+// (*dynamodb.Client can; a test's wrapper may not).
+type batchGetter interface {
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+var _ Lookup = (*DynamoDB)(nil)
+
+// GetMany reads the leases of keys with strongly consistent BatchGetItem
+// calls (100 keys each, unprocessed keys retried), or GetItem calls when
+// the client has no BatchGetItem. It reads no other item.
+func (d *DynamoDB) GetMany(ctx context.Context, keys []string) ([]Lease, error) {
+	if err := d.begin(ctx, "get-many", ""); err != nil {
+		return nil, err
+	}
+	keys = normSet(keys)
+	out := make([]Lease, 0, len(keys))
+	bg, ok := d.client.(batchGetter)
+	if !ok {
+		for _, k := range keys {
+			l, _, found, err := d.get(ctx, k)
+			if err != nil {
+				return nil, d.fail("get-many", k, err)
+			}
+			if found {
+				out = append(out, l)
+			}
+		}
+		return out, nil
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		req := make([]map[string]types.AttributeValue, n)
+		for i, k := range keys[:n] {
+			req[i] = map[string]types.AttributeValue{attrKey: str(k)}
+		}
+		keys = keys[n:]
+		wait := 20 * time.Millisecond
+		for len(req) > 0 {
+			res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				d.table: {Keys: req, ConsistentRead: aws.Bool(true)},
+			}})
+			if err != nil {
+				return nil, d.fail("get-many", "", err)
+			}
+			for _, item := range res.Responses[d.table] {
+				l, _, err := fromItem(item)
+				if err != nil {
+					return nil, &Error{Op: "get-many", Err: err}
+				}
+				out = append(out, l)
+			}
+			req = res.UnprocessedKeys[d.table].Keys
+			if len(req) > 0 {
+				// Throttled in part: back off before asking for the rest.
+				select {
+				case <-ctx.Done():
+					return nil, &Error{Op: "get-many", Err: ctx.Err()}
+				case <-time.After(wait):
+				}
+				wait = min(2*wait, time.Second)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}

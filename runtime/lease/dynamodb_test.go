@@ -57,6 +57,11 @@ func TestDynamoDBMembers(t *testing.T) {
 	leasetest.RunMembers(t, func(t *testing.T) lease.MemberStore { return newDynamo(t, client) })
 }
 
+func TestDynamoDBLookup(t *testing.T) {
+	client := dynaliteClient(t)
+	leasetest.RunLookup(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })
+}
+
 func TestDynamoDBLeader(t *testing.T) {
 	client := dynaliteClient(t)
 	leasetest.RunLeader(t, func(t *testing.T) lease.Store { return newDynamo(t, client) })

@@ -84,3 +84,13 @@ func sortMembers(ms []Member) {
 		return 0
 	})
 }
+
+// Lookup is a store that reads the leases of given keys in bulk, strongly
+// consistent, reading nothing else: a coordinator that knows its shards
+// reads just their leases instead of scanning the table, which may hold
+// other applications' and streams' items.
+type Lookup interface {
+	// GetMany returns the leases of keys that exist, sorted by key; a key
+	// without a lease is left out.
+	GetMany(ctx context.Context, keys []string) ([]Lease, error)
+}

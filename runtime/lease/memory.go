@@ -262,3 +262,21 @@ func (m *Memory) Leave(ctx context.Context, namespace, owner string, beat int64)
 	delete(m.members[namespace], owner)
 	return nil
 }
+
+var _ Lookup = (*Memory)(nil)
+
+// GetMany returns the leases of keys that exist, sorted by key.
+func (m *Memory) GetMany(ctx context.Context, keys []string) ([]Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: "get-many", Err: err}
+	}
+	m.mu.Lock()
+	out := make([]Lease, 0, len(keys))
+	for _, k := range normSet(keys) {
+		if l, ok := m.leases[k]; ok {
+			out = append(out, clone(*l))
+		}
+	}
+	m.mu.Unlock()
+	return out, nil
+}

@@ -92,3 +92,7 @@ func benchLease(ctx context.Context, b *testing.B, s lease.Store) lease.Lease {
 func TestMemoryMembers(t *testing.T) {
 	leasetest.RunMembers(t, func(*testing.T) lease.MemberStore { return lease.NewMemory() })
 }
+
+func TestMemoryLookup(t *testing.T) {
+	leasetest.RunLookup(t, func(*testing.T) lease.Store { return lease.NewMemory() })
+}

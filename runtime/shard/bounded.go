@@ -126,6 +126,18 @@ func (b boundedMembers) Leave(ctx context.Context, ns, owner string, beat int64)
 	return b.m.Leave(ctx, ns, owner, beat)
 }
 
+// boundedLookup gives every GetMany its own deadline.
+type boundedLookup struct {
+	l lease.Lookup
+	d time.Duration
+}
+
+func (b boundedLookup) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.l.GetMany(ctx, keys)
+}
+
 // boundedClient gives every Kinesis call its own deadline (a caller's
 // shorter one still applies).
 type boundedClient struct {

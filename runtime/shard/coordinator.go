@@ -236,6 +236,7 @@ type Coordinator struct {
 	ensure     tableEnsurer      // the store's table check, run once by Start
 	members    lease.MemberStore // the store's members, with deadlines: nil unless LivenessPerInstance
 	fanOut     kinesisapi.API    // the client without deadlines, when reading by fan-out
+	lookup     lease.Lookup      // with members: reads the known leases by key instead of listing the namespace
 	loops      sync.WaitGroup    // sync and keeper loops
 	workers    sync.WaitGroup    // readers and handoffs
 	kick       chan bool         // wake the sync loop; true asks for a re-listing
@@ -279,11 +280,16 @@ func New(cfg Config) (*Coordinator, error) {
 	cfg.Client = boundClient(cfg.Client, cfg.kinesisCallTimeout())
 	ensure, _ := raw.(tableEnsurer)
 	var bm lease.MemberStore
+	var look lease.Lookup
 	if members != nil {
 		bm = boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
+		if l, ok := raw.(lease.Lookup); ok {
+			look = boundedLookup{l: l, d: cfg.leaseCallTimeout()}
+		}
 	}
 	c := &Coordinator{
 		members: bm,
+		lookup:  look,
 		ensure:  ensure,
 		fanOut:  fanOut,
 		cfg:     cfg,

@@ -30,6 +30,12 @@ func (s *opStore) List(ctx context.Context, ns string) ([]lease.Lease, error) {
 	return s.Store.List(ctx, ns)
 }
 
+// GetMany counts as a listing: it is one, of the known shards' leases.
+func (s *opStore) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
+	s.lists.Add(1)
+	return s.Store.(lease.Lookup).GetMany(ctx, keys)
+}
+
 func (s *opStore) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
 	s.writes.Add(1)
 	nl, err := s.Store.Take(ctx, l, owner)
@@ -88,8 +94,11 @@ func TestJoinerReachesFairShareInThreePasses(t *testing.T) {
 			cfgA := e.config("a", cols[0].sink)
 			cfgA.Leases = shared
 			cfgA.Poll = time.Second // n readers: keep the in-process polling light
-			// n readers under the race detector: room for a slow heartbeat.
-			cfgA.Renew, cfgA.Failover = 200*time.Millisecond, 2*time.Second
+			// n readers under the race detector: room for a slow heartbeat,
+			// and a lease pass every 500 ms (the default is 2.5 s), so that a
+			// pass is long next to a handoff on a loaded machine, as it is
+			// in production.
+			cfgA.Renew, cfgA.Failover, cfgA.Sync = 200*time.Millisecond, 2*time.Second, 500*time.Millisecond
 			a := e.start(cfgA)
 			eventually(t, 10*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == int(n) })
 			want := map[string]int{}
@@ -99,7 +108,7 @@ func TestJoinerReachesFairShareInThreePasses(t *testing.T) {
 			cfgB := e.config("b", cols[1].sink)
 			cfgB.Leases = bs
 			cfgB.Poll = time.Second
-			cfgB.Renew, cfgB.Failover = cfgA.Renew, cfgA.Failover
+			cfgB.Renew, cfgB.Failover, cfgB.Sync = cfgA.Renew, cfgA.Failover, cfgA.Sync
 			takes := shared.takes.Load()
 			b := e.start(cfgB)
 			e.publish(want, 100, 50) // while the leases move

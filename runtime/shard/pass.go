@@ -82,7 +82,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	var leases []lease.Lease
 	listed := false
 	if c.members == nil || c.known == nil || c.mustList(view) {
-		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
@@ -143,7 +143,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	}
 	if foundNew && !listed {
 		// New leases to share out: list them with the rest.
-		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
@@ -783,6 +783,30 @@ func (c *Coordinator) refreshParents(ctx context.Context, byShard map[string]lea
 			}
 		}
 	}
+}
+
+// listLeases reads the namespace's leases: all of them (a List, which on
+// DynamoDB scans the table) with liveness per lease and at the first pass;
+// later, with a lease.Lookup, the leases of the shards this coordinator
+// knows of (the last listing's and the stream's), read by key, so that
+// nothing of another namespace in a shared table is read. A lease another
+// instance created for a shard this one has not listed yet is found by its
+// next shard listing (createLease reads it).
+func (c *Coordinator) listLeases(ctx context.Context, lin *Lineage) ([]lease.Lease, error) {
+	if c.lookup == nil || c.known == nil || lin == nil {
+		return c.cfg.Leases.List(ctx, c.cfg.Namespace)
+	}
+	ids := lin.IDs()
+	keys := make([]string, 0, len(c.known)+len(ids))
+	for id := range c.known {
+		keys = append(keys, lease.KeyFor(c.cfg.Namespace, id))
+	}
+	for _, id := range ids {
+		if _, ok := c.known[id]; !ok {
+			keys = append(keys, lease.KeyFor(c.cfg.Namespace, id))
+		}
+	}
+	return c.lookup.GetMany(ctx, keys)
 }
 
 // heldKeys returns the keys of the leases this coordinator holds or has

@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -168,4 +169,46 @@ func testMembersNotListed(ctx context.Context, t *testing.T, s lease.MemberStore
 	if len(ls) != 1 || ls[0].ShardID != "shard-0" {
 		t.Fatalf("List = %v; want the one lease, not the members item", ls)
 	}
+}
+
+// RunLookup runs the lease.Lookup subtests against stores made by
+// newStore.
+func RunLookup(t *testing.T, newStore func(t *testing.T) lease.Store) {
+	t.Run("GetManyReadsTheGivenKeysOnly", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		s := newStore(t)
+		look, ok := s.(lease.Lookup)
+		if !ok {
+			t.Fatalf("%T is not a lease.Lookup", s)
+		}
+		a, b := ns(t, "app/orders"), ns(t, "app/orders-v2")
+		var keys []string
+		for i := range 150 { // more than one BatchGetItem holds
+			l := seed(ctx, t, s, a, fmt.Sprintf("shardId-%012d", i))
+			if i%2 == 0 {
+				keys = append(keys, l.Key)
+			}
+		}
+		other := seed(ctx, t, s, b, "shardId-000000000000")
+		keys = append(keys, lease.KeyFor(a, "shardId-999999999999")) // no such lease
+		got, err := look.GetMany(ctx, append(keys, keys[0]))
+		if err != nil {
+			t.Fatalf("GetMany: %v", err)
+		}
+		if len(got) != 75 {
+			t.Fatalf("GetMany returned %d leases, want the 75 asked for that exist", len(got))
+		}
+		for i, l := range got {
+			if l.Key != keys[i] || l.Key == other.Key {
+				t.Fatalf("lease %d is %s, want %s (sorted, only the keys asked for)", i, l.Key, keys[i])
+			}
+		}
+		if diff := cmp.Diff(mustGet(ctx, t, s, keys[3]), got[3]); diff != "" {
+			t.Fatalf("GetMany's lease differs from Get's (-get +getmany):\n%s", diff)
+		}
+		if got, err := look.GetMany(ctx, nil); err != nil || len(got) != 0 {
+			t.Fatalf("GetMany(nil) = %v, %v; want none, nil", got, err)
+		}
+	})
 }
