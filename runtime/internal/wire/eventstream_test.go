@@ -60,3 +60,21 @@ func TestFrameCheck(t *testing.T) {
 		}
 	}
 }
+
+// Every place a body can end: the check reports a cut exactly when the end
+// is not between two messages.
+func TestFrameCheckEveryCut(t *testing.T) {
+	var whole []byte
+	boundary := map[int]bool{0: true}
+	for i := range 4 {
+		whole = append(whole, frames(t, i+1)[len(frames(t, i)):]...)
+		boundary[len(whole)] = true
+	}
+	for end := 0; end <= len(whole); end++ {
+		f := &frameCheck{body: io.NopCloser(iotest.HalfReader(bytes.NewReader(whole[:end])))}
+		_, err := io.ReadAll(f)
+		if cut := errors.Is(err, ErrEventStreamCut); cut == boundary[end] {
+			t.Fatalf("body of %d of %d bytes (a message boundary: %v): got %v", end, len(whole), boundary[end], err)
+		}
+	}
+}
