@@ -195,3 +195,48 @@ func TestTraceContextIsTheOnlyHeaderOfATracedRecord(t *testing.T) {
 		t.Errorf("traced record: headers %v, data %q; want traceparent %s", r.Headers, r.Data, want)
 	}
 }
+
+// PublishAll starts a producer span per message, each the child of the
+// caller's span, and each record carries its own message's context.
+func TestPublishAllTracesEachMessage(t *testing.T) {
+	ctx := testCtx(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	reader, srv := kinesistest.NewBrokerServer()
+	got := make(chan runtime.RawRecord, 3)
+	if _, err := runtime.Subscribe(reader, "orders", func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+		got <- r
+		return runtime.Ack()
+	}, runtime.CreateIfMissing(1), runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, reader)
+	traced := srv.NewBroker(runtime.WithTracerProvider(tp))
+	connect(t, ctx, traced)
+	rootCtx, root := tp.Tracer("test").Start(ctx, "batch")
+	pub := runtime.NewPublisher[order](traced, runtime.PublisherSpec{Stream: "orders"})
+	if err := runtime.PublishAll(rootCtx, pub, []order{{ID: 1}, {ID: 2}, {ID: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	sends := map[string]bool{} // traceparent of each send span
+	for _, s := range exp.GetSpans() {
+		if s.Name != "send orders" {
+			continue
+		}
+		if s.Parent.SpanID() != root.SpanContext().SpanID() {
+			t.Errorf("send span's parent %s, want the caller's %s", s.Parent.SpanID(), root.SpanContext().SpanID())
+		}
+		sends[fmt.Sprintf("00-%s-%s-01", s.SpanContext.TraceID(), s.SpanContext.SpanID())] = true
+	}
+	if len(sends) != 3 {
+		t.Fatalf("%d send spans, want 3", len(sends))
+	}
+	for range 3 {
+		r := <-got
+		if !sends[r.Headers["traceparent"]] {
+			t.Errorf("record %s carries traceparent %q, not one of its send spans", r.Data, r.Headers["traceparent"])
+		}
+		delete(sends, r.Headers["traceparent"])
+	}
+}
