@@ -222,10 +222,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Config: cfg, Began: time.Now()}
 	pctx, stopPub := context.WithCancel(ctx)
-	defer stopPub()
 	f.pubWG.Add(1)
 	go f.publish(pctx)
-	defer f.pubWG.Wait()
+	defer func() {
+		stopPub()
+		f.pubWG.Wait()
+	}()
 
 	// start: every instance at once, records flowing.
 	f.pubOn.Store(true)
@@ -247,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		f.stopAll()
-		return nil, err
+		return nil, fmt.Errorf("sim: starting %d instances at once: %w", len(names), err)
 	}
 	rep.add(f.settle(ctx, ev))
 
