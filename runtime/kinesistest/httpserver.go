@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -192,7 +193,7 @@ func (h *HTTPServer) subscribe(w http.ResponseWriter, r *http.Request, body []by
 	conn, _ := r.Context().Value(connKey{}).(net.Conn)
 	sink := &httpSink{w: w, rc: rc, conn: conn, gone: r.Context().Done()}
 	sub.run(sink)
-	if sink.reset {
+	if sink.reset.Load() {
 		// net/http resets the stream of a handler that panics with
 		// ErrAbortHandler, without logging it.
 		panic(http.ErrAbortHandler)
@@ -205,7 +206,7 @@ type httpSink struct {
 	rc    *http.ResponseController
 	conn  net.Conn
 	gone  <-chan struct{}
-	reset bool // the handler resets the stream when the pump returns
+	reset atomic.Bool // the handler resets the stream when the pump returns
 }
 
 func (s *httpSink) Write(p []byte) (int, error) {
@@ -222,7 +223,9 @@ func (s *httpSink) Write(p []byte) (int, error) {
 // half event is given a moment to leave first.
 func (s *httpSink) Cut(reset bool) {
 	if reset {
-		s.reset = true
+		s.reset.Store(true)
+		// A write blocked on the client's flow control fails now.
+		_ = s.rc.SetWriteDeadline(time.Now())
 		return
 	}
 	time.Sleep(20 * time.Millisecond)

@@ -55,6 +55,9 @@ type subscription struct {
 	reason   error   // endException: the exception
 	finished chan struct{}
 	running  atomic.Bool // the pump started (or never will)
+
+	sinkMu sync.Mutex
+	sink   eventSink // set when the pump starts
 }
 
 // end asks the subscription to stop; the first request wins.
@@ -81,7 +84,9 @@ type eventSink interface {
 	// Write writes (and flushes) bytes of the stream.
 	Write(p []byte) (int, error)
 	// Cut drops the connection abruptly, after a partial event; with
-	// reset, only this stream is aborted (HTTP/2 RST_STREAM).
+	// reset, only this stream is aborted (HTTP/2 RST_STREAM). It may be
+	// called while the pump is blocked writing (a subscriber that does not
+	// read), and more than once.
 	Cut(reset bool)
 	// Gone is closed when the subscriber has gone away.
 	Gone() <-chan struct{}
@@ -206,6 +211,9 @@ func (s *Server) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInpu
 // run pumps events into sink until the subscription ends.
 func (sub *subscription) run(sink eventSink) {
 	defer sub.release()
+	sub.sinkMu.Lock()
+	sub.sink = sink
+	sub.sinkMu.Unlock()
 	s := sub.s
 	w := &frameWriter{enc: eventstream.NewEncoder()}
 	if !w.message(sink, initialResponse()) {
@@ -606,7 +614,9 @@ func (s *Server) EndSubscriptions(stream, shardID string) int {
 // event: the subscriber gets the first half of the event it would have got
 // next, then the connection ends. In process the SDK's reader then reads
 // io.ErrUnexpectedEOF, as Go's HTTP/2 client reports a dropped connection.
-// It returns how many it cut and waits until they are.
+// A subscriber that is not reading (its next event blocked on the pipe or
+// on HTTP/2 flow control) is cut all the same, 100 ms later, wherever its
+// stream is. It returns how many it cut and waits until they are.
 func (s *Server) CutSubscriptions(stream, shardID string) int {
 	return s.endSubscriptions(stream, shardID, endCut, nil)
 }
@@ -626,6 +636,20 @@ func (s *Server) endSubscriptions(stream, shardID string, kind endKind, reason e
 		sub.end(kind, reason)
 	}
 	for _, sub := range subs {
+		select {
+		case <-sub.finished:
+			continue
+		case <-time.After(100 * time.Millisecond):
+		}
+		// The pump is blocked writing to a subscriber that does not read
+		// (a full lane, say): a network cut does not wait for it.
+		if kind == endCut || kind == endReset {
+			sub.sinkMu.Lock()
+			if sub.sink != nil {
+				sub.sink.Cut(kind == endReset)
+			}
+			sub.sinkMu.Unlock()
+		}
 		select {
 		case <-sub.finished:
 		case <-time.After(5 * time.Second): // a subscriber that stopped reading

@@ -485,3 +485,34 @@ func TestSubscriptionReset(t *testing.T) {
 	}
 	waitNoSubscriptions(t, s, "orders")
 }
+
+// A cut does not wait for a subscriber that stopped reading (its pump is
+// blocked writing the next event): it comes at once, mid-event.
+func TestCutReachesASubscriberThatIsNotReading(t *testing.T) {
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	mustStream(t, s, "orders", 1)
+	arn := register(t, s, "orders", "billing")
+	es := subscribe(t, ctx, s, arn, shard0, types.StartingPosition{Type: types.ShardIteratorTypeLatest})
+	nextEvent(t, es, 5*time.Second)
+	payload := string(make([]byte, 64<<10))
+	for range 8 {
+		put(t, s, "orders", "k", payload) // more events than the reader takes unread
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if n := s.CutSubscriptions("orders", shard0); n != 1 {
+		t.Fatalf("cut %d subscriptions, want 1", n)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the cut waited %v for the subscriber to read", took)
+	}
+	n := 0
+	for ev := nextEvent(t, es, 5*time.Second); ev != nil; ev = nextEvent(t, es, 5*time.Second) {
+		n += len(ev.Records)
+	}
+	if n >= 8 || !errors.Is(es.Err(), wire.ErrEventStreamCut) {
+		t.Fatalf("after the cut: %d of 8 records, then %v; want fewer and a cut", n, es.Err())
+	}
+}
