@@ -148,6 +148,35 @@ func planBalance(me string, leases []lease.Lease, held func(key string) bool, st
 	return b
 }
 
+// shares is planBulk's fair share of each owner of load, for active leases:
+// floor(active / owners) each, and one more for the active % owners most
+// loaded (ties by id), so an owner keeps what it has wherever the rounding
+// allows.
+func shares(load map[string]int, active int) map[string]int {
+	owners := make([]string, 0, len(load))
+	for o := range load {
+		owners = append(owners, o)
+	}
+	sort.Slice(owners, func(i, j int) bool {
+		if load[owners[i]] != load[owners[j]] {
+			return load[owners[i]] > load[owners[j]]
+		}
+		return owners[i] < owners[j]
+	})
+	target := make(map[string]int, len(owners))
+	if len(owners) == 0 {
+		return target
+	}
+	base, extra := active/len(owners), active%len(owners)
+	for i, o := range owners {
+		target[o] = base
+		if i < extra {
+			target[o]++
+		}
+	}
+	return target
+}
+
 // planBulk decides, like planBalance, which leases me takes now, and asks
 // in one pass for every lease the fair-share rule gives it from owners above
 // their share (steals), so a joining instance reaches its share in one round
@@ -218,26 +247,12 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 		return b
 	}
 	load[me] = mine
+	target := shares(load, active)
+	b.target = target[me]
 	owners := make([]string, 0, len(load))
 	for o := range load {
 		owners = append(owners, o)
 	}
-	// Targets: the most loaded keep the extra lease of the rounding.
-	sort.Slice(owners, func(i, j int) bool {
-		if load[owners[i]] != load[owners[j]] {
-			return load[owners[i]] > load[owners[j]]
-		}
-		return owners[i] < owners[j]
-	})
-	target := make(map[string]int, len(owners))
-	base, extra := active/len(owners), active%len(owners)
-	for i, o := range owners {
-		target[o] = base
-		if i < extra {
-			target[o]++
-		}
-	}
-	b.target = target[me]
 	sort.Strings(owners)
 	sort.SliceStable(free, func(i, j int) bool {
 		if (free[i].Owner == "") != (free[j].Owner == "") {

@@ -257,3 +257,27 @@ func TestRollingUpgradeFromPerLeaseRenewal(t *testing.T) {
 		t.Fatalf("%d deliveries of 80 records", got)
 	}
 }
+
+// An instance cut off from the lease store while the fleet was balanced
+// gets its share back once the store answers again, although the live
+// members are the same as at its last listing and their counts add up.
+// (Before the fix it never listed again, so it never asked: it read
+// nothing for good.)
+func TestCutOffMemberGetsItsShareBack(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	hole := &holeStore{Store: e.store, fail: true}
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = hole
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+	a := e.start(cfgA)
+	b := e.start(cfgB)
+	eventually(t, 10*time.Second, "a 2/2 split", func() bool { return len(a.Reading()) == 2 && len(b.Reading()) == 2 })
+	hole.open.Store(true)
+	eventually(t, 5*cfgB.Failover, "b reads every shard", func() bool { return len(b.Reading()) == 4 && len(a.Reading()) == 0 })
+	hole.open.Store(false)
+	eventually(t, 10*time.Second, "a 2/2 split again after the store healed", func() bool {
+		return len(a.Reading()) == 2 && len(b.Reading()) == 2
+	})
+}

@@ -748,9 +748,11 @@ func (c *Coordinator) mustList(view memberView) bool {
 		return true
 	}
 	sum := held
+	load := map[string]int{c.cfg.Owner: held}
 	for owner, m := range view.all {
 		if owner != c.cfg.Owner && view.live[owner] {
 			sum += m.Held
+			load[owner] = m.Held
 		}
 	}
 	known := 0
@@ -759,7 +761,9 @@ func (c *Coordinator) mustList(view memberView) bool {
 			known++
 		}
 	}
-	return sum != known
+	// Below its share by the members' own counts (back from a partition,
+	// or left short by a start whose views differed): list, and ask.
+	return sum != known || held < shares(load, sum)[c.cfg.Owner]
 }
 
 // refreshParents reads again the unfinished parents of the held shards
