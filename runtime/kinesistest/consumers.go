@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,6 +24,8 @@ type consumer struct {
 	created  time.Time
 	activeAt time.Time // CREATING until then
 
+	goneAt atomic.Int64 // DELETING until then (UnixNano); 0 while registered
+
 	// Guarded by st.cmu.
 	deleted bool
 	subs    map[int]*subscription // the active subscription of each shard index
@@ -30,6 +33,9 @@ type consumer struct {
 }
 
 func (c *consumer) status(now time.Time) types.ConsumerStatus {
+	if c.goneAt.Load() != 0 {
+		return types.ConsumerStatusDeleting
+	}
 	if now.Before(c.activeAt) {
 		return types.ConsumerStatusCreating
 	}
@@ -77,6 +83,16 @@ func parseConsumerARN(arn string) (stream, name string, ok bool) {
 		return "", "", false
 	}
 	return stream, name, true
+}
+
+// purgeLocked forgets the consumers whose DELETING time is over; st.cmu is
+// held.
+func (st *stream) purgeLocked(now time.Time) {
+	for name, c := range st.consumers {
+		if g := c.goneAt.Load(); g != 0 && now.UnixNano() >= g {
+			delete(st.consumers, name)
+		}
+	}
 }
 
 // beginConsumer is begin for the consumer operations: the call fault sees
@@ -134,6 +150,7 @@ func (s *Server) findConsumer(consumerARN, streamARN, name *string) (*consumer, 
 		return nil, invalidArg("Either ConsumerARN or both StreamARN and ConsumerName must be provided.")
 	}
 	st.cmu.Lock()
+	st.purgeLocked(s.now())
 	c := st.consumers[cname]
 	st.cmu.Unlock()
 	if c == nil || (consumerARN != nil && *consumerARN != "" && c.arn != *consumerARN) {
@@ -184,6 +201,7 @@ func (s *Server) RegisterStreamConsumer(ctx context.Context, in *kinesis.Registe
 	now := s.now()
 	st.cmu.Lock()
 	defer st.cmu.Unlock()
+	st.purgeLocked(now)
 	if s.gone(st) != nil {
 		return nil, opError(op.String(), notFound("Stream %s under account %s not found.", st.name, s.cfg.account))
 	}
@@ -231,9 +249,9 @@ func (s *Server) DescribeStreamConsumer(ctx context.Context, in *kinesis.Describ
 	return &kinesis.DescribeStreamConsumerOutput{ConsumerDescription: c.describe(s.now(), s.cfg)}, nil
 }
 
-// DeregisterStreamConsumer removes a consumer at once (the service passes
-// through DELETING first) and ends its subscriptions with a
-// ResourceNotFoundException.
+// DeregisterStreamConsumer removes a consumer and ends its subscriptions
+// with a ResourceNotFoundException. The consumer is gone at once, unless
+// WithConsumerDeletion keeps it DELETING for a while, as the service does.
 func (s *Server) DeregisterStreamConsumer(ctx context.Context, in *kinesis.DeregisterStreamConsumerInput, _ ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
 	const op = OpDeregisterStreamConsumer
 	sname, cname := callNames(in.ConsumerARN, in.StreamARN, in.ConsumerName)
@@ -246,7 +264,12 @@ func (s *Server) DeregisterStreamConsumer(ctx context.Context, in *kinesis.Dereg
 	}
 	st := c.st
 	st.cmu.Lock()
-	if st.consumers[c.name] == c {
+	switch {
+	case s.cfg.consumerDeletion > 0:
+		if c.goneAt.Load() == 0 {
+			c.goneAt.Store(s.now().Add(s.cfg.consumerDeletion).UnixNano())
+		}
+	case st.consumers[c.name] == c:
 		delete(st.consumers, c.name)
 	}
 	c.deleted = true
@@ -298,6 +321,7 @@ func (s *Server) ListStreamConsumers(ctx context.Context, in *kinesis.ListStream
 		after = f[2]
 	}
 	st.cmu.Lock()
+	st.purgeLocked(now)
 	names := make([]string, 0, len(st.consumers))
 	for n := range st.consumers {
 		if n > after {

@@ -21,9 +21,11 @@
 // HTTP/2 event stream of SubscribeToShard included.
 //
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
-// CreateStream returns and resharding is immediate; a deregistered consumer
-// is gone at once (no DELETING); there is no throttling unless
-// WithThrottling asks for the service's per-shard limits (or faults are
-// injected with InjectCallFault and InjectPutFault), nor a subscription
-// held to 2 MB/s; no encryption or tagging.
+// CreateStream returns and resharding is immediate; a registered consumer
+// is ACTIVE, and a deregistered one gone, at once, unless
+// WithConsumerActivation and WithConsumerDeletion ask for the service's
+// delays; there is no throttling unless WithThrottling asks for the
+// service's per-shard limits (or faults are injected with InjectCallFault
+// and InjectPutFault), nor a subscription held to 2 MB/s; no encryption or
+// tagging.
 package kinesistest

@@ -48,6 +48,7 @@ type config struct {
 
 	consumerLimit      int
 	consumerActivation time.Duration
+	consumerDeletion   time.Duration
 	subLifetime        time.Duration
 	subscribeInterval  time.Duration
 	takeover           time.Duration
@@ -103,6 +104,16 @@ func WithConsumerLimit(n int) Option { return func(c *config) { c.consumerLimit 
 // ResourceInUseException.
 func WithConsumerActivation(d time.Duration) Option {
 	return func(c *config) { c.consumerActivation = d }
+}
+
+// WithConsumerDeletion sets how long a deregistered stream consumer stays
+// DELETING before it is gone (default 0: gone at once; the service takes
+// seconds). While DELETING it is described and listed as such, its name
+// cannot be registered again (ResourceInUseException) and it cannot be
+// subscribed (ResourceInUseException). Measured on the server's clock
+// (WithClock).
+func WithConsumerDeletion(d time.Duration) Option {
+	return func(c *config) { c.consumerDeletion = d }
 }
 
 // WithSubscriptionLifetime sets how long a SubscribeToShard subscription
@@ -348,6 +359,7 @@ func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.Describe
 	hours := int32((s.cfg.retention + time.Hour - 1) / time.Hour)
 	created := st.created
 	st.cmu.Lock()
+	st.purgeLocked(s.now())
 	consumers := len(st.consumers)
 	st.cmu.Unlock()
 	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{

@@ -516,3 +516,29 @@ func TestCutReachesASubscriberThatIsNotReading(t *testing.T) {
 		t.Fatalf("after the cut: %d of 8 records, then %v; want fewer and a cut", n, es.Err())
 	}
 }
+
+func TestConsumerDeletion(t *testing.T) {
+	ctx := testCtx(t)
+	clk := newClock()
+	s := kinesistest.New(kinesistest.WithClock(clk.Now), kinesistest.WithConsumerDeletion(3*time.Second))
+	mustStream(t, s, "orders", 1)
+	arn := register(t, s, "orders", "billing")
+	sarn := streamARN(t, s, "orders")
+	if _, err := s.DeregisterStreamConsumer(ctx, &kinesis.DeregisterStreamConsumerInput{ConsumerARN: &arn}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: &arn})
+	if err != nil || d.ConsumerDescription.ConsumerStatus != types.ConsumerStatusDeleting {
+		t.Fatalf("right after deregistering: %v, %v; want DELETING", d, err)
+	}
+	_, err = s.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: &sarn, ConsumerName: aws.String("billing")})
+	wantAs[*types.ResourceInUseException](t, "registering a DELETING consumer's name", err)
+	_, err = s.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: aws.String(shard0), StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest}})
+	wantAs[*types.ResourceInUseException](t, "subscribing a DELETING consumer", err)
+	clk.Advance(3 * time.Second)
+	_, err = s.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: &arn})
+	wantAs[*types.ResourceNotFoundException](t, "a consumer after its deletion time", err)
+	if again := register(t, s, "orders", "billing"); again == arn {
+		t.Fatal("registered again with the old ARN")
+	}
+}
