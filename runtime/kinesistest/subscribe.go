@@ -243,7 +243,11 @@ func (sub *subscription) run(sink eventSink) {
 		ev, wait, last := sub.next()
 		if len(ev.records) > 0 || first || beat || last {
 			if s.cfg.throttle && !pace.take(ev.size(), sub.stop, sink.Gone()) {
-				sub.finish(sink, w)
+				select {
+				case <-sub.stop:
+					sub.finish(sink, w)
+				default: // the subscriber is gone
+				}
 				return
 			}
 			if !w.message(sink, ev.message(w)) {
