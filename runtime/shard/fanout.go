@@ -184,7 +184,10 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 var errSink = errors.New("sink")
 
 // subscribe opens a subscription of the shard at at. Its first answer is
-// bounded like any Kinesis call; the events that follow are not. end
+// bounded like any Kinesis call; the events that follow are not. The call
+// has a protocol of its own (the SDK client's shared one races between
+// subscriptions), tells a cut connection from a clean end, and decodes
+// events without the SDK's per-record cost (wire.FastSubscribeToShard). end
 // closes the subscription and ends its call (and so its HTTP/2 stream);
 // ctx ending does the same.
 func (c *Coordinator) subscribe(ctx context.Context, shardID string, at startAt) (st *kinesis.SubscribeToShardEventStream, end func(), err error) {
@@ -201,7 +204,7 @@ func (c *Coordinator) subscribe(ctx context.Context, shardID string, at startAt)
 		ConsumerARN:      aws.String(c.cfg.ConsumerARN),
 		ShardId:          aws.String(shardID),
 		StartingPosition: pos,
-	}, wire.SubscribeToShardOptions) // a protocol of its own, and cuts seen as errors
+	}, wire.FastSubscribeToShard)
 	if err == nil {
 		st = out.GetStream()
 	}
