@@ -153,8 +153,19 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		}
 	}
 
-	if relist && listed {
+	switch {
+	case relist && listed:
 		leases = c.dropExpiredLeases(ctx, lin, leases, byShard)
+	case relist:
+		// Without a listing, the finished leases known (a listing shows
+		// each once it is released) that the stream no longer lists.
+		var gone []lease.Lease
+		for id, l := range byShard {
+			if _, ok := lin.Shard(id); !ok && l.Checkpoint == lease.CheckpointShardEnd && l.Owner == "" {
+				gone = append(gone, l)
+			}
+		}
+		c.dropExpiredLeases(ctx, lin, gone, byShard)
 	}
 
 	if listed {
