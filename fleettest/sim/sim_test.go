@@ -195,6 +195,13 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 					Rest: 2 * failover, Partition: 2 * failover, Sample: max(250*time.Millisecond, failover/20),
 					PhaseTimeout: 50 * failover,
 				}
+				if v := os.Getenv("SIM_PHASE_TIMEOUT"); v != "" {
+					d, err := time.ParseDuration(v)
+					if err != nil {
+						t.Fatalf("SIM_PHASE_TIMEOUT: %v", err)
+					}
+					cfg.PhaseTimeout = d
+				}
 				if os.Getenv("SIM_PROGRESS") != "" {
 					cfg.Progress = os.Stdout
 				}
