@@ -203,9 +203,9 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 					cfg.PhaseTimeout = d
 				}
 				if os.Getenv("SIM_LOG") != "" {
-				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			}
-			if os.Getenv("SIM_PROGRESS") != "" {
+					cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				}
+				if os.Getenv("SIM_PROGRESS") != "" {
 					cfg.Progress = os.Stdout
 				}
 				rep, err := sim.Run(t.Context(), cfg)
