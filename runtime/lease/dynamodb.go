@@ -950,11 +950,19 @@ func (d *DynamoDB) GetMany(ctx context.Context, keys []string) ([]Lease, error) 
 		}
 		return out, nil
 	}
+	// The table's key of each lease key (the layout's), and the namespace
+	// its item is read in.
+	nsOf := make(map[string]string, len(keys))
 	for len(keys) > 0 {
 		n := min(len(keys), 100)
 		req := make([]map[string]types.AttributeValue, n)
 		for i, k := range keys[:n] {
-			req[i] = map[string]types.AttributeValue{attrKey: str(k)}
+			ik, err := d.cfg.codec.itemKey(k)
+			if err != nil {
+				return nil, &Error{Op: "get-many", Key: k, Err: err}
+			}
+			nsOf[ik] = namespaceOf(k)
+			req[i] = map[string]types.AttributeValue{attrKey: str(ik)}
 		}
 		keys = keys[n:]
 		wait := 20 * time.Millisecond
@@ -966,7 +974,11 @@ func (d *DynamoDB) GetMany(ctx context.Context, keys []string) ([]Lease, error) 
 				return nil, d.fail("get-many", "", err)
 			}
 			for _, item := range res.Responses[d.table] {
-				l, _, err := fromItem(item)
+				ik, _ := item[attrKey].(*types.AttributeValueMemberS)
+				if ik == nil {
+					return nil, &Error{Op: "get-many", Err: fmt.Errorf("item without %s", attrKey)}
+				}
+				l, _, err := d.cfg.codec.fromItem(item, nsOf[ik.Value])
 				if err != nil {
 					return nil, &Error{Op: "get-many", Err: err}
 				}
