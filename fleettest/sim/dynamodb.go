@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync/atomic"
 
@@ -88,6 +89,25 @@ func (m *Metered) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, 
 	out, err := m.DynamoDBAPI.DeleteItem(ctx, in, o...)
 	if err == nil {
 		m.add(out.ConsumedCapacity, true)
+	}
+	return out, err
+}
+
+// BatchGetItem passes the call on when the client has it (the DynamoDB
+// store's GetMany uses it then, else GetItem by GetItem).
+func (m *Metered) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	bg, ok := m.DynamoDBAPI.(interface {
+		BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	})
+	if !ok {
+		return nil, errors.New("sim: the client has no BatchGetItem")
+	}
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := bg.BatchGetItem(ctx, in, o...)
+	if err == nil {
+		for i := range out.ConsumedCapacity {
+			m.add(&out.ConsumedCapacity[i], false)
+		}
 	}
 	return out, err
 }

@@ -29,15 +29,18 @@ const (
 	OpHeartbeat
 	OpMembers
 	OpLeave
+	// OpGetMany counts the batch reads of a lease.Lookup (one per 100
+	// keys, as BatchGetItem takes them).
+	OpGetMany
 	opCount
 )
 
-var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave"}
+var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many"}
 
 func (o Op) String() string { return opNames[o] }
 
 // write reports whether o is a write (everything but List, Get and Members).
-func (o Op) write() bool { return o != OpList && o != OpGet && o != OpMembers }
+func (o Op) write() bool { return o != OpList && o != OpGet && o != OpMembers && o != OpGetMany }
 
 // Counts is what the lease store was asked, summed over instances. Calls
 // that never reached the store (an instance crashed or cut off) are not in
@@ -63,7 +66,9 @@ type Counts struct {
 }
 
 // Reads is the number of read calls (List and Get).
-func (c Counts) Reads() int64 { return c.Calls[OpList] + c.Calls[OpGet] + c.Calls[OpMembers] }
+func (c Counts) Reads() int64 {
+	return c.Calls[OpList] + c.Calls[OpGet] + c.Calls[OpMembers] + c.Calls[OpGetMany]
+}
 
 // Writes is the number of write calls, refused ones included.
 func (c Counts) Writes() int64 {
@@ -367,7 +372,10 @@ type memberStore struct {
 	m lease.MemberStore
 }
 
-var _ lease.MemberStore = (*memberStore)(nil)
+var (
+	_ lease.MemberStore = (*memberStore)(nil)
+	_ lease.Lookup      = (*memberStore)(nil)
+)
 
 // newStore wraps inner for one instance, as a MemberStore when inner
 // keeps members and its layout allows them (lease.MembersOf).
@@ -376,6 +384,39 @@ func newStore(s *store) lease.Store {
 		return &memberStore{store: s, m: m}
 	}
 	return s
+}
+
+// GetMany reads the leases of keys (lease.Lookup): one strongly
+// consistent BatchGetItem per 100 keys, billed per item read; Get by Get
+// when the inner store has no Lookup.
+func (s *memberStore) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	var ls []lease.Lease
+	var err error
+	if lk, ok := s.inner.(lease.Lookup); ok {
+		ls, err = lk.GetMany(ctx, keys)
+	} else {
+		for _, k := range keys {
+			l, gerr := s.inner.Get(ctx, k)
+			if gerr == nil {
+				ls = append(ls, l)
+			} else if !errors.Is(gerr, lease.ErrNotFound) {
+				err = gerr
+				break
+			}
+		}
+	}
+	s.c.calls[OpGetMany].Add(int64(max(1, (len(keys)+99)/100)))
+	if err != nil {
+		s.c.errors.Add(1)
+	}
+	s.c.itemsRead.Add(int64(len(ls)))
+	for i := range ls {
+		s.c.halfRCU.Add(2 * readUnits(ItemBytes(ls[i])))
+	}
+	return ls, err
 }
 
 // Heartbeat is one UpdateItem of the members item (billed by its size).
