@@ -227,6 +227,9 @@ type Coordinator struct {
 	listedSig string
 	wantMore  bool
 	beat      atomic.Int64 // the member entry's beat
+	// beatUntil is the fence of the last successful heartbeat: its send
+	// time plus fenceAfter, in nanoseconds since epoch (LivenessPerInstance).
+	beatUntil atomic.Int64
 	ctx       context.Context
 	cancel    context.CancelFunc
 	// passCtx ends when Stop begins: a pass (or seek) stuck in a remote

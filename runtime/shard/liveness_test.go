@@ -292,3 +292,64 @@ func TestCutOffMemberGetsItsShareBack(t *testing.T) {
 		return len(a.Reading()) == 2 && len(b.Reading()) == 2
 	})
 }
+
+// noBeatStore fails its heartbeats while off is set; every other call
+// (takes, checkpoints) goes through.
+type noBeatStore struct {
+	memberWrap
+	off atomic.Bool
+}
+
+func (s *noBeatStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if s.off.Load() {
+		return &lease.Error{Op: "heartbeat", Err: errThrottled}
+	}
+	return s.memberWrap.Heartbeat(ctx, ns, m)
+}
+
+// With liveness per instance the others judge an owner by its heartbeats
+// alone: an owner whose heartbeats fail stops reading its shards before
+// another instance can take them, even while its checkpoints still land.
+// (Before the fix a checkpoint moved the lease's fence as in the per-lease
+// model, so the owner read on past the moment the other took the lease,
+// until its next checkpoint failed: both read the shard at once.)
+func TestOwnerWhoseHeartbeatsFailStopsBeforeTakeover(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	ids := e.shards()
+	a := &noBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}}
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = a
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(ca.Reading(), ids) })
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // busy shards: a checkpoints all along
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				e.put(fmt.Sprintf("k%d", i%20), i)
+			}
+		}
+	}()
+	cb := e.start(cfgB)
+	a.off.Store(true)
+	deadline := time.Now().Add(10 * cfgB.Failover)
+	for {
+		aReads, bReads := len(ca.Reading()), len(cb.Reading())
+		if bReads > 0 && aReads > 0 && aReads+bReads > len(ids) {
+			t.Fatalf("b reads %v while a still reads %v", cb.Reading(), ca.Reading())
+		}
+		if bReads == len(ids) && aReads == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never took over: a reads %v, b %v", ca.Reading(), cb.Reading())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -103,6 +103,13 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
 	}
+	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
+	for {
+		cur := c.beatUntil.Load()
+		if until <= cur || c.beatUntil.CompareAndSwap(cur, until) {
+			break
+		}
+	}
 	for _, o := range held {
 		c.renewed(o, sent)
 	}
@@ -180,6 +187,13 @@ func (c *Coordinator) dropDeadMembers(ctx context.Context, v memberView, leases 
 			c.log.Info("dead instance's member entry removed", "dead", owner)
 		}
 	}
+}
+
+// beatStale reports whether the last successful heartbeat is older than
+// the fence allows: the others may take this owner for dead, so it takes
+// and asks for nothing (what it took would be fenced at once).
+func (c *Coordinator) beatStale() bool {
+	return c.members != nil && time.Since(c.epoch) >= time.Duration(c.beatUntil.Load())
 }
 
 // mayForce reports whether a handoff asked of owner may be forced after

@@ -195,8 +195,15 @@ func (cfg *Config) fenceAfter() time.Duration {
 // sent, the time a successful write was sent; o.mu is held (or o is new).
 // It only ever moves the fence later: a heartbeat and a lease write may
 // land in either order.
+//
+// With liveness per instance the others judge this owner by its member
+// entry alone, never by a lease's counter: a lease write (a take, a
+// checkpoint) then moves the fence no later than the last heartbeat's.
 func (c *Coordinator) renewed(o *owned, sent time.Time) {
 	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
+	if c.members != nil {
+		until = min(until, c.beatUntil.Load())
+	}
 	for {
 		cur := o.until.Load()
 		if until <= cur {
@@ -459,6 +466,9 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 // followHandoffs takes the leases this owner asked for once their owner has
 // released them, or by force after the handoff time.
 func (c *Coordinator) followHandoffs(ctx context.Context) {
+	if c.beatStale() {
+		return
+	}
 	c.mu.Lock()
 	asked := maps.Clone(c.pending)
 	c.mu.Unlock()

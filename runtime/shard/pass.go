@@ -627,6 +627,10 @@ func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, lease
 func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now time.Time) []error {
 	var errs []error
 	c.obs.observe(leases, now)
+	if c.beatStale() {
+		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
+		return nil
+	}
 	listed := make([]listedLease, len(leases))
 	for i, l := range leases {
 		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, now)}
