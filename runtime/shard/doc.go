@@ -59,11 +59,11 @@
 // whose records have not all settled writes the settled prefix, or, if none settled, the first record out
 // ("at" it), so the next owner reads the rest again. A failed write that
 // finds another owner stops the reader at once and abandons its unsettled
-// records (fencing). An owner that has not written a lease (or, with
-// liveness per instance, its member entry) successfully for Failover less
-// a margin (a fifth of it), counted on its monotonic clock from when that
-// write was sent, fences itself the same way before anyone can take the
-// lease, as the KCL does, and reads the shard again
+// records (fencing). An owner that has not written a lease (with liveness
+// per instance: its member entry, whatever its lease writes do)
+// successfully for Failover less a margin (a fifth of it), counted on its
+// monotonic clock from when that write was sent, fences itself the same
+// way before anyone can take the lease, as the KCL does, and reads the shard again
 // only if it takes the lease back. Every lease-store call has a deadline
 // of Failover/3 and every Kinesis call one of Failover (1 s to 30 s); Stop
 // cancels a pass stuck in a call instead of waiting for it. A handoff whose
