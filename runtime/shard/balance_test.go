@@ -293,3 +293,42 @@ func TestPlanBulkNeverAsksAKCLWorker(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlanPass plans one lease pass of an instance holding its share
+// of n leases among 20 owners: planBulk with the map of held keys the pass
+// builds (heldKeys), beside planBalance with a scan of the held leases per
+// listed lease, as the pass did before issue 17 (held x listed). Run:
+//
+//	go test -run '^$' -bench PlanPass -benchtime 200x ./runtime/shard
+func BenchmarkPlanPass(b *testing.B) {
+	for _, n := range []int{250, 1000, 2000, 4000} {
+		owners := make([]string, 20)
+		for i := range owners {
+			owners[i] = fmt.Sprintf("owner-%02d", i)
+		}
+		ls := make([]lease.Lease, n)
+		var mine []string
+		for i := range ls {
+			id := fmt.Sprintf("shardId-%012d", i)
+			ls[i] = lease.Lease{Key: "ns/" + id, ShardID: id, Owner: owners[i%20], Counter: 1}
+			if ls[i].Owner == owners[0] {
+				mine = append(mine, ls[i].Key)
+			}
+		}
+		stale := func(lease.Lease) bool { return false }
+		b.Run(fmt.Sprintf("bulk-map/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				set := make(map[string]bool, len(mine))
+				for _, k := range mine {
+					set[k] = true
+				}
+				planBulk(owners[0], ls, owners, func(k string) bool { return set[k] }, stale)
+			}
+		})
+		b.Run(fmt.Sprintf("one-steal-scan/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				planBalance(owners[0], ls, func(k string) bool { return slices.Contains(mine, k) }, stale)
+			}
+		})
+	}
+}
