@@ -223,10 +223,9 @@ type Coordinator struct {
 	// Guarded by passMu (LivenessPerInstance): the leases as last known
 	// (listed, created, taken), by shard id; the live members at the last
 	// listing; whether the next pass must list again.
-	known     map[string]lease.Lease
-	listedSig string
-	wantMore  bool
-	beat      atomic.Int64 // the member entry's beat
+	known    map[string]lease.Lease
+	wantMore bool
+	beat     atomic.Int64 // the member entry's beat
 	// beatUntil is the fence of the last successful heartbeat: its send
 	// time plus fenceAfter, in nanoseconds since epoch (LivenessPerInstance).
 	beatUntil atomic.Int64

@@ -22,11 +22,12 @@ import (
 // owner renews its own leases too and lists every pass (compat), so that
 // they see it alive and it sees their requests.
 //
-// A pass lists the leases only when something may have changed: at start,
-// when the live members changed, when their held counts do not add up to
-// the leases it knows of, while it asks for leases or has just taken some,
-// when new shards were found, or in compat. At rest a pass reads the
-// members item and nothing else, and writes nothing.
+// A pass lists the leases only when it has something to do: at start,
+// when it holds fewer than its share by the members' counts and the leases
+// it knows of (a joiner, the survivors of a dead or departed owner), while
+// it asks for leases or has just taken some, when new shards were found,
+// or in compat. At rest a pass reads the members item and nothing else, and
+// writes nothing.
 //
 // Handoff requests travel with the asker's entry (Member.Asks): an owner
 // that writes nothing at rest would not see them on the lease. It reads the
@@ -39,16 +40,6 @@ import (
 type memberView struct {
 	all  map[string]lease.Member
 	live map[string]bool // live members, this owner included
-}
-
-// sig names the live owners, to tell a pass whether they changed.
-func (v memberView) sig() string {
-	owners := make([]string, 0, len(v.live))
-	for o := range v.live {
-		owners = append(owners, o)
-	}
-	slices.Sort(owners)
-	return strings.Join(owners, "\x00")
 }
 
 // liveOwners returns the live members, sorted.

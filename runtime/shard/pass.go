@@ -727,7 +727,6 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.compat = compat
 	c.mu.Unlock()
 	c.dropDeadMembers(ctx, view, leases)
-	c.listedSig = view.sig()
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
 }
@@ -759,7 +758,7 @@ func (c *Coordinator) mustList(view memberView) bool {
 	c.mu.Lock()
 	asked, compat, held := len(c.pending), c.compat, len(c.owned)
 	c.mu.Unlock()
-	if asked > 0 || compat || c.wantMore || view.sig() != c.listedSig {
+	if asked > 0 || compat || c.wantMore {
 		return true
 	}
 	sum := held
@@ -776,9 +775,14 @@ func (c *Coordinator) mustList(view memberView) bool {
 			known++
 		}
 	}
-	// Below its share by the members' own counts (back from a partition,
-	// or left short by a start whose views differed): list, and ask.
-	return sum != known || held < shares(load, sum)[c.cfg.Owner]
+	// Only an owner below its share, by the members' own counts and the
+	// leases it knows of, has anything to take or ask for: a joiner, the
+	// survivors of a dead or departed owner (its leases are in known, not
+	// in the live counts), one back from a partition or left short by a
+	// start whose views differed. The owners above their share learn of
+	// the requests from the askers' entries, without a listing, so a
+	// change of members costs a listing of those that act on it only.
+	return held < shares(load, max(sum, known))[c.cfg.Owner]
 }
 
 // refreshParents reads again the unfinished parents of the held shards
