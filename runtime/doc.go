@@ -25,7 +25,9 @@
 // Connect and Shutdown do Run's two halves separately; in tests
 // kinesistest.NewBroker gives the same broker on an in-process Kinesis.
 // Options (WithEndpoint, WithLeaseStore, WithApplication, WithLogger, ...)
-// configure the broker; nothing is logged unless WithLogger is given.
+// configure the broker. Without WithLogger the broker logs its warnings and
+// errors (a dead letter, a record checkpointed past, a lost lease, a failing
+// call being retried) to slog.Default(); WithLogger replaces that.
 //
 // A handler returns Ack, Retry, Reject(err), or OutcomeOf(err); a Delivery
 // parameter describes the record. Subscribe mounts a handler without a
@@ -45,7 +47,7 @@
 // NewPublisher with PublisherSpec and the PublishOptions (WithPartitionKey,
 // WithStream, WithAggregation); the SubscribeOptions, one per key of //kinesis:subscriber
 // (CreateIfMissing, CreateOnDemandIfMissing, Workers, ByKey, StartAt,
-// BatchSize, PollInterval, MaxRetries, DeadLetter) and HandlerName;
+// BatchSize, PollInterval, MaxRetries, DeadLetter, FanOut) and HandlerName;
 // ReplyOutcome; HeaderEncoder and HeaderDecoder; and
 // SupportPackageIsVersion1 are what kinesis_gen.go calls. An application
 // may call them too (to publish or subscribe without markers), but a marker

@@ -5,7 +5,8 @@
 //
 //   node scripts/validate-asyncapi.js FILE...
 //
-// The Go test internal/contract.TestAsyncAPIParser runs it under make test.
+// The Go test TestAsyncAPIParser (generated_test/contracts_test.go) runs it
+// under make test.
 'use strict'
 
 const { Parser, fromFile } = require('@asyncapi/parser')
