@@ -54,10 +54,14 @@ type SubscriptionStatus struct {
 	// Shards are the shards whose leases this instance holds, sorted by id.
 	Shards []ShardStatus `json:"shards"`
 	// Others are the stream's other shards, as the lease table showed them
-	// at the subscription's last lease pass (every few seconds): held by
-	// another instance, expired, unowned, or read to their end. Only the
-	// owner, lease and checkpoint are known for them.
-	Others []ShardStatus `json:"others"`
+	// at OthersAt: held by another instance, expired, unowned, or read to
+	// their end. Only the owner, lease and checkpoint are known for them.
+	// An instance at its share of the leases does not read the table at
+	// rest; while its status is read, it does so every five seconds (or
+	// failover time, if shorter), so Others are at most that old plus a
+	// lease pass.
+	Others   []ShardStatus `json:"others"`
+	OthersAt time.Time     `json:"others_at"`
 }
 
 // Outcomes counts handled records by how their handling ended. Records
@@ -216,6 +220,7 @@ func (s *Subscription) status() SubscriptionStatus {
 	out.Outcomes = outcomesOf(cs.Handled)
 	out.Handled = out.Outcomes.Total()
 	out.PerSecond = cs.PerSecond
+	out.OthersAt = cs.ListedAt
 	for _, sh := range cs.Held {
 		out.Shards = append(out.Shards, shardStatusOf(sh))
 		out.InFlight += sh.InFlight

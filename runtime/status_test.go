@@ -285,6 +285,11 @@ func testStatusAfterAHandoff(e *env) {
 	if len(subA.Shards) != 1 || subA.Shards[0].ShardID == moved || subA.Others[0].ShardID != moved || subA.Others[0].Lease != runtime.LeaseHeld {
 		t.Errorf("a's view after handing %s over: shards %+v, others %+v", moved, subA.Shards, subA.Others)
 	}
+	// An owner at its share reads the lease table at rest only while its
+	// status is read: what it shows is dated, and fresh.
+	if age := stA.Time.Sub(subA.OthersAt); subA.OthersAt.IsZero() || age > time.Minute {
+		t.Errorf("a's others listed at %v, %v before its status", subA.OthersAt, age)
+	}
 	if stA.Leases != (runtime.LeaseStatus{Held: 1, Taken: 2, HandedOver: 1}) {
 		t.Errorf("a's leases: %+v; want 1 held, 2 taken, 1 handed over", stA.Leases)
 	}

@@ -218,6 +218,12 @@ type Coordinator struct {
 	failErr error             // why the coordinator stopped reading for good (Err)
 	stats   map[string]*Stats // by shard id: every shard held since New
 	listed  []listedLease     // the last pass's lease listing, for Status
+	// listedAt is when listed was read; statusRead, that Status was called
+	// since: with liveness per instance an owner at its share lists no
+	// more, so a status reader asks for a listing (at most one per
+	// statusListEvery) to keep Others from going stale.
+	listedAt   time.Time
+	statusRead atomic.Bool
 
 	passMu sync.Mutex // one sync pass at a time
 	// Guarded by passMu (LivenessPerInstance): the leases as last known

@@ -636,8 +636,9 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, now)}
 	}
 	c.mu.Lock()
-	c.listed = listed
+	c.listed, c.listedAt = listed, now
 	c.mu.Unlock()
+	c.statusRead.Store(false)
 	heldKeys := c.heldKeys()
 	held := func(key string) bool { return heldKeys[key] }
 	stale := func(l lease.Lease) bool { return c.expired(l, view, now) }
@@ -752,13 +753,22 @@ func (c *Coordinator) expired(l lease.Lease, view memberView, now time.Time) boo
 	return c.obs.stale(l, now, c.cfg.Failover)
 }
 
+// statusListEvery bounds the age of a status's Others while the status is
+// read, at one listing per instance that often.
+const statusListEvery = 5 * time.Second
+
 // mustList reports whether a pass with liveness per instance must list the
 // leases: see members.go.
 func (c *Coordinator) mustList(view memberView) bool {
 	c.mu.Lock()
-	asked, compat, held := len(c.pending), c.compat, len(c.owned)
+	asked, compat, held, listedAt := len(c.pending), c.compat, len(c.owned), c.listedAt
 	c.mu.Unlock()
 	if asked > 0 || compat || c.wantMore {
+		return true
+	}
+	if c.statusRead.Load() && time.Since(listedAt) >= min(c.cfg.Failover, statusListEvery) {
+		// Someone reads the status: its Others stay fresh, at one
+		// listing per statusListEvery while it reads.
 		return true
 	}
 	sum := held

@@ -138,6 +138,11 @@ type LeaseCounters struct {
 type Status struct {
 	Held   []ShardStatus // sorted by shard id
 	Others []ShardStatus // sorted by shard id
+	// ListedAt is when the lease table was read for Others. With
+	// liveness per instance an owner at its share does not list the
+	// leases at rest; a Status call asks the next pass to, when the last
+	// listing is older than five seconds (or the failover time).
+	ListedAt time.Time
 	// Handled and PerSecond are over every shard this coordinator has
 	// held, also those it no longer holds.
 	Handled   [NumOutcomes]uint64
@@ -171,14 +176,15 @@ func (c *Coordinator) Status() Status {
 			held = append(held, o)
 		}
 	}
-	listed := c.listed
+	listed, listedAt := c.listed, c.listedAt
 	all := make([]*Stats, 0, len(c.stats))
 	for _, st := range c.stats {
 		all = append(all, st)
 	}
 	c.mu.Unlock()
 
-	var out Status
+	c.statusRead.Store(true)
+	out := Status{ListedAt: listedAt}
 	mine := make(map[string]bool, len(held))
 	for _, o := range held {
 		mine[o.shard] = true
