@@ -238,7 +238,7 @@ func testSubscriberReadsA8mAggregates(t *testing.T, be a8mBackend) {
 		t.Fatal(err)
 	}
 	delivered := map[int]bool{}
-	lastInRecord := map[string]int{}
+	lastInRecord := map[string]int{} // "shard sequence" -> last message delivered from that record
 	for range msgs {
 		select {
 		case g := <-seen:
@@ -252,10 +252,11 @@ func testSubscriberReadsA8mAggregates(t *testing.T, be a8mBackend) {
 			if info, _ := l.Shard(g.sh); !info.Range.Contains(shard.HashKeyOf(g.key)) {
 				t.Errorf("message %d delivered from %s, which %q does not hash to", g.m.N, g.sh, g.key)
 			}
-			if prev, ok := lastInRecord[g.seq]; ok && prev > g.m.N {
-				t.Errorf("record %s: message %d delivered after %d", g.seq, g.m.N, prev)
+			rec := g.sh + " " + g.seq // sequence numbers are unique only within a shard
+			if prev, ok := lastInRecord[rec]; ok && prev > g.m.N {
+				t.Errorf("record %s: message %d delivered after %d", rec, g.m.N, prev)
 			}
-			lastInRecord[g.seq] = g.m.N
+			lastInRecord[rec] = g.m.N
 		case <-ctx.Done():
 			t.Fatalf("delivered %d of %d user records", len(delivered), len(msgs))
 		}

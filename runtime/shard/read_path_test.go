@@ -255,12 +255,12 @@ func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
 		}
 		return n >= onHanded
 	})
-	seen := map[string]bool{}
+	seen := map[recordID]bool{} // sequence numbers are unique only within a shard
 	for _, r := range got {
-		seen[r.SequenceNumber] = true
+		seen[idOf(r)] = true
 	}
 	for _, r := range cols[0].records() {
-		if r.ShardID == handed && !seen[r.SequenceNumber] {
+		if r.ShardID == handed && !seen[idOf(r)] {
 			t.Errorf("record %s, delivered by a and never settled, was not delivered by b after the handoff", r.Data)
 		}
 	}
