@@ -141,6 +141,76 @@ func TestFanOutConcurrentRegistrationsConverge(t *testing.T) {
 	}
 }
 
+// registrationRace is the in-process Kinesis with another instance that
+// wins the race to register a stream consumer: right after this instance's
+// first DescribeStreamConsumer finds none, the other registers it, so this
+// instance's RegisterStreamConsumer is refused with ResourceInUseException.
+type registrationRace struct {
+	*kinesistest.Server
+	once sync.Once
+	won  error // the other instance's registration
+}
+
+func (r *registrationRace) DescribeStreamConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
+	out, err := r.Server.DescribeStreamConsumer(ctx, in, opts...)
+	var missing *types.ResourceNotFoundException
+	if errors.As(err, &missing) {
+		r.once.Do(func() {
+			_, r.won = r.Server.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: in.StreamARN, ConsumerName: in.ConsumerName})
+		})
+	}
+	return out, err
+}
+
+// An instance that loses the race to register the stream consumer (its
+// RegisterStreamConsumer refused as in use, because another registered it
+// between its lookup and its registration) waits for that consumer to be
+// ACTIVE and reads through it, instead of failing its start.
+func TestFanOutRegistrationLostToAnotherInstanceUsesItsConsumer(t *testing.T) {
+	srv := kinesistest.New(kinesistest.WithConsumerActivation(200 * time.Millisecond))
+	if err := srv.AddStream("orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	race := &registrationRace{Server: srv}
+	got := make(chan int, 10)
+	b := runtime.NewBroker(runtime.WithKinesisClient(race))
+	if _, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+		got <- o.ID
+		return runtime.Ack()
+	}, runtime.FanOut("billing"), runtime.CreateIfMissing(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(t.Context()); err != nil {
+		t.Fatalf("Connect after losing the registration race: %v", err)
+	}
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	if race.won != nil {
+		t.Fatalf("the other instance's registration failed: %v", race.won)
+	}
+	// Ours and the other instance's: the runtime's was refused as in use.
+	if n := srv.Calls(kinesistest.OpRegisterStreamConsumer); n != 2 {
+		t.Fatalf("%d RegisterStreamConsumer calls, want 2 (the other instance's, then this one's, refused)", n)
+	}
+	if cs := consumers(t, srv, "orders"); len(cs) != 1 || aws.ToString(cs[0].ConsumerName) != "billing" || cs[0].ConsumerStatus != types.ConsumerStatusActive {
+		t.Fatalf("consumers %+v; want billing alone, ACTIVE", cs)
+	}
+	pub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	if err := pub.Message(order{ID: 7}).PartitionKey("k").Publish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != 7 {
+			t.Fatalf("handled order %d, want 7", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record was not handled through the other instance's consumer")
+	}
+	if n := srv.Calls(kinesistest.OpGetRecords); n != 0 {
+		t.Errorf("%d GetRecords calls; a fan-out subscription makes none", n)
+	}
+}
+
 // Two applications with their own stream consumers on one stream each
 // handle every record.
 func TestFanOutTwoConsumersEachHandleEveryRecord(t *testing.T) {
