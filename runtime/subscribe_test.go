@@ -208,7 +208,7 @@ func (g *gauge) enter() {
 }
 func (g *gauge) leave() { g.now.Add(-1) }
 
-// The order service of shards-keys-ordering.txt: a 2-shard stream created if
+// The order service of examples/orders, in small: a 2-shard stream created if
 // missing, four lanes by key, many customers. Every customer's orders are
 // handled in the order they were published, while the lanes run in parallel.
 func TestOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(t *testing.T) {
