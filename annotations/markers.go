@@ -115,17 +115,6 @@ type Subscriber struct {
 	// pipeline; one constant key puts every reply on one shard.
 	PartitionKey string `marker:"partition_key" meta:"KEY"`
 
-	// Aggregate packs the messages that publishers of this type send into
-	// KPL-aggregated records (the Java KPL's format, read by every KCL):
-	// many messages per Kinesis record, fewer records and PUT payload
-	// units. An aggregate holds only messages whose keys map to one shard
-	// and is put on that shard, so each message is read on its own key's
-	// shard, under its own key, in its key's order. Publishing code does not
-	// change; runtime.WithAggregation on a publisher sets the size and
-	// linger bounds (or turns aggregation on for a publisher of a type
-	// without this flag).
-	Aggregate bool `marker:"aggregate,flag"`
-
 	// StartAt is where a shard without a checkpoint starts: horizon (the
 	// oldest record kept), latest (the default), or an RFC 3339 time.
 	StartAt StartAt `marker:"start_at" meta:"horizon|latest|RFC3339"`

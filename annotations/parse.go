@@ -180,6 +180,10 @@ func (p *lineParser) parseArgs(spec *markerSpec, v reflect.Value) {
 		}
 		f := spec.byKey[key]
 		if f == nil {
+			if other := markerOf(key); other != nil {
+				p.errorf(keyOff, "%s is a key of %s%s (%s), not of %s%s", key, Prefix, other.name, other.place, Prefix, spec.name)
+				continue
+			}
 			p.errorf(keyOff, "unknown key %s for %s%s%s", key, Prefix, spec.name, didYouMean(key, spec.keys(), ""))
 			continue
 		}
@@ -285,6 +289,7 @@ func render(spec *markerSpec, v reflect.Value) string {
 // markerSpec is what reflection learns from a marker type's field tags.
 type markerSpec struct {
 	name   string
+	place  string // what the marker goes on, for diagnostics
 	typ    reflect.Type
 	fields []*fieldSpec
 	byKey  map[string]*fieldSpec
@@ -309,10 +314,25 @@ type fieldSpec struct {
 }
 
 var (
-	messageSpec    = newSpec("message", Message{}, nil)
-	subscriberSpec = newSpec("subscriber", Subscriber{}, checkSubscriber)
+	messageSpec    = newSpec("message", "on the message's struct type", Message{}, nil)
+	subscriberSpec = newSpec("subscriber", "on the handler", Subscriber{}, checkSubscriber)
 	specs          = []*markerSpec{messageSpec, subscriberSpec}
 )
+
+// markerOf returns the marker that has key, nil if none or both have it;
+// it names the right marker for a key written on the wrong one.
+func markerOf(key string) *markerSpec {
+	var found *markerSpec
+	for _, s := range specs {
+		if s.byKey[key] != nil {
+			if found != nil {
+				return nil
+			}
+			found = s
+		}
+	}
+	return found
+}
 
 func markerNames() []string {
 	var ns []string
@@ -322,9 +342,9 @@ func markerNames() []string {
 	return ns
 }
 
-func newSpec(name string, zero any, check func(any, map[string]token.Position) []Diagnostic) *markerSpec {
+func newSpec(name, place string, zero any, check func(any, map[string]token.Position) []Diagnostic) *markerSpec {
 	t := reflect.TypeOf(zero)
-	s := &markerSpec{name: name, typ: t, byKey: map[string]*fieldSpec{}, check: check}
+	s := &markerSpec{name: name, place: place, typ: t, byKey: map[string]*fieldSpec{}, check: check}
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag, ok := sf.Tag.Lookup("marker")

@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"go/token"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,8 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:subscriber stream=x fanout=app batch=10`, []string{"42: batch sets how GetRecords is polled; a fanout subscriber does not poll (Kinesis pushes its records): drop one of them"}},
 		{`//kinesis:subscriber stream=x fan_out=app`, []string{"31: unknown key fan_out for //kinesis:subscriber; did you mean fanout?"}},
 		{`//kinesis:subscriber stream=x deadletter=y`, []string{"31: unknown key deadletter for //kinesis:subscriber; did you mean dead_letter?"}},
+		{`//kinesis:subscriber stream=x aggregate`, []string{"31: aggregate is a key of //kinesis:message (on the message's struct type), not of //kinesis:subscriber"}},
+		{`//kinesis:message stream=x fanout=app`, []string{"28: fanout is a key of //kinesis:subscriber (on the handler), not of //kinesis:message"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
@@ -118,6 +121,47 @@ func TestParseDiagnostics(t *testing.T) {
 				t.Errorf("diagnostics (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestKeyOnTheWrongMarker: every key that only one marker has is refused
+// on the other, with a diagnostic naming the marker it belongs to; the keys
+// both have parse on both.
+func TestKeyOnTheWrongMarker(t *testing.T) {
+	values := map[string]string{"create_if_missing": "2", "workers": "2", "batch": "10", "poll": "1s", "retries": "1",
+		"start_at": "horizon", "fanout": "app", "dead_letter": "d", "headers": "H", "partition_key": "k"}
+	for _, spec := range specs {
+		for _, other := range specs {
+			if other == spec {
+				continue
+			}
+			for _, f := range other.fields {
+				arg := f.key
+				if !f.flag {
+					arg += "=" + values[f.key]
+				}
+				text := Prefix + spec.name + " stream=x " + arg
+				t.Run(text, func(t *testing.T) {
+					_, diags := ParseComment(at, text)
+					var msgs []string
+					for _, d := range diags {
+						msgs = append(msgs, d.Msg)
+					}
+					if spec.byKey[f.key] != nil {
+						for _, m := range msgs {
+							if strings.Contains(m, "is a key of") || strings.Contains(m, "unknown key") {
+								t.Errorf("%s, which both markers have, refused: %s", f.key, m)
+							}
+						}
+						return
+					}
+					want := f.key + " is a key of " + Prefix + other.name + " (" + other.place + "), not of " + Prefix + spec.name
+					if !slices.Contains(msgs, want) {
+						t.Errorf("diagnostics %q, want %q", msgs, want)
+					}
+				})
+			}
+		}
 	}
 }
 
