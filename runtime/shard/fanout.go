@@ -41,75 +41,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 	// resume is where the next subscription starts: the session's opening,
 	// then after the last event's continuation.
 	resume := s.from
-	// Records at or before skipTo were settled before this session opened
-	// (its opening is a checkpoint inside a KPL aggregate, read again from
-	// the aggregate's start); arrivals before since are skipped likewise.
-	skip, skipTo := s.from.skip, mark{s.from.seq, s.from.sub}
-	since := s.from.since
-	var arrival time.Time
-	run := make([]Record, 0, sinkRun)
-	flush := func() error {
-		var err error
-		for rest := run; len(rest) > 0 && err == nil; {
-			n := len(rest)
-			if c.cfg.MaxInFlight > 0 {
-				var room int
-				if room, err = s.wm.waitRoom(ctx, c.cfg.MaxInFlight); err != nil {
-					break
-				}
-				n = min(n, room)
-			}
-			part := rest[:n]
-			s.wm.addAll(part)
-			var taken int
-			taken, err = c.cfg.Sink(ctx, part)
-			if err != nil && taken < len(part) {
-				s.wm.truncate(part[taken].idx)
-			}
-			rest = rest[n:]
-		}
-		clear(run)
-		run = run[:0]
-		return err
-	}
-	emit := func(seq string, sub int64, key string, data []byte) error {
-		if skip {
-			if seq == skipTo.seq && sub <= skipTo.sub {
-				return nil
-			}
-			skip = false
-		}
-		run = append(run, Record{
-			Stream:         c.cfg.Stream,
-			ShardID:        o.shard,
-			SequenceNumber: seq,
-			SubSequence:    sub,
-			PartitionKey:   key,
-			Data:           data,
-			ArrivalTime:    arrival,
-		})
-		if len(run) == sinkRun {
-			return flush()
-		}
-		return nil
-	}
-	hashRange := c.hashRange(o)
-	deliver := func(recs []types.Record) error {
-		for i := range recs {
-			arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
-			if !since.IsZero() {
-				if arrival.Before(since) {
-					continue
-				}
-				since = time.Time{}
-			}
-			if err := userRecords(&recs[i], hashRange, emit); err != nil {
-				return err
-			}
-		}
-		return flush()
-	}
-
+	f := c.newFeed(ctx, o, s) // skips what was settled before s opened
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
 	var last time.Time // when the last SubscribeToShard was sent
 	for ctx.Err() == nil {
@@ -147,7 +79,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			}
 			continue
 		}
-		end, children, cont, err := c.consume(sub, deliver, o.st.ObserveBehind)
+		end, children, cont, err := c.consume(sub, f.deliver, o.st.ObserveBehind)
 		closeSub()
 		if cont != "" {
 			resume = startAt{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: cont}
@@ -157,15 +89,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errSink):
-			// The sink broke its contract: drop this generation and let
-			// the next pass reopen the shard at its checkpoint.
-			log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
-			s.wm.abandon()
-			o.mu.Lock()
-			if o.sess == s {
-				o.setSession(nil)
-			}
-			o.mu.Unlock()
+			sinkFailed(log, o, s, err)
 			return
 		case end && (len(children) > 0 || c.ended(ctx, o.shard)):
 			c.finish(ctx, o, s, children)

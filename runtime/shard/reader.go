@@ -38,92 +38,14 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	log := c.log.With("shard", o.shard)
 	st := o.st // where this shard's lag and outcomes are counted
 	waiter, _ := c.cfg.Client.(recordWaiter)
-	resume := s.from // where a new iterator starts if this one expires
-	skip := s.from.skip
-	var before time.Time  // skip records that arrived before it (resume.since)
+	resume := s.from      // where a new iterator starts if this one expires
 	opening := iter == "" // a lazy start: fetch the first iterator here
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
 	limit := c.cfg.BatchSize
 	woken := false // the last wait was a waiter's wake-up
-	var arrival time.Time
-	// run collects records for the sink, up to sinkRun at a time: one
-	// watermark lock and one hand-off per run instead of per record, and
-	// the buffer is reused (the sink copies what it takes).
-	run := make([]Record, 0, sinkRun)
-	// hand gives part to the sink, within the shard's in-flight bound.
-	hand := func(part []Record) error {
-		s.wm.addAll(part)
-		taken, err := c.cfg.Sink(ctx, part)
-		if taken > 0 {
-			last := &part[taken-1]
-			resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
-		}
-		if err != nil && taken < len(part) {
-			// Not taken: they must not hold the watermark.
-			s.wm.truncate(part[taken].idx)
-		}
-		return err
-	}
-	flush := func() error {
-		var err error
-		for rest := run; len(rest) > 0 && err == nil; {
-			n := len(rest)
-			if c.cfg.MaxInFlight > 0 {
-				// Wait while the shard has its most records in flight (a
-				// stuck handler holds them): the rest are read again from
-				// resume if the reader stops meanwhile.
-				var room int
-				if room, err = s.wm.waitRoom(ctx, c.cfg.MaxInFlight); err != nil {
-					break
-				}
-				n = min(n, room)
-			}
-			err = hand(rest[:n])
-			rest = rest[n:]
-		}
-		clear(run) // drop the references to this read's data
-		run = run[:0]
-		return err
-	}
-	// emit collects one user record; one closure per session.
-	emit := func(seq string, sub int64, key string, data []byte) error {
-		if skip {
-			if seq == resume.seq && sub <= resume.sub {
-				return nil // settled before this session opened
-			}
-			skip = false
-		}
-		run = append(run, Record{
-			Stream:         c.cfg.Stream,
-			ShardID:        o.shard,
-			SequenceNumber: seq,
-			SubSequence:    sub,
-			PartitionKey:   key,
-			Data:           data,
-			ArrivalTime:    arrival,
-		})
-		if len(run) == sinkRun {
-			return flush()
-		}
-		return nil
-	}
-	// deliver hands the user records of one read to the sink, the last run
-	// included.
-	hashRange := c.hashRange(o)
-	deliver := func(recs []types.Record) error {
-		for i := range recs {
-			arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
-			if !before.IsZero() {
-				if arrival.Before(before) {
-					continue
-				}
-				before = time.Time{}
-			}
-			if err := userRecords(&recs[i], hashRange, emit); err != nil {
-				return err
-			}
-		}
-		return flush()
+	f := c.newFeed(ctx, o, s)
+	f.took = func(last *Record) { // a new iterator starts at it, skipping what was taken
+		resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
 	}
 	// byArrival, when a time cannot be opened on a closed shard (kinesalite
 	// never answers AT_TIMESTAMP past a closed shard's last record, so the
@@ -176,7 +98,8 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			if next == "" {
 				continue
 			}
-			iter, skip, before = next, resume.skip, resume.since
+			iter = next
+			f.from(resume)
 			continue
 		}
 		began := time.Now()
@@ -205,7 +128,8 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 					continue
 				}
 				log.Debug("iterator expired; renewed", "at", string(resume.typ), "sequence", resume.seq)
-				iter, skip, before = next, resume.skip, resume.since
+				iter = next
+				f.from(resume)
 			case classThrottle:
 				log.Debug("GetRecords throttled; backing off", "err", err)
 				sleep(ctx, bo.next())
@@ -226,17 +150,9 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		if out.MillisBehindLatest != nil {
 			st.ObserveBehind(*out.MillisBehindLatest)
 		}
-		if err := deliver(out.Records); err != nil {
+		if err := f.deliver(out.Records); err != nil {
 			if ctx.Err() == nil {
-				// The sink broke its contract: drop this generation and
-				// let the next pass reopen the shard at its checkpoint.
-				log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
-				s.wm.abandon()
-				o.mu.Lock()
-				if o.sess == s {
-					o.setSession(nil)
-				}
-				o.mu.Unlock()
+				sinkFailed(log, o, s, err)
 			}
 			return
 		}

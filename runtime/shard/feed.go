@@ -1,0 +1,139 @@
+package shard
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// feed hands the records of one reader session to the sink, the same for
+// both readers (GetRecords and SubscribeToShard): KPL aggregates expanded
+// and filtered to the shard's hash range, records settled before the
+// session opened skipped, runs of up to sinkRun records within the shard's
+// in-flight bound, each counted in the session's watermark.
+type feed struct {
+	ctx       context.Context
+	c         *Coordinator
+	shard     string
+	s         *session
+	hashRange *HashRange
+	// run collects records for the sink, up to sinkRun at a time: one
+	// watermark lock and one hand-off per run instead of per record, and
+	// the buffer is reused (the sink copies what it takes).
+	run     []Record
+	arrival time.Time // of the record being expanded
+	// skip drops the records of skipTo.seq whose SubSequence <= skipTo.sub
+	// (settled before the position was opened), up to the first other one.
+	skip   bool
+	skipTo mark
+	// since skips the records that arrived before it, up to the first that
+	// did not (startAt.since).
+	since time.Time
+	// took, if set, is told the last record of each part the sink took.
+	took func(last *Record)
+	// emitFn is emit as a func value, made once per session.
+	emitFn func(seq string, sub int64, key string, data []byte) error
+}
+
+// newFeed returns the feed of session s of o, reading from where s opened.
+func (c *Coordinator) newFeed(ctx context.Context, o *owned, s *session) *feed {
+	f := &feed{ctx: ctx, c: c, shard: o.shard, s: s, hashRange: c.hashRange(o), run: make([]Record, 0, sinkRun)}
+	f.emitFn = f.emit
+	f.from(s.from)
+	return f
+}
+
+// from sets what is skipped for a read opened at at.
+func (f *feed) from(at startAt) {
+	f.skip, f.skipTo, f.since = at.skip, mark{at.seq, at.sub}, at.since
+}
+
+// deliver hands the user records of one read to the sink, the last run
+// included.
+func (f *feed) deliver(recs []types.Record) error {
+	for i := range recs {
+		f.arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
+		if !f.since.IsZero() {
+			if f.arrival.Before(f.since) {
+				continue
+			}
+			f.since = time.Time{}
+		}
+		if err := userRecords(&recs[i], f.hashRange, f.emitFn); err != nil {
+			return err
+		}
+	}
+	return f.flush()
+}
+
+// emit collects one user record.
+func (f *feed) emit(seq string, sub int64, key string, data []byte) error {
+	if f.skip {
+		if seq == f.skipTo.seq && sub <= f.skipTo.sub {
+			return nil // settled before this position was opened
+		}
+		f.skip = false
+	}
+	f.run = append(f.run, Record{
+		Stream:         f.c.cfg.Stream,
+		ShardID:        f.shard,
+		SequenceNumber: seq,
+		SubSequence:    sub,
+		PartitionKey:   key,
+		Data:           data,
+		ArrivalTime:    f.arrival,
+	})
+	if len(f.run) == sinkRun {
+		return f.flush()
+	}
+	return nil
+}
+
+// flush hands the collected run to the sink.
+func (f *feed) flush() error {
+	var err error
+	for rest := f.run; len(rest) > 0 && err == nil; {
+		n := len(rest)
+		if f.c.cfg.MaxInFlight > 0 {
+			// Wait while the shard has its most records in flight (a
+			// stuck handler holds them): the rest are read again from
+			// where the reader resumes if it stops meanwhile.
+			var room int
+			if room, err = f.s.wm.waitRoom(f.ctx, f.c.cfg.MaxInFlight); err != nil {
+				break
+			}
+			n = min(n, room)
+		}
+		part := rest[:n]
+		f.s.wm.addAll(part)
+		var taken int
+		taken, err = f.c.cfg.Sink(f.ctx, part)
+		if taken > 0 && f.took != nil {
+			f.took(&part[taken-1])
+		}
+		if err != nil && taken < len(part) {
+			// Not taken: they must not hold the watermark.
+			f.s.wm.truncate(part[taken].idx)
+		}
+		rest = rest[n:]
+	}
+	clear(f.run) // drop the references to this read's data
+	f.run = f.run[:0]
+	return err
+}
+
+// sinkFailed ends session s after the sink broke its contract: its
+// generation is dropped and the next pass reopens the shard at its
+// checkpoint.
+func sinkFailed(log *slog.Logger, o *owned, s *session, err error) {
+	log.Error("sink failed while the reader runs; reopening the shard at its checkpoint", "err", err)
+	s.wm.abandon()
+	o.mu.Lock()
+	if o.sess == s {
+		o.setSession(nil)
+	}
+	o.mu.Unlock()
+}
