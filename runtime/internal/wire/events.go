@@ -106,40 +106,10 @@ func isEvent(msg eventstream.Message, typ string) bool {
 // decodeEvent decodes a SubscribeToShardEvent payload into ev, reporting
 // whether it could (ev is left as it was if not).
 func (d *getRecordsDecoder) decodeEvent(b []byte, ev *types.SubscribeToShardEvent) bool {
-	if len(b) > 1<<28 {
-		return false
-	}
-	d.b = b
-	var (
-		out     types.SubscribeToShardEvent
-		records bool
-	)
-	ok := d.members(func(key []byte) bool {
-		switch string(key) {
-		case "Records":
-			records = true
-			return d.records()
-		case "ContinuationSequenceNumber":
-			return d.optString(&out.ContinuationSequenceNumber)
-		case "MillisBehindLatest":
-			n, ok := d.int64()
-			if ok {
-				out.MillisBehindLatest = &n
-			}
-			return ok
-		case "ChildShards":
-			var ok bool
-			out.ChildShards, ok = d.childShards()
-			return ok
-		}
-		return d.skip()
-	})
+	r, ok := d.decodeRead(b, "ContinuationSequenceNumber")
 	if !ok {
 		return false
 	}
-	if records {
-		out.Records = d.finish()
-	}
-	ev.Records, ev.ChildShards, ev.MillisBehindLatest, ev.ContinuationSequenceNumber = out.Records, out.ChildShards, out.MillisBehindLatest, out.ContinuationSequenceNumber
+	ev.Records, ev.ChildShards, ev.MillisBehindLatest, ev.ContinuationSequenceNumber = r.records, r.children, r.behind, r.next
 	return true
 }

@@ -160,42 +160,58 @@ type getRecordsDecoder struct {
 // decode decodes b into o, reporting whether it could. o is left as it was
 // if not.
 func (d *getRecordsDecoder) decode(b []byte, o *kinesis.GetRecordsOutput) bool {
+	r, ok := d.decodeRead(b, "NextShardIterator")
+	if !ok {
+		return false // null, empty and other bodies are the SDK's
+	}
+	o.Records, o.ChildShards, o.MillisBehindLatest, o.NextShardIterator = r.records, r.children, r.behind, r.next
+	return true
+}
+
+// readOut is what a GetRecords answer and a SubscribeToShard event both
+// carry: records, the child shards at the shard's end, how far behind the
+// tip, and where to read next (a member named nextKey).
+type readOut struct {
+	records  []types.Record // nil when the body has no Records
+	children []types.ChildShard
+	behind   *int64
+	next     *string
+}
+
+// decodeRead decodes a read's body b, reporting whether it could.
+func (d *getRecordsDecoder) decodeRead(b []byte, nextKey string) (r readOut, ok bool) {
 	if len(b) > 1<<28 { // spans are int32; unescaping can triple a string
-		return false
+		return readOut{}, false
 	}
 	d.b = b
-	var (
-		out     kinesis.GetRecordsOutput
-		records bool
-	)
-	ok := d.members(func(key []byte) bool {
+	records := false
+	ok = d.members(func(key []byte) bool {
 		switch string(key) {
 		case "Records":
 			records = true
 			return d.records()
-		case "NextShardIterator":
-			return d.optString(&out.NextShardIterator)
+		case nextKey:
+			return d.optString(&r.next)
 		case "MillisBehindLatest":
 			n, ok := d.int64()
 			if ok {
-				out.MillisBehindLatest = &n
+				r.behind = &n
 			}
 			return ok
 		case "ChildShards":
 			var ok bool
-			out.ChildShards, ok = d.childShards()
+			r.children, ok = d.childShards()
 			return ok
 		}
 		return d.skip()
 	})
 	if !ok {
-		return false // null, empty and other bodies are the SDK's
+		return readOut{}, false
 	}
 	if records {
-		out.Records = d.finish()
+		r.records = d.finish()
 	}
-	o.Records, o.ChildShards, o.MillisBehindLatest, o.NextShardIterator = out.Records, out.ChildShards, out.MillisBehindLatest, out.NextShardIterator
-	return true
+	return r, true
 }
 
 // records reads a record list into recs and spans.
