@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -13,6 +12,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/lease/leasetest"
 )
 
 // A KCL application's table taken over mid-migration from KCL 2.x to 3.x:
@@ -30,14 +30,7 @@ func TestKCLMigrationInProgressFailsConnect(t *testing.T) {
 	e.createStream(orders, 1)
 	table := "kcl" + e.suffix
 	// The table as the KCL left it: created, then the migration state.
-	if _, err := ddb.CreateTable(e.ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := dynamodb.NewTableExistsWaiter(ddb).Wait(e.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 15*time.Second); err != nil {
+	if err := leasetest.CreateKCLTable(e.ctx, ddb, table, "leaseKey"); err != nil {
 		t.Fatal(err)
 	}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }

@@ -355,17 +355,22 @@ func testStatusAcrossASplit(e *env) {
 		t.Fatal(err)
 	}
 
-	_, sub := waitStatus(e, b, orders, "two children waiting for their parent", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
-		waiting := 0
+	// The children may be listed before the parent's reader has handed
+	// its record out: wait for both, then check that the parent stays.
+	_, sub := waitStatus(e, b, orders, "two children waiting for their parent, its record in flight", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
+		waiting, inFlight := 0, false
 		for _, sh := range s.Shards {
-			if sh.ShardID != parent && sh.Lease == runtime.LeaseWaiting {
+			switch {
+			case sh.ShardID == parent:
+				inFlight = sh.InFlight == 1
+			case sh.Lease == runtime.LeaseWaiting:
 				waiting++
 			}
 		}
-		return waiting == 2
+		return waiting == 2 && inFlight
 	})
 	for _, sh := range sub.Shards {
-		if sh.ShardID == parent && (sh.Lease != runtime.LeaseReading || sh.InFlight != 1) {
+		if sh.ShardID == parent && (sh.Lease != runtime.LeaseReading || sh.Handled != 0) {
 			t.Errorf("parent %s while its record is handled: %+v", parent, sh)
 		}
 	}

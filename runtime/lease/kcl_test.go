@@ -374,14 +374,7 @@ func TestKCLCoordinatorState(t *testing.T) {
 			}
 			if c.cv != "" && !c.inLease {
 				coord := table + "-CoordinatorState"
-				if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-					TableName: aws.String(coord), BillingMode: types.BillingModePayPerRequest,
-					AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("key"), AttributeType: types.ScalarAttributeTypeS}},
-					KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("key"), KeyType: types.KeyTypeHash}},
-				}); err != nil {
-					t.Fatal(err)
-				}
-				if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(coord)}, 30*time.Second); err != nil {
+				if err := leasetest.CreateKCLTable(ctx, client, coord, "key"); err != nil {
 					t.Fatal(err)
 				}
 				for _, it := range []map[string]types.AttributeValue{migration("key", c.cv), leader} {
@@ -391,14 +384,7 @@ func TestKCLCoordinatorState(t *testing.T) {
 				}
 			}
 			// The lease table first, as the KCL left it.
-			if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-				TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
-				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
-				KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 30*time.Second); err != nil {
+			if err := leasetest.CreateKCLTable(ctx, client, table, "leaseKey"); err != nil {
 				t.Fatal(err)
 			}
 			for _, it := range append(leaseItems, tbl.Item(kclFixtures()[2])) {

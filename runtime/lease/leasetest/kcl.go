@@ -1,12 +1,16 @@
 package leasetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -262,4 +266,23 @@ func digitsOrSentinel(s string) bool {
 		return true
 	}
 	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// CreateKCLTable creates an on-demand table keyed by hashKey (S), as the KCL
+// creates its lease and coordinator-state tables, and waits until it is
+// ACTIVE. The waiter polls often: its default first delay (20 s) is longer
+// than a test waits, and a table dynalite still creates under load would
+// fail the wait at its first look.
+func CreateKCLTable(ctx context.Context, client *dynamodb.Client, table, hashKey string) error {
+	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(hashKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(hashKey), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		return err
+	}
+	w := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 50*time.Millisecond, time.Second
+	})
+	return w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 30*time.Second)
 }
