@@ -57,7 +57,7 @@ func (m *meter) collect() map[string][]point {
 			add := func(set attribute.Set, v float64) {
 				var kv []string
 				for _, a := range set.ToSlice() {
-					kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+					kv = append(kv, string(a.Key)+"="+a.Value.String())
 				}
 				sort.Strings(kv)
 				out[mt.Name] = append(out[mt.Name], point{strings.Join(kv, ","), v})

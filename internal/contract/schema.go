@@ -372,7 +372,8 @@ func jsonFields(t *types.Struct) []field {
 	}
 	var fields []field
 	next := []level{{st: t, key: "root"}}
-	count, nextCount := map[string]int{}, map[string]int{"root": 1}
+	var count map[string]int // how often each struct type was reached at this depth
+	nextCount := map[string]int{"root": 1}
 	visited := map[string]bool{}
 	for len(next) > 0 {
 		current := next

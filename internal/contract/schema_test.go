@@ -46,6 +46,7 @@ func (p propJSON) MarshalJSON() ([]byte, error) {
 type propBase struct {
 	Shared string `json:"Shared"` // beats PropEmbedded's untagged one
 	Base   int16
+	//lint:ignore U1000 an unexported field: the schema must leave it out, as encoding/json does
 	hidden int
 }
 
@@ -97,8 +98,10 @@ type propMessage struct {
 	Tree     propNode          `json:"tree"`
 	Nested   struct{ X *bool } `json:"nested"`
 	Skipped  chan int          `json:"-"`
-	Dash     string            `json:"-,"`
-	private  string
+	//lint:ignore SA5008 the field named "-", which encoding/json writes under that name
+	Dash string `json:"-,"`
+	//lint:ignore U1000 an unexported field: the schema must leave it out, as encoding/json does
+	private string
 }
 
 // TestSchemaAcceptsEncodingJSON is the property the contract rests on: the

@@ -222,10 +222,7 @@ func TestPlanBulkAgreesAcrossInstances(t *testing.T) {
 			minMoves := 0
 			share := tc.shards / len(live)
 			extra := tc.shards % len(live)
-			var byLoad []string
-			for _, o := range live {
-				byLoad = append(byLoad, o)
-			}
+			byLoad := slices.Clone(live)
 			before := map[string]int{}
 			for _, l := range ls {
 				switch {

@@ -406,9 +406,9 @@ func testFanOutCrashRereadsOnlyPastTheCheckpoint(t *testing.T, newEnv newFanEnv)
 	e.publish(want, 20, 8)
 	cfgB := e.config("b", cols[1].sink)
 	e.start(cfgB)
-	recs := cols[1].wait(t, 20*time.Second, "the 20 records past the checkpoints on b", func(r []*shard.Record) bool { return len(r) >= 20 })
+	cols[1].wait(t, 20*time.Second, "the 20 records past the checkpoints on b", func(r []*shard.Record) bool { return len(r) >= 20 })
 	time.Sleep(200 * time.Millisecond) // an extra record would come now
-	recs = cols[1].records()
+	recs := cols[1].records()
 	if len(recs) != 20 {
 		t.Fatalf("b delivered %d records (%s), want exactly the 20 past the crashed owner's checkpoints", len(recs), dataOf(recs))
 	}
