@@ -1,7 +1,6 @@
 package kinesistest_test
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -121,49 +120,17 @@ func TestHTTPServerSubscriptionErrors(t *testing.T) {
 
 // A TCP connection dropped inside an event, over the real HTTP/2 path: the
 // SDK's reader alone ends the stream silently; with the runtime's wire
-// options it is an error.
+// options it is an error. The client then subscribes again.
 func TestHTTPServerCutMidEvent(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		opts []func(*kinesis.Options)
-		cut  bool
-	}{
-		{"sdk-alone", nil, false},
-		{"with-wire-options", []func(*kinesis.Options){wire.SubscribeToShardOptions}, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			s := kinesistest.New(kinesistest.WithSubscribeInterval(0))
-			_, client, _ := newHTTP(t, s)
-			mustStream(t, s, "orders", 1)
-			arn := register(t, s, "orders", "billing")
-			out, err := client.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: aws.String(shard0), StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest}}, c.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			es := out.GetStream()
-			defer es.Close()
-			nextEvent(t, es, 5*time.Second)
-			if n := s.CutSubscriptions("orders", shard0); n != 1 {
-				t.Fatalf("cut %d subscriptions, want 1", n)
-			}
-			if ev := nextEvent(t, es, 5*time.Second); ev != nil {
-				t.Fatalf("an event %+v from half an event", ev)
-			}
-			err = es.Err()
-			if got := errors.Is(err, wire.ErrEventStreamCut); got != c.cut {
-				t.Fatalf("stream ended with %v; want a cut error: %v", err, c.cut)
-			}
-			if !c.cut && err != nil {
-				t.Fatalf("the SDK alone ended with %v; if the SDK now reports cuts, wire.SubscribeToShardOptions may drop its check", err)
-			}
-			// The client reconnects: a new subscription works.
-			es2 := subscribe(t, ctx, client, arn, shard0, types.StartingPosition{Type: types.ShardIteratorTypeLatest})
-			if ev := nextEvent(t, es2, 5*time.Second); ev == nil {
-				t.Fatalf("no event after reconnecting: %v", es2.Err())
-			}
-		})
-	}
+	forCutCases(t, func(t *testing.T, opts []func(*kinesis.Options), cut bool) {
+		s := kinesistest.New(kinesistest.WithSubscribeInterval(0))
+		_, client, _ := newHTTP(t, s)
+		arn := cutMidEvent(t, s, client, opts, cut)
+		es := subscribe(t, testCtx(t), client, arn, shard0, types.StartingPosition{Type: types.ShardIteratorTypeLatest})
+		if ev := nextEvent(t, es, 5*time.Second); ev == nil {
+			t.Fatalf("no event after reconnecting: %v", es.Err())
+		}
+	})
 }
 
 // Two consumers of one stream each get every record, over one client.

@@ -430,6 +430,15 @@ func TestSubscriptionEndsWhenConsumerOrStreamIsDeleted(t *testing.T) {
 // for a dropped connection, as the end of the stream); with the runtime's
 // wire.SubscribeToShardOptions it is an error.
 func TestSubscriptionCutMidEvent(t *testing.T) {
+	forCutCases(t, func(t *testing.T, opts []func(*kinesis.Options), cut bool) {
+		s := kinesistest.New()
+		cutMidEvent(t, s, s, opts, cut)
+	})
+}
+
+// forCutCases runs test without the runtime's wire options (the SDK's
+// reader alone, which misses a cut) and with them (a cut is an error).
+func forCutCases(t *testing.T, test func(t *testing.T, opts []func(*kinesis.Options), cut bool)) {
 	for _, c := range []struct {
 		name string
 		opts []func(*kinesis.Options)
@@ -438,33 +447,40 @@ func TestSubscriptionCutMidEvent(t *testing.T) {
 		{"sdk-alone", nil, false},
 		{"with-wire-options", []func(*kinesis.Options){wire.SubscribeToShardOptions}, true},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			s := kinesistest.New()
-			mustStream(t, s, "orders", 1)
-			arn := register(t, s, "orders", "billing")
-			out, err := s.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: aws.String(shard0), StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest}}, c.opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			es := out.GetStream()
-			defer es.Close()
-			nextEvent(t, es, 5*time.Second)
-			if n := s.CutSubscriptions("orders", shard0); n != 1 {
-				t.Fatalf("cut %d subscriptions, want 1", n)
-			}
-			if ev := nextEvent(t, es, 5*time.Second); ev != nil {
-				t.Fatalf("an event %+v from half an event", ev)
-			}
-			err = es.Err()
-			if got := errors.Is(err, wire.ErrEventStreamCut); got != c.cut {
-				t.Fatalf("stream ended with %v; want a cut error: %v", err, c.cut)
-			}
-			if !c.cut && err != nil {
-				t.Fatalf("the SDK alone ended with %v; if the SDK now reports cuts, wire.SubscribeToShardOptions may drop its check", err)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { test(t, c.opts, c.cut) })
 	}
+}
+
+// cutMidEvent subscribes through api (s, or a client of its HTTP front)
+// with opts, cuts the subscription inside an event, and checks that the
+// stream ends with no event from the half sent, with wire.ErrEventStreamCut
+// if cut, else with no error. It returns the consumer's ARN.
+func cutMidEvent(t *testing.T, s *kinesistest.Server, api kinesisapi.API, opts []func(*kinesis.Options), cut bool) string {
+	t.Helper()
+	ctx := testCtx(t)
+	mustStream(t, s, "orders", 1)
+	arn := register(t, s, "orders", "billing")
+	out, err := api.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: aws.String(shard0), StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest}}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := out.GetStream()
+	defer es.Close()
+	nextEvent(t, es, 5*time.Second)
+	if n := s.CutSubscriptions("orders", shard0); n != 1 {
+		t.Fatalf("cut %d subscriptions, want 1", n)
+	}
+	if ev := nextEvent(t, es, 5*time.Second); ev != nil {
+		t.Fatalf("an event %+v from half an event", ev)
+	}
+	err = es.Err()
+	if got := errors.Is(err, wire.ErrEventStreamCut); got != cut {
+		t.Fatalf("stream ended with %v; want a cut error: %v", err, cut)
+	}
+	if !cut && err != nil {
+		t.Fatalf("the SDK alone ended with %v; if the SDK now reports cuts, wire.SubscribeToShardOptions may drop its check", err)
+	}
+	return arn
 }
 
 func TestSubscriptionReset(t *testing.T) {
