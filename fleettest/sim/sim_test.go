@@ -57,8 +57,12 @@ var modes = []struct {
 // modes, and fails on a broken invariant: a shard handled by two
 // instances at once, a record handled twice across a graceful handoff, a
 // record never handled, a phase that never balances, or a crash whose
-// shards are not read again within twice the failover time. SIM_SIZES
-// picks the sizes (default 64 shards × 4 instances, a few seconds);
+// shards are not read again within twice the failover time; and, in the
+// per-instance mode, on a missed goal of issue 17 (Report.Misses): a
+// phase, the start of every instance at once included, that moves more
+// than 1.1 × the fewest leases it had to, or a joiner not at its share
+// within 3 lease passes. SIM_SIZES picks the sizes (default 64 shards ×
+// 4 and × 20 instances, a few seconds);
 // SIM_MODES the modes (default both: "per-lease,per-instance"). The
 // reports, and the issue's goals side by side, go to standard output.
 func TestSimulatedFleet(t *testing.T) {
@@ -67,7 +71,7 @@ func TestSimulatedFleet(t *testing.T) {
 		want = "per-lease,per-instance"
 	}
 	reports := map[string][]*sim.Report{}
-	for _, sz := range sizes(t, "64x4") {
+	for _, sz := range sizes(t, "64x4,64x20") {
 		for _, m := range modes {
 			if !strings.Contains(","+want+",", ","+m.name+",") {
 				continue
@@ -95,6 +99,11 @@ func TestSimulatedFleet(t *testing.T) {
 					for _, p := range rep.Phases {
 						if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
 							t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+						}
+					}
+					if m.name == "per-instance" {
+						for _, miss := range rep.Misses() {
+							t.Error(miss)
 						}
 					}
 				})

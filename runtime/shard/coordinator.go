@@ -188,6 +188,13 @@ func (cfg *Config) setDefaults() error {
 	return nil
 }
 
+// startSettle is how long after its first heartbeat a starting instance
+// waits before it takes a free lease when no other owner holds one
+// (startSettles): a tenth of the renewal interval (300 ms by default).
+// Instances whose first heartbeats land within it of each other split the
+// leases at once, each lease taken once.
+func (cfg *Config) startSettle() time.Duration { return cfg.Renew / 10 }
+
 // leaseEvery is how often the lease counters are observed (one List) and
 // expired leases taken: a quarter of the failover time, or Sync when that is
 // shorter. The observer's clock for a lease starts at the first listing that

@@ -25,7 +25,10 @@
 // loaded, free and expired leases to those below their share, then the
 // surplus of those above it, in a fixed order, so every instance computes
 // the same moves, each lease moves once, and a joiner asks for its whole
-// share in one pass. The owners asked hand over in parallel: each notices
+// share in one pass. An instance whose first pass finds every lease free
+// (a fleet starting) waits a tenth of Renew after its first heartbeat
+// before it takes any, so that the instances starting with it are in its
+// view and each free lease is taken once. The owners asked hand over in parallel: each notices
 // the request (on a lease write, or in the asker's member entry), stops
 // reading, lets the delivered records settle, checkpoints and releases. The
 // asker takes a lease by force only after Handoff, and only from an owner

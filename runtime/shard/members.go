@@ -36,6 +36,29 @@ import (
 // asker waits for the release, or for the owner to keep the lease, which
 // clears the request.
 
+// startSettles reports whether this owner's first pass waits for the
+// instances starting with it (startSettle) before it takes any lease: with
+// bulk balancing, when no other owner holds an active lease of the first
+// listing, so every lease is free. Instances that start together would
+// otherwise each take free leases by the members they have seen so far
+// (the first of them all of them) and hand most of them on a pass later,
+// so that the start moved up to twice the leases it needs to. After the
+// wait every instance that wrote its first heartbeat by then is in each
+// view, their plans agree, and each free lease is taken once. A joiner
+// (others hold leases) and a survivor taking a dead owner's leases do not
+// wait: their first pass is not a fleet's start, or not their first.
+func (c *Coordinator) startSettles(leases []lease.Lease) bool {
+	if c.members == nil || c.cfg.Balance != BalanceBulk {
+		return false
+	}
+	for _, l := range leases {
+		if l.Checkpoint != lease.CheckpointShardEnd && l.Owner != "" && l.Owner != c.cfg.Owner {
+			return false
+		}
+	}
+	return true
+}
+
 // memberView is what one pass knows of the members.
 type memberView struct {
 	all  map[string]lease.Member

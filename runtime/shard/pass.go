@@ -58,10 +58,12 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		}
 	}
 	var view memberView
+	var firstBeat time.Time // the first pass's heartbeat
 	if c.members != nil {
 		if c.known == nil {
 			// Seen alive before holding anything: others count this owner
 			// in their shares from their next pass.
+			firstBeat = time.Now()
 			if err := c.heartbeat(ctx); err != nil {
 				return err
 			}
@@ -85,6 +87,19 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+		}
+		if !firstBeat.IsZero() && c.startSettles(ls) {
+			// A fleet starting: let the instances starting with this one
+			// show in the members before the shares are computed.
+			if !sleep(ctx, time.Until(firstBeat.Add(c.cfg.startSettle()))) {
+				return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: ctx.Err()}
+			}
+			if view, err = c.readMembers(ctx); err != nil {
+				return err
+			}
+			if ls, err = c.listLeases(ctx, lin); err != nil {
+				return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+			}
 		}
 		leases, listed = ls, true
 		c.known = make(map[string]lease.Lease, len(ls))
