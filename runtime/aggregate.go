@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	goruntime "runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -190,6 +191,7 @@ func (a *aggregator) submit(ctx context.Context, key string, data []byte) (*entr
 	}
 	e := entryPool.Get().(*entry)
 	e.ctx, e.key, e.data, e.ordered = ctx, key, data, true
+	e.hk = shard.HashKeyOf(key) // here, on the caller's goroutine, not on run's
 	e.state.Store(entryQueued)
 	a.mu.Lock()
 	if a.closing {
@@ -238,6 +240,15 @@ func (a *aggregator) run() {
 	defer timer.Stop()
 	for {
 		a.mu.Lock()
+		if n := len(a.incoming); n > 0 && n < aggGather && !a.closing {
+			// A few messages, most likely from the first of many callers
+			// that the last results woke: let the others that are ready
+			// to run submit theirs first, so that one pass routes them
+			// all (a pass per message or two costs more than the routing).
+			a.mu.Unlock()
+			goruntime.Gosched()
+			a.mu.Lock()
+		}
 		in := a.incoming
 		a.incoming = a.spareIn[:0]
 		closing := a.closing
@@ -387,7 +398,7 @@ func (a *aggregator) holdsAll(l *shard.Lineage, id string, items []*entry) bool 
 		return false
 	}
 	for _, e := range items {
-		if !info.Range.Contains(shard.HashKeyOf(e.key)) {
+		if !info.Range.Contains(e.hk) {
 			return false
 		}
 	}
@@ -413,7 +424,7 @@ func (a *aggregator) routeAll(now time.Time) {
 		if e.state.Load() == entryAbandoned {
 			continue
 		}
-		if sh := a.shardFor(shard.HashKeyOf(e.key)); sh != nil {
+		if sh := a.shardFor(e.hk); sh != nil {
 			a.route(sh, e, false, now)
 		} else {
 			// No open shard holds the key (a map caught mid-reshard): send
@@ -431,8 +442,7 @@ func (a *aggregator) routeAll(now time.Time) {
 // more of it, at the end of its key's line.
 func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 	if !plain {
-		var one kpl.Builder
-		plain = one.SizeWith(e.key, e.data)+len(e.key) > a.cfg.MaxBytes
+		plain = kpl.Overhead+kpl.RecordOverhead(len(e.key), len(e.data))+len(e.data)+len(e.key) > a.cfg.MaxBytes
 	}
 	ref, busy := sh.keys[e.key]
 	if busy && (plain || ref.unit != sh.open || len(ref.waiting) > 0) {
@@ -448,9 +458,16 @@ func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 		return
 	}
 	u := sh.open
-	if u != nil && u.b.SizeWith(e.key, e.data)+len(u.items[0].key) > a.cfg.MaxBytes {
+	if u != nil && u.b.AddWithin(e.key, e.data, a.cfg.MaxBytes-len(u.items[0].key)) {
+		u.items = append(u.items, e)
+		if !busy {
+			a.track(sh, e.key, u)
+		}
+		return
+	}
+	if u != nil { // full: sealed, and a new unit opened
 		sh.sealed = append(sh.sealed, u)
-		sh.open, u = nil, nil
+		sh.open = nil
 		if busy { // its key is in the unit just sealed: it waits for it
 			ref.waiting = append(ref.waiting, e)
 			sh.keys[e.key] = ref
@@ -458,15 +475,13 @@ func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 			return
 		}
 	}
-	if u == nil {
-		u = &aggUnit{sh: sh, b: a.builder()}
-		sh.open, sh.openedAt = u, now
-	}
+	// A key busy in a unit is busy in the open one (see above), so this
+	// key is in none.
+	u = &aggUnit{sh: sh, b: a.builder()}
+	sh.open, sh.openedAt = u, now
 	u.b.Add(e.key, e.data)
 	u.items = append(u.items, e)
-	if !busy {
-		a.track(sh, e.key, u)
-	}
+	a.track(sh, e.key, u)
 }
 
 // track records that key has a message in unit u of sh.
@@ -496,11 +511,15 @@ func (a *aggregator) release(u *aggUnit, now time.Time) {
 				}
 				// A key outside the shard's range (queued here by routeAll
 				// from a map caught mid-reshard) goes plain again.
-				a.route(sh, w, u.plain && !sh.rng.Contains(shard.HashKeyOf(w.key)), now)
+				a.route(sh, w, u.plain && !sh.rng.Contains(w.hk), now)
 			}
 		}
 	}
 }
+
+// aggGather is the number of messages below which run, woken, first lets
+// the other goroutines that are ready to run go (see run).
+const aggGather = 64
 
 // aggInFlightPerShard bounds the units of one shard in flight at once.
 const aggInFlightPerShard = 4

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
 // Service limits of PutRecords.
@@ -87,6 +88,9 @@ type entry struct {
 	data    []byte
 	ordered bool // false for process-unique keys, which need no ordering
 	state   atomic.Int32
+	// hk is the key's MD5 (an aggregated message's), computed once by the
+	// caller's goroutine when it is submitted.
+	hk shard.HashKey
 
 	// Owned by the batcher goroutine.
 	attempts  int

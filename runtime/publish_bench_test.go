@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -152,6 +153,77 @@ func BenchmarkPublishAggregated(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(recs))/float64(b.N), "records/msg")
 			b.ReportMetric(float64(bytes)/float64(b.N), "bytes/msg")
+		})
+	}
+}
+
+// BenchmarkAggregatedCPU measures the client's CPU per message of an
+// aggregating publisher on the in-process backend (whose own cost per
+// aggregate is small), the two ways cmd/aggregate in bench/ drives it:
+// publish, 2,048 goroutines each publishing its own keys' messages one
+// Publish at a time; sendall, 4 goroutines each sending its keys' messages
+// 500 per SendAll. 10,000 keys, ~200-byte JSON messages. cpu-ns/msg is the
+// process's user plus system time per message (getrusage), which a shared
+// machine disturbs less than the wall clock.
+func BenchmarkAggregatedCPU(b *testing.B) {
+	for _, mode := range []string{"publish", "sendall"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			s := kinesistest.New()
+			stream := createStream(ctx, b, s, 4)
+			br := runtime.NewBroker(runtime.WithKinesisClient(s))
+			if err := br.Connect(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer br.Shutdown(ctx)
+			p := runtime.NewPublisher[*benchEvent](br, runtime.PublisherSpec{Stream: stream, Aggregate: true})
+			body := strings.Repeat("x", 130)
+			const keys = 10000
+			callers, bulk := 2048, 1
+			if mode == "sendall" {
+				callers, bulk = 4, 500
+			}
+			events := make([]benchEvent, b.N)
+			mine := make([][]int, callers)
+			for i := range events {
+				events[i] = benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body}
+				mine[(i%keys)%callers] = append(mine[(i%keys)%callers], i)
+			}
+			key := func(i int) string { return "customer-" + strconv.Itoa(i%keys) }
+			var wg sync.WaitGroup
+			b.ReportAllocs()
+			b.ResetTimer()
+			c0 := cpuTime()
+			for c := range callers {
+				wg.Go(func() {
+					ids := mine[c]
+					msgs := make([]*runtime.Message[*benchEvent], 0, bulk)
+					for len(ids) > 0 {
+						chunk := ids[:min(bulk, len(ids))]
+						ids = ids[len(chunk):]
+						if bulk == 1 {
+							if err := p.Message(&events[chunk[0]]).PartitionKey(key(chunk[0])).Publish(ctx); err != nil {
+								b.Error(err)
+								return
+							}
+							continue
+						}
+						msgs = msgs[:0]
+						for _, i := range chunk {
+							msgs = append(msgs, p.Message(&events[i]).PartitionKey(key(i)))
+						}
+						if _, err := runtime.SendAll(ctx, msgs); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			cpu := cpuTime() - c0
+			b.StopTimer()
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/msg")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
 }

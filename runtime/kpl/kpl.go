@@ -252,8 +252,8 @@ func (b *Builder) Size() int { return Overhead + b.body }
 // SizeWith is the size of the aggregate if a record of key and data were
 // added.
 func (b *Builder) SizeWith(key string, data []byte) int {
-	_, known := b.keys[key]
-	return Overhead + b.body + b.grow(key, len(data), known)
+	idx, known := b.keys[key]
+	return Overhead + b.body + b.grow(len(key), len(data), idx, known)
 }
 
 // RecordOverhead is the most an aggregate grows by for one user record of a
@@ -262,17 +262,16 @@ func (b *Builder) SizeWith(key string, data []byte) int {
 // plus the data.
 func RecordOverhead(keyLen, dataLen int) int {
 	var b Builder
-	return b.grow(string(make([]byte, keyLen)), dataLen, false) - dataLen
+	return b.grow(keyLen, dataLen, 0, false) - dataLen
 }
 
-// grow is how many body bytes a record adds.
-func (b *Builder) grow(key string, dataLen int, known bool) int {
+// grow is how many body bytes a record adds: its key is entry idx of the
+// table when known, else a new entry.
+func (b *Builder) grow(keyLen, dataLen int, idx uint64, known bool) int {
 	n := 0
-	idx := uint64(len(b.table))
-	if known {
-		idx = b.keys[key]
-	} else {
-		n += protowire.SizeTag(fieldPartitionKeyTable) + protowire.SizeBytes(len(key))
+	if !known {
+		idx = uint64(len(b.table))
+		n += protowire.SizeTag(fieldPartitionKeyTable) + protowire.SizeBytes(keyLen)
 	}
 	rec := recordSize(idx, dataLen)
 	return n + protowire.SizeTag(fieldRecords) + protowire.SizeBytes(rec)
@@ -286,7 +285,24 @@ func recordSize(keyIndex uint64, dataLen int) int {
 // Add appends a user record; data is kept, not copied, until Bytes.
 func (b *Builder) Add(key string, data []byte) {
 	idx, known := b.keys[key]
-	b.body += b.grow(key, len(data), known)
+	b.add(key, data, idx, known, b.grow(len(key), len(data), idx, known))
+}
+
+// AddWithin appends a user record, as Add does, if the aggregate is then
+// at most limit bytes (Size); it reports whether it did. It looks the key
+// up once, where SizeWith and then Add look it up twice.
+func (b *Builder) AddWithin(key string, data []byte, limit int) bool {
+	idx, known := b.keys[key]
+	g := b.grow(len(key), len(data), idx, known)
+	if Overhead+b.body+g > limit {
+		return false
+	}
+	b.add(key, data, idx, known, g)
+	return true
+}
+
+func (b *Builder) add(key string, data []byte, idx uint64, known bool, grow int) {
+	b.body += grow
 	if !known {
 		if b.keys == nil {
 			b.keys = make(map[string]uint64)
