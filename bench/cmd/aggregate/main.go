@@ -219,6 +219,14 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		}
 	}
 	goruntime.GC()
+	if o.profile != "" && (mode == "bare" || mode == "a8m") {
+		f, err := os.Create(o.profile + "." + mode + ".prof")
+		if err != nil {
+			return measure{}, "", err
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	if mode == "bare" {
 		// Each event JSON-encoded, as an application must (and as the
 		// runtime's codec does for the other modes).
