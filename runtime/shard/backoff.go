@@ -87,3 +87,20 @@ func classify(err error) errClass {
 	}
 	return classRetry
 }
+
+// passing reports whether a failed lease pass may succeed if run again
+// soon: a call past its own deadline, throttled, or failed by the server.
+func passing(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || classify(err) == classThrottle {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "RequestLimitExceeded", "ThrottlingException", "InternalServerError", "ServiceUnavailable":
+			return true
+		}
+		return ae.ErrorFault() == smithy.FaultServer
+	}
+	return false
+}

@@ -343,7 +343,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// within Start's ctx. A failure shows in the first pass's listing.
 		_ = c.ensure.EnsureTable(ctx)
 	}
-	if err := c.pass(ctx, true); err != nil {
+	if err := c.firstPass(ctx); err != nil {
 		c.abort()
 		return err
 	}
@@ -361,6 +361,30 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	c.log.Info("coordinator started", "shards", len(c.owned))
 	return nil
+}
+
+// firstPass runs the first pass, again while it fails only for a while: a
+// call past its deadline, throttled, or refused by a server fault. A lease
+// store slow to answer at a deploy (cold connections, a loaded endpoint)
+// then delays Connect instead of failing it. It gives up after the failover
+// time or when ctx ends, with the last error; any other error (a missing
+// table or stream, no access, no endpoint) fails at once.
+func (c *Coordinator) firstPass(ctx context.Context) error {
+	deadline := time.Now().Add(c.cfg.Failover)
+	wait := 100 * time.Millisecond
+	for {
+		err := c.pass(ctx, true)
+		if err == nil || ctx.Err() != nil || !passing(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		c.log.Warn("first shard sync failed; retrying", "err", err, "after", wait)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // abort undoes a failed first pass: readers stop, leases are released.

@@ -286,3 +286,77 @@ func (s *holeStore) Leave(ctx context.Context, ns, owner string, beat int64) err
 	}
 	return s.Store.(lease.MemberStore).Leave(ctx, ns, owner, beat)
 }
+
+// flakyStartStore holds its first listings until their deadline (a lease
+// store slow to answer at a deploy), or fails every listing with err.
+type flakyStartStore struct {
+	lease.Store
+	holdFirst int64
+	held      atomic.Int64
+	err       error
+}
+
+func (s *flakyStartStore) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	if s.err != nil {
+		return nil, &lease.Error{Op: "list", Err: s.err}
+	}
+	if s.held.Add(1) <= s.holdFirst {
+		<-ctx.Done()
+		return nil, &lease.Error{Op: "list", Err: ctx.Err()}
+	}
+	return s.Store.List(ctx, ns)
+}
+
+// A first pass whose lease-store calls time out for a while is run again:
+// Start (Connect) succeeds once the store answers, within the failover
+// time, instead of failing the process at a deploy. A store that refuses
+// for good fails Start at once; one that never answers fails it after about
+// the failover time. (Before the change, the first timed-out call failed
+// Start.)
+func TestStartRetriesALeaseStoreSlowToAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		holdFirst int64
+		err       error
+		wantErr   bool
+		within    time.Duration
+	}{
+		{name: "slow then answers", holdFirst: 2, within: 3 * time.Second},
+		{name: "never answers", holdFirst: 1 << 40, wantErr: true, within: 4 * time.Second},
+		{name: "refuses", err: errors.New("AccessDeniedException (injected)"), wantErr: true, within: 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := memEnv(t, 2)
+			store := &flakyStartStore{Store: e.store, holdFirst: tc.holdFirst, err: tc.err}
+			cfg := e.config("a", newCollector().sink)
+			cfg.Leases = store
+			cfg.Renew, cfg.Failover = 100*time.Millisecond, 1500*time.Millisecond // 500 ms per lease call
+			c, err := shard.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			err = c.Start(e.ctx(30 * time.Second))
+			took := time.Since(began)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = c.Stop(ctx)
+			})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Start after %v: %v; want an error: %v", took, err, tc.wantErr)
+			}
+			if took > tc.within {
+				t.Errorf("Start returned after %v; want within %v", took, tc.within)
+			}
+			if err == nil {
+				if got := c.Owned(); len(got) != 2 {
+					t.Errorf("owned %v after a slow start; want both shards", got)
+				}
+				if store.held.Load() <= tc.holdFirst {
+					t.Errorf("%d listings; the test meant %d held, then one answered", store.held.Load(), tc.holdFirst)
+				}
+			}
+		})
+	}
+}
