@@ -67,7 +67,9 @@
 // successfully for Failover less a margin (a fifth of it), counted on its
 // monotonic clock from when that write was sent, fences itself the same
 // way before anyone can take the lease, as the KCL does, and reads the shard again
-// only if it takes the lease back. Every lease-store call has a deadline
+// only if it takes the lease back; once its writes land again it releases
+// the fenced leases it does not take back (the others never take a live
+// member's lease, so nobody would read them). Every lease-store call has a deadline
 // of Failover/3 and every Kinesis call one of Failover (1 s to 30 s); Stop
 // cancels a pass stuck in a call instead of waiting for it. A handoff whose
 // release fails retries it, and keeps the lease (clearing the request)

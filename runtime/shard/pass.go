@@ -83,7 +83,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	}
 	var leases []lease.Lease
 	listed := false
-	if c.members == nil || c.known == nil || c.mustList(view) {
+	if c.members == nil || c.known == nil || c.leftover.Load() || c.mustList(view) {
 		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
@@ -654,6 +654,9 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.listed, c.listedAt = listed, now
 	c.mu.Unlock()
 	c.statusRead.Store(false)
+	// A fence from here on leaves its lease to the next pass: this plan
+	// counts it as held.
+	c.leftover.Store(false)
 	heldKeys := c.heldKeys()
 	held := func(key string) bool { return heldKeys[key] }
 	stale := func(l lease.Lease) bool { return c.expired(l, view, now) }
@@ -742,9 +745,38 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	}
 	c.compat = compat
 	c.mu.Unlock()
+	c.releaseLeftovers(ctx, leases, heldKeys)
 	c.dropDeadMembers(ctx, view, leases)
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
+}
+
+// releaseLeftovers releases the listed leases that name this owner
+// although it does not hold them (LivenessPerInstance): a fence made it
+// forget them before this pass planned (planned holds what the plan
+// counted as held) and the pass did not take them back, or an earlier run
+// under this owner id left them. The others judge a live member by its entry
+// alone and never force it, so nobody would read such a shard while this
+// owner lives: a request for it would go unanswered, and planners whose
+// shares differ would each leave it to this owner. Released, it goes to
+// whoever the next plans give it to (the owner that asked for it first).
+// Its reader was stopped by the fence, and the next owner reads on from
+// its checkpoint.
+func (c *Coordinator) releaseLeftovers(ctx context.Context, leases []lease.Lease, planned map[string]bool) {
+	held := c.heldKeys() // with the leases asked for: a take of one may be landing
+	for _, l := range leases {
+		if l.Owner != c.cfg.Owner || l.ForeignOwner || held[l.Key] || planned[l.Key] {
+			continue
+		}
+		if _, err := c.cfg.Leases.Release(ctx, l); err != nil {
+			if !errors.Is(err, lease.ErrLeaseLost) && !errors.Is(err, lease.ErrNotFound) {
+				c.leftover.Store(true) // try again next pass
+				c.log.Warn("releasing a lease left in this owner's name failed", "shard", l.ShardID, "err", err)
+			}
+			continue
+		}
+		c.log.Info("lease left in this owner's name released", "shard", l.ShardID, "asked_by", l.PendingOwner)
+	}
 }
 
 // expired reports whether l's owner (or, released, the owner it is
