@@ -347,6 +347,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// within Start's ctx. A failure shows in the first pass's listing.
 		_ = c.ensure.EnsureTable(ctx)
 	}
+	if c.members != nil {
+		// Beating already: the leases the first pass takes are fenced at
+		// the failover time after the last heartbeat, and opening many
+		// shards (or a slow endpoint, or passes run again) may take longer
+		// than that.
+		c.loops.Add(1)
+		go c.heartLoop()
+	}
 	if err := c.firstPass(ctx); err != nil {
 		c.abort()
 		return err
@@ -359,10 +367,6 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.loops.Add(2)
 	go c.syncLoop()
 	go c.keepLoop()
-	if c.members != nil {
-		c.loops.Add(1)
-		go c.heartLoop()
-	}
 	c.log.Info("coordinator started", "shards", len(c.owned))
 	return nil
 }

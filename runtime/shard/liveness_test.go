@@ -353,3 +353,25 @@ func TestOwnerWhoseHeartbeatsFailStopsBeforeTakeover(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Issue 9: a first pass that takes longer than the fence time (many shards
+// to open, a slow endpoint) keeps the leases it took: the heartbeats run
+// during Start. (Before the fix they began once the first pass was over,
+// so every lease it took was fenced before Start returned: Start returned
+// reading nothing, and what the readers had delivered was read again. On
+// a loaded machine the live handoff test went on to strand two shards.)
+func TestSlowFirstPassKeepsItsLeases(t *testing.T) {
+	e, srv := memEnv(t, 4)
+	e.coordClient = slowIterators{API: srv, d: 200 * time.Millisecond} // 4 openings: twice the fence time
+	counters := new(shard.LeaseCounters)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Counters = counters
+	a := e.start(cfg)
+	if got := a.Reading(); len(got) != 4 {
+		t.Fatalf("Start returned reading %v, want the 4 shards (leases lost: %d)", got, counters.Lost.Load())
+	}
+	time.Sleep(2 * cfg.Failover)
+	if n := counters.Lost.Load(); n != 0 {
+		t.Fatalf("%d leases fenced or lost after a slow first pass", n)
+	}
+}
