@@ -588,7 +588,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
 	for _, o := range list {
-		if err := c.persist(wctx, o, true); err != nil {
+		if err := c.persistFinal(wctx, o); err != nil {
 			errs = append(errs, err)
 		}
 		if err := c.release(wctx, o); err != nil {

@@ -60,8 +60,9 @@
 // written every Checkpoint, which also renews the lease; with
 // LivenessPerLease an idle lease is renewed every Renew. A stop or handoff
 // whose records have not all settled writes the settled prefix, or, if none settled, the first record out
-// ("at" it), so the next owner reads the rest again. A failed write that
-// finds another owner stops the reader at once and abandons its unsettled
+// ("at" it), so the next owner reads the rest again; a final checkpoint
+// that fails is written again, for up to 5 s, before the release. A
+// failed write that finds another owner stops the reader at once and abandons its unsettled
 // records (fencing). An owner that has not written a lease (with liveness
 // per instance: its member entry, whatever its lease writes do)
 // successfully for Failover less a margin (a fifth of it), counted on its

@@ -305,6 +305,24 @@ func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 	return err
 }
 
+// persistFinal is persist(final), written again while it fails and ctx
+// lasts: a lease released after a failed final checkpoint sends the next
+// owner back to the last one written, and a graceful handoff or stop must
+// not deliver records twice for one failed call.
+func (c *Coordinator) persistFinal(ctx context.Context, o *owned) error {
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
+	for {
+		err := c.persist(ctx, o, true)
+		if err == nil || errors.Is(err, lease.ErrInvalid) {
+			return err
+		}
+		c.log.Warn("final checkpoint failed; retrying", "shard", o.shard, "err", err)
+		if !sleep(ctx, bo.next()) {
+			return err
+		}
+	}
+}
+
 // isSequence reports whether a checkpoint is a sequence number (not one of
 // the Checkpoint* constants, nor empty).
 func isSequence(cp string) bool {
@@ -376,8 +394,8 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
 		defer cancel()
-		if err := c.persist(ctx, o, true); err != nil {
-			c.log.Warn("handoff: checkpoint failed", "shard", o.shard, "err", err)
+		if err := c.persistFinal(ctx, o); err != nil {
+			c.log.Warn("handoff: checkpoint failed; the next owner reads again from the last one", "shard", o.shard, "err", err)
 		}
 		c.finishHandoff(o, began)
 	}()
