@@ -161,9 +161,11 @@ func testLiveDynamoDBHandoff(t *testing.T, srv livetest.KinesisServer, pace time
 	cols := newCollectors(2)
 	colA, colB := cols[0], cols[1]
 	cfgA, cfgB := e.config("a", colA.sink), e.config("b", colB.sink)
+	var lost [2]shard.LeaseCounters
 	// Failover also bounds each Kinesis call: a slower server gets longer.
-	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+	for i, c := range []*shard.Config{&cfgA, &cfgB} {
 		c.Renew, c.Failover, c.Checkpoint = 100*time.Millisecond, time.Duration(srv.Slow)*time.Second, 50*time.Millisecond
+		c.Counters = &lost[i]
 	}
 	a := e.start(cfgA)
 	want := map[string]int{}
@@ -221,19 +223,40 @@ func testLiveDynamoDBHandoff(t *testing.T, srv livetest.KinesisServer, pace time
 			}
 		}
 	})
-	colB.wait(t, 60*time.Second, fmt.Sprintf("all %d records (a and b)", total), func([]*shard.Record) bool { return len(all()) >= total })
 	// A record is its shard and sequence number: the service promises
-	// unique numbers only within a shard.
-	seen := map[recordID]bool{}
-	for _, r := range all() {
-		id := idOf(r)
-		if seen[id] {
-			t.Errorf("record %s/%s (%s) delivered twice across a graceful handoff", r.ShardID, r.SequenceNumber, r.Data)
+	// unique numbers only within a shard. The wait counts distinct
+	// records: counting deliveries, a duplicate ended it before the last
+	// record arrived, which then looked lost.
+	distinct := func() map[recordID]int {
+		seen := map[recordID]int{}
+		for _, r := range all() {
+			seen[idOf(r)]++
 		}
-		seen[id] = true
+		return seen
 	}
+	colB.wait(t, 60*time.Second, fmt.Sprintf("all %d records (a and b)", total), func([]*shard.Record) bool { return len(distinct()) >= total })
+	seen := distinct()
 	if len(seen) != total {
 		t.Fatalf("delivered %d distinct records, published %d", len(seen), total)
+	}
+	// Handoffs and the release on Stop are graceful: no record comes
+	// twice. A lease lost on the way (a heartbeat or a lease write that
+	// did not land within the fence time, as on a loaded machine) is a
+	// fault, after which at least once allows duplicates: counted, not
+	// failed.
+	fenced := lost[0].Lost.Load() + lost[1].Lost.Load()
+	dups := 0
+	for _, r := range all() {
+		if n := seen[idOf(r)]; n > 1 {
+			dups++
+			if fenced == 0 {
+				t.Errorf("record %s/%s (%s) delivered %d times across a graceful handoff", r.ShardID, r.SequenceNumber, r.Data, n)
+			}
+			seen[idOf(r)] = 0 // report each once
+		}
+	}
+	if fenced > 0 {
+		t.Logf("%d leases lost to fences (not graceful): %d records delivered more than once, as at least once allows", fenced, dups)
 	}
 }
 
