@@ -190,6 +190,14 @@ func testLiveDynamoDBHandoff(t *testing.T, srv livetest.KinesisServer, pace time
 			time.Sleep(pace)
 		}
 	}()
+	// The publisher ends before the test does, also when the test fails
+	// on the way: a publish to the deleted stream after it would fail a
+	// finished test (a panic that ends the whole run).
+	stopPublishing := sync.OnceFunc(func() {
+		close(stop)
+		<-done
+	})
+	t.Cleanup(stopPublishing)
 	b := e.start(cfgB)
 	eventually(t, 20*time.Second, "a 2/2 split", func() bool {
 		return len(a.Reading()) == 2 && len(b.Reading()) == 2
@@ -198,8 +206,7 @@ func testLiveDynamoDBHandoff(t *testing.T, srv livetest.KinesisServer, pace time
 		t.Fatalf("Stop: %v", err)
 	}
 	eventually(t, 10*time.Second, "b reads all 4", func() bool { return len(b.Reading()) == 4 })
-	close(stop)
-	<-done
+	stopPublishing()
 	total := 0
 	for _, n := range want {
 		total += n
