@@ -113,10 +113,13 @@ func WithLeaseRenewInterval(d time.Duration) Option {
 // every renewal interval and ask the busiest instance for one lease per
 // pass, as the Java KCL does (and this runtime did before it kept liveness
 // per instance): for a table shared with instances that judge liveness by
-// each lease's counter, such as older versions of this runtime during a
-// rollback. By default an instance with a lease.MemberStore writes one
-// member entry per renewal interval instead, and a joining instance gets
-// its whole share in one pass.
+// each lease's counter, such as older versions of this runtime. By default
+// an instance with a lease.MemberStore writes one member entry per renewal
+// interval instead, and a joining instance gets its whole share in one
+// pass. Such a fleet sees an instance with this option only once it holds
+// a lease: switch a running fleet to it (or back to an older version) by
+// stopping every instance first, not one at a time (the README's
+// Upgrading says why).
 func WithPerLeaseRenewal() Option { return func(c *config) { c.perLease = true } }
 
 // WithFailoverTime sets how long an unrenewed lease stays its owner's (10 s).
