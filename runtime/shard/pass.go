@@ -88,19 +88,6 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
-		if !firstBeat.IsZero() && c.startSettles(ls) {
-			// A fleet starting: let the instances starting with this one
-			// show in the members before the shares are computed.
-			if !sleep(ctx, time.Until(firstBeat.Add(c.cfg.startSettle()))) {
-				return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: ctx.Err()}
-			}
-			if view, err = c.readMembers(ctx); err != nil {
-				return err
-			}
-			if ls, err = c.listLeases(ctx, lin); err != nil {
-				return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
-			}
-		}
 		leases, listed = ls, true
 		c.known = make(map[string]lease.Lease, len(ls))
 		for _, l := range ls {
@@ -163,6 +150,29 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
 		leases, listed = ls, true
+		for _, l := range ls {
+			byShard[l.ShardID] = l
+		}
+	}
+	if listed && !firstBeat.IsZero() && c.startSettles(leases) {
+		// A fleet starting: let the instances starting with this one show
+		// in the members (and their takes in the leases) before the shares
+		// are computed. The wait counts from the first heartbeat, so the
+		// creates of a large stream's leases are part of it.
+		if !sleep(ctx, time.Until(firstBeat.Add(c.cfg.startSettle()))) {
+			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: ctx.Err()}
+		}
+		v, err := c.readMembers(ctx)
+		if err != nil {
+			return err
+		}
+		// A Scan of the namespace, as the first listing: cheaper than
+		// reading every lease by key.
+		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+		if err != nil {
+			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
+		}
+		view, leases = v, ls
 		for _, l := range ls {
 			byShard[l.ShardID] = l
 		}
