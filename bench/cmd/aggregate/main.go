@@ -132,7 +132,7 @@ func main() {
 	ctx := context.Background()
 	var stats map[string]storeStats
 	for round := range o.runs {
-		fmt.Printf("round %d\n", round+1)
+		fmt.Printf("round %d (load average %s)\n", round+1, loadAverage())
 		stats = map[string]storeStats{}
 		streams := map[string]string{}
 		for _, mode := range o.modes {
@@ -159,6 +159,7 @@ func main() {
 			add("drain-"+mode, m)
 		}
 	}
+	fmt.Printf("end (load average %s)\n", loadAverage())
 	rate := func(s *series) []float64 { return s.rate }
 	cpu := func(s *series) []float64 { return s.cpu }
 	fmt.Println("\nmedians")
@@ -563,4 +564,19 @@ func procCPU(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(fs[11], 10, 64)
 	st, _ := strconv.ParseInt(fs[12], 10, 64)
 	return time.Duration(ut+st) * (time.Second / 100) // clock ticks: 100 Hz on Linux
+}
+
+// loadAverage is the machine's 1-, 5- and 15-minute load averages (Linux),
+// printed with each round: on a shared machine they say how far to trust
+// the round's rates.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	fs := strings.Fields(string(data))
+	if len(fs) < 3 {
+		return "unknown"
+	}
+	return strings.Join(fs[:3], " ")
 }
