@@ -64,6 +64,31 @@ func TestBuilderSize(t *testing.T) {
 	}
 }
 
+// TestBuilderAddWithin checks that AddWithin adds a record exactly when the
+// aggregate stays within the limit, so an aggregator that fills records
+// with it never writes one past its bound nor seals one that had room.
+func TestBuilderAddWithin(t *testing.T) {
+	var b, ref Builder
+	for i := range 400 {
+		key := string(rune('a'+i%150)) + "-key"
+		data := bytes.Repeat([]byte{'y'}, i*7%300)
+		limit := 20000 + i%5*10
+		fits := b.SizeWith(key, data) <= limit
+		if got := b.AddWithin(key, data, limit); got != fits {
+			t.Fatalf("record %d: AddWithin = %v at size %d with %d, limit %d", i, got, b.Size(), b.SizeWith(key, data), limit)
+		}
+		if fits {
+			ref.Add(key, data)
+		}
+		if fits && b.Size() > limit {
+			t.Fatalf("record %d: size %d past limit %d", i, b.Size(), limit)
+		}
+	}
+	if !bytes.Equal(b.Bytes(), ref.Bytes()) || b.Len() == 0 || b.Len() == 400 {
+		t.Fatalf("AddWithin built %d records, unlike Add's %d (or all or none fit)", b.Len(), ref.Len())
+	}
+}
+
 func FuzzBuilderRoundTrip(f *testing.F) {
 	f.Add("a", []byte("x"), "b", []byte{}, uint8(3))
 	f.Fuzz(func(t *testing.T, k1 string, d1 []byte, k2 string, d2 []byte, n uint8) {
