@@ -333,13 +333,21 @@ func testHandoffWhileConsuming(t *testing.T, e *env) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
+	// The publisher ends before the test does, also when the test fails on
+	// the way: a put after the test ended would fail a finished test (a
+	// panic that ends the whole run).
+	published := 0
+	stopPublishing := sync.OnceFunc(func() {
+		close(stop)
+		published = <-done
+	})
+	t.Cleanup(stopPublishing)
 	b := e.start(e.config("b", colB.sink))
 	eventually(t, 10*time.Second, "a 2/2 split", func() bool {
 		return len(a.Reading()) == 2 && len(b.Reading()) == 2
 	})
 	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	published := <-done
+	stopPublishing()
 	all := func() []*shard.Record { return append(colA.records(), colB.records()...) }
 	colB.wait(t, 10*time.Second, "every record", func([]*shard.Record) bool { return len(all()) >= published })
 	seen := map[recordID]bool{}
