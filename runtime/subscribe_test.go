@@ -144,7 +144,7 @@ func receive[T any](e *env, ch <-chan T, n int) []T {
 		case v := <-ch:
 			out = append(out, v)
 		case <-e.ctx.Done():
-			e.t.Fatalf("received %d of %d: %v", len(out), n, e.ctx.Err())
+			e.t.Fatalf("received %d of %d: %v; received: %+v", len(out), n, e.ctx.Err(), out)
 		}
 	}
 	return out
@@ -1176,6 +1176,11 @@ func testStartAtTimeAndSeekToSequence(e *env) {
 		t.Fatal(err)
 	}
 	e.connect(b)
+	t.Cleanup(func() { // before the broker's shutdown: what each shard was doing
+		if t.Failed() {
+			t.Logf("from %v; status at the failure: %+v", from, b.Status())
+		}
+	})
 	got := receive(e, ch, 4)
 	gotIDs := ids(got)
 	slices.Sort(gotIDs)
