@@ -128,6 +128,10 @@ type aggregator struct {
 	listAt   time.Time // when the next listing may run
 	spare    []*kpl.Builder
 	spareIn  []*entry // reused buffer for draining incoming
+	// Reused buffers of dispatch and send.
+	sending     []*aggUnit
+	sendRecs    []unorderedRecord
+	sendEntries []*entry
 }
 
 // aggShard is one open shard of the map and what is queued for it.
@@ -158,6 +162,7 @@ type aggUnit struct {
 	b       *kpl.Builder // nil for a plain unit, and once encoded
 	plain   bool
 	sent    bool
+	rec     unorderedRecord // the record to put, between claim and send
 	// landed is set when the unit was stored on a shard other than the
 	// one it was sent to: the next listing decides whether that shard
 	// holds all its keys (the unit stands) or it is sent again.
@@ -545,26 +550,35 @@ func (a *aggregator) openDue(sh *aggShard, now time.Time) bool {
 // and its first message has lingered (so that it fills while others are
 // in flight). Units share no key, so none waits for another.
 func (a *aggregator) dispatch(now time.Time) {
+	units := a.sending[:0]
 	for _, sh := range a.shards {
 		for sh.inFlight < aggInFlightPerShard && len(sh.sealed) > 0 {
 			u := sh.sealed[0]
 			sh.sealed[0] = nil
 			sh.sealed = sh.sealed[1:]
-			a.send(u, now)
+			if a.claim(u, now) {
+				units = append(units, u)
+			}
 		}
 		if len(sh.sealed) == 0 {
 			sh.sealed = nil // drop the shifted array
 		}
 		if u := sh.open; u != nil && a.openDue(sh, now) {
 			sh.open = nil
-			a.send(u, now)
+			if a.claim(u, now) {
+				units = append(units, u)
+			}
 		}
 	}
+	a.send(units, now)
+	clear(units)
+	a.sending = units[:0]
 }
 
-// send claims the unit's messages (dropping those abandoned while queued),
-// encodes it and queues it on the batcher.
-func (a *aggregator) send(u *aggUnit, now time.Time) {
+// claim claims the unit's messages (dropping those abandoned while queued),
+// encodes it and counts it in flight; it reports whether anything of it is
+// left to send (send then hands it to the batcher).
+func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 	live := u.items[:0]
 	for _, e := range u.items {
 		if e.state.Load() == entryInFlight || e.state.CompareAndSwap(entryQueued, entryInFlight) {
@@ -582,12 +596,10 @@ func (a *aggregator) send(u *aggUnit, now time.Time) {
 			u.b = nil
 		}
 		a.release(u, now)
-		return
+		return false
 	}
-	var key, hashKey string
-	var data []byte
 	if u.plain {
-		key, data = u.items[0].key, u.items[0].data
+		u.rec = unorderedRecord{key: u.items[0].key, data: u.items[0].data}
 	} else {
 		if len(u.dropped) > 0 {
 			u.b.Reset()
@@ -597,27 +609,55 @@ func (a *aggregator) send(u *aggUnit, now time.Time) {
 		}
 		// The record's own key is its first message's, as the KPL does;
 		// the ExplicitHashKey puts it on the shard.
-		key, hashKey, data = u.items[0].key, u.sh.hashKey, u.b.Bytes()
+		u.rec = unorderedRecord{key: u.items[0].key, hashKey: u.sh.hashKey, data: u.b.Bytes()}
 		u.b.Reset()
 		a.spare = append(a.spare, u.b)
 		u.b = nil
 	}
-	// The aggregator orders a shard's units itself (no key in two units
-	// in flight), so the record needs no ordering of the batcher's.
-	ae, err := a.bt.submit(context.Background(), key, hashKey, data, false)
-	if err != nil {
-		a.release(u, now)
-		a.resolveAll(u.items, Receipt{}, err)
-		return
-	}
 	u.sent = true
 	u.sh.inFlight++
 	a.inFlight++
-	go func() {
-		<-ae.done
-		r, err := ae.result()
-		a.results <- aggResult{u: u, r: r, err: err}
-	}()
+	return true
+}
+
+// send hands the claimed units of one pass to the batcher together, so
+// that they share a PutRecords call (fewer calls: less CPU per message for
+// the client and the service alike), and waits for each one's result in a
+// goroutine of its own. The aggregator orders a shard's units itself (no
+// key in two units in flight), so the records need no ordering of the
+// batcher's.
+func (a *aggregator) send(units []*aggUnit, now time.Time) {
+	if len(units) == 0 {
+		return
+	}
+	recs := a.sendRecs[:0]
+	for _, u := range units {
+		recs = append(recs, u.rec)
+		u.rec = unorderedRecord{}
+	}
+	entries, err := a.bt.submitMany(recs, a.sendEntries[:0])
+	clear(recs)
+	a.sendRecs = recs[:0]
+	if err != nil {
+		for _, u := range units {
+			u.sent = false
+			u.sh.inFlight--
+			a.inFlight--
+			a.release(u, now)
+			a.resolveAll(u.items, Receipt{}, err)
+		}
+		return
+	}
+	for i, u := range units {
+		ae := entries[i]
+		go func() {
+			<-ae.done
+			r, err := ae.result()
+			a.results <- aggResult{u: u, r: r, err: err}
+		}()
+	}
+	clear(entries)
+	a.sendEntries = entries[:0]
 }
 
 // settle hands a returned unit's result to its messages. An aggregate

@@ -227,6 +227,48 @@ func (b *batcher) submit(ctx context.Context, key, hashKey string, data []byte, 
 	return e, nil
 }
 
+// unorderedRecord is a record that needs no ordering of the batcher's (an
+// aggregator's unit: the aggregator orders its units itself).
+type unorderedRecord struct {
+	key, hashKey string
+	data         []byte
+}
+
+// submitMany queues records that need no ordering together, under one lock
+// and with one wake-up, so that the batcher takes them into one call when a
+// slot is free, rather than the first alone and the rest in the next. It
+// appends their entries to out, in order; the records' context is
+// Background (nobody abandons them).
+func (b *batcher) submitMany(recs []unorderedRecord, out []*entry) ([]*entry, error) {
+	start := len(out)
+	for _, r := range recs {
+		e := entryPool.Get().(*entry)
+		e.ctx, e.key, e.hashKey, e.data, e.ordered = context.Background(), r.key, r.hashKey, r.data, false
+		e.state.Store(entryQueued)
+		out = append(out, e)
+	}
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		for i, e := range out[start:] {
+			e.recycle()
+			out[start+i] = nil
+		}
+		return out[:start], b.errorf(ErrNotConnected, nil)
+	}
+	signal := len(b.incoming) == 0
+	b.incoming = append(b.incoming, out[start:]...)
+	b.unresolved.Add(int64(len(recs)))
+	b.mu.Unlock()
+	if signal {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+	return out, nil
+}
+
 // await waits for e's result, or for its caller's ctx to end. e is
 // recycled once its result is read; an abandoned entry is left to the
 // garbage collector, as the batcher may still hold it.

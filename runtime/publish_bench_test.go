@@ -224,6 +224,13 @@ func BenchmarkAggregatedCPU(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/msg")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			recs, err := s.Records(stream)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if calls := s.Calls(kinesistest.OpPutRecords); calls > 0 {
+				b.ReportMetric(float64(len(recs))/float64(calls), "records/call")
+			}
 		})
 	}
 }
