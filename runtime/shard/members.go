@@ -203,6 +203,66 @@ func (c *Coordinator) dropDeadMembers(ctx context.Context, v memberView, leases 
 	}
 }
 
+// takeBack resolves the leases of this listing that still name this owner
+// but that it no longer holds: fenced after its heartbeats failed for a
+// while, or left by an earlier run under the same owner id. To every other
+// instance they are a live member's leases, which never expire for them and
+// which they never take; so this owner takes them back, whatever its share
+// (the plan moves a surplus by handoff as ever), or releases one another
+// live member asked for to that asker, which takes it as handed over. (Left
+// to the plan as free leases, one could go to an owner below its share that
+// never takes it: its shard was read by nobody while this owner lived.) A
+// lease it fails to resolve is still in the last listing under its name,
+// so the next pass lists again (leftBehind) and retries.
+func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, v memberView) []error {
+	held := c.heldKeys()
+	var errs []error
+	for i, l := range leases {
+		if l.Owner != c.cfg.Owner || held[l.Key] || l.Checkpoint == lease.CheckpointShardEnd {
+			continue
+		}
+		var nl lease.Lease
+		var err error
+		op := "lease take"
+		if l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner && v.live[l.PendingOwner] {
+			op = "lease release"
+			if nl, err = c.cfg.Leases.Release(ctx, l); err == nil {
+				c.log.Info("lease left behind released to the owner that asked for it", "shard", l.ShardID, "to", l.PendingOwner)
+			}
+		} else {
+			nl, err = c.takeLease(ctx, l)
+		}
+		switch {
+		case err == nil:
+			leases[i], byShard[l.ShardID] = nl, nl
+		case !errors.Is(err, lease.ErrLeaseLost):
+			// (Lost: another owner has it, or it was written since; the
+			// next listing shows which.)
+			errs = append(errs, &Error{Op: op, Stream: c.cfg.Stream, Shard: l.ShardID, Err: err})
+		}
+	}
+	return errs
+}
+
+// leftBehind reports whether the last listing shows an unfinished lease
+// under this owner's name that it no longer holds (see takeBack), so that
+// a pass lists again: fenced, lost, or released since. A lease lost or
+// released costs one listing, which shows its new owner; one still named
+// this owner's is taken back.
+func (c *Coordinator) leftBehind() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, l := range c.known {
+		if l.Owner != c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd {
+			continue
+		}
+		if o := c.owned[id]; o == nil || o.fctx.Err() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // beatStale reports whether the last successful heartbeat is older than
 // the fence allows: the others may take this owner for dead, so it takes
 // and asks for nothing (what it took would be fenced at once).

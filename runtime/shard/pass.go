@@ -656,6 +656,9 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
 		return nil
 	}
+	if c.members != nil {
+		errs = append(errs, c.takeBack(ctx, leases, byShard, view)...)
+	}
 	listed := make([]listedLease, len(leases))
 	for i, l := range leases {
 		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, now)}
@@ -820,7 +823,7 @@ func (c *Coordinator) mustList(view memberView) bool {
 	c.mu.Lock()
 	asked, compat, held, listedAt := len(c.pending), c.compat, len(c.owned), c.listedAt
 	c.mu.Unlock()
-	if asked > 0 || compat || c.wantMore {
+	if asked > 0 || compat || c.wantMore || c.leftBehind() {
 		return true
 	}
 	if c.statusRead.Load() && time.Since(listedAt) >= min(c.cfg.Failover, statusListEvery) {
