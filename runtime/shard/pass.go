@@ -162,6 +162,13 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		if !sleep(ctx, time.Until(firstBeat.Add(c.cfg.startSettle()))) {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: ctx.Err()}
 		}
+	}
+	if listed && !firstBeat.IsZero() && time.Since(firstBeat) >= c.cfg.startSettle() {
+		// The members and leases read at the start of a first pass that
+		// took this long (the wait above, or thousands of creates on a
+		// busy table) are stale: the instances starting beside this one
+		// have written their first heartbeats and taken leases meanwhile,
+		// and shares computed without them would take too many.
 		v, err := c.readMembers(ctx)
 		if err != nil {
 			return err
