@@ -28,7 +28,9 @@
 // share in one pass. An instance whose first pass finds every lease free
 // (a fleet starting) waits a tenth of Renew after its first heartbeat
 // before it takes any, so that the instances starting with it are in its
-// view and each free lease is taken once. The owners asked hand over in parallel: each notices
+// view and each free lease is taken once; a first pass that has run that
+// long (thousands of leases to create) reads the members and the leases
+// again before it plans. The owners asked hand over in parallel: each notices
 // the request (on a lease write, or in the asker's member entry), stops
 // reading, lets the delivered records settle, checkpoints and releases. The
 // asker takes a lease by force only after Handoff, and only from an owner
