@@ -709,7 +709,12 @@ func (c *Coordinator) wake(relist bool) {
 // not hold it up past the fence.
 func (c *Coordinator) heartLoop() {
 	defer c.loops.Done()
-	t := time.NewTicker(c.cfg.Renew)
+	// After a failed heartbeat the next comes sooner (a quarter, then half
+	// of Renew, then Renew): the fence falls less than Failover after the
+	// last good one, so with a Renew between tries two failures in a row
+	// (one throttled write and its retry) would fence every lease held.
+	wait := c.cfg.Renew
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -721,7 +726,15 @@ func (c *Coordinator) heartLoop() {
 				// others only after Failover without a heartbeat, and
 				// fences itself before that.
 				c.log.Warn("heartbeat failed", "err", err)
+				if wait == c.cfg.Renew {
+					wait = c.cfg.Renew / 4
+				} else {
+					wait = min(2*wait, c.cfg.Renew)
+				}
+			} else {
+				wait = c.cfg.Renew
 			}
+			t.Reset(wait)
 		}
 	}
 }

@@ -533,3 +533,45 @@ func TestSlowStartTakesEachLeaseOnce(t *testing.T) {
 			n, sa.takes.Load(), sb.takes.Load(), sc.takes.Load())
 	}
 }
+
+// flakyBeatStore fails two heartbeats of every three: a throttled store.
+type flakyBeatStore struct {
+	memberWrap
+	calls atomic.Int64
+}
+
+func (s *flakyBeatStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if s.calls.Add(1)%3 != 1 {
+		return &lease.Error{Op: "heartbeat", Err: errThrottled}
+	}
+	return s.memberWrap.Heartbeat(ctx, ns, m)
+}
+
+// Two failed heartbeats in a row do not fence an owner: after a failure the
+// next heartbeat comes sooner than Renew, so one lands before the fence.
+// (Before, with a Renew between tries, two failures spanned more than the
+// fence time at this timing, and the owner fenced its leases, its records
+// read again by the next reader, about once a second.)
+func TestFailedHeartbeatsAreRetriedBeforeTheFence(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	ids := e.shards()
+	store := &flakyBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}}
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = store
+	cfg.Renew, cfg.Failover = 300*time.Millisecond, time.Second // fence 0.8 s after a good heartbeat
+	cfg.Counters = new(shard.LeaseCounters)
+	c := e.start(cfg)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
+	before := store.calls.Load()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if got := c.Reading(); !slices.Equal(got, ids) {
+			t.Fatalf("a reads %v with two heartbeats of three failing; want %v (leases lost: %d)", got, ids, cfg.Counters.Lost.Load())
+		}
+	}
+	if n := store.calls.Load() - before; n < 12 {
+		t.Fatalf("%d heartbeats in 3 s; the test meant many to fail", n)
+	}
+	if n := cfg.Counters.Lost.Load(); n != 0 {
+		t.Fatalf("%d leases fenced", n)
+	}
+}
