@@ -238,10 +238,6 @@ type Coordinator struct {
 	// listing; whether the next pass must list again.
 	known    map[string]lease.Lease
 	wantMore bool
-	// leftover: a fence left leases in this owner's name that it no longer
-	// holds; the next pass lists them and releases those it does not take
-	// back (releaseLeftovers).
-	leftover atomic.Bool
 	beat     atomic.Int64 // the member entry's beat
 	// beatUntil is the fence of the last successful heartbeat: its send
 	// time plus fenceAfter, in nanoseconds since epoch (LivenessPerInstance).

@@ -221,9 +221,9 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 // the lease, so it stops handing out the shard's records and writes
 // nothing more for it, as the KCL does with a lease it could not renew.
 // The records it handed out may finish; their settlements count for
-// nothing. The lease still names this owner: the next pass that lists
-// takes it back (its reader then starts over from the checkpoint) or
-// releases it (releaseLeftovers).
+// nothing. The lease still names this owner, so the next pass lists
+// (leftBehind) and takes it back (its reader then starts over from the
+// checkpoint) or releases it (takeBack, releaseLeftovers).
 func (c *Coordinator) fenceIfExpired(o *owned) {
 	if o.fctx.Err() != nil {
 		return // released or lost already
@@ -256,9 +256,6 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 			}
 			c.forget(o)
 			c.cfg.Counters.Lost.Add(1)
-			// The store still names this owner: a pass takes the lease
-			// back or releases it.
-			c.leftover.Store(true)
 		}
 		c.wake(false) // a pass may win it back
 	}()

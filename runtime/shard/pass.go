@@ -83,7 +83,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	}
 	var leases []lease.Lease
 	listed := false
-	if c.members == nil || c.known == nil || c.leftover.Load() || c.mustList(view) {
+	if c.members == nil || c.known == nil || c.mustList(view) {
 		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
@@ -674,9 +674,6 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.listed, c.listedAt = listed, now
 	c.mu.Unlock()
 	c.statusRead.Store(false)
-	// A fence from here on leaves its lease to the next pass: this plan
-	// counts it as held.
-	c.leftover.Store(false)
 	heldKeys := c.heldKeys()
 	held := func(key string) bool { return heldKeys[key] }
 	stale := func(l lease.Lease) bool { return c.expired(l, view, now) }
@@ -772,10 +769,10 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 }
 
 // releaseLeftovers releases the listed leases that name this owner
-// although it does not hold them (LivenessPerInstance): a fence made it
-// forget them before this pass planned (planned holds what the plan
-// counted as held) and the pass did not take them back, or an earlier run
-// under this owner id left them. The others judge a live member by its entry
+// although it does not hold them and the plan did not count as held
+// (planned): with liveness per instance what takeBack could not take back;
+// with liveness per lease what a fence made it forget or an earlier run
+// under this owner id left. The others judge a live member by its entry
 // alone and never force it, so nobody would read such a shard while this
 // owner lives: a request for it would go unanswered, and planners whose
 // shares differ would each leave it to this owner. Released, it goes to
@@ -790,7 +787,8 @@ func (c *Coordinator) releaseLeftovers(ctx context.Context, leases []lease.Lease
 		}
 		if _, err := c.cfg.Leases.Release(ctx, l); err != nil {
 			if !errors.Is(err, lease.ErrLeaseLost) && !errors.Is(err, lease.ErrNotFound) {
-				c.leftover.Store(true) // try again next pass
+				// Still listed in this owner's name: the next pass lists
+				// again (leftBehind) and retries.
 				c.log.Warn("releasing a lease left in this owner's name failed", "shard", l.ShardID, "err", err)
 			}
 			continue
