@@ -30,13 +30,7 @@ func BenchmarkPublish(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			s := kinesistest.New()
-			stream := createStream(ctx, b, s, 4)
-			br := runtime.NewBroker(runtime.WithKinesisClient(s))
-			if err := br.Connect(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer br.Shutdown(ctx)
+			_, br, stream := benchBroker(b)
 			p := runtime.NewPublisher[benchEvent](br, runtime.PublisherSpec{Stream: stream})
 			body := strings.Repeat("x", 130)
 			keys := make([]string, 64)
@@ -70,13 +64,7 @@ func BenchmarkPublish(b *testing.B) {
 // at a time from each of GOMAXPROCS goroutines.
 func BenchmarkPublishAll(b *testing.B) {
 	ctx := context.Background()
-	s := kinesistest.New()
-	stream := createStream(ctx, b, s, 4)
-	br := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := br.Connect(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer br.Shutdown(ctx)
+	_, br, stream := benchBroker(b)
 	p := runtime.NewPublisher[benchEvent](br, runtime.PublisherSpec{Stream: stream})
 	body := strings.Repeat("x", 130)
 	b.ReportAllocs()
@@ -113,13 +101,7 @@ func BenchmarkPublishAggregated(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ctx := context.Background()
-			s := kinesistest.New()
-			stream := createStream(ctx, b, s, 4)
-			br := runtime.NewBroker(runtime.WithKinesisClient(s))
-			if err := br.Connect(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer br.Shutdown(ctx)
+			s, br, stream := benchBroker(b)
 			p := runtime.NewPublisher[benchEvent](br, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
 			body := strings.Repeat("x", 130)
 			keys := make([]string, 10000)
@@ -169,13 +151,7 @@ func BenchmarkAggregatedCPU(b *testing.B) {
 	for _, mode := range []string{"publish", "sendall"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			s := kinesistest.New()
-			stream := createStream(ctx, b, s, 4)
-			br := runtime.NewBroker(runtime.WithKinesisClient(s))
-			if err := br.Connect(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer br.Shutdown(ctx)
+			s, br, stream := benchBroker(b)
 			p := runtime.NewPublisher[*benchEvent](br, runtime.PublisherSpec{Stream: stream, Aggregate: true})
 			body := strings.Repeat("x", 130)
 			const keys = 10000
@@ -233,4 +209,19 @@ func BenchmarkAggregatedCPU(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchBroker is a broker connected to a fresh in-process backend with one
+// 4-shard stream; it shuts down when the benchmark ends.
+func benchBroker(b *testing.B) (*kinesistest.Server, *runtime.Broker, string) {
+	b.Helper()
+	ctx := context.Background()
+	s := kinesistest.New()
+	stream := createStream(ctx, b, s, 4)
+	br := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := br.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = br.Shutdown(ctx) })
+	return s, br, stream
 }
