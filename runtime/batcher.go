@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
@@ -529,13 +530,19 @@ func (b *batcher) call(batch []*entry) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.callTimeout)
-	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, wire.SizedPutRecords)
+	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, wire.SizedPutRecords, oneAttempt)
 	if err != nil && b.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within %s (the records may have been stored): %w", b.cfg.callTimeout, err)
 	}
 	cancel()
 	b.results <- callResult{batch: batch, out: out, err: err}
 }
+
+// oneAttempt makes a PutRecords call one attempt. The batcher retries what
+// fails itself (backoff, the keys held, each resend counted and logged); an
+// SDK retry under it would resend unseen, and a resend after a lost answer
+// stores its records twice.
+func oneAttempt(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} }
 
 // settle hands every entry of a finished call its result, or schedules its retry.
 func (b *batcher) settle(r callResult, now time.Time) {
@@ -610,7 +617,7 @@ func (b *batcher) retry(e *entry, cause error, now time.Time) {
 		b.cfg.tel.putRetried.Add(context.Background(), 1, b.retriedEntry)
 	}
 	e.failed.Store(&failure{attempts: e.attempts, err: cause})
-	b.log.Debug("kinesis publish retry", "stream", b.stream, "attempt", e.attempts, "err", cause)
+	b.log.Debug("kinesis publish retry", "stream", b.stream, "partition_key_md5", keyDigest(e.key), "attempt", e.attempts, "err", cause)
 	e.state.Store(entryQueued)
 	b.retries = append(b.retries, e)
 }
