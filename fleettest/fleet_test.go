@@ -2,10 +2,15 @@ package fleettest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -160,8 +165,8 @@ func TestFleet(t *testing.T) {
 	if handoffTook >= failover {
 		t.Errorf("shards of the stopped worker moved after %v, want before the failover time %v (released, not expired)", handoffTook, failover)
 	}
-	t.Logf("FLEET failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
-		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful,
+	t.Logf("FLEET failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d stored_twice=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
+		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful, r.storedTwice,
 		idle.writesPerSec, busy.writesPerSec, busy.checkpointsPerSec, idle.readsPerSec)
 }
 
@@ -319,6 +324,41 @@ type fleet struct {
 	pubDone   map[string]bool
 	published map[record]bool
 	changed   chan struct{} // closed and replaced whenever the above change
+
+	resends resends // of the test's own publisher (TestFleet)
+}
+
+// resends counts, from a publisher's log, the records it sent again after
+// a failed PutRecords call, per key.
+type resends struct {
+	mu    sync.Mutex
+	byKey map[string]int // by the key's MD5, the way the runtime logs a key
+}
+
+func (r *resends) Write(p []byte) (int, error) {
+	for line := range bytes.SplitSeq(p, []byte("\n")) {
+		var l struct {
+			Msg    string `json:"msg"`
+			KeyMD5 string `json:"partition_key_md5"`
+		}
+		if json.Unmarshal(line, &l) == nil && l.Msg == "kinesis publish retry" {
+			r.mu.Lock()
+			if r.byKey == nil {
+				r.byKey = make(map[string]int)
+			}
+			r.byKey[l.KeyMD5]++
+			r.mu.Unlock()
+		}
+	}
+	return len(p), nil
+}
+
+// of is how many times the publisher sent a record of key again.
+func (r *resends) of(key string) int {
+	sum := md5.Sum([]byte(key))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byKey[hex.EncodeToString(sum[:])]
 }
 
 type record struct {
@@ -699,7 +739,8 @@ func (f *fleet) awaitFailover(ctx context.Context, victim string, killedAt time.
 
 // publisher connects a broker of the test's own to publish with.
 func (f *fleet) publisher(ctx context.Context) runtime.Publisher[Item] {
-	b := runtime.NewBroker(runtime.WithEndpoint(f.kinesis), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+	b := runtime.NewBroker(runtime.WithEndpoint(f.kinesis), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials(),
+		runtime.WithLogger(slog.New(slog.NewJSONHandler(&f.resends, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	if err := b.Connect(ctx); err != nil {
 		f.t.Fatalf("connect publisher: %v", err)
 	}
@@ -829,6 +870,7 @@ func (f *fleet) latestStats(ctx context.Context, t time.Time) map[string]Stats {
 
 type result struct {
 	dupKill, dupGraceful int
+	storedTwice          int // records the publisher resent after a lost answer
 }
 
 // check asserts what every record went through:
@@ -855,75 +897,106 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 		t.Errorf("%d distinct records handled, published %d", len(f.seen), keys*(perKey1+perKey2))
 	}
 
-	// Per worker and key, in the order the worker printed them.
+	// A record is stored twice when the publisher sent it again after a
+	// PutRecords whose answer it never got (the server may have stored it):
+	// at least once. Each stored copy is its own stream record, with its
+	// own redeliveries; a copy the publisher never resent is a defect.
+	copies := make(map[record][][]sighting) // per stored copy, in order of first sighting
+	for r, ss := range f.seen {
+		bySeq := make(map[string]int)
+		for _, s := range ss {
+			i, ok := bySeq[s.shard+"/"+s.seq]
+			if !ok {
+				i = len(copies[r])
+				bySeq[s.shard+"/"+s.seq] = i
+				copies[r] = append(copies[r], nil)
+			}
+			copies[r][i] = append(copies[r][i], s)
+		}
+		if len(copies[r]) > 1 {
+			res.storedTwice++
+			if f.resends.of(r.key) == 0 {
+				t.Errorf("record %s/%d stored %d times (%s/%s and %s/%s), yet the publisher never resent a record of its key",
+					r.key, r.index, len(copies[r]), ss[0].shard, ss[0].seq, copies[r][1][0].shard, copies[r][1][0].seq)
+			}
+		}
+	}
+
+	// Per worker and key, in the order the worker printed them: indices
+	// go up, but for the copies of a record stored twice, which follow
+	// each other in its shard.
 	type ownerKey struct{ owner, key string }
-	byOwnerKey := make(map[ownerKey][][2]int) // (pos, index)
+	type handled struct {
+		pos, index int
+		seq        string
+	}
+	byOwnerKey := make(map[ownerKey][]handled)
 	for r, ss := range f.seen {
 		for _, s := range ss {
 			ok := ownerKey{s.owner, r.key}
-			byOwnerKey[ok] = append(byOwnerKey[ok], [2]int{s.pos, r.index})
+			byOwnerKey[ok] = append(byOwnerKey[ok], handled{s.pos, r.index, s.seq})
 		}
 	}
 	backwards := 0
 	for ok, list := range byOwnerKey {
-		sort.Slice(list, func(i, j int) bool { return list[i][0] < list[j][0] })
+		sort.Slice(list, func(i, j int) bool { return list[i].pos < list[j].pos })
 		for i := 1; i < len(list); i++ {
-			if list[i][1] <= list[i-1][1] {
+			prev, cur := list[i-1], list[i]
+			if cur.index < prev.index || cur.index == prev.index && cur.seq == prev.seq {
 				backwards++
 				if backwards <= 5 {
-					t.Errorf("worker %s handled key %s index %d after index %d", ok.owner, ok.key, list[i][1], list[i-1][1])
+					t.Errorf("worker %s handled key %s index %d after index %d", ok.owner, ok.key, cur.index, prev.index)
 				}
 			}
 		}
 	}
 
-	// The records the killed worker had in flight: handled past the last
-	// checkpoint it wrote on a shard it held.
-	inFlight := make(map[record]bool)
+	// The stored records the killed worker had in flight: handled past the
+	// last checkpoint it wrote on a shard it held.
+	type stored struct {
+		record
+		seq string
+	}
+	inFlight := make(map[stored]bool)
 	for r, ss := range f.seen {
 		for _, s := range ss {
 			ckpt, held := inherited[s.shard]
 			if s.owner == victim && held && pastCheckpoint(s.seq, ckpt) {
-				inFlight[r] = true
+				inFlight[stored{r, s.seq}] = true
 			}
 		}
 	}
 	var unexpected []string
-	for r, ss := range f.seen {
-		if len(ss) == 1 {
-			continue
-		}
-		// A redelivery is the same stream record; two sequence numbers
-		// would mean the record was published twice.
-		for _, s := range ss[1:] {
-			if s.shard != ss[0].shard || s.seq != ss[0].seq {
-				t.Errorf("record %s/%d handled from %s/%s and from %s/%s: stored twice", r.key, r.index, ss[0].shard, ss[0].seq, s.shard, s.seq)
+	for r, cs := range copies {
+		for _, ss := range cs {
+			if len(ss) == 1 {
+				continue
 			}
-		}
-		byVictim, byOthers, byStopped := 0, 0, 0
-		late := true
-		for _, s := range ss {
-			switch {
-			case s.owner == victim:
-				byVictim++
-			default:
-				byOthers++
-				if s.at.Before(killedAt) {
-					late = false
+			byVictim, byOthers, byStopped := 0, 0, 0
+			late := true
+			for _, s := range ss {
+				switch {
+				case s.owner == victim:
+					byVictim++
+				default:
+					byOthers++
+					if s.at.Before(killedAt) {
+						late = false
+					}
+				}
+				if s.owner == stopped {
+					byStopped++
 				}
 			}
-			if s.owner == stopped {
-				byStopped++
+			if byVictim == 1 && byOthers == 1 && late && inFlight[stored{r, ss[0].seq}] {
+				res.dupKill++
+				continue
 			}
+			if byStopped > 0 {
+				res.dupGraceful++
+			}
+			unexpected = append(unexpected, fmt.Sprintf("%s/%d by %s", r.key, r.index, owners(ss)))
 		}
-		if byVictim == 1 && byOthers == 1 && late && inFlight[r] {
-			res.dupKill++
-			continue
-		}
-		if byStopped > 0 {
-			res.dupGraceful++
-		}
-		unexpected = append(unexpected, fmt.Sprintf("%s/%d by %s", r.key, r.index, owners(ss)))
 	}
 	sort.Strings(unexpected)
 	if len(unexpected) > 0 {
@@ -932,7 +1005,7 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 	}
 	// Every in-flight record is read again by the taker from the checkpoint.
 	for r := range inFlight {
-		if len(f.seen[r]) < 2 {
+		if len(copyOf(copies[r.record], r.seq)) < 2 {
 			t.Errorf("record %s/%d: handled by %s past its checkpoint, yet not redelivered: was the checkpoint observed wrong?", r.key, r.index, victim)
 			break
 		}
@@ -955,6 +1028,16 @@ func (f *fleet) dump(path string) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		f.t.Logf("dump: %v", err)
 	}
+}
+
+// copyOf is the sightings of the stored copy of a record at seq.
+func copyOf(copies [][]sighting, seq string) []sighting {
+	for _, ss := range copies {
+		if ss[0].seq == seq {
+			return ss
+		}
+	}
+	return nil
 }
 
 func owners(ss []sighting) string {
