@@ -215,7 +215,13 @@ type Coordinator struct {
 	lineage *Lineage
 	owned   map[string]*owned    // by shard id: leases this coordinator holds
 	pending map[string]time.Time // lease key -> when this owner asked for it
-	start   Position             // for shards without checkpoint; a stream-wide seek replaces it
+	// letGo: by shard id, the counter of a lease this owner let go of
+	// (released, or found under another owner or deleted when a write of
+	// it failed) as the store then had it. A listing older than that which
+	// still shows the lease under this owner's name leaves nothing behind
+	// (leftBehind); a take of the lease clears it.
+	letGo   map[string]int64
+	start   Position // for shards without checkpoint; a stream-wide seek replaces it
 	obs     *observer
 	beats   *observer         // member beats (LivenessPerInstance), keyed by owner
 	view    memberView        // the members as the last pass read them
@@ -311,6 +317,7 @@ func New(cfg Config) (*Coordinator, error) {
 		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
 		owned:   make(map[string]*owned),
 		pending: make(map[string]time.Time),
+		letGo:   make(map[string]int64),
 		stats:   make(map[string]*Stats),
 		start:   cfg.Start,
 		obs:     newObserver(),

@@ -441,6 +441,37 @@ func TestFencedOwnerTakesItsLeasesBack(t *testing.T) {
 	}
 }
 
+// An owner that hands leases over to a joiner lists the leases no more
+// for them: it released them itself, so its last listing, which still shows
+// them under its name, leaves nothing behind to take back, and above or at
+// its share it has nothing to take. A listing by key costs a read unit per
+// lease, every lease of the stream, so a listing per handing owner made
+// each join cost about one listing per instance. (Before the fix each
+// handing owner listed again after its releases: leftBehind read them as
+// left under its name.)
+func TestHandingOwnerListsNoMore(t *testing.T) {
+	const shards = 8
+	e, _ := memEnv(t, shards)
+	as, bs := newOpStore(e.store), newOpStore(e.store)
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases, cfgB.Leases = as, bs
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == shards })
+	time.Sleep(5 * cfgA.Sync) // the listing that confirms a's takes
+	lists := as.lists.Load()
+	b := e.start(cfgB)
+	eventually(t, 5*time.Second, "a 4/4 split", func() bool {
+		return len(a.Reading()) == shards/2 && len(b.Reading()) == shards/2
+	})
+	time.Sleep(10 * cfgA.Sync) // passes after the handoffs
+	if n := as.lists.Load() - lists; n != 0 {
+		t.Errorf("a, handing half its leases to b, listed the leases %d times; want none (it released them itself)", n)
+	}
+	if n := len(a.Owned()); n != shards/2 {
+		t.Errorf("a holds %d leases after the handoffs, want %d", n, shards/2)
+	}
+}
+
 // A lease left under an owner's name (by an earlier run under the same id,
 // or a fence) that another live member has asked for is released to that
 // member at the owner's first listing: a live member's lease is never

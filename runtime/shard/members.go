@@ -246,9 +246,11 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 
 // leftBehind reports whether the last listing shows an unfinished lease
 // under this owner's name that it no longer holds (see takeBack), so that
-// a pass lists again: fenced, lost, or released since. A lease lost or
-// released costs one listing, which shows its new owner; one still named
-// this owner's is taken back.
+// a pass lists again: fenced, or lost in a way this owner did not see. A
+// lease it let go of since that listing itself (a release, a handoff, a
+// write that found another owner) is not left behind: the store moved it
+// on past the listed state (letGo), and a listing would show nothing to
+// take back. One fenced is still named this owner's and is taken back.
 func (c *Coordinator) leftBehind() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -256,11 +258,26 @@ func (c *Coordinator) leftBehind() bool {
 		if l.Owner != c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd {
 			continue
 		}
+		if counter, ok := c.letGo[id]; ok && counter >= l.Counter {
+			continue
+		}
 		if o := c.owned[id]; o == nil || o.fctx.Err() != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// pruneLetGo forgets what a new listing (known) shows already: the leases
+// it lists at or past the counter they were let go at, or not at all.
+func (c *Coordinator) pruneLetGo() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, counter := range c.letGo {
+		if l, ok := c.known[id]; !ok || l.Counter >= counter {
+			delete(c.letGo, id)
+		}
+	}
 }
 
 // beatStale reports whether the last successful heartbeat is older than

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,11 +144,13 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 		cur, gerr := c.cfg.Leases.Get(ctx, o.key)
 		switch {
 		case errors.Is(gerr, lease.ErrNotFound):
+			c.letGoOf(o.shard, math.MaxInt64)
 			c.loseLocked(o, "")
 			return lease.Lease{}, errGone
 		case gerr != nil:
 			return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: o.shard, Err: gerr}
 		case cur.Owner != c.cfg.Owner:
+			c.letGoOf(o.shard, cur.Counter)
 			c.loseLocked(o, cur.Owner)
 			return lease.Lease{}, errGone
 		}
@@ -166,6 +169,14 @@ func (c *Coordinator) loseLocked(o *owned, to string) {
 	c.forget(o)
 	c.cfg.Counters.Lost.Add(1)
 	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
+}
+
+// letGoOf records that this owner let the lease of shard go, as the store
+// had it at counter (see Coordinator.letGo).
+func (c *Coordinator) letGoOf(shard string, counter int64) {
+	c.mu.Lock()
+	c.letGo[shard] = max(c.letGo[shard], counter)
+	c.mu.Unlock()
 }
 
 // forget drops o from the held leases.
@@ -344,6 +355,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 	_, err = c.mutate(ctx, o, "lease release", func(l lease.Lease) (lease.Lease, error) {
 		nl, err := c.cfg.Leases.Release(ctx, l)
 		if err == nil {
+			c.letGoOf(o.shard, nl.Counter)
 			o.gone = true
 			if o.sess != nil {
 				o.sess.wm.abandon()
@@ -476,6 +488,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	o.setLease(nl, time.Time{})
 	c.owned[nl.ShardID] = o
 	delete(c.pending, nl.Key)
+	delete(c.letGo, nl.ShardID)
 	c.mu.Unlock()
 	c.cfg.Counters.Taken.Add(1)
 	c.log.Info("lease taken", "shard", nl.ShardID, "previous_owner", l.Owner, "checkpoint", nl.Checkpoint)

@@ -93,6 +93,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		for _, l := range ls {
 			c.known[l.ShardID] = l
 		}
+		c.pruneLetGo()
 	}
 	byShard := c.known
 	pinnedHere := map[string]bool{}
@@ -785,7 +786,8 @@ func (c *Coordinator) releaseLeftovers(ctx context.Context, leases []lease.Lease
 		if l.Owner != c.cfg.Owner || l.ForeignOwner || held[l.Key] || planned[l.Key] {
 			continue
 		}
-		if _, err := c.cfg.Leases.Release(ctx, l); err != nil {
+		nl, err := c.cfg.Leases.Release(ctx, l)
+		if err != nil {
 			if !errors.Is(err, lease.ErrLeaseLost) && !errors.Is(err, lease.ErrNotFound) {
 				// Still listed in this owner's name: the next pass lists
 				// again (leftBehind) and retries.
@@ -793,6 +795,7 @@ func (c *Coordinator) releaseLeftovers(ctx context.Context, leases []lease.Lease
 			}
 			continue
 		}
+		c.letGoOf(l.ShardID, nl.Counter)
 		c.log.Info("lease left in this owner's name released", "shard", l.ShardID, "asked_by", l.PendingOwner)
 	}
 }
