@@ -16,8 +16,10 @@
 //	         Put from 4 goroutines, Stop to flush
 //
 // then drains the plain and the aggregated stream (agg-all's, else agg's)
-// with runtime.Subscribe (Workers(8), ByKey, a no-op handler, checkpoints
-// on). Every stream is read back after it is published, untimed: the
+// with runtime.Subscribe (Workers(8), ByKey, BatchSize -batch, a no-op
+// handler, checkpoints on), timed from Connect and from the first
+// GetRecords request (the subscriber's start, the same for both, left
+// out). Every stream is read back after it is published, untimed: the
 // Kinesis records and PUT payload units (25 KiB of data plus key, rounded
 // up per record) per million messages, and a check that every message is
 // stored once, on the shard its own key hashes to, under its own key, each
@@ -53,6 +55,7 @@ import (
 
 	producer "github.com/a8m/kinesis-producer"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	awsv1 "github.com/aws/aws-sdk-go/aws"
@@ -80,6 +83,7 @@ type options struct {
 	runs        int
 	aggBytes    int
 	linger      time.Duration
+	batch       int // the drains' BatchSize
 	profile     string
 	modes       []string
 	pid         int // the server's, for its CPU time; 0: unknown
@@ -98,6 +102,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "rounds")
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
+	flag.IntVar(&o.batch, "batch", kgrt.MaxBatchSize, "the drains' BatchSize")
 	modes := flag.String("modes", "bare,plain,agg,agg-all,a8m", "publishing modes to run: bare, plain, agg, agg-all, a8m (the drains need plain and agg-all or agg)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each mode of the last round to this prefix plus .MODE.prof (.drain-STREAM.prof for the drains)")
 	flag.Parse()
@@ -109,7 +114,7 @@ func main() {
 	o.pid = serverPID(o.endpoint)
 	fmt.Printf("aggregate: %d messages of %d bytes over %d keys, %d shards, %d callers (agg-all: %d × SendAll of %d), GOMAXPROCS=%d, server pid %d\n",
 		o.n, len(kbench.Payload(0, o.size)), o.keys, o.shards, o.callers, o.bulkCallers, o.bulk, goruntime.GOMAXPROCS(0), o.pid)
-	type series struct{ rate, cpu, srv []float64 }
+	type series struct{ rate, cpu, srv, fromRead []float64 }
 	res := map[string]*series{}
 	add := func(mode string, m measure) {
 		s := res[mode]
@@ -121,7 +126,13 @@ func main() {
 		s.rate = append(s.rate, n/m.wall.Seconds())
 		s.cpu = append(s.cpu, float64(m.cpu.Microseconds())/n)
 		s.srv = append(s.srv, float64(m.server.Microseconds())/n)
-		fmt.Printf("  %-11s %9.0f msg/s  %6.2f µs client CPU/msg  %6.2f µs server CPU/msg\n", mode, s.rate[len(s.rate)-1], s.cpu[len(s.cpu)-1], s.srv[len(s.srv)-1])
+		fmt.Printf("  %-11s %9.0f msg/s  %6.2f µs client CPU/msg  %6.2f µs server CPU/msg", mode, s.rate[len(s.rate)-1], s.cpu[len(s.cpu)-1], s.srv[len(s.srv)-1])
+		if m.first > 0 {
+			s.fromRead = append(s.fromRead, n/(m.wall-m.firstRead).Seconds())
+			fmt.Printf("  first read after %v, first message after %v, %.0f msg/s from the first read",
+				m.firstRead.Round(time.Millisecond), m.first.Round(time.Millisecond), s.fromRead[len(s.fromRead)-1])
+		}
+		fmt.Println()
 	}
 	drained := ""
 	for _, m := range []string{"agg-all", "agg"} {
@@ -192,6 +203,9 @@ func main() {
 		c, cper := ratio(r[0], r[1], cpu)
 		fmt.Printf("  %s / %s: msg/s %.1f [%s], client CPU/msg %.2f [%s]\n", r[0], r[1], m, kbench.Fmt(per, 1), c, kbench.Fmt(cper, 2))
 	}
+	if m, per := ratio("drain-"+drained, "drain-plain", func(s *series) []float64 { return s.fromRead }); per != nil {
+		fmt.Printf("  drain-%s / drain-plain from each drain's first GetRecords (the subscriber's start left out): msg/s %.1f [%s]\n", drained, m, kbench.Fmt(per, 1))
+	}
 	fmt.Println("\nstored (last round), per 1M messages")
 	for _, mode := range o.modes {
 		st := stats[mode]
@@ -201,7 +215,11 @@ func main() {
 	}
 }
 
-type measure struct{ wall, cpu, server time.Duration }
+type measure struct {
+	wall, cpu, server time.Duration
+	first             time.Duration // a drain's: from Connect to the first message handled
+	firstRead         time.Duration // a drain's: from Connect to its first GetRecords request
+}
 
 func key(i, keys int) string { return "customer-" + strconv.Itoa(i%keys) }
 
@@ -236,7 +254,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 			data, _ := json.Marshal(&events[i])
 			return data, key(i, o.keys)
 		})
-		return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0}, stream, err
+		return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, stream, err
 	}
 	if mode == "a8m" {
 		return a8mPublish(o, events, stream)
@@ -279,7 +297,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		}
 		return nil
 	})
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0}, stream, err
+	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, stream, err
 }
 
 // bulkPublish publishes with runtime.SendAll from bulkcallers goroutines,
@@ -309,7 +327,7 @@ func bulkPublish(ctx context.Context, o options, p kgrt.Publisher[*kbench.Event]
 		}
 		return nil
 	})
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0}, stream, err
+	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, stream, err
 }
 
 // a8mPublish publishes through a8m/kinesis-producer (aggregation on, its
@@ -352,7 +370,7 @@ func a8mPublish(o options, events []kbench.Event, stream string) (measure, strin
 		}
 	})
 	pr.Stop()
-	m := measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0}
+	m := measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}
 	if n := failed.Load(); n > 0 && err == nil {
 		err = fmt.Errorf("a8m reported %d records it could not put", n)
 	}
@@ -460,19 +478,28 @@ func idOf(data []byte) (int, error) {
 }
 
 // drain reads the stream from the horizon with a fresh broker until n
-// messages were handled.
+// messages were handled. Its time runs from Connect; it also notes when the
+// first GetRecords request went out (after the subscriber's start: lease
+// taking, and a first pass that waits a tenth of the renewal interval for
+// other instances starting at once) and when the first message was handled.
 func drain(ctx context.Context, o options, stream string) (measure, error) {
 	cfg, _ := kbench.Config()
+	var firstRead atomic.Int64 // when the first GetRecords request went out
+	cfg.HTTPClient = &http.Client{Transport: stampFirst{awshttp.NewBuildableClient().GetTransport(), "Kinesis_20131202.GetRecords", &firstRead}}
 	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(lease.NewMemory()))
 	var handled atomic.Int64
 	all := make(chan struct{})
 	var once sync.Once
+	var first atomic.Int64
 	_, err := kgrt.Subscribe(b, stream, func(_ context.Context, _ rawJSON, _ kgrt.Delivery) kgrt.Outcome {
+		if first.Load() == 0 {
+			first.CompareAndSwap(0, time.Now().UnixNano())
+		}
 		if handled.Add(1) == int64(o.n) {
 			once.Do(func() { close(all) })
 		}
 		return kgrt.Ack()
-	}, kgrt.Workers(8), kgrt.ByKey(), kgrt.StartAt(kgrt.Horizon()), kgrt.BatchSize(10000))
+	}, kgrt.Workers(8), kgrt.ByKey(), kgrt.StartAt(kgrt.Horizon()), kgrt.BatchSize(int32(o.batch)))
 	if err != nil {
 		return measure{}, err
 	}
@@ -495,7 +522,21 @@ func drain(ctx context.Context, o options, stream string) (measure, error) {
 	case <-time.After(5 * time.Minute):
 		return measure{}, fmt.Errorf("handled %d of %d", handled.Load(), o.n)
 	}
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0}, nil
+	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, time.Unix(0, first.Load()).Sub(t0), time.Unix(0, firstRead.Load()).Sub(t0)}, nil
+}
+
+// stampFirst notes when the first request of one operation goes out.
+type stampFirst struct {
+	base   http.RoundTripper
+	target string // X-Amz-Target
+	at     *atomic.Int64
+}
+
+func (s stampFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	if s.at.Load() == 0 && r.Header.Get("X-Amz-Target") == s.target {
+		s.at.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	return s.base.RoundTrip(r)
 }
 
 func fail(err error) {
