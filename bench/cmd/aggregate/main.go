@@ -19,7 +19,9 @@
 // with runtime.Subscribe (Workers(8), ByKey, BatchSize -batch, a no-op
 // handler, checkpoints on), timed from Connect and from the first
 // GetRecords request (the subscriber's start, the same for both, left
-// out). Every stream is read back after it is published, untimed: the
+// out), and the aggregated stream once more with BatchSize -aggbatch (a
+// read of that many aggregates, about as many messages as a plain read of
+// 2,000 records). Every stream is read back after it is published, untimed: the
 // Kinesis records and PUT payload units (25 KiB of data plus key, rounded
 // up per record) per million messages, and a check that every message is
 // stored once, on the shard its own key hashes to, under its own key, each
@@ -84,6 +86,7 @@ type options struct {
 	aggBytes    int
 	linger      time.Duration
 	batch       int // the drains' BatchSize
+	aggBatch    int // if > 0, the aggregated stream is drained again with this BatchSize
 	profile     string
 	modes       []string
 	pid         int // the server's, for its CPU time; 0: unknown
@@ -103,6 +106,7 @@ func main() {
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
 	flag.IntVar(&o.batch, "batch", kgrt.MaxBatchSize, "the drains' BatchSize")
+	flag.IntVar(&o.aggBatch, "aggbatch", 10, "if > 0, drain the aggregated stream once more with this BatchSize (a read of that many aggregates)")
 	modes := flag.String("modes", "bare,plain,agg,agg-all,a8m", "publishing modes to run: bare, plain, agg, agg-all, a8m (the drains need plain and agg-all or agg)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each mode of the last round to this prefix plus .MODE.prof (.drain-STREAM.prof for the drains)")
 	flag.Parse()
@@ -163,18 +167,25 @@ func main() {
 			continue
 		}
 		for _, mode := range []string{"plain", drained} {
-			m, err := drain(ctx, o, streams[mode])
+			m, err := drain(ctx, o, streams[mode], o.batch)
 			if err != nil {
 				fail(fmt.Errorf("drain %s: %w", mode, err))
 			}
 			add("drain-"+mode, m)
+		}
+		if o.aggBatch > 0 {
+			m, err := drain(ctx, o, streams[drained], o.aggBatch)
+			if err != nil {
+				fail(fmt.Errorf("drain %s with BatchSize %d: %w", drained, o.aggBatch, err))
+			}
+			add(smallReads, m)
 		}
 	}
 	fmt.Printf("end (load average %s)\n", loadAverage())
 	rate := func(s *series) []float64 { return s.rate }
 	cpu := func(s *series) []float64 { return s.cpu }
 	fmt.Println("\nmedians")
-	for _, mode := range append(slices.Clone(o.modes), "drain-plain", "drain-"+drained) {
+	for _, mode := range append(slices.Clone(o.modes), "drain-plain", "drain-"+drained, smallReads) {
 		s := res[mode]
 		if s == nil {
 			continue
@@ -195,7 +206,7 @@ func main() {
 		return kbench.Median(x) / kbench.Median(y), per
 	}
 	fmt.Println("\nratios (of medians; per round in brackets)")
-	for _, r := range [][2]string{{"agg", "bare"}, {"agg-all", "bare"}, {"a8m", "bare"}, {"agg", "plain"}, {"drain-" + drained, "drain-plain"}} {
+	for _, r := range [][2]string{{"agg", "bare"}, {"agg-all", "bare"}, {"a8m", "bare"}, {"agg", "plain"}} {
 		m, per := ratio(r[0], r[1], rate)
 		if per == nil {
 			continue
@@ -203,8 +214,14 @@ func main() {
 		c, cper := ratio(r[0], r[1], cpu)
 		fmt.Printf("  %s / %s: msg/s %.1f [%s], client CPU/msg %.2f [%s]\n", r[0], r[1], m, kbench.Fmt(per, 1), c, kbench.Fmt(cper, 2))
 	}
-	if m, per := ratio("drain-"+drained, "drain-plain", func(s *series) []float64 { return s.fromRead }); per != nil {
-		fmt.Printf("  drain-%s / drain-plain from each drain's first GetRecords (the subscriber's start left out): msg/s %.1f [%s]\n", drained, m, kbench.Fmt(per, 1))
+	fromRead := func(s *series) []float64 { return s.fromRead }
+	for _, a := range []string{"drain-" + drained, smallReads} {
+		if m, per := ratio(a, "drain-plain", rate); per != nil {
+			m2, per2 := ratio(a, "drain-plain", fromRead)
+			c, cper := ratio(a, "drain-plain", cpu)
+			fmt.Printf("  %s / drain-plain: msg/s %.1f [%s] from Connect, %.1f [%s] from each drain's first GetRecords (the subscriber's start left out), client CPU/msg %.2f [%s]\n",
+				a, m, kbench.Fmt(per, 1), m2, kbench.Fmt(per2, 1), c, kbench.Fmt(cper, 2))
+		}
 	}
 	fmt.Println("\nstored (last round), per 1M messages")
 	for _, mode := range o.modes {
@@ -482,7 +499,7 @@ func idOf(data []byte) (int, error) {
 // first GetRecords request went out (after the subscriber's start: lease
 // taking, and a first pass that waits a tenth of the renewal interval for
 // other instances starting at once) and when the first message was handled.
-func drain(ctx context.Context, o options, stream string) (measure, error) {
+func drain(ctx context.Context, o options, stream string, batch int) (measure, error) {
 	cfg, _ := kbench.Config()
 	var firstRead atomic.Int64 // when the first GetRecords request went out
 	cfg.HTTPClient = &http.Client{Transport: stampFirst{awshttp.NewBuildableClient().GetTransport(), "Kinesis_20131202.GetRecords", &firstRead}}
@@ -499,7 +516,7 @@ func drain(ctx context.Context, o options, stream string) (measure, error) {
 			once.Do(func() { close(all) })
 		}
 		return kgrt.Ack()
-	}, kgrt.Workers(8), kgrt.ByKey(), kgrt.StartAt(kgrt.Horizon()), kgrt.BatchSize(int32(o.batch)))
+	}, kgrt.Workers(8), kgrt.ByKey(), kgrt.StartAt(kgrt.Horizon()), kgrt.BatchSize(int32(batch)))
 	if err != nil {
 		return measure{}, err
 	}
@@ -524,6 +541,10 @@ func drain(ctx context.Context, o options, stream string) (measure, error) {
 	}
 	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, time.Unix(0, first.Load()).Sub(t0), time.Unix(0, firstRead.Load()).Sub(t0)}, nil
 }
+
+// smallReads names the second drain of the aggregated stream, with BatchSize
+// -aggbatch.
+const smallReads = "drain-agg-small"
 
 // stampFirst notes when the first request of one operation goes out.
 type stampFirst struct {
