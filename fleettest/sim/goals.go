@@ -75,13 +75,18 @@ func WriteGoals(w io.Writer, old, new []*Report) {
 
 // Misses lists the goals of issue 17 this run's phases miss that the
 // per-instance mode meets: a phase (the start included) with more owner
-// changes than 1.1 × the minimum, and a joiner (or an instance back from
-// a partition) not at its fair share within 3 lease passes.
+// changes than 1.1 × the minimum, a joiner (or an instance back from a
+// partition) not at its fair share within 3 lease passes, and a phase
+// after the start that reads more than ReadBound.
 func (r *Report) Misses() []string {
 	var out []string
 	for _, p := range r.Phases {
 		if float64(p.Moves) > 1.1*float64(p.MinMoves) {
 			out = append(out, fmt.Sprintf("%s: %d owner changes, more than 1.1 × the minimum %d", p.Name, p.Moves, p.MinMoves))
+		}
+		if bound := r.ReadBound(p); p.Name != "start" && r.ScanUnits > 0 && p.Window.RCUPerSec() > bound {
+			out = append(out, fmt.Sprintf("%s: %.1f RCU/s, more than a Scan of the lease table (%d RCU) and the members item per live instance (%d) per lease pass (%v) and 3 reads per lease moved (%d): %.1f RCU/s",
+				p.Name, p.Window.RCUPerSec(), r.ScanUnits, p.Live, p.PassEvery, p.Moves, bound))
 		}
 		if p.Name == "join" && (p.FairShare == 0 || p.FairShare > 3*p.PassEvery) {
 			out = append(out, fmt.Sprintf("join: %s at its fair share after %v, want within 3 lease passes (%v)", p.Subject, p.FairShare, 3*p.PassEvery))
@@ -143,4 +148,16 @@ func (r *Report) graceful() int {
 		n += p.Unexplained
 	}
 	return n
+}
+
+// ReadBound is the read units a second a phase may cost while the fleet
+// changes: every live instance scanning the lease table and reading the
+// members item every lease pass (liveness per lease scans every pass, at
+// rest too), and three reads per lease moved (the asker's and the owner's
+// reads of it, and a refused write's re-read). Listing the leases by key,
+// a read unit each, costs about ten times the Scan. The start is left
+// out: each instance creates every lease there, and a create refused
+// because another instance made the lease first re-reads it.
+func (r *Report) ReadBound(p Phase) float64 {
+	return float64(p.Live)*float64(r.ScanUnits+1)/p.PassEvery.Seconds() + 3*float64(p.Moves)/p.Window.Dur.Seconds()
 }

@@ -14,6 +14,7 @@ type Report struct {
 	Ended     time.Time
 	Phases    []Phase
 	Rest      Window // the fleet at rest: nothing published, nothing changing
+	ScanUnits int64  // one strongly consistent Scan of the lease table (as at rest), in read units
 	Total     Counts
 	Published int
 	// Losses counts leases lost involuntarily: fenced for want of a
@@ -162,6 +163,7 @@ func (r *Report) Write(w io.Writer, label string) {
 	}
 	fmt.Fprintf(w, "| at rest (%v) | | | | | | | %s |\n\n", r.Rest.Dur.Round(time.Second), r.Rest.cells())
 	fmt.Fprintf(w, "At rest: %s.\n", r.Rest.summary())
+	fmt.Fprintf(w, "A Scan of the lease table: %d RCU.\n", r.ScanUnits)
 	fmt.Fprintf(w, "Leases lost involuntarily (fenced or taken; the crashed and cut-off instance's included): %d.\n", r.Losses)
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "Invariants held: no shard handled by two instances at once, no duplicate from a graceful handoff, every record handled.")

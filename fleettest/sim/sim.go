@@ -261,6 +261,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	at := time.Now()
 	sleep(ctx, cfg.Rest)
 	rep.Rest = Window{Dur: time.Since(at), Counts: f.c.snapshot().Sub(before)}
+	if ls, err := f.cfg.Observe.List(ctx, f.cfg.Namespace); err == nil {
+		var b int64
+		for _, l := range ls {
+			b += int64(ItemBytes(l))
+		}
+		rep.ScanUnits = scanUnits(b)
+	}
 	f.progress("rest: %s", rep.Rest.summary())
 
 	f.pubOn.Store(true)

@@ -196,6 +196,10 @@ type store struct {
 	// checkpointed after a checkpoint written.
 	moved        func(key, from, to string)
 	checkpointed func(owner, shard, seq string)
+
+	// listUnits is what the last List cost, by namespace (ListUnits).
+	listMu    sync.Mutex
+	listUnits map[string]float64
 }
 
 var _ lease.Store = (*store)(nil)
@@ -265,7 +269,30 @@ func (s *store) List(ctx context.Context, ns string) ([]lease.Lease, error) {
 	// A strongly consistent Scan, billed by the bytes it reads (per 1 MB
 	// page, rounded up to 4 KB).
 	s.c.halfRCU.Add(2 * scanUnits(b))
+	if err == nil {
+		s.listMu.Lock()
+		if s.listUnits == nil {
+			s.listUnits = map[string]float64{}
+		}
+		s.listUnits[ns] = float64(scanUnits(b))
+		s.listMu.Unlock()
+	}
 	return ls, err
+}
+
+var _ lease.ListCost = (*store)(nil)
+
+// ListUnits is the DynamoDB store's (lease.ListCost): the read units the
+// last List of ns cost, as DynamoDB bills the Scan; from the inner store
+// when it measures them itself (DynamoDB), else as counted above.
+func (s *store) ListUnits(ns string) (float64, bool) {
+	if lc, ok := s.inner.(lease.ListCost); ok {
+		return lc.ListUnits(ns)
+	}
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	u, ok := s.listUnits[ns]
+	return u, ok
 }
 
 func (s *store) Get(ctx context.Context, key string) (lease.Lease, error) {

@@ -113,6 +113,8 @@ type DynamoDB struct {
 
 	mu    sync.Mutex  // serialises the table check
 	ready atomic.Bool // the table was seen usable: skip the check
+
+	units sync.Map // namespace -> float64: the read units its last List consumed (ListUnits)
 }
 
 var _ Store = (*DynamoDB)(nil)
@@ -252,7 +254,9 @@ func (d *DynamoDB) begin(ctx context.Context, op, key string) error {
 // schema (leaseKey alone as hash key) allows no Query by prefix, and keeping
 // that schema is what lets operators use KCL tooling, so this is a paginated,
 // strongly consistent Scan with a begins_with filter. Lease tables are small
-// (one item per shard) and List runs once per shard-sync pass.
+// (one item per shard) and List runs once per shard-sync pass. The read
+// units the Scan consumed, as DynamoDB reports them, are kept for
+// ListUnits.
 func (d *DynamoDB) List(ctx context.Context, namespace string) ([]Lease, error) {
 	if err := d.begin(ctx, "list", namespace); err != nil {
 		return nil, err
@@ -267,12 +271,19 @@ func (d *DynamoDB) List(ctx context.Context, namespace string) ([]Lease, error) 
 		FilterExpression:          aws.String(filter.expr),
 		ExpressionAttributeNames:  filter.names,
 		ExpressionAttributeValues: filter.values,
+		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal,
 	}
 	var out []Lease
+	units, measured := 0.0, true
 	for p := dynamodb.NewScanPaginator(d.client, in); p.HasMorePages(); {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, d.fail("list", namespace, err)
+		}
+		if c := page.ConsumedCapacity; c != nil && c.CapacityUnits != nil {
+			units += *c.CapacityUnits
+		} else {
+			measured = false
 		}
 		for _, item := range page.Items {
 			l, _, err := d.cfg.codec.fromItem(item, namespace)
@@ -282,8 +293,25 @@ func (d *DynamoDB) List(ctx context.Context, namespace string) ([]Lease, error) 
 			out = append(out, l)
 		}
 	}
+	if measured {
+		d.units.Store(namespace, units)
+	} else {
+		d.units.Delete(namespace)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
+}
+
+var _ ListCost = (*DynamoDB)(nil)
+
+// ListUnits returns the read units the last List of namespace consumed, as
+// DynamoDB reported them (a server that reports none leaves ok false).
+func (d *DynamoDB) ListUnits(namespace string) (float64, bool) {
+	v, ok := d.units.Load(namespace)
+	if !ok {
+		return 0, false
+	}
+	return v.(float64), true
 }
 
 // Get reads one lease with a strongly consistent read.

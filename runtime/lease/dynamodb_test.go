@@ -501,3 +501,69 @@ func BenchmarkDynamoDBRenew(b *testing.B) {
 		}
 	}
 }
+
+// noCapacity answers Scans without the consumed capacity (a server that
+// does not report it).
+type noCapacity struct{ lease.DynamoDBAPI }
+
+func (n noCapacity) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	out, err := n.DynamoDBAPI.Scan(ctx, in, opts...)
+	if out != nil {
+		out.ConsumedCapacity = nil
+	}
+	return out, err
+}
+
+// ListUnits reports what the last List of a namespace cost, as DynamoDB
+// billed the Scan: a read unit per 4 KB of every item the Scan read, so a
+// namespace's 100 leases cost a few units (against 100 read by key), and
+// the items of another namespace in the table are paid for too. A coordinator
+// chooses between List and GetMany by it; without a measure (no List yet,
+// or a server that reports no capacity) it says so.
+func TestDynamoDBListUnits(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := newDynamo(t, client)
+	a, b := "app/orders", "app/other"
+	if _, ok := s.ListUnits(a); ok {
+		t.Fatal("ListUnits before any List reports a measure")
+	}
+	seed := func(ns string, n int) {
+		for i := range n {
+			id := fmt.Sprintf("shardId-%012d", i)
+			l := lease.Lease{Key: lease.KeyFor(ns, id), ShardID: id, StartingHashKey: "0", EndingHashKey: "340282366920938463463374607431768211455"}
+			if _, err := s.Create(ctx, l); err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+		}
+	}
+	seed(a, 100)
+	if ls, err := s.List(ctx, a); err != nil || len(ls) != 100 {
+		t.Fatalf("List = %d leases, %v; want 100", len(ls), err)
+	}
+	alone, ok := s.ListUnits(a)
+	if !ok || alone <= 0 || alone >= 100/4 {
+		t.Fatalf("ListUnits after a List of 100 leases = %v, %v; want a few units (packed), fewer than a quarter of one a lease", alone, ok)
+	}
+	if _, ok := s.ListUnits(b); ok {
+		t.Fatal("ListUnits of a namespace never listed reports a measure")
+	}
+	seed(b, 300)
+	if ls, err := s.List(ctx, a); err != nil || len(ls) != 100 {
+		t.Fatalf("List = %d leases, %v; want 100", len(ls), err)
+	}
+	shared, ok := s.ListUnits(a)
+	if !ok || shared < 3*alone {
+		t.Fatalf("ListUnits with 300 leases of another namespace in the table = %v, %v; want at least %v (the Scan reads them too)", shared, ok, 3*alone)
+	}
+	t.Logf("a Scan of 100 leases: %v RCU; with 300 of another namespace: %v RCU", alone, shared)
+
+	blind := lease.NewDynamoDB(noCapacity{client}, s.Table())
+	if _, err := blind.List(ctx, a); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if u, ok := blind.ListUnits(a); ok {
+		t.Fatalf("ListUnits from a server that reports no capacity = %v, true; want no measure", u)
+	}
+}

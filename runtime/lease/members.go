@@ -94,3 +94,16 @@ type Lookup interface {
 	// without a lease is left out.
 	GetMany(ctx context.Context, keys []string) ([]Lease, error)
 }
+
+// ListCost is a store that knows what a List of a namespace costs, so that
+// a coordinator that wants every lease of a namespace can read them the
+// cheaper way: a List, or by key (Lookup). On DynamoDB a List is a
+// strongly consistent Scan of the whole table, billed per 4 KB of the items
+// it reads (about ten leases a read unit, with the items of every other
+// namespace in the table), and a read by key a read unit per lease: the
+// Scan is the cheaper unless the table holds many other items.
+type ListCost interface {
+	// ListUnits returns the read units the last List of namespace
+	// consumed; ok is false when none has been measured.
+	ListUnits(namespace string) (units float64, ok bool)
+}

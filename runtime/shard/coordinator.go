@@ -258,6 +258,7 @@ type Coordinator struct {
 	members    lease.MemberStore // the store's members, with deadlines: nil unless LivenessPerInstance
 	fanOut     kinesisapi.API    // the client without deadlines, when reading by fan-out
 	lookup     lease.Lookup      // with members: reads the known leases by key instead of listing the namespace
+	listCost   lease.ListCost    // with lookup: what a List costs, when the store knows (listLeases)
 	loops      sync.WaitGroup    // sync and keeper loops
 	workers    sync.WaitGroup    // readers and handoffs
 	kick       chan bool         // wake the sync loop; true asks for a re-listing
@@ -302,10 +303,12 @@ func New(cfg Config) (*Coordinator, error) {
 	ensure, _ := raw.(tableEnsurer)
 	var bm lease.MemberStore
 	var look lease.Lookup
+	var cost lease.ListCost
 	if members != nil {
 		bm = boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
 		if l, ok := raw.(lease.Lookup); ok {
 			look = boundedLookup{l: l, d: cfg.leaseCallTimeout()}
+			cost, _ = raw.(lease.ListCost)
 		}
 	}
 	c := &Coordinator{
@@ -325,6 +328,7 @@ func New(cfg Config) (*Coordinator, error) {
 		epoch:   time.Now(),
 		kick:    make(chan bool, 1),
 	}
+	c.listCost = cost
 	c.beat.Store(time.Now().UnixNano()) // a restart under the same owner id never repeats a beat
 	return c, nil
 }

@@ -19,6 +19,7 @@ type opStore struct {
 	lease.Store
 	m                                           lease.MemberStore
 	passes, lists, writes, takes, beats, leaves atomic.Int64
+	scans, byKey                                atomic.Int64 // lists by List, by GetMany
 }
 
 func newOpStore(s lease.Store) *opStore {
@@ -28,13 +29,59 @@ func newOpStore(s lease.Store) *opStore {
 
 func (s *opStore) List(ctx context.Context, ns string) ([]lease.Lease, error) {
 	s.lists.Add(1)
+	s.scans.Add(1)
 	return s.Store.List(ctx, ns)
 }
 
 // GetMany counts as a listing: it is one, of the known shards' leases.
 func (s *opStore) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
 	s.lists.Add(1)
+	s.byKey.Add(1)
 	return s.Store.(lease.Lookup).GetMany(ctx, keys)
+}
+
+// costStore is an opStore that says what a List costs (lease.ListCost).
+type costStore struct {
+	*opStore
+	units float64
+}
+
+func (s *costStore) ListUnits(string) (float64, bool) { return s.units, true }
+
+// A listing after the first reads the leases the cheaper way the store
+// knows of: a List (on DynamoDB a Scan, about ten leases a read unit) when
+// it costs fewer read units than reading every known lease by key (one
+// each), else by key, which reads nothing of another namespace. (Before,
+// every later listing read by key: at 1,000 shards 1,000 read units
+// against about 85 for the Scan.)
+func TestListingReadsTheCheaperWay(t *testing.T) {
+	const shards = 8
+	for _, tc := range []struct {
+		name  string
+		units float64
+		scan  bool
+	}{{"scan-cheaper", 2, true}, {"by-key-cheaper", 3 * shards, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := memEnv(t, shards)
+			cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+			a := e.start(cfgA)
+			eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == shards })
+			bs := &costStore{opStore: newOpStore(e.store), units: tc.units}
+			cfgB.Leases = bs
+			b := e.start(cfgB)
+			eventually(t, 5*time.Second, "a 4/4 split", func() bool {
+				return len(a.Reading()) == shards/2 && len(b.Reading()) == shards/2
+			})
+			scans, byKey := bs.scans.Load(), bs.byKey.Load()
+			t.Logf("b listed %d times by List, %d by key (ListUnits %v, %d leases)", scans, byKey, tc.units, shards)
+			if tc.scan && (byKey != 0 || scans < 2) {
+				t.Errorf("b listed %d times by key and %d by List; want every listing by List (the first and the ones while it asks)", byKey, scans)
+			}
+			if !tc.scan && (scans != 1 || byKey == 0) {
+				t.Errorf("b listed %d times by List and %d by key; want the first by List, the later ones by key", scans, byKey)
+			}
+		})
+	}
 }
 
 func (s *opStore) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {

@@ -890,9 +890,15 @@ func (c *Coordinator) refreshParents(ctx context.Context, byShard map[string]lea
 // DynamoDB scans the table) with liveness per lease and at the first pass;
 // later, with a lease.Lookup, the leases of the shards this coordinator
 // knows of (the last listing's and the stream's), read by key, so that
-// nothing of another namespace in a shared table is read. A lease another
-// instance created for a shard this one has not listed yet is found by its
-// next shard listing (createLease reads it).
+// nothing of another namespace in a shared table is read, unless the
+// store says a List costs fewer read units than reading those leases by
+// key (lease.ListCost: a read unit each on DynamoDB, where a Scan reads
+// about ten leases a unit, so in a table of this namespace alone the List
+// is about ten times cheaper). Both reads are strongly consistent; a List
+// also returns the leases of shards this coordinator has not listed yet,
+// as the first listing does. A lease another instance created for a shard
+// this one has not listed yet is otherwise found by its next shard
+// listing (createLease reads it).
 func (c *Coordinator) listLeases(ctx context.Context, lin *Lineage) ([]lease.Lease, error) {
 	if c.lookup == nil || c.known == nil || lin == nil {
 		return c.cfg.Leases.List(ctx, c.cfg.Namespace)
@@ -905,6 +911,11 @@ func (c *Coordinator) listLeases(ctx context.Context, lin *Lineage) ([]lease.Lea
 	for _, id := range ids {
 		if _, ok := c.known[id]; !ok {
 			keys = append(keys, lease.KeyFor(c.cfg.Namespace, id))
+		}
+	}
+	if c.listCost != nil {
+		if units, ok := c.listCost.ListUnits(c.cfg.Namespace); ok && units < float64(len(keys)) {
+			return c.cfg.Leases.List(ctx, c.cfg.Namespace)
 		}
 	}
 	return c.lookup.GetMany(ctx, keys)
