@@ -1,0 +1,577 @@
+package shard_test
+
+// The read-path changes of issue 9 (take-back and release of fenced leases,
+// heartbeats during Start, heartbeat retries, persistFinal) each meeting
+// the other situations the project's standard names: stop, handoff, lease
+// loss, an expired iterator, a reshard and a stuck handler.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// waitCheckpointed waits until the lease of every shard in ids holds the
+// sequence number of the last record col delivered from it: what was
+// delivered so far is never delivered again, whatever happens next.
+func waitCheckpointed(t *testing.T, e *env, col *collector, ids []string) {
+	t.Helper()
+	last := map[string]string{}
+	for _, r := range col.records() {
+		last[r.ShardID] = r.SequenceNumber
+	}
+	for _, id := range ids {
+		if last[id] == "" {
+			continue
+		}
+		eventually(t, 5*time.Second, "the checkpoint of "+id+" at its last delivered record", func() bool {
+			return e.lease(id).Checkpoint == last[id]
+		})
+	}
+}
+
+// checkParentsFirst asserts that no record of a child came before the last
+// record of any of its parents (recs in delivery order, over every owner).
+func checkParentsFirst(t *testing.T, recs []*shard.Record, parents, children []string) {
+	t.Helper()
+	lastOf, firstOf := map[string]int{}, map[string]int{}
+	for i, r := range recs {
+		lastOf[r.ShardID] = i
+		if _, ok := firstOf[r.ShardID]; !ok {
+			firstOf[r.ShardID] = i
+		}
+	}
+	for _, ch := range children {
+		first, ok := firstOf[ch]
+		if !ok {
+			t.Errorf("child %s: nothing delivered", ch)
+			continue
+		}
+		for _, p := range parents {
+			if last, ok := lastOf[p]; ok && first < last {
+				t.Errorf("child %s delivered (at %d) before its parent %s's last record (at %d)", ch, first, p, last)
+			}
+		}
+	}
+}
+
+// 1. A reshard while the owner of the parent is fenced (its heartbeats
+// fail), then takes its lease back: the children wait for the parent, the
+// parent is read to its end once taken back (what was written to it while
+// its owner was fenced included), every record of parent and children is
+// delivered once, in each key's order across parent and child, and no
+// lease is left unread. A second, healthy owner shares the stream, so a
+// child may be held by the other owner than its parent. Every record
+// delivered before the fence is checkpointed first, so none is delivered
+// twice: no lease moves but by take-back and graceful handoff.
+func TestReshardWhileFencedThenTakenBack(t *testing.T) {
+	t.Run("split", func(t *testing.T) {
+		e, _ := memEnv(t, 1)
+		testReshardWhileFenced(t, e, false)
+	})
+	t.Run("merge", func(t *testing.T) {
+		e, _ := memEnv(t, 2)
+		testReshardWhileFenced(t, e, true)
+	})
+}
+
+func testReshardWhileFenced(t *testing.T, e *env, mergeThem bool) {
+	parents := e.shards()
+	all := newCollector() // both owners': its order is the order of delivery
+	a, store := fencedOwner(e, "a", all)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(a.Reading(), parents) })
+	b := e.start(patient(e, "b", all))
+	if mergeThem {
+		eventually(t, 10*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
+	}
+	fencedParents := a.Owned()
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	all.waitN(t, 20)
+	waitCheckpointed(t, e, all, parents)
+
+	fence(t, a, store)
+	e.publish(want, 20, 10) // on the parents: a's waits for a's take-back
+	if mergeThem {
+		merge(t, e, parents[0], parents[1])
+	} else {
+		split(t, e, parents[0])
+	}
+	children := waitOpen(t, e, map[bool]int{true: 1, false: 2}[mergeThem])
+	e.publish(want, 20, 10) // on the children
+	// b takes a child (a's fenced parent is a live member's lease, never
+	// b's to take) and must not read it while that parent is unfinished.
+	eventually(t, 10*time.Second, "b holds a child", func() bool {
+		return slices.ContainsFunc(b.Owned(), func(id string) bool { return slices.Contains(children, id) })
+	})
+	for _, r := range all.records() {
+		if slices.Contains(children, r.ShardID) {
+			t.Fatalf("child %s read (record %s) while its parent's owner was fenced", r.ShardID, r.Data)
+		}
+	}
+
+	store.off.Store(false)
+	for _, p := range fencedParents {
+		eventually(t, 10*time.Second, "SHARD_END of the fenced parent "+p, func() bool {
+			return e.lease(p).Checkpoint == lease.CheckpointShardEnd
+		})
+	}
+	reading := func() []string {
+		out := append(a.Reading(), b.Reading()...)
+		slices.Sort(out)
+		return out
+	}
+	eventually(t, 10*time.Second, fmt.Sprintf("every child %v read", children), func() bool { return slices.Equal(reading(), children) })
+	e.publish(want, 20, 10)
+	total := 80
+	recs := all.wait(t, 10*time.Second, fmt.Sprintf("the %d records", total), func(r []*shard.Record) bool { return len(r) >= total })
+	time.Sleep(3 * e.config("", nil).Poll) // a duplicate would be here by now
+	recs = all.records()
+	checkKeyOrder(t, recs, want)
+	checkParentsFirst(t, recs, parents, children)
+	for _, p := range parents {
+		if cp := e.lease(p).Checkpoint; cp != lease.CheckpointShardEnd {
+			t.Errorf("parent %s checkpointed %q, want SHARD_END", p, cp)
+		}
+	}
+}
+
+// expireFirstTakenBack answers ExpiredIteratorException to the first
+// GetRecords of the first iterator it hands out once armed: the reader of
+// a lease taken back meets an expired iterator at once.
+type expireFirstTakenBack struct {
+	kinesisapi.API
+	armed   atomic.Bool
+	mu      sync.Mutex
+	target  string
+	expired atomic.Int32
+}
+
+func (c *expireFirstTakenBack) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	out, err := c.API.GetShardIterator(ctx, in, o...)
+	if err == nil && out.ShardIterator != nil && c.armed.CompareAndSwap(true, false) {
+		c.mu.Lock()
+		c.target = *out.ShardIterator
+		c.mu.Unlock()
+	}
+	return out, err
+}
+
+func (c *expireFirstTakenBack) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	c.mu.Lock()
+	hit := c.target != "" && aws.ToString(in.ShardIterator) == c.target
+	if hit {
+		c.target = ""
+	}
+	c.mu.Unlock()
+	if hit {
+		c.expired.Add(1)
+		return nil, &types.ExpiredIteratorException{Message: aws.String("injected")}
+	}
+	return c.API.GetRecords(ctx, in, o...)
+}
+
+// 3. An expired iterator right after a take-back: the owner, fenced while
+// records were written, takes its lease back, and its new reader's first
+// read finds the iterator expired. It reopens at the lease's checkpoint,
+// not at the tip: the records written while it was fenced are delivered,
+// each once, in order.
+func TestExpiredIteratorRightAfterTakeBack(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	testExpiredIteratorAfterTakeBack(t, e)
+}
+
+func testExpiredIteratorAfterTakeBack(t *testing.T, e *env) {
+	ids := e.shards()
+	col := newCollector()
+	store := &noBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}}
+	client := &expireFirstTakenBack{API: e.client}
+	cfg := e.config("a", col.sink)
+	cfg.Leases, cfg.Client = store, client
+	a := e.start(cfg)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(a.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 10, 5)
+	col.waitN(t, 10)
+	waitCheckpointed(t, e, col, ids)
+
+	fence(t, a, store) // its reader stopped: no iterator is fetched until the take-back
+	e.publish(want, 10, 5)
+	client.armed.Store(true)
+	store.off.Store(false)
+	eventually(t, 10*time.Second, "a reads the shard again", func() bool { return slices.Equal(a.Reading(), ids) })
+	e.publish(want, 10, 5)
+	col.waitN(t, 30)
+	if client.expired.Load() != 1 {
+		t.Fatalf("the reader of the lease taken back met %d expired iterators, want the 1 injected", client.expired.Load())
+	}
+	time.Sleep(3 * cfg.Poll) // a duplicate would be here by now
+	checkKeyOrder(t, col.records(), want)
+}
+
+// finalFaults is a lease store whose sequence-number checkpoints fail
+// (throttled) while fail is above zero, each failure counting it down (a
+// negative fail fails every one), or until failUntil, and whose heartbeats fail while beatsOff
+// is set. It counts the failures, and the writes of a lease (checkpoints,
+// releases, renewals) that land while watch is set.
+type finalFaults struct {
+	memberWrap
+	fail      atomic.Int64
+	failUntil atomic.Int64 // and until then (Unix nanoseconds)
+	failed    atomic.Int64
+	failedOn  atomic.Pointer[string] // the shard of the last checkpoint refused
+	beatsOff  atomic.Bool
+	beatFail  atomic.Int64
+	watch     atomic.Bool
+	landed    atomic.Int64
+}
+
+func newFinalFaults(s lease.Store) *finalFaults {
+	m, ok := lease.MembersOf(s)
+	if !ok {
+		panic(fmt.Sprintf("%T keeps no members", s))
+	}
+	return &finalFaults{memberWrap: memberWrap{Store: s, m: m}}
+}
+
+func (s *finalFaults) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	if cp != lease.CheckpointAtTimestamp && cp != lease.CheckpointShardEnd {
+		n := s.fail.Load()
+		if n < 0 || n > 0 && s.fail.CompareAndSwap(n, n-1) || time.Now().UnixNano() < s.failUntil.Load() {
+			s.failed.Add(1)
+			s.failedOn.Store(&l.ShardID)
+			return lease.Lease{}, &lease.Error{Op: "checkpoint", Key: l.Key, Err: errThrottled}
+		}
+	}
+	return s.landing(s.memberWrap.Store.Checkpoint(ctx, l, cp, sub))
+}
+
+func (s *finalFaults) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	return s.landing(s.memberWrap.Store.Release(ctx, l))
+}
+
+func (s *finalFaults) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	return s.landing(s.memberWrap.Store.Renew(ctx, l))
+}
+
+func (s *finalFaults) landing(l lease.Lease, err error) (lease.Lease, error) {
+	if err == nil && s.watch.Load() {
+		s.landed.Add(1)
+	}
+	return l, err
+}
+
+func (s *finalFaults) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if s.beatsOff.Load() {
+		s.beatFail.Add(1)
+		return &lease.Error{Op: "heartbeat", Err: errThrottled}
+	}
+	return s.memberWrap.Heartbeat(ctx, ns, m)
+}
+
+// 2. A handler stuck on one record during a graceful handoff whose final
+// checkpoint fails once: the owner waits half the handoff time for the
+// record, writes the settled prefix (again, after the failure), and
+// releases, within the handoff time; the checkpoint stays before the stuck
+// record, so the asker delivers it again, and with it what the owner
+// settled after it (the checkpoint is a contiguous watermark: at least
+// once), but nothing before it.
+func TestStuckHandlerDuringHandoffWithFailedFinalCheckpoint(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	testStuckHandlerDuringHandoff(t, e)
+}
+
+func testStuckHandlerDuringHandoff(t *testing.T, e *env) {
+	cols := newCollectors(2)
+	// The third record of each shard never settles: whichever shard is
+	// handed over has one stuck.
+	perShard := map[string]int{}
+	cols[0].hold = func(r *shard.Record) bool { // under the collector's lock
+		perShard[r.ShardID]++
+		return perShard[r.ShardID] == 3
+	}
+	faults := newFinalFaults(e.store)
+	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
+	cfgA.Handoff, cfgB.Handoff = time.Second, time.Second
+	slower(e, &cfgA, &cfgB)
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	cols[0].waitN(t, 20)
+	faults.fail.Store(1)
+	b := e.start(cfgB)
+	<-ask.asked // Start returns after b's first pass, which asked
+	asked := time.Now()
+	eventually(t, 10*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
+	took := time.Since(asked)
+	handed := b.Reading()[0]
+	if faults.failed.Load() != 1 {
+		t.Fatalf("%d final checkpoints failed, want the 1 injected", faults.failed.Load())
+	}
+	// Bound: half the handoff time for the stuck record, a retry, the
+	// release and b's next look at the lease; not the 5 s the final writes
+	// may take, nor a wait for the stuck record.
+	t.Logf("handed %s over %v after b asked", handed, took.Round(time.Millisecond))
+	if took > 2*cfgA.Handoff {
+		t.Errorf("the handoff took %v, want it within %v (half of it waiting for the stuck record)", took, 2*cfgA.Handoff)
+	}
+
+	var onA []*shard.Record // what a delivered of the handed shard, in order
+	for _, r := range cols[0].records() {
+		if r.ShardID == handed {
+			onA = append(onA, r)
+		}
+	}
+	if len(onA) < 3 {
+		t.Fatalf("a delivered %d records of %s, want the stuck third and more", len(onA), handed)
+	}
+	redo := onA[2:] // from the stuck record on
+	got := cols[1].wait(t, 10*time.Second, "b delivers the handed shard from the stuck record on", func(rs []*shard.Record) bool {
+		n := 0
+		for _, r := range rs {
+			if r.ShardID == handed {
+				n++
+			}
+		}
+		return n >= len(redo)
+	})
+	var onB []*shard.Record
+	for _, r := range got {
+		if r.ShardID == handed {
+			onB = append(onB, r)
+		}
+	}
+	for i, r := range redo {
+		if onB[i].SequenceNumber != r.SequenceNumber {
+			t.Fatalf("b's delivery %d of %s is %s (%s), want %s (%s): b resumes at the stuck record %s, neither before (a duplicate of a settled record) nor after (lost)",
+				i, handed, onB[i].Data, onB[i].SequenceNumber, r.Data, r.SequenceNumber, onA[2].Data)
+		}
+	}
+	t.Logf("b delivered %d records of %s again: the stuck one and the %d a settled after it", len(redo), handed, len(redo)-1)
+	// What is published now is delivered once, by whoever reads its shard.
+	more := map[string]int{}
+	for i := range 20 {
+		key := fmt.Sprintf("m%d", i)
+		e.put(key, 0)
+		more[key] = 1
+	}
+	var after []*shard.Record
+	cols[1].wait(t, 10*time.Second, "the 20 records published after the handoff", func([]*shard.Record) bool {
+		after = after[:0]
+		for _, r := range append(cols[0].records(), cols[1].records()...) {
+			if r.Data[0] == 'm' {
+				after = append(after, r)
+			}
+		}
+		return len(after) >= 20
+	})
+	checkKeyOrder(t, after, more)
+}
+
+// 4. Stop while a failed heartbeat waits for its retry and while the
+// final checkpoint is being retried: Stop ends within its bound, and
+// nothing is lost. When the checkpoint lands after a few failures, Stop
+// checkpoints and releases every lease and the next owner delivers nothing
+// twice; when it never lands, Stop gives up after its final writes' time
+// (5 s) with an error and the next owner reads again from the last
+// checkpoint written.
+func TestStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failures int64         // failed checkpoints (-1: every one)
+		failFor  time.Duration // or: checkpoints fail for this long
+	}{
+		{"checkpoint-lands", 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := memEnv(t, 2)
+			testStopDuringRetries(t, e, tc.failures, tc.failFor)
+		})
+	}
+}
+
+func testStopDuringRetries(t *testing.T, e *env, failures int64, failFor time.Duration) {
+	ids := e.shards()
+	colA := newCollector()
+	faults := newFinalFaults(e.store)
+	cfgA := e.config("a", colA.sink)
+	cfgA.Leases = faults
+	cfgA.Checkpoint = time.Hour // Stop's checkpoint is a's first of a record
+	// The fence 1.6 s after the last heartbeat.
+	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, 2*time.Second
+	c, err := shard.New(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	colA.waitN(t, 20)
+	faults.beatsOff.Store(true)
+	eventually(t, 5*time.Second, "a failed heartbeat", func() bool { return faults.beatFail.Load() > 0 })
+	faults.fail.Store(failures)
+	began := time.Now()
+	if failFor > 0 {
+		faults.failUntil.Store(began.Add(failFor).UnixNano())
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(e.ctx(3 * time.Second)) }()
+	// The heartbeats heal once Stop is in its final writes: a store that
+	// refuses checkpoints is not one that fences.
+	eventually(t, 5*time.Second, "a failed final checkpoint", func() bool { return faults.failed.Load() > 0 })
+	faults.beatsOff.Store(false)
+	err = <-stopped
+	took := time.Since(began)
+	t.Logf("Stop took %v (%d checkpoints failed): %v", took.Round(time.Millisecond), faults.failed.Load(), err)
+	const finalWrites = 5 * time.Second
+	if failures >= 0 {
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if bound := failFor + 2*time.Second; took > bound {
+			t.Errorf("Stop took %v with checkpoints failing, want at most %v", took, bound)
+		}
+		for _, id := range ids {
+			if l := e.lease(id); l.Owner != "" {
+				t.Errorf("lease of %s still owned by %q after Stop returned nil", id, l.Owner)
+			}
+		}
+	} else {
+		if err == nil {
+			t.Error("Stop returned nil although no final checkpoint landed")
+		}
+		if took > finalWrites+time.Second {
+			t.Errorf("Stop took %v, want at most its final writes' %v and a little", took, finalWrites)
+		}
+	}
+	faults.fail.Store(0)
+	faults.failUntil.Store(0)
+
+	colB := newCollector()
+	cfgB := e.config("b", colB.sink)
+	cfgB.Renew, cfgB.Failover = cfgA.Renew, cfgA.Failover
+	b := e.start(cfgB)
+	eventually(t, 3*cfgB.Failover, "b reads both shards", func() bool { return slices.Equal(b.Reading(), ids) })
+	e.publish(want, 20, 10)
+	if failures >= 0 {
+		// Every record once: a's 20, then b's 20.
+		colB.waitN(t, 20)
+		time.Sleep(3 * cfgB.Poll) // a duplicate would be here by now
+		checkKeyOrder(t, append(colA.records(), colB.records()...), want)
+		return
+	}
+	// Nothing lost: b delivers a's 20 again (no checkpoint of them landed),
+	// then the 20 new ones, each key in order.
+	checkKeyOrder(t, colB.waitN(t, 40), want)
+}
+
+// 5. Lease loss while the final checkpoint is being retried: another owner
+// takes the lease (it judged this one's expired, as a KCL worker or an
+// instance with a shorter failover time would) and checkpoints it. The old
+// owner's next try finds the lease gone and stops: it never overwrites the
+// new owner's checkpoint, releases nothing of it, and its Stop or handoff
+// ends at once rather than after the final writes' time.
+func TestLeaseLostWhileFinalCheckpointRetries(t *testing.T) {
+	t.Run("stop", func(t *testing.T) {
+		e, _ := memEnv(t, 1)
+		testLeaseLostWhileFinalRetries(t, e, false)
+	})
+	t.Run("handoff", func(t *testing.T) {
+		e, _ := memEnv(t, 2)
+		testLeaseLostWhileFinalRetries(t, e, true)
+	})
+}
+
+func testLeaseLostWhileFinalRetries(t *testing.T, e *env, handoff bool) {
+	ids := e.shards()
+	colA := newCollector()
+	faults := newFinalFaults(e.store)
+	cfgA := e.config("a", colA.sink)
+	cfgA.Leases = faults
+	cfgA.Checkpoint = time.Hour // the final checkpoint is a's first of a record
+	// Nobody here takes the thief's lease as expired during the test.
+	cfgA.Renew, cfgA.Failover, cfgA.Handoff = 100*time.Millisecond, 5*time.Second, time.Second
+	c, err := shard.New(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(c.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	colA.waitN(t, 20)
+	faults.fail.Store(-1)
+
+	stopped := make(chan error, 1)
+	if handoff {
+		cfgB := e.config("b", newCollector().sink)
+		cfgB.Renew, cfgB.Failover, cfgB.Handoff = cfgA.Renew, cfgA.Failover, time.Hour // b never forces
+		e.start(cfgB)
+	} else {
+		go func() { stopped <- c.Stop(e.ctx(10 * time.Second)) }()
+	}
+	eventually(t, 10*time.Second, "the final checkpoint retried", func() bool { return faults.failed.Load() >= 2 })
+	victim := *faults.failedOn.Load()
+
+	// The thief takes the lease and checkpoints its first record.
+	var first string
+	for _, r := range colA.records() {
+		if r.ShardID == victim {
+			first = r.SequenceNumber
+			break
+		}
+	}
+	ctx := e.ctx(10 * time.Second)
+	l, err := e.store.Take(ctx, e.lease(victim), "thief")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err = e.store.Checkpoint(ctx, l, first, 0); err != nil {
+		t.Fatal(err)
+	}
+	stolen := time.Now()
+	faults.watch.Store(true)
+	faults.fail.Store(0) // a's next try reaches the store
+
+	if handoff {
+		eventually(t, 3*time.Second, "a lets the stolen lease go", func() bool { return !slices.Contains(c.Owned(), victim) })
+	} else {
+		select {
+		case err := <-stopped:
+			t.Logf("Stop: %v", err)
+		case <-time.After(3 * time.Second):
+			t.Fatal("Stop still retrying 3 s after the lease was lost")
+		}
+	}
+	t.Logf("a let the lease go %v after it was lost", time.Since(stolen).Round(time.Millisecond))
+	if n := faults.landed.Load(); n != 0 {
+		t.Errorf("a wrote the lease %d times after losing it", n)
+	}
+	got := e.lease(victim)
+	if got.Owner != "thief" || got.Checkpoint != first || got.Counter != l.Counter {
+		t.Errorf("the new owner's lease was written over: owner %q checkpoint %s counter %d, want thief %s %d",
+			got.Owner, got.Checkpoint, got.Counter, first, l.Counter)
+	}
+}

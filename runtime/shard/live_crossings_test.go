@@ -1,0 +1,53 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+)
+
+// The crossings of crossings_test.go where the live path differs: a
+// reshard and an expired iterator on each local Kinesis server (no
+// ChildShards on kinesalite, resharding applied asynchronously, iterators
+// of the server's own), and the final checkpoint's retries and a lease
+// lost during them with the DynamoDB store on dynalite (conditional
+// writes, the members item).
+
+func TestLiveReshardWhileFencedThenTakenBack(t *testing.T) {
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		t.Run("split", func(t *testing.T) { testReshardWhileFenced(t, liveEnv(t, srv, 1), false) })
+		t.Run("merge", func(t *testing.T) { testReshardWhileFenced(t, liveEnv(t, srv, 2), true) })
+	})
+}
+
+func TestLiveExpiredIteratorRightAfterTakeBack(t *testing.T) {
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testExpiredIteratorAfterTakeBack(t, liveEnv(t, srv, 1))
+	})
+}
+
+// liveDynamoEnv is a stream on kinesalite with its leases on dynalite.
+func liveDynamoEnv(t *testing.T, shards int32) *env {
+	e := liveEnv(t, livetest.KinesisServers[0], shards)
+	store := liveDynamoDB(t, livetest.DynamoDBEndpoint(t), fmt.Sprintf("shard-leases-%d", time.Now().UnixNano()))
+	if err := store.EnsureTable(e.ctx(30 * time.Second)); err != nil {
+		t.Fatalf("EnsureTable: %v", err)
+	}
+	e.store = store
+	return e
+}
+
+func TestLiveStuckHandlerDuringHandoffWithFailedFinalCheckpoint(t *testing.T) {
+	testStuckHandlerDuringHandoff(t, liveDynamoEnv(t, 2))
+}
+
+func TestLiveStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
+	t.Run("checkpoint-lands", func(t *testing.T) { testStopDuringRetries(t, liveDynamoEnv(t, 2), 3, 0) })
+}
+
+func TestLiveLeaseLostWhileFinalCheckpointRetries(t *testing.T) {
+	t.Run("stop", func(t *testing.T) { testLeaseLostWhileFinalRetries(t, liveDynamoEnv(t, 1), false) })
+	t.Run("handoff", func(t *testing.T) { testLeaseLostWhileFinalRetries(t, liveDynamoEnv(t, 2), true) })
+}
