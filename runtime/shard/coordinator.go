@@ -254,12 +254,18 @@ type Coordinator struct {
 	// call gives up its lock at once instead of holding Stop up.
 	passCtx    context.Context
 	passCancel context.CancelFunc
+	// beatCtx ends after Stop's final writes: the heartbeats go on while
+	// they are written, so that the owner's own fence does not cut them
+	// off (LivenessPerInstance).
+	beatCtx    context.Context
+	beatCancel context.CancelFunc
 	ensure     tableEnsurer      // the store's table check, run once by Start
 	members    lease.MemberStore // the store's members, with deadlines: nil unless LivenessPerInstance
 	fanOut     kinesisapi.API    // the client without deadlines, when reading by fan-out
 	lookup     lease.Lookup      // with members: reads the known leases by key instead of listing the namespace
 	listCost   lease.ListCost    // with lookup: what a List costs, when the store knows (listLeases)
 	loops      sync.WaitGroup    // sync and keeper loops
+	beating    sync.WaitGroup    // the heartbeat loop
 	workers    sync.WaitGroup    // readers and handoffs
 	kick       chan bool         // wake the sync loop; true asks for a re-listing
 }
@@ -347,6 +353,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// Readers and loops outlive Start's ctx: they end with Stop.
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.passCtx, c.passCancel = context.WithCancel(c.ctx)
+	c.beatCtx, c.beatCancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Unlock()
 
 	if c.ensure != nil {
@@ -359,7 +366,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// the failover time after the last heartbeat, and opening many
 		// shards (or a slow endpoint, or passes run again) may take longer
 		// than that.
-		c.loops.Add(1)
+		c.beating.Add(1)
 		go c.heartLoop()
 	}
 	if err := c.firstPass(ctx); err != nil {
@@ -588,7 +595,10 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	}
 
 	// 4. Stop the loops, then write final checkpoints and release every
-	// lease held now (the keeper may have taken one while we waited).
+	// lease held now (the keeper may have taken one while we waited). The
+	// heartbeats go on until that is done: final writes retried for longer
+	// than the fence time would otherwise be cut off by this owner's own
+	// fence, leaving its leases neither checkpointed nor released.
 	c.cancel()
 	c.loops.Wait()
 	list = c.snapshot()
@@ -602,6 +612,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.beatCancel()
+	c.beating.Wait()
 	if c.members != nil {
 		// Gone at once rather than after the failover time: the others
 		// list and share out what was released on their next pass.
@@ -715,7 +727,7 @@ func (c *Coordinator) wake(relist bool) {
 // (LivenessPerInstance), on its own: checkpoints of many busy shards must
 // not hold it up past the fence.
 func (c *Coordinator) heartLoop() {
-	defer c.loops.Done()
+	defer c.beating.Done()
 	// After a failed heartbeat the next comes sooner (a quarter, then half
 	// of Renew, then Renew): the fence falls less than Failover after the
 	// last good one, so with a Renew between tries two failures in a row
@@ -725,10 +737,10 @@ func (c *Coordinator) heartLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-c.beatCtx.Done():
 			return
 		case <-t.C:
-			if err := c.heartbeat(c.ctx); err != nil && c.ctx.Err() == nil {
+			if err := c.heartbeat(c.beatCtx); err != nil && c.beatCtx.Err() == nil {
 				// A store outage: keep reading; this owner looks dead to
 				// others only after Failover without a heartbeat, and
 				// fences itself before that.

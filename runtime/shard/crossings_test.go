@@ -386,11 +386,16 @@ func testStuckHandlerDuringHandoff(t *testing.T, e *env) {
 
 // 4. Stop while a failed heartbeat waits for its retry and while the
 // final checkpoint is being retried: Stop ends within its bound, and
-// nothing is lost. When the checkpoint lands after a few failures, Stop
+// nothing is lost. When the checkpoint lands after a few failures, or after
+// failing for longer than the fence time (Failover less its margin), Stop
 // checkpoints and releases every lease and the next owner delivers nothing
 // twice; when it never lands, Stop gives up after its final writes' time
 // (5 s) with an error and the next owner reads again from the last
-// checkpoint written.
+// checkpoint written. (Before the fix Stop stopped its heartbeats before
+// its final writes, so final writes that took longer than the fence time
+// were cut off by its own fence: the lease was neither checkpointed nor
+// released, and Stop returned nil; "checkpoint-lands-after-the-fence-time"
+// failed.)
 func TestStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -398,6 +403,8 @@ func TestStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
 		failFor  time.Duration // or: checkpoints fail for this long
 	}{
 		{"checkpoint-lands", 3, 0},
+		{"checkpoint-lands-after-the-fence-time", 0, 2200 * time.Millisecond},
+		{"checkpoint-never-lands", -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _ := memEnv(t, 2)

@@ -63,7 +63,8 @@
 // LivenessPerLease an idle lease is renewed every Renew. A stop or handoff
 // whose records have not all settled writes the settled prefix, or, if none settled, the first record out
 // ("at" it), so the next owner reads the rest again; a final checkpoint
-// that fails is written again, for up to 5 s, before the release. A
+// that fails is written again, for up to 5 s, before the release (Stop's
+// heartbeats go on meanwhile, so its own fence does not cut that off). A
 // failed write that finds another owner stops the reader at once and abandons its unsettled
 // records (fencing). An owner that has not written a lease (with liveness
 // per instance: its member entry, whatever its lease writes do)

@@ -45,6 +45,9 @@ func TestLiveStuckHandlerDuringHandoffWithFailedFinalCheckpoint(t *testing.T) {
 
 func TestLiveStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
 	t.Run("checkpoint-lands", func(t *testing.T) { testStopDuringRetries(t, liveDynamoEnv(t, 2), 3, 0) })
+	t.Run("checkpoint-lands-after-the-fence-time", func(t *testing.T) {
+		testStopDuringRetries(t, liveDynamoEnv(t, 2), 0, 2200*time.Millisecond)
+	})
 }
 
 func TestLiveLeaseLostWhileFinalCheckpointRetries(t *testing.T) {
