@@ -238,7 +238,8 @@ type Coordinator struct {
 	listedAt   time.Time
 	statusRead atomic.Bool
 
-	passMu sync.Mutex // one sync pass at a time
+	passMu   sync.Mutex // one sync pass at a time
+	followMu sync.Mutex // one followHandoffs at a time
 	// Guarded by passMu (LivenessPerInstance): the leases as last known
 	// (listed, created, taken), by shard id; the live members at the last
 	// listing; whether the next pass must list again.

@@ -496,8 +496,15 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 }
 
 // followHandoffs takes the leases this owner asked for once their owner has
-// released them, or by force after the handoff time.
+// released them, or by force after the handoff time. The renewal loop and
+// a lease pass both call it, one at a time (followMu): one of them that
+// read a lease under this owner's name while the other's take of it had
+// not returned would drop the request, and the pass's listing would then
+// show the lease neither held nor asked for, which takeBack takes a
+// second time (two readers of one shard).
 func (c *Coordinator) followHandoffs(ctx context.Context) {
+	c.followMu.Lock()
+	defer c.followMu.Unlock()
 	if c.beatStale() {
 		return
 	}
