@@ -223,15 +223,20 @@ func testExpiredIteratorAfterTakeBack(t *testing.T, e *env) {
 
 // finalFaults is a lease store whose sequence-number checkpoints fail
 // (throttled) while fail is above zero, each failure counting it down (a
-// negative fail fails every one), or until failUntil, and whose heartbeats fail while beatsOff
-// is set. It counts the failures, and the writes of a lease (checkpoints,
-// releases, renewals) that land while watch is set.
+// negative fail fails every one), or until failUntil, or for one shard
+// (failFirst), and whose heartbeats fail while beatsOff is set. It counts
+// the failures, and the writes of a lease (checkpoints, releases,
+// renewals) that land while watch is set.
 type finalFaults struct {
 	memberWrap
 	fail      atomic.Int64
 	failUntil atomic.Int64 // and until then (Unix nanoseconds)
 	failed    atomic.Int64
 	failedOn  atomic.Pointer[string] // the shard of the last checkpoint refused
+	// failFirst, when set, fails every sequence-number checkpoint of the
+	// first shard one is asked for after it was set (stuck).
+	failFirst atomic.Bool
+	stuck     atomic.Pointer[string]
 	beatsOff  atomic.Bool
 	beatFail  atomic.Int64
 	watch     atomic.Bool
@@ -248,8 +253,12 @@ func newFinalFaults(s lease.Store) *finalFaults {
 
 func (s *finalFaults) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
 	if cp != lease.CheckpointAtTimestamp && cp != lease.CheckpointShardEnd {
+		if s.failFirst.Load() {
+			s.stuck.CompareAndSwap(nil, &l.ShardID)
+		}
 		n := s.fail.Load()
-		if n < 0 || n > 0 && s.fail.CompareAndSwap(n, n-1) || time.Now().UnixNano() < s.failUntil.Load() {
+		if n < 0 || n > 0 && s.fail.CompareAndSwap(n, n-1) || time.Now().UnixNano() < s.failUntil.Load() ||
+			s.stuck.Load() != nil && *s.stuck.Load() == l.ShardID {
 			s.failed.Add(1)
 			s.failedOn.Store(&l.ShardID)
 			return lease.Lease{}, &lease.Error{Op: "checkpoint", Key: l.Key, Err: errThrottled}
@@ -489,6 +498,99 @@ func testStopDuringRetries(t *testing.T, e *env, failures int64, failFor time.Du
 	// Nothing lost: b delivers a's 20 again (no checkpoint of them landed),
 	// then the 20 new ones, each key in order.
 	checkKeyOrder(t, colB.waitN(t, 40), want)
+}
+
+// Stop with one lease whose final checkpoint never lands: that lease's
+// retries do not use up the final writes' time of the others. Every other
+// lease is checkpointed at its last record and released, the failing one
+// is released all the same (its next owner reads again from its last
+// checkpoint), and Stop reports it, within its final writes' time; the
+// next owner takes every lease at once and handles again only the failing
+// lease's records. (Before the fix the final writes ran one lease after
+// the other within one 5 s budget: a lease whose checkpoint kept failing
+// used it all, so the leases after it were neither checkpointed nor
+// released, nor was it; the next owner waited the failover time and read
+// every one of them again.)
+func TestStopWithOneFinalCheckpointFailingReleasesEveryLease(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	testStopWithOneFinalCheckpointFailing(t, e)
+}
+
+func testStopWithOneFinalCheckpointFailing(t *testing.T, e *env) {
+	ids := e.shards()
+	colA := newCollector()
+	faults := newFinalFaults(e.store)
+	cfgA := e.config("a", colA.sink)
+	cfgA.Leases = faults
+	cfgA.Checkpoint = time.Hour // Stop's checkpoints are a's first of a record
+	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, 2*time.Second
+	c, err := shard.New(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	colA.waitN(t, 20)
+	faults.failFirst.Store(true)
+	began := time.Now()
+	err = c.Stop(e.ctx(3 * time.Second))
+	took := time.Since(began)
+	t.Logf("Stop took %v: %v", took.Round(time.Millisecond), err)
+	stuck := *faults.stuck.Load()
+	if err == nil {
+		t.Errorf("Stop returned nil although the final checkpoint of %s never landed", stuck)
+	}
+	if took > 5*time.Second+time.Second {
+		t.Errorf("Stop took %v, want at most its final writes' 5 s and a little", took)
+	}
+	last := map[string]string{}
+	onStuck := 0
+	for _, r := range colA.records() {
+		last[r.ShardID] = r.SequenceNumber
+		if r.ShardID == stuck {
+			onStuck++
+		}
+	}
+	for _, id := range ids {
+		l := e.lease(id)
+		if l.Owner != "" {
+			t.Errorf("lease of %s still owned by %q after Stop", id, l.Owner)
+		}
+		if id != stuck && l.Checkpoint != last[id] {
+			t.Errorf("lease of %s checkpointed at %q, want its last record %s: another lease's failing checkpoint kept it from its own", id, l.Checkpoint, last[id])
+		}
+	}
+	faults.failFirst.Store(false)
+
+	// The next owner takes both leases at its start, handles the failing
+	// lease's records again (at least once), none of the other's, then
+	// the new ones.
+	colB := newCollector()
+	cfgB := e.config("b", colB.sink)
+	cfgB.Renew, cfgB.Failover = cfgA.Renew, cfgA.Failover
+	b := e.start(cfgB)
+	if got := b.Reading(); !slices.Equal(got, ids) {
+		t.Errorf("b's Start took %v, want both released leases %v", got, ids)
+	}
+	e.publish(want, 20, 10)
+	colB.waitN(t, onStuck+20)
+	time.Sleep(3 * cfgB.Poll) // a duplicate would be here by now
+	byA := map[recordID]bool{}
+	for _, r := range colA.records() {
+		byA[idOf(r)] = true
+	}
+	for _, r := range colB.records() {
+		if r.ShardID != stuck && byA[idOf(r)] {
+			t.Errorf("record %s of %s, checkpointed by a's Stop, handled again by b", r.Data, r.ShardID)
+		}
+	}
+	if n := len(colB.records()); n != onStuck+20 {
+		t.Errorf("b handled %d records, want %d (the failing lease's %d again, and 20 new)", n, onStuck+20, onStuck)
+	}
 }
 
 // 5. Lease loss while the final checkpoint is being retried: another owner

@@ -54,3 +54,7 @@ func TestLiveLeaseLostWhileFinalCheckpointRetries(t *testing.T) {
 	t.Run("stop", func(t *testing.T) { testLeaseLostWhileFinalRetries(t, liveDynamoEnv(t, 1), false) })
 	t.Run("handoff", func(t *testing.T) { testLeaseLostWhileFinalRetries(t, liveDynamoEnv(t, 2), true) })
 }
+
+func TestLiveStopWithOneFinalCheckpointFailingReleasesEveryLease(t *testing.T) {
+	testStopWithOneFinalCheckpointFailing(t, liveDynamoEnv(t, 2))
+}
