@@ -684,3 +684,125 @@ func testLeaseLostWhileFinalRetries(t *testing.T, e *env, handoff bool) {
 			got.Owner, got.Checkpoint, got.Counter, first, l.Counter)
 	}
 }
+
+// Stop while fenced: an owner whose heartbeats fail has fenced its lease
+// and is stopped. Stop ends at once and writes nothing for the fenced
+// lease (it can no longer be sure it holds it); it leaves the members, so
+// the other owner takes the lease once its counter has stood still for the
+// failover time, and reads on from the checkpoint: what was written while
+// the owner was fenced is delivered once, nothing is lost.
+func TestStopWhileFencedLeavesNothingUnread(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	ids := e.shards()
+	cols := newCollectors(2)
+	faults := newFinalFaults(e.store)
+	cfgA := e.config("a", cols[0].sink)
+	cfgA.Leases = faults
+	a, err := shard.New(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(e.ctx(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(a.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 10, 5)
+	cols[0].waitN(t, 10)
+	waitCheckpointed(t, e, cols[0], ids)
+	b := e.start(e.config("b", cols[1].sink))
+
+	faults.beatsOff.Store(true)
+	eventually(t, 5*time.Second, "a fenced", func() bool { return len(a.Owned()) == 0 })
+	e.publish(want, 10, 5)
+	faults.watch.Store(true)
+	began := time.Now()
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("Stop of a fenced owner took %v", took)
+	}
+	if n := faults.landed.Load(); n != 0 {
+		t.Errorf("a wrote its fenced lease %d times while stopping", n)
+	}
+	eventually(t, 4*cfgA.Failover+5*time.Second, "b reads the shard", func() bool { return slices.Equal(b.Reading(), ids) })
+	e.publish(want, 10, 5)
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	cols[1].wait(t, 10*time.Second, "the 30 records", func([]*shard.Record) bool { return len(all()) >= 30 })
+	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
+	checkKeyOrder(t, all(), want)
+}
+
+// hangingIterators answers GetShardIterator after d, or when its ctx ends
+// (as a call to an endpoint that hangs does).
+type hangingIterators struct {
+	kinesisapi.API
+	d time.Duration
+}
+
+func (c hangingIterators) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	select {
+	case <-time.After(c.d):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c.API.GetShardIterator(ctx, in, o...)
+}
+
+// Stop during a first pass slowed down (GetShardIterator answering after
+// twice the fence time), while the heartbeats that start before it run:
+// Start fails, Stop ends within its bound, the member entry is removed
+// and no later heartbeat writes it again, and the leases are released, so
+// another owner reads every shard at once and nothing is lost.
+func TestStopDuringSlowFirstPass(t *testing.T) {
+	e, srv := memEnv(t, 2)
+	ids := e.shards()
+	ns := "test/" + e.stream
+	members := e.store.(lease.MemberStore)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Client = hangingIterators{API: srv, d: 2 * cfg.Failover}
+	a, err := shard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- a.Start(e.ctx(30 * time.Second)) }()
+	inMembers := func() bool {
+		ms, err := members.Members(context.Background(), ns)
+		return err == nil && slices.ContainsFunc(ms, func(m lease.Member) bool { return m.Owner == "a" })
+	}
+	eventually(t, 5*time.Second, "a's first heartbeat", inMembers)
+	eventually(t, 5*time.Second, "a takes a lease", func() bool { return e.lease(ids[0]).Owner == "a" || e.lease(ids[1]).Owner == "a" })
+	began := time.Now()
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	took := time.Since(began)
+	if err := <-started; err == nil {
+		t.Error("Start returned nil after a Stop during its first pass")
+	}
+	t.Logf("Stop took %v", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("Stop during a slow first pass took %v", took)
+	}
+	time.Sleep(3 * cfg.Renew) // a heartbeat after the Leave would be here by now
+	if inMembers() {
+		t.Error("a's member entry written again after Stop left")
+	}
+	for _, id := range ids {
+		if o := e.lease(id).Owner; o != "" {
+			t.Errorf("lease of %s owned by %q after Stop", id, o)
+		}
+	}
+	col := newCollector()
+	cfgB := e.config("b", col.sink)
+	cfgB.Start = shard.Position{Kind: shard.Horizon}
+	b := e.start(cfgB)
+	if got := b.Reading(); !slices.Equal(got, ids) {
+		t.Errorf("b's Start took %v, want %v", got, ids)
+	}
+	want := map[string]int{}
+	e.publish(want, 10, 5)
+	checkKeyOrder(t, col.waitN(t, 10), want)
+}
