@@ -238,6 +238,7 @@ type finalFaults struct {
 	failFirst atomic.Bool
 	stuck     atomic.Pointer[string]
 	beatsOff  atomic.Bool
+	beatsN    atomic.Int64 // or: this many heartbeats fail, counted down
 	beatFail  atomic.Int64
 	watch     atomic.Bool
 	landed    atomic.Int64
@@ -283,7 +284,7 @@ func (s *finalFaults) landing(l lease.Lease, err error) (lease.Lease, error) {
 }
 
 func (s *finalFaults) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
-	if s.beatsOff.Load() {
+	if n := s.beatsN.Load(); s.beatsOff.Load() || n > 0 && s.beatsN.CompareAndSwap(n, n-1) {
 		s.beatFail.Add(1)
 		return &lease.Error{Op: "heartbeat", Err: errThrottled}
 	}

@@ -1,0 +1,563 @@
+package shard_test
+
+// More crossings of issue 9's read-path changes (see crossings_test.go):
+// heartbeat retries during a graceful handoff, a reshard meeting the final
+// checkpoint's retries, and a parent whose SHARD_END checkpoint fails.
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// orderLog records every delivery of every owner in one order (the
+// collectors of two owners have none between them), for checks across
+// owners: parents before children, each key in order.
+type orderLog struct {
+	mu  sync.Mutex
+	got []*shard.Record
+}
+
+// wrap returns sink, logging what it is handed first.
+func (l *orderLog) wrap(sink shard.Sink) shard.Sink {
+	return func(ctx context.Context, rs []shard.Record) (int, error) {
+		l.mu.Lock()
+		for i := range rs {
+			r := rs[i]
+			l.got = append(l.got, &r)
+		}
+		l.mu.Unlock()
+		return sink(ctx, rs)
+	}
+}
+
+func (l *orderLog) records() []*shard.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// checkAtLeastOnce asserts that recs (in delivery order, over every owner)
+// hold every record of want, each key's in publish order by first
+// delivery, and that a record delivered again is one redo allows: a record
+// past the checkpoint its shard's lease held when its owner let it go.
+func checkAtLeastOnce(t *testing.T, recs []*shard.Record, want map[string]int, redo func(*shard.Record) bool) (again int) {
+	t.Helper()
+	seen := map[recordID]bool{}
+	var first []*shard.Record
+	for _, r := range recs {
+		if seen[idOf(r)] {
+			if !redo(r) {
+				t.Errorf("record %s of %s (%s) delivered again, though checkpointed before its owner let its lease go", r.Data, r.ShardID, r.SequenceNumber)
+			}
+			again++
+			continue
+		}
+		seen[idOf(r)] = true
+		first = append(first, r)
+	}
+	checkKeyOrder(t, first, want)
+	return again
+}
+
+// handingOver returns the shard c is handing over, if any.
+func handingOver(c *shard.Coordinator) string {
+	for _, s := range c.Status().Held {
+		if s.State == shard.LeaseHandingOver {
+			return s.ShardID
+		}
+	}
+	return ""
+}
+
+// splitMid splits a shard in the middle of its own hash-key range.
+func splitMid(t *testing.T, e *env, shardID string) {
+	t.Helper()
+	out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		t.Fatalf("ListShards: %v", err)
+	}
+	for _, s := range out.Shards {
+		if aws.ToString(s.ShardId) != shardID {
+			continue
+		}
+		lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+		hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+		mid := new(big.Int).Rsh(new(big.Int).Add(lo, hi), 1)
+		if _, err := e.client.SplitShard(e.ctx(10*time.Second), &kinesis.SplitShardInput{
+			StreamName: aws.String(e.stream), ShardToSplit: aws.String(shardID), NewStartingHashKey: aws.String(mid.String()),
+		}); err != nil {
+			t.Fatalf("SplitShard %s: %v", shardID, err)
+		}
+		return
+	}
+	t.Fatalf("shard %s not listed", shardID)
+}
+
+// childrenOf returns the listed shards whose parent (or adjacent parent)
+// is one of parents.
+func childrenOf(t *testing.T, e *env, parents ...string) []string {
+	t.Helper()
+	out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		t.Fatalf("ListShards: %v", err)
+	}
+	var ids []string
+	for _, s := range out.Shards {
+		if slices.Contains(parents, aws.ToString(s.ParentShardId)) || slices.Contains(parents, aws.ToString(s.AdjacentParentShardId)) {
+			ids = append(ids, aws.ToString(s.ShardId))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// onShard returns the records of recs from shard id, in order.
+func onShard(recs []*shard.Record, id string) []*shard.Record {
+	var out []*shard.Record
+	for _, r := range recs {
+		if r.ShardID == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// 1a. The owner's heartbeats fail twice in a row while it hands a lease to
+// an owner that asked (and its final checkpoint fails once): retried after
+// a quarter and half of Renew, they land before the fence, so the handoff
+// completes as a graceful one. The asker resumes at the owner's final
+// checkpoint: none of the owner's records is handled twice, none is lost,
+// and the owner keeps reading its other shard. With Renew 300 ms and
+// Failover 1 s the fence falls 800 ms after the last heartbeat, at most
+// 500 ms after the first failure if the second came a Renew later; the
+// handoff waits for a slow record settled 600 ms after the first failure,
+// so it is still under way then.
+func TestHeartbeatRetriesDuringHandoff(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	cols := newCollectors(2)
+	var slow []*shard.Record
+	perShard := map[string]int{}
+	cols[0].hold = func(r *shard.Record) bool { // under the collector's lock
+		perShard[r.ShardID]++
+		if perShard[r.ShardID] == 3 {
+			slow = append(slow, r)
+			return true
+		}
+		return false
+	}
+	faults := newFinalFaults(e.store)
+	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover, c.Handoff = 300*time.Millisecond, time.Second, 2*time.Second
+	}
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	cols[0].waitN(t, 20)
+
+	faults.beatsN.Store(2)
+	faults.fail.Store(1)
+	eventually(t, 5*time.Second, "a's first failed heartbeat", func() bool { return faults.beatFail.Load() >= 1 })
+	// The slow records' handlers end 600 ms after it.
+	settled := time.AfterFunc(600*time.Millisecond, func() {
+		cols[0].mu.Lock()
+		defer cols[0].mu.Unlock()
+		for _, r := range slow {
+			r.Settle()
+		}
+	})
+	defer settled.Stop()
+	b := e.start(cfgB)
+	<-ask.asked
+	asked := time.Now()
+	eventually(t, 5*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
+	took := time.Since(asked)
+	handed := b.Reading()[0]
+	t.Logf("handed %s over %v after b asked; %d heartbeats and %d final checkpoints failed",
+		handed, took.Round(time.Millisecond), faults.beatFail.Load(), faults.failed.Load())
+	if n := faults.beatFail.Load(); n != 2 {
+		t.Fatalf("%d heartbeats failed, want the 2 injected", n)
+	}
+	if took > cfgA.Handoff {
+		t.Errorf("the handoff took %v, want it within the handoff time %v", took, cfgA.Handoff)
+	}
+	if kept := a.Owned(); len(kept) != 1 || kept[0] == handed {
+		t.Errorf("a holds %v after handing %s over, want the other shard", kept, handed)
+	}
+	e.publish(want, 20, 10)
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	cols[0].wait(t, 10*time.Second, "the 40 records", func([]*shard.Record) bool { return len(all()) >= 40 })
+	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
+	checkKeyOrder(t, all(), want)
+}
+
+// 1b. The owner's heartbeats keep failing past its fence time while it
+// hands a lease over (it waits for a stuck record): it fences itself in
+// the middle of the handoff, stops reading, and writes nothing more, no
+// final checkpoint, no release: it can no longer be sure it holds the
+// lease. The asker takes both leases once the owner looks dead and
+// delivers every record: again only those past the checkpoints the owner
+// wrote before, nothing lost.
+func TestHeartbeatsFailingPastTheFenceDuringHandoff(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	ids := e.shards()
+	cols := newCollectors(2)
+	perShard := map[string]int{}
+	cols[0].hold = func(r *shard.Record) bool { // under the collector's lock
+		perShard[r.ShardID]++
+		return perShard[r.ShardID] == 3
+	}
+	faults := newFinalFaults(e.store)
+	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		// The fence 800 ms after the last heartbeat; the handoff waits
+		// 2 s for the stuck record.
+		c.Renew, c.Failover, c.Handoff = 100*time.Millisecond, time.Second, 4*time.Second
+	}
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	cols[0].waitN(t, 20)
+	// Each lease at its second record, before the stuck third.
+	checkpoint := map[string]string{}
+	for _, id := range ids {
+		recs := onShard(cols[0].records(), id)
+		checkpoint[id] = recs[1].SequenceNumber
+		eventually(t, 5*time.Second, "the checkpoint of "+id+" before its stuck record", func() bool {
+			return e.lease(id).Checkpoint == checkpoint[id]
+		})
+	}
+
+	b := e.start(cfgB)
+	<-ask.asked
+	var handed string
+	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
+	faults.watch.Store(true)
+	faults.beatsOff.Store(true)
+	off := time.Now()
+	eventually(t, 3*time.Second, "a fenced on both leases", func() bool { return len(a.Owned()) == 0 })
+	fenced := time.Since(off)
+	byA := len(cols[0].records())
+	e.publish(want, 20, 10)
+	eventually(t, 10*time.Second, "b reads both shards", func() bool { return slices.Equal(b.Reading(), ids) })
+	took := time.Since(off)
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	past := map[recordID]bool{} // a's records past the checkpoints
+	for _, id := range ids {
+		for _, r := range onShard(cols[0].records(), id)[2:] {
+			past[idOf(r)] = true
+		}
+	}
+	// b delivers a's records again from each checkpoint on, and the 20 new.
+	cols[1].wait(t, 10*time.Second, "every record", func(rs []*shard.Record) bool { return len(rs) >= len(past)+20 })
+	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
+	t.Logf("a handing %s over fenced itself %v after its heartbeats stopped; b read both shards %v after",
+		handed, fenced.Round(time.Millisecond), took.Round(time.Millisecond))
+	if fenced > cfgA.Failover {
+		t.Errorf("a fenced itself %v after its last heartbeat, want before the failover time %v", fenced, cfgA.Failover)
+	}
+	if n := faults.landed.Load(); n != 0 {
+		t.Errorf("a wrote its leases %d times after its heartbeats stopped (final checkpoint or release past its fence)", n)
+	}
+	if n := len(cols[0].records()); n != byA {
+		t.Errorf("a delivered %d records after its fence", n-byA)
+	}
+	for _, id := range ids {
+		if got := onShard(cols[1].records(), id); got[0].SequenceNumber != onShard(cols[0].records(), id)[2].SequenceNumber {
+			t.Errorf("b resumed %s at %s, want the record after the checkpoint (a's stuck third)", id, got[0].Data)
+		}
+	}
+	again := checkAtLeastOnce(t, all(), want, func(r *shard.Record) bool { return past[idOf(r)] })
+	t.Logf("%d records delivered again, all past the checkpoints", again)
+}
+
+// 2. A reshard meeting the final checkpoint's retries: a parent whose
+// owner stops (split, merge) or hands it over (split) with a stuck record
+// while its final checkpoint fails once. The retried checkpoint lands at
+// the stuck record; the next owner resumes the parent there, reads it to
+// its end (SHARD_END), and only then its children: every record handled,
+// again only from the stuck record on, each key in order across parent and
+// child.
+func TestReshardDuringFinalCheckpointRetries(t *testing.T) {
+	t.Run("stop-split", func(t *testing.T) {
+		e, _ := memEnv(t, 1)
+		testReshardDuringFinalRetries(t, e, false)
+	})
+	t.Run("stop-merge", func(t *testing.T) {
+		e, _ := memEnv(t, 2)
+		testReshardDuringFinalRetries(t, e, true)
+	})
+	t.Run("handoff-split", testReshardDuringHandoffRetries)
+}
+
+func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
+	parents := e.shards()
+	stuckOn := parents[0]
+	var log orderLog
+	colA, colB := newCollector(), newCollector()
+	n := 0
+	colA.hold = func(r *shard.Record) bool { // under the collector's lock
+		if r.ShardID == stuckOn {
+			n++
+			return n == 3
+		}
+		return false
+	}
+	faults := newFinalFaults(e.store)
+	cfgA := e.config("a", log.wrap(colA.sink))
+	cfgA.Leases = faults
+	cfgA.Checkpoint = time.Hour // Stop's checkpoint is a's first of a record
+	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, 2*time.Second
+	a, err := shard.New(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(e.ctx(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(a.Reading(), parents) })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	colA.waitN(t, 20)
+	if mergeThem {
+		merge(t, e, parents[0], parents[1])
+	} else {
+		splitMid(t, e, parents[0])
+	}
+	children := childrenOf(t, e, parents...)
+	e.publish(want, 20, 10)   // on the children
+	time.Sleep(3 * cfgA.Poll) // a child read before its parent's end would be here by now
+	for _, r := range colA.records() {
+		if slices.Contains(children, r.ShardID) {
+			t.Fatalf("child %s read (record %s) before its parent %s ended", r.ShardID, r.Data, stuckOn)
+		}
+	}
+	onStuck := onShard(colA.records(), stuckOn)
+	faults.fail.Store(1)
+	began := time.Now()
+	err = a.Stop(e.ctx(300 * time.Millisecond)) // the stuck record never settles
+	t.Logf("Stop took %v (%d final checkpoints failed): %v", time.Since(began).Round(time.Millisecond), faults.failed.Load(), err)
+	if faults.failed.Load() != 1 {
+		t.Fatalf("%d final checkpoints failed, want the 1 injected", faults.failed.Load())
+	}
+	if got := e.lease(stuckOn).Checkpoint; got != onStuck[1].SequenceNumber {
+		t.Fatalf("a's Stop left %s checkpointed at %q, want %s (the record before the stuck one)", stuckOn, got, onStuck[1].SequenceNumber)
+	}
+
+	cfgB := e.config("b", log.wrap(colB.sink))
+	cfgB.Renew, cfgB.Failover = cfgA.Renew, cfgA.Failover
+	b := e.start(cfgB)
+	for _, p := range parents {
+		eventually(t, 5*time.Second, "SHARD_END of "+p, func() bool { return e.lease(p).Checkpoint == lease.CheckpointShardEnd })
+	}
+	eventually(t, 5*time.Second, fmt.Sprintf("b reads the children %v", children), func() bool { return slices.Equal(b.Reading(), children) })
+	e.publish(want, 20, 10)
+	redo := map[recordID]bool{}
+	for _, r := range onStuck[2:] {
+		redo[idOf(r)] = true
+	}
+	colB.wait(t, 10*time.Second, "the parent again from its stuck record, and the children", func(rs []*shard.Record) bool {
+		return len(rs) >= len(redo)+40
+	})
+	time.Sleep(3 * cfgB.Poll) // a duplicate would be here by now
+	if got := onShard(colB.records(), stuckOn); len(got) == 0 || got[0].SequenceNumber != onStuck[2].SequenceNumber {
+		t.Errorf("b resumed %s at %v, want the stuck record %s", stuckOn, dataOf(got), onStuck[2].Data)
+	}
+	recs := log.records()
+	checkParentsFirst(t, recs, parents, children)
+	again := checkAtLeastOnce(t, recs, want, func(r *shard.Record) bool { return redo[idOf(r)] })
+	if again != len(redo) {
+		t.Errorf("%d records delivered again, want the %d from the stuck record on", again, len(redo))
+	}
+}
+
+// testReshardDuringHandoffRetries: the shard a hands over is split while a
+// waits for its stuck record; the final checkpoint fails once.
+func testReshardDuringHandoffRetries(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	var log orderLog
+	cols := newCollectors(2)
+	perShard := map[string]int{}
+	cols[0].hold = func(r *shard.Record) bool { // under the collector's lock
+		perShard[r.ShardID]++
+		return perShard[r.ShardID] == 3
+	}
+	faults := newFinalFaults(e.store)
+	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
+	cfgA, cfgB := e.config("a", log.wrap(cols[0].sink)), e.config("b", log.wrap(cols[1].sink))
+	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
+	cfgA.Handoff, cfgB.Handoff = 2*time.Second, 2*time.Second
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	cols[0].waitN(t, 20)
+	faults.fail.Store(1)
+	b := e.start(cfgB)
+	<-ask.asked
+	var handed string
+	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
+	onA := onShard(cols[0].records(), handed)
+	splitMid(t, e, handed)
+	children := childrenOf(t, e, handed)
+	e.publish(want, 20, 10)
+	eventually(t, 10*time.Second, "SHARD_END of "+handed, func() bool { return e.lease(handed).Checkpoint == lease.CheckpointShardEnd })
+	if faults.failed.Load() != 1 {
+		t.Fatalf("%d final checkpoints failed, want the 1 injected", faults.failed.Load())
+	}
+	reading := func() []string { return append(a.Reading(), b.Reading()...) }
+	eventually(t, 10*time.Second, fmt.Sprintf("the children %v read", children), func() bool {
+		r := reading()
+		return slices.Contains(r, children[0]) && slices.Contains(r, children[1])
+	})
+	e.publish(want, 20, 10)
+	redo := map[recordID]bool{}
+	for _, r := range onA[2:] {
+		redo[idOf(r)] = true
+	}
+	cols[0].wait(t, 10*time.Second, "every record", func([]*shard.Record) bool {
+		seen := map[recordID]bool{}
+		for _, r := range log.records() {
+			seen[idOf(r)] = true
+		}
+		return len(seen) >= 60
+	})
+	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
+	if got := onShard(cols[1].records(), handed); len(got) == 0 || got[0].SequenceNumber != onA[2].SequenceNumber {
+		t.Errorf("b resumed %s at %v, want the stuck record %s", handed, dataOf(got), onA[2].Data)
+	}
+	recs := log.records()
+	checkParentsFirst(t, recs, []string{handed}, children)
+	again := checkAtLeastOnce(t, recs, want, func(r *shard.Record) bool { return redo[idOf(r)] })
+	t.Logf("handed %s over while it split; %d records delivered again (the stuck one and after)", handed, again)
+}
+
+// endFaults refuses SHARD_END checkpoints: endFail of them (a negative
+// endFail: every one), and counts them.
+type endFaults struct {
+	*finalFaults
+	endFail   atomic.Int64
+	endFailed atomic.Int64
+	mu        sync.Mutex
+	at        []string // the lease's checkpoint at each refusal
+}
+
+func (s *endFaults) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	if cp == lease.CheckpointShardEnd {
+		if n := s.endFail.Load(); n < 0 || n > 0 && s.endFail.CompareAndSwap(n, n-1) {
+			s.endFailed.Add(1)
+			s.mu.Lock()
+			s.at = append(s.at, l.Checkpoint)
+			s.mu.Unlock()
+			return lease.Lease{}, &lease.Error{Op: "checkpoint", Key: l.Key, Err: errThrottled}
+		}
+	}
+	return s.finalFaults.Checkpoint(ctx, l, cp, sub)
+}
+
+// 3. A parent read to its end whose SHARD_END checkpoint fails: the
+// children are not blocked for ever. When it fails a few times the owner
+// writes it in the end; when it never lands for this owner, its Stop
+// leaves the parent to the next owner, which finishes it. Either way the
+// children are read after the parent's last record, every record is
+// handled, and a record is handled again only past the checkpoint the
+// parent's lease held.
+func TestShardEndCheckpointFailing(t *testing.T) {
+	t.Run("lands-after-3", func(t *testing.T) { testShardEndFailing(t, 3) })
+	t.Run("never-lands", func(t *testing.T) { testShardEndFailing(t, -1) })
+}
+
+func testShardEndFailing(t *testing.T, failures int64) {
+	e, _ := memEnv(t, 1)
+	parent := e.shards()[0]
+	var log orderLog
+	colA, colB := newCollector(), newCollector()
+	faults := &endFaults{finalFaults: newFinalFaults(e.store)}
+	cfgA := e.config("a", log.wrap(colA.sink))
+	cfgA.Leases = faults
+	a, err := shard.New(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(e.ctx(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(context.Background()) })
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(a.Reading(), []string{parent}) })
+	want := map[string]int{}
+	e.publish(want, 20, 10)
+	colA.waitN(t, 20)
+	faults.endFail.Store(failures)
+	split(t, e, parent)
+	children := childrenOf(t, e, parent)
+	e.publish(want, 20, 10) // on the children
+	began := time.Now()
+	if failures > 0 {
+		eventually(t, 10*time.Second, "SHARD_END of the parent", func() bool { return e.lease(parent).Checkpoint == lease.CheckpointShardEnd })
+		t.Logf("SHARD_END landed %v after the split, after %d refusals", time.Since(began).Round(time.Millisecond), faults.endFailed.Load())
+		if n := faults.endFailed.Load(); n != failures {
+			t.Errorf("%d SHARD_END checkpoints refused, want the %d injected", n, failures)
+		}
+		eventually(t, 10*time.Second, fmt.Sprintf("a reads the children %v", children), func() bool { return slices.Equal(a.Reading(), children) })
+	} else {
+		eventually(t, 10*time.Second, "two refused SHARD_END checkpoints", func() bool { return faults.endFailed.Load() >= 2 })
+		if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		if l := e.lease(parent); l.Owner != "" || l.Checkpoint == lease.CheckpointShardEnd {
+			t.Fatalf("parent's lease after a's Stop: owner %q checkpoint %q, want released unfinished", l.Owner, l.Checkpoint)
+		}
+		cfgB := e.config("b", log.wrap(colB.sink))
+		b := e.start(cfgB)
+		eventually(t, 10*time.Second, "SHARD_END of the parent, by b", func() bool { return e.lease(parent).Checkpoint == lease.CheckpointShardEnd })
+		eventually(t, 10*time.Second, fmt.Sprintf("b reads the children %v", children), func() bool { return slices.Equal(b.Reading(), children) })
+		t.Logf("b finished the parent %v after the split (a's SHARD_END refused %d times)", time.Since(began).Round(time.Millisecond), faults.endFailed.Load())
+	}
+	e.publish(want, 20, 10)
+	// What may be handled again: the parent's records past the checkpoint
+	// its lease held at the first refusal.
+	faults.mu.Lock()
+	at := faults.at[0]
+	faults.mu.Unlock()
+	past, redo := !strings.HasPrefix(at, "4"), map[recordID]bool{} // not a sequence number: all of them
+	for _, r := range onShard(colA.records(), parent) {
+		if past {
+			redo[idOf(r)] = true
+		}
+		past = past || r.SequenceNumber == at
+	}
+	all := func() int {
+		seen := map[recordID]bool{}
+		for _, r := range log.records() {
+			seen[idOf(r)] = true
+		}
+		return len(seen)
+	}
+	eventually(t, 10*time.Second, "the 60 records", func() bool { return all() >= 60 })
+	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
+	recs := log.records()
+	checkParentsFirst(t, recs, []string{parent}, children)
+	again := checkAtLeastOnce(t, recs, want, func(r *shard.Record) bool { return redo[idOf(r)] })
+	t.Logf("the parent's lease held %q at the first refusal; %d records delivered again", at, again)
+}
