@@ -42,7 +42,9 @@
 // A held shard is read once every parent is checkpointed SHARD_END (or no
 // longer exists: past the stream's retention, it counts as read), so each
 // key's records stay in order across splits and merges. A shard ends only
-// when the stream says it is closed. It starts at its checkpoint, else (a
+// when the stream says it is closed; a refused SHARD_END checkpoint is
+// written again while its reader lasts (a stop or handoff meanwhile
+// checkpoints the last record, and the next owner ends the shard). It starts at its checkpoint, else (a
 // child) at its trim horizon, else at Config.Start.
 //
 // A lease that would open at Latest is created pinned at the listing that

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -292,17 +293,32 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 	if ctx.Err() != nil {
 		return
 	}
-	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
-		if s.wm.discard.Load() {
-			return l, errNothing
+	// A refused write is retried while this reader lasts: dropping the
+	// reader would read the parent again from its last checkpoint, and
+	// handle again what settled since. A stop or handoff meanwhile ends
+	// the reader and checkpoints its last record instead.
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
+	var err error
+	for {
+		_, err = c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
+			if s.wm.discard.Load() {
+				return l, errNothing
+			}
+			nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
+			if err == nil {
+				o.finished = true
+				o.ended.Store(true)
+			}
+			return nl, err
+		})
+		if err == nil || errors.Is(err, errGone) || errors.Is(err, errNothing) || errors.Is(err, lease.ErrInvalid) {
+			break
 		}
-		nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
-		if err == nil {
-			o.finished = true
-			o.ended.Store(true)
+		log.Warn("SHARD_END checkpoint failed; retrying", "err", err)
+		if !sleep(ctx, bo.next()) {
+			return // stopped or handed over: its final checkpoint is the last record
 		}
-		return nl, err
-	})
+	}
 	if err != nil {
 		if ctx.Err() == nil && err != errGone && err != errNothing {
 			log.Warn("SHARD_END checkpoint failed; the shard is read to its end again", "err", err)
