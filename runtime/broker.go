@@ -99,10 +99,13 @@ type state struct {
 type conn struct {
 	client kinesisapi.API
 	leases lease.Store
-	owner  string
-	logger *slog.Logger
-	batch  batchConfig
-	tel    *telemetry // nil: no telemetry
+	// privateLeases: leases is the store dial made, which no other broker
+	// can reach, so each of this broker's coordinators is alone in it.
+	privateLeases bool
+	owner         string
+	logger        *slog.Logger
+	batch         batchConfig
+	tel           *telemetry // nil: no telemetry
 
 	mu       sync.Mutex // serialises adding batchers and closing
 	closed   bool
@@ -257,6 +260,7 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 	}
 	if c.leases == nil {
 		c.leases = lease.NewMemory()
+		c.privateLeases = true
 	}
 	if c.owner == "" {
 		c.owner = uniqueOwner()

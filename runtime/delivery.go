@@ -252,6 +252,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	coord, err := shard.New(shard.Config{
 		Liveness:   liveness,
 		Balance:    balance,
+		Alone:      c.privateLeases,
 		Stream:     s.stream,
 		Namespace:  cfg.app + "/" + s.stream,
 		Client:     c.client,

@@ -95,6 +95,11 @@ type Config struct {
 	// Java KCL and for comparison.
 	Liveness Liveness
 	Balance  Balance
+	// Alone says no other instance can share Leases (a store private to
+	// this process's one coordinator of the namespace, such as the
+	// runtime's default in-memory one): a first pass then takes its leases
+	// at once instead of waiting for instances starting beside it.
+	Alone bool
 	// ConsumerARN, when set, reads every shard by enhanced fan-out through
 	// this registered stream consumer (SubscribeToShard) instead of
 	// polling GetRecords: Poll, BatchSize and

@@ -653,3 +653,30 @@ func TestFailedHeartbeatsAreRetriedBeforeTheFence(t *testing.T) {
 		t.Fatalf("%d leases fenced", n)
 	}
 }
+
+// A first pass on a fresh stream waits a tenth of the renewal interval for
+// instances starting beside it (startSettle), unless the lease store is the
+// coordinator's alone (Config.Alone: the runtime's private in-memory store),
+// where no other instance can ever show: it takes its leases at once.
+func TestAloneStartDoesNotWaitForOthers(t *testing.T) {
+	const renew = 10 * time.Second // a settle of 1 s
+	for _, alone := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared", true: "alone"}[alone], func(t *testing.T) {
+			e, _ := memEnv(t, 2)
+			cfg := e.config("a", newCollector().sink)
+			cfg.Liveness, cfg.Renew, cfg.Failover, cfg.Alone = shard.LivenessPerInstance, renew, 3*renew, alone
+			began := time.Now()
+			c := e.start(cfg)
+			took := time.Since(began)
+			if n := len(c.Owned()); n != 2 {
+				t.Fatalf("holds %d leases after Start, want 2", n)
+			}
+			switch {
+			case alone && took >= renew/10:
+				t.Errorf("Start took %v alone in its lease store; want no wait for other instances (%v)", took, renew/10)
+			case !alone && took < renew/10:
+				t.Errorf("Start took %v with a shared lease store; want the wait for instances starting beside it (%v)", took, renew/10)
+			}
+		})
+	}
+}

@@ -46,9 +46,10 @@ import (
 // wait every instance that wrote its first heartbeat by then is in each
 // view, their plans agree, and each free lease is taken once. A joiner
 // (others hold leases) and a survivor taking a dead owner's leases do not
-// wait: their first pass is not a fleet's start, or not their first.
+// wait: their first pass is not a fleet's start, or not their first; nor
+// does an owner whose lease store nobody else can reach (Config.Alone).
 func (c *Coordinator) startSettles(leases []lease.Lease) bool {
-	if c.members == nil || c.cfg.Balance != BalanceBulk {
+	if c.members == nil || c.cfg.Balance != BalanceBulk || c.cfg.Alone {
 		return false
 	}
 	for _, l := range leases {
