@@ -17,9 +17,9 @@
 //
 // then drains the plain and the aggregated stream (agg-all's, else agg's)
 // with runtime.Subscribe (Workers(8), ByKey, BatchSize -batch, a no-op
-// handler, checkpoints on), timed from Connect and from the first
-// GetRecords request (the subscriber's start, the same for both, left
-// out), and the aggregated stream once more with BatchSize -aggbatch (a
+// handler, checkpoints on, the broker's own in-memory lease store), timed
+// from Connect and from the first GetRecords request (the subscriber's
+// start, the same for both, left out), and the aggregated stream once more with BatchSize -aggbatch (a
 // read of that many aggregates, about as many messages as a plain read of
 // 2,000 records). Every stream is read back after it is published, untimed: the
 // Kinesis records and PUT payload units (25 KiB of data plus key, rounded
@@ -69,7 +69,6 @@ import (
 	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 	kgrt "github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
-	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -496,14 +495,15 @@ func idOf(data []byte) (int, error) {
 
 // drain reads the stream from the horizon with a fresh broker until n
 // messages were handled. Its time runs from Connect; it also notes when the
-// first GetRecords request went out (after the subscriber's start: lease
-// taking, and a first pass that waits a tenth of the renewal interval for
-// other instances starting at once) and when the first message was handled.
+// first GetRecords request went out (after the subscriber's start: leases
+// created and taken) and when the first message was handled.
 func drain(ctx context.Context, o options, stream string, batch int) (measure, error) {
 	cfg, _ := kbench.Config()
 	var firstRead atomic.Int64 // when the first GetRecords request went out
 	cfg.HTTPClient = &http.Client{Transport: stampFirst{awshttp.NewBuildableClient().GetTransport(), "Kinesis_20131202.GetRecords", &firstRead}}
-	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(lease.NewMemory()))
+	// One instance on the broker's own in-memory lease store: no fleet to
+	// wait for at the start.
+	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint))
 	var handled atomic.Int64
 	all := make(chan struct{})
 	var once sync.Once
