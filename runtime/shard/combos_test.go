@@ -105,20 +105,25 @@ func splitMid(t *testing.T, e *env, shardID string) {
 	t.Fatalf("shard %s not listed", shardID)
 }
 
-// childrenOf returns the listed shards whose parent (or adjacent parent)
-// is one of parents.
-func childrenOf(t *testing.T, e *env, parents ...string) []string {
+// childrenOf waits for the stream to list n shards whose parent (or
+// adjacent parent) is one of parents (a local server may apply a reshard
+// asynchronously) and returns them.
+func childrenOf(t *testing.T, e *env, n int, parents ...string) []string {
 	t.Helper()
-	out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
-	if err != nil {
-		t.Fatalf("ListShards: %v", err)
-	}
 	var ids []string
-	for _, s := range out.Shards {
-		if slices.Contains(parents, aws.ToString(s.ParentShardId)) || slices.Contains(parents, aws.ToString(s.AdjacentParentShardId)) {
-			ids = append(ids, aws.ToString(s.ShardId))
+	eventually(t, 10*time.Second, fmt.Sprintf("%d children of %v", n, parents), func() bool {
+		out, err := e.client.ListShards(e.ctx(10*time.Second), &kinesis.ListShardsInput{StreamName: aws.String(e.stream)})
+		if err != nil {
+			t.Fatalf("ListShards: %v", err)
 		}
-	}
+		ids = ids[:0]
+		for _, s := range out.Shards {
+			if slices.Contains(parents, aws.ToString(s.ParentShardId)) || slices.Contains(parents, aws.ToString(s.AdjacentParentShardId)) {
+				ids = append(ids, aws.ToString(s.ShardId))
+			}
+		}
+		return len(ids) == n
+	})
 	slices.Sort(ids)
 	return ids
 }
@@ -343,7 +348,7 @@ func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
 	} else {
 		splitMid(t, e, parents[0])
 	}
-	children := childrenOf(t, e, parents...)
+	children := childrenOf(t, e, map[bool]int{true: 1, false: 2}[mergeThem], parents...)
 	e.publish(want, 20, 10)   // on the children
 	time.Sleep(3 * cfgA.Poll) // a child read before its parent's end would be here by now
 	for _, r := range colA.records() {
@@ -419,7 +424,7 @@ func testReshardDuringHandoffRetries(t *testing.T) {
 	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
 	onA := onShard(cols[0].records(), handed)
 	splitMid(t, e, handed)
-	children := childrenOf(t, e, handed)
+	children := childrenOf(t, e, 2, handed)
 	e.publish(want, 20, 10)
 	eventually(t, 10*time.Second, "SHARD_END of "+handed, func() bool { return e.lease(handed).Checkpoint == lease.CheckpointShardEnd })
 	if faults.failed.Load() != 1 {
@@ -486,12 +491,17 @@ func (s *endFaults) Checkpoint(ctx context.Context, l lease.Lease, cp string, su
 // was read again from its last checkpoint: here all of its records, once
 // more for each refusal.)
 func TestShardEndCheckpointFailing(t *testing.T) {
-	t.Run("lands-after-3", func(t *testing.T) { testShardEndFailing(t, 3) })
-	t.Run("never-lands", func(t *testing.T) { testShardEndFailing(t, -1) })
+	t.Run("lands-after-3", func(t *testing.T) {
+		e, _ := memEnv(t, 1)
+		testShardEndFailing(t, e, 3)
+	})
+	t.Run("never-lands", func(t *testing.T) {
+		e, _ := memEnv(t, 1)
+		testShardEndFailing(t, e, -1)
+	})
 }
 
-func testShardEndFailing(t *testing.T, failures int64) {
-	e, _ := memEnv(t, 1)
+func testShardEndFailing(t *testing.T, e *env, failures int64) {
 	parent := e.shards()[0]
 	var log orderLog
 	colA, colB := newCollector(), newCollector()
@@ -512,7 +522,7 @@ func testShardEndFailing(t *testing.T, failures int64) {
 	colA.waitN(t, 20)
 	faults.endFail.Store(failures)
 	split(t, e, parent)
-	children := childrenOf(t, e, parent)
+	children := childrenOf(t, e, 2, parent)
 	e.publish(want, 20, 10) // on the children
 	began := time.Now()
 	if failures > 0 {

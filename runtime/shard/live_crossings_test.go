@@ -60,3 +60,17 @@ func TestLiveLeaseLostWhileFinalCheckpointRetries(t *testing.T) {
 func TestLiveStopWithOneFinalCheckpointFailingReleasesEveryLease(t *testing.T) {
 	testStopWithOneFinalCheckpointFailing(t, liveDynamoEnv(t, 2))
 }
+
+// combos_test.go's reshards on kinesalite (no ChildShards: a parent read to
+// its end finds its children by listing; a closed shard ends after an
+// extra empty read) with the DynamoDB store on dynalite.
+
+func TestLiveReshardDuringFinalCheckpointRetries(t *testing.T) {
+	t.Run("stop-split", func(t *testing.T) { testReshardDuringFinalRetries(t, liveDynamoEnv(t, 1), false) })
+	t.Run("stop-merge", func(t *testing.T) { testReshardDuringFinalRetries(t, liveDynamoEnv(t, 2), true) })
+}
+
+func TestLiveShardEndCheckpointFailing(t *testing.T) {
+	t.Run("lands-after-3", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), 3) })
+	t.Run("never-lands", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), -1) })
+}
