@@ -102,8 +102,9 @@ func WithLogger(l *slog.Logger) DynamoDBOption {
 // Every mutation is one conditional write on leaseCounter (and leaseOwner)
 // that sets leaseCounter to the next value. Transient failures are retried by
 // the client's retryer; when a retried conditional write fails its condition,
-// the store re-reads the item and reports success if it carries this call's
-// write token (the first attempt landed), ErrLeaseLost otherwise. Besides the
+// the store looks at the item (sent with the refusal, or read again where
+// the server does not send it) and reports success if it carries this
+// call's write token (the first attempt landed), ErrLeaseLost otherwise. Besides the
 // KCL attributes an item holds shardId, pendingOwner (the handoff request)
 // and writeToken.
 type DynamoDB struct {
@@ -352,38 +353,77 @@ func (d *DynamoDB) get(ctx context.Context, key string) (Lease, string, bool, er
 
 // Create puts l unless an item has its key.
 func (d *DynamoDB) Create(ctx context.Context, l Lease) (bool, error) {
+	_, created, err := d.create(ctx, l, false)
+	return created, err
+}
+
+var _ CreateOrGetter = (*DynamoDB)(nil)
+
+// CreateOrGet puts l unless an item has its key, and returns the lease
+// stored. A refused PutItem asks for the item it found
+// (ReturnValuesOnConditionCheckFailure ALL_OLD), which DynamoDB returns
+// with the refusal and bills no read unit for; a server that does not
+// return it (dynalite) costs a strongly consistent GetItem instead.
+func (d *DynamoDB) CreateOrGet(ctx context.Context, l Lease) (Lease, bool, error) {
+	return d.create(ctx, l, true)
+}
+
+// create is Create and CreateOrGet; want says whether the caller needs the
+// lease stored when the put is refused (Create needs only its token).
+func (d *DynamoDB) create(ctx context.Context, l Lease, want bool) (Lease, bool, error) {
 	if err := validate("create", l, false); err != nil {
-		return false, err
+		return Lease{}, false, err
 	}
 	if err := d.begin(ctx, "create", l.Key); err != nil {
-		return false, err
+		return Lease{}, false, err
 	}
 	token := newToken()
 	item, err := d.cfg.codec.toItem(l)
 	if err != nil {
-		return false, &Error{Op: "create", Key: l.Key, Err: err}
+		return Lease{}, false, &Error{Op: "create", Key: l.Key, Err: err}
 	}
 	item[attrToken] = str(token)
 	_, err = d.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                &d.table,
-		Item:                     item,
-		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
-		ExpressionAttributeNames: map[string]string{"#k": attrKey},
+		TableName:                           &d.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(#k)"),
+		ExpressionAttributeNames:            map[string]string{"#k": attrKey},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
 		// It exists; it was created by this call if an earlier attempt of
 		// it landed before the retry.
-		_, stored, _, gerr := d.get(ctx, l.Key)
-		if gerr != nil {
-			return false, d.fail("create", l.Key, gerr)
+		stored, storedToken, found, gerr := d.refused(ctx, l.Key, ccf)
+		switch {
+		case gerr != nil:
+			return Lease{}, false, d.fail("create", l.Key, gerr)
+		case !found && want:
+			// Deleted since the refusal.
+			return Lease{}, false, &Error{Op: "create", Key: l.Key, Err: ErrNotFound}
 		}
-		return stored == token, nil
+		return stored, found && storedToken == token, nil
 	case err != nil:
-		return false, d.fail("create", l.Key, err)
+		return Lease{}, false, d.fail("create", l.Key, err)
 	}
-	return true, nil
+	stored := l
+	stored.ParentShardIDs = normSet(l.ParentShardIDs)
+	stored.ChildShardIDs = normSet(l.ChildShardIDs)
+	return stored, true, nil
+}
+
+// refused returns the item a conditional write was refused on, with the
+// token of the write that stored it: from the refusal when the service sent
+// it (ReturnValuesOnConditionCheckFailure ALL_OLD: no read unit), else
+// read again, strongly consistent (dynalite sends none, and no service
+// sends one for an item that does not exist).
+func (d *DynamoDB) refused(ctx context.Context, key string, ccf *types.ConditionalCheckFailedException) (Lease, string, bool, error) {
+	if len(ccf.Item) > 0 {
+		l, token, err := d.cfg.codec.fromItem(ccf.Item, namespaceOf(key))
+		return l, token, err == nil, err
+	}
+	return d.get(ctx, key)
 }
 
 // Take sets the owner. Besides the counter it is conditional on the owner
@@ -544,11 +584,13 @@ func (d *DynamoDB) mutate(ctx context.Context, op string, l Lease, checkOwner bo
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
+		// A refusal carries the item, so recheck need not read it again.
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return d.recheck(ctx, op, l, token)
+		return d.recheck(ctx, op, l, token, ccf)
 	case err != nil:
 		return Lease{}, d.fail(op, l.Key, err)
 	}
@@ -563,9 +605,9 @@ func (d *DynamoDB) mutate(ctx context.Context, op string, l Lease, checkOwner bo
 // recheck decides a failed condition: no item is ErrNotFound; an item
 // holding this call's token at the counter it wrote means an earlier attempt
 // of this call landed (the SDK retried after a lost reply); anything else is
-// ErrLeaseLost.
-func (d *DynamoDB) recheck(ctx context.Context, op string, l Lease, token string) (Lease, error) {
-	stored, storedToken, found, err := d.get(ctx, l.Key)
+// ErrLeaseLost. The item comes with the refusal where the service sends it.
+func (d *DynamoDB) recheck(ctx context.Context, op string, l Lease, token string, ccf *types.ConditionalCheckFailedException) (Lease, error) {
+	stored, storedToken, found, err := d.refused(ctx, l.Key, ccf)
 	switch {
 	case err != nil:
 		// Without the re-read the outcome is unknown; lost is the safe answer.

@@ -567,3 +567,87 @@ func TestDynamoDBListUnits(t *testing.T) {
 		t.Fatalf("ListUnits from a server that reports no capacity = %v, true; want no measure", u)
 	}
 }
+
+// sendsItem answers as DynamoDB does and dynalite does not: a write
+// refused by its condition that asked for ReturnValuesOnConditionCheckFailure
+// ALL_OLD carries the item it found. The store's own GetItem fails, so a
+// refusal the store decides without it read nothing.
+type sendsItem struct {
+	lease.DynamoDBAPI
+	gets atomic.Int64
+}
+
+func (s *sendsItem) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	s.gets.Add(1)
+	return nil, errors.New("connection reset")
+}
+
+func (s *sendsItem) withItem(ctx context.Context, err error, table *string, key map[string]types.AttributeValue, asked types.ReturnValuesOnConditionCheckFailure) error {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) || asked != types.ReturnValuesOnConditionCheckFailureAllOld {
+		return err
+	}
+	out, gerr := s.DynamoDBAPI.GetItem(ctx, &dynamodb.GetItemInput{TableName: table, Key: key, ConsistentRead: aws.Bool(true)})
+	if gerr != nil {
+		return gerr
+	}
+	ccf.Item = out.Item
+	return err
+}
+
+func (s *sendsItem) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := s.DynamoDBAPI.PutItem(ctx, in, opts...)
+	return out, s.withItem(ctx, err, in.TableName, map[string]types.AttributeValue{"leaseKey": in.Item["leaseKey"]}, in.ReturnValuesOnConditionCheckFailure)
+}
+
+func (s *sendsItem) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := s.DynamoDBAPI.UpdateItem(ctx, in, opts...)
+	return out, s.withItem(ctx, err, in.TableName, in.Key, in.ReturnValuesOnConditionCheckFailure)
+}
+
+// A refused create or write takes the item from the refusal where the
+// service sends it (ReturnValuesOnConditionCheckFailure ALL_OLD, no read
+// unit) instead of reading it again: CreateOrGet returns the stored lease,
+// a stale take is lost, and a retried write whose first attempt landed
+// still succeeds, all without a GetItem. (Before, each refusal cost a
+// strongly consistent GetItem, and a refused create one more in the
+// coordinator.)
+func TestDynamoDBRefusalCarriesTheItem(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct := newDynamo(t, client)
+	srv := &sendsItem{DynamoDBAPI: client}
+	s := lease.NewDynamoDB(srv, direct.Table())
+	if err := s.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	l := lease.Lease{Key: lease.KeyFor("app/stream", "shard-0"), ShardID: "shard-0", Checkpoint: lease.CheckpointTrimHorizon}
+	if _, err := direct.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := direct.Take(ctx, l, "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := l
+	other.Checkpoint = lease.CheckpointLatest
+	got, created, err := s.CreateOrGet(ctx, other)
+	if err != nil || created {
+		t.Fatalf("refused CreateOrGet = %v, %v; want false, nil", created, err)
+	}
+	if got.Owner != "worker-a" || got.Counter != taken.Counter || got.Checkpoint != lease.CheckpointTrimHorizon {
+		t.Fatalf("refused CreateOrGet returned %+v; want the stored lease %+v", got, taken)
+	}
+	if _, err := s.Take(ctx, l, "worker-b"); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Take with a stale counter: %v; want ErrLeaseLost", err)
+	}
+	twice := lease.NewDynamoDB(landTwice{DynamoDBAPI: srv}, direct.Table())
+	if r, err := twice.Renew(ctx, taken); err != nil || r.Counter != taken.Counter+1 {
+		t.Fatalf("Renew whose retry failed its condition = %+v, %v; want success at counter %d (the first attempt landed)", r, err, taken.Counter+1)
+	}
+	if n := srv.gets.Load(); n != 0 {
+		t.Fatalf("%d GetItem calls after refusals that carried the item; want 0", n)
+	}
+}

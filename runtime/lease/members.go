@@ -107,3 +107,15 @@ type ListCost interface {
 	// consumed; ok is false when none has been measured.
 	ListUnits(namespace string) (units float64, ok bool)
 }
+
+// CreateOrGetter is a store whose refused Create returns the lease that
+// exists, so that instances creating the same leases at once (a fleet
+// starting, a reshard every instance finds) need no read after each
+// refusal: the DynamoDB store takes it from the refused write itself.
+type CreateOrGetter interface {
+	// CreateOrGet stores l if no lease has its key and returns it (created
+	// is true), else returns the lease stored under the key, as a
+	// strongly consistent read would (created is false), or an error
+	// matching ErrNotFound if that was deleted in between.
+	CreateOrGet(ctx context.Context, l Lease) (stored Lease, created bool, err error)
+}

@@ -68,22 +68,31 @@ func (m *Memory) Get(ctx context.Context, key string) (Lease, error) {
 // Create stores l unless a lease with its key exists. The stored copy keeps
 // l's fields as given (Counter included), as the KCL's createLeaseIfNotExists does.
 func (m *Memory) Create(ctx context.Context, l Lease) (bool, error) {
+	_, created, err := m.CreateOrGet(ctx, l)
+	return created, err
+}
+
+var _ CreateOrGetter = (*Memory)(nil)
+
+// CreateOrGet stores l unless a lease has its key, and returns the lease
+// stored.
+func (m *Memory) CreateOrGet(ctx context.Context, l Lease) (Lease, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, &Error{Op: "create", Key: l.Key, Err: err}
+		return Lease{}, false, &Error{Op: "create", Key: l.Key, Err: err}
 	}
 	if err := validate("create", l, false); err != nil {
-		return false, err
+		return Lease{}, false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.leases[l.Key]; ok {
-		return false, nil
+	if cur, ok := m.leases[l.Key]; ok {
+		return clone(*cur), false, nil
 	}
 	stored := l
 	stored.ParentShardIDs = normSet(l.ParentShardIDs)
 	stored.ChildShardIDs = normSet(l.ChildShardIDs)
 	m.leases[l.Key] = &stored
-	return true, nil
+	return clone(stored), true, nil
 }
 
 // update applies change to the stored lease when it matches l (on Counter,

@@ -54,6 +54,7 @@ func runCases(t *testing.T, cs []kitCase, newStore func(t *testing.T) lease.Stor
 var cases = []kitCase{
 	{"CreateIfAbsent", testCreateIfAbsent},
 	{"CreateRoundTripsEveryField", testCreateRoundTrip},
+	{"CreateOrGetReturnsTheStoredLease", testCreateOrGet},
 	{"GetMissingIsNotFound", testGetMissing},
 	{"ListScopedByNamespaceAndSorted", testListScoping},
 	{"ListEmptyNamespace", testListEmpty},
@@ -161,6 +162,38 @@ func testCreateIfAbsent(ctx context.Context, t *testing.T, s lease.Store) {
 	if got := mustGet(ctx, t, s, l.Key); got.Checkpoint != lease.CheckpointLatest || got.Owner != "" {
 		t.Fatalf("second Create overwrote the lease: %+v", got)
 	}
+}
+
+// testCreateOrGet: a store that implements lease.CreateOrGetter returns
+// the lease it stored, and with a refusal the lease that exists as it is
+// now (not the one the caller would have stored), its counter included.
+func testCreateOrGet(ctx context.Context, t *testing.T, s lease.Store) {
+	cg, ok := s.(lease.CreateOrGetter)
+	if !ok {
+		t.Skipf("%T does not implement lease.CreateOrGetter", s)
+	}
+	l := lease.Lease{Key: lease.KeyFor(ns(t, "s"), "shard-0"), ShardID: "shard-0", Checkpoint: lease.CheckpointTrimHorizon, ParentShardIDs: []string{"p2", "p1"}}
+	got, created, err := cg.CreateOrGet(ctx, l)
+	if err != nil || !created {
+		t.Fatalf("first CreateOrGet = %v, %v; want true, nil", created, err)
+	}
+	if diff := cmp.Diff(mustGet(ctx, t, s, l.Key), got); diff != "" {
+		t.Fatalf("first CreateOrGet returned another lease than Get (-get +returned):\n%s", diff)
+	}
+	taken, err := s.Take(ctx, mustGet(ctx, t, s, l.Key), "worker-a")
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	other := l
+	other.Checkpoint = lease.CheckpointLatest
+	got, created, err = cg.CreateOrGet(ctx, other)
+	if err != nil || created {
+		t.Fatalf("second CreateOrGet = %v, %v; want false, nil", created, err)
+	}
+	if diff := cmp.Diff(taken, got); diff != "" {
+		t.Fatalf("refused CreateOrGet returned another lease than the stored one (-stored +returned):\n%s", diff)
+	}
+	unchanged(ctx, t, s, taken)
 }
 
 func testCreateRoundTrip(ctx context.Context, t *testing.T, s lease.Store) {
