@@ -54,7 +54,7 @@ type Counts struct {
 	BytesRead int64
 	// LostConditions counts conditional writes refused because the lease
 	// moved (ErrLeaseLost), and creates of a lease that existed: DynamoDB
-	// bills them as writes, and its store re-reads the item after each.
+	// bills them as writes (the item comes with the refusal: no read).
 	LostConditions int64
 	// Moves counts successful Takes that changed a lease's owner.
 	Moves int64
@@ -227,9 +227,10 @@ func (s *store) enter(ctx context.Context) error {
 }
 
 // count records one call that reached the store and what DynamoDB would
-// bill for it: a write its item's write units (refused or not); a refused
-// conditional write also the strongly consistent GetItem the DynamoDB
-// store re-reads the item with.
+// bill for it: a write its item's write units (refused or not). A refused
+// conditional write costs no read: the DynamoDB store asks for the item
+// with the refusal (ReturnValuesOnConditionCheckFailure ALL_OLD), which
+// DynamoDB bills no read unit for.
 func (s *store) count(op Op, err error, size int) {
 	s.c.calls[op].Add(1)
 	switch {
@@ -242,7 +243,6 @@ func (s *store) count(op Op, err error, size int) {
 	case err == nil:
 	case errors.Is(err, lease.ErrLeaseLost):
 		s.c.lostConditions.Add(1)
-		s.c.halfRCU.Add(2 * readUnits(size))
 	case errors.Is(err, lease.ErrNotFound) && op == OpGet:
 	default:
 		s.c.errors.Add(1)
@@ -314,11 +314,37 @@ func (s *store) Create(ctx context.Context, l lease.Lease) (bool, error) {
 	ok, err := s.inner.Create(ctx, l)
 	s.count(OpCreate, err, ItemBytes(l))
 	if err == nil && !ok {
-		// A refused conditional PutItem, then a GetItem of the item.
+		// A refused conditional PutItem (its item comes with the refusal).
 		s.c.lostConditions.Add(1)
-		s.c.halfRCU.Add(2 * readUnits(ItemBytes(l)))
 	}
 	return ok, err
+}
+
+var _ lease.CreateOrGetter = (*store)(nil)
+
+// CreateOrGet is Create returning the lease stored (lease.CreateOrGetter):
+// one conditional PutItem whose refusal carries the item, billed as a
+// write and no read. Over a store without CreateOrGet, a Create and, when
+// it is refused, a Get, each counted.
+func (s *store) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bool, error) {
+	cg, ok := s.inner.(lease.CreateOrGetter)
+	if !ok {
+		created, err := s.Create(ctx, l)
+		if err != nil || created {
+			return l, created, err
+		}
+		got, err := s.Get(ctx, l.Key)
+		return got, false, err
+	}
+	if err := s.enter(ctx); err != nil {
+		return lease.Lease{}, false, err
+	}
+	got, created, err := cg.CreateOrGet(ctx, l)
+	s.count(OpCreate, err, ItemBytes(l))
+	if err == nil && !created {
+		s.c.lostConditions.Add(1)
+	}
+	return got, created, err
 }
 
 func (s *store) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {

@@ -138,6 +138,18 @@ func (b boundedLookup) GetMany(ctx context.Context, keys []string) ([]lease.Leas
 	return b.l.GetMany(ctx, keys)
 }
 
+// boundedCreator gives every CreateOrGet its own deadline.
+type boundedCreator struct {
+	c lease.CreateOrGetter
+	d time.Duration
+}
+
+func (b boundedCreator) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.c.CreateOrGet(ctx, l)
+}
+
 // boundedClient gives every Kinesis call its own deadline (a caller's
 // shorter one still applies).
 type boundedClient struct {

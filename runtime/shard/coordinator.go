@@ -265,15 +265,16 @@ type Coordinator struct {
 	// off (LivenessPerInstance).
 	beatCtx    context.Context
 	beatCancel context.CancelFunc
-	ensure     tableEnsurer      // the store's table check, run once by Start
-	members    lease.MemberStore // the store's members, with deadlines: nil unless LivenessPerInstance
-	fanOut     kinesisapi.API    // the client without deadlines, when reading by fan-out
-	lookup     lease.Lookup      // with members: reads the known leases by key instead of listing the namespace
-	listCost   lease.ListCost    // with lookup: what a List costs, when the store knows (listLeases)
-	loops      sync.WaitGroup    // sync and keeper loops
-	beating    sync.WaitGroup    // the heartbeat loop
-	workers    sync.WaitGroup    // readers and handoffs
-	kick       chan bool         // wake the sync loop; true asks for a re-listing
+	ensure     tableEnsurer         // the store's table check, run once by Start
+	members    lease.MemberStore    // the store's members, with deadlines: nil unless LivenessPerInstance
+	fanOut     kinesisapi.API       // the client without deadlines, when reading by fan-out
+	lookup     lease.Lookup         // with members: reads the known leases by key instead of listing the namespace
+	listCost   lease.ListCost       // with lookup: what a List costs, when the store knows (listLeases)
+	creator    lease.CreateOrGetter // a store whose refused create returns the lease (createLease)
+	loops      sync.WaitGroup       // sync and keeper loops
+	beating    sync.WaitGroup       // the heartbeat loop
+	workers    sync.WaitGroup       // readers and handoffs
+	kick       chan bool            // wake the sync loop; true asks for a re-listing
 }
 
 type runState int
@@ -341,6 +342,9 @@ func New(cfg Config) (*Coordinator, error) {
 		kick:    make(chan bool, 1),
 	}
 	c.listCost = cost
+	if cg, ok := raw.(lease.CreateOrGetter); ok {
+		c.creator = boundedCreator{c: cg, d: cfg.leaseCallTimeout()}
+	}
 	c.beat.Store(time.Now().UnixNano()) // a restart under the same owner id never repeats a beat
 	return c, nil
 }

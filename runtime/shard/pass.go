@@ -253,8 +253,22 @@ func closed(ch <-chan struct{}) bool {
 }
 
 // createLease stores the lease of a newly found shard (or reads the one
-// another instance created first: created is false then).
+// another instance created first: created is false then). A store that
+// returns the lease with its refusal (lease.CreateOrGetter: on DynamoDB
+// the refused write carries the item) costs no read for it: instances
+// that start together each try to create every lease, and all but one of
+// them are refused.
 func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint string, sub int64) (lease.Lease, bool, error) {
+	if c.creator != nil {
+		l, created, err := c.creator.CreateOrGet(ctx, c.newLease(info, checkpoint, sub))
+		if err != nil {
+			return lease.Lease{}, false, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+		}
+		if created {
+			c.log.Debug("lease created", "shard", info.ID, "parents", info.Parents)
+		}
+		return l, created, nil
+	}
 	l, created, err := c.putLease(ctx, info, checkpoint, sub)
 	if err != nil || created {
 		return l, created, err
@@ -294,15 +308,7 @@ func leasedDescendant(id string, lin *Lineage, byShard map[string]lease.Lease) b
 // putLease stores the lease of a newly found shard unless one exists
 // (created is false then, and l is the lease it would have stored).
 func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string, sub int64) (l lease.Lease, created bool, err error) {
-	l = lease.Lease{
-		Key:             lease.KeyFor(c.cfg.Namespace, info.ID),
-		ShardID:         info.ID,
-		Checkpoint:      checkpoint,
-		SubSequence:     sub,
-		ParentShardIDs:  slices.Clone(info.Parents),
-		StartingHashKey: info.StartingHashKey,
-		EndingHashKey:   info.EndingHashKey,
-	}
+	l = c.newLease(info, checkpoint, sub)
 	created, err = c.cfg.Leases.Create(ctx, l)
 	if err != nil {
 		return lease.Lease{}, false, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
@@ -311,6 +317,19 @@ func (c *Coordinator) putLease(ctx context.Context, info Info, checkpoint string
 		c.log.Debug("lease created", "shard", info.ID, "parents", info.Parents)
 	}
 	return l, created, nil
+}
+
+// newLease is the lease of a newly found shard, as createLease stores it.
+func (c *Coordinator) newLease(info Info, checkpoint string, sub int64) lease.Lease {
+	return lease.Lease{
+		Key:             lease.KeyFor(c.cfg.Namespace, info.ID),
+		ShardID:         info.ID,
+		Checkpoint:      checkpoint,
+		SubSequence:     sub,
+		ParentShardIDs:  slices.Clone(info.Parents),
+		StartingHashKey: info.StartingHashKey,
+		EndingHashKey:   info.EndingHashKey,
+	}
 }
 
 // startable decides whether the shard of l can be read now (every parent
