@@ -296,7 +296,7 @@ func TestHeartbeatsFailingPastTheFenceDuringHandoff(t *testing.T) {
 }
 
 // 2. A reshard meeting the final checkpoint's retries: a parent whose
-// owner stops (split, merge) or hands it over (split) with a stuck record
+// owner stops or hands it over (split, merge) with a stuck record
 // while its final checkpoint fails once. The retried checkpoint lands at
 // the stuck record; the next owner resumes the parent there, reads it to
 // its end (SHARD_END), and only then its children: every record handled,
@@ -311,7 +311,8 @@ func TestReshardDuringFinalCheckpointRetries(t *testing.T) {
 		e, _ := memEnv(t, 2)
 		testReshardDuringFinalRetries(t, e, true)
 	})
-	t.Run("handoff-split", testReshardDuringHandoffRetries)
+	t.Run("handoff-split", func(t *testing.T) { testReshardDuringHandoffRetries(t, false) })
+	t.Run("handoff-merge", func(t *testing.T) { testReshardDuringHandoffRetries(t, true) })
 }
 
 func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
@@ -395,16 +396,25 @@ func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
 	}
 }
 
-// testReshardDuringHandoffRetries: the shard a hands over is split while a
-// waits for its stuck record; the final checkpoint fails once.
-func testReshardDuringHandoffRetries(t *testing.T) {
+// testReshardDuringHandoffRetries: the shard a hands over is split, or
+// merged with the other (which a keeps), while a waits for its stuck
+// record; the final checkpoint fails once. a's other shard has a stuck
+// record too, settled once the handed one has ended: a merged child waits
+// for it.
+func testReshardDuringHandoffRetries(t *testing.T, mergeThem bool) {
 	e, _ := memEnv(t, 2)
+	parents := e.shards()
 	var log orderLog
 	cols := newCollectors(2)
 	perShard := map[string]int{}
+	stuck := map[string]*shard.Record{}
 	cols[0].hold = func(r *shard.Record) bool { // under the collector's lock
 		perShard[r.ShardID]++
-		return perShard[r.ShardID] == 3
+		if perShard[r.ShardID] == 3 {
+			stuck[r.ShardID] = r
+			return true
+		}
+		return false
 	}
 	faults := newFinalFaults(e.store)
 	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
@@ -423,17 +433,35 @@ func testReshardDuringHandoffRetries(t *testing.T) {
 	var handed string
 	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
 	onA := onShard(cols[0].records(), handed)
-	splitMid(t, e, handed)
-	children := childrenOf(t, e, 2, handed)
+	ended := []string{handed}
+	var children []string
+	if mergeThem {
+		merge(t, e, parents[0], parents[1])
+		ended, children = parents, childrenOf(t, e, 1, parents...)
+	} else {
+		splitMid(t, e, handed)
+		children = childrenOf(t, e, 2, handed)
+	}
 	e.publish(want, 20, 10)
 	eventually(t, 10*time.Second, "SHARD_END of "+handed, func() bool { return e.lease(handed).Checkpoint == lease.CheckpointShardEnd })
 	if faults.failed.Load() != 1 {
 		t.Fatalf("%d final checkpoints failed, want the 1 injected", faults.failed.Load())
 	}
+	// The stuck record of the shard a kept is handled now.
+	cols[0].mu.Lock()
+	for id, r := range stuck {
+		if id != handed {
+			r.Settle()
+		}
+	}
+	cols[0].mu.Unlock()
+	for _, p := range ended {
+		eventually(t, 10*time.Second, "SHARD_END of "+p, func() bool { return e.lease(p).Checkpoint == lease.CheckpointShardEnd })
+	}
 	reading := func() []string { return append(a.Reading(), b.Reading()...) }
 	eventually(t, 10*time.Second, fmt.Sprintf("the children %v read", children), func() bool {
 		r := reading()
-		return slices.Contains(r, children[0]) && slices.Contains(r, children[1])
+		return !slices.ContainsFunc(children, func(ch string) bool { return !slices.Contains(r, ch) })
 	})
 	e.publish(want, 20, 10)
 	redo := map[recordID]bool{}
@@ -452,9 +480,9 @@ func testReshardDuringHandoffRetries(t *testing.T) {
 		t.Errorf("b resumed %s at %v, want the stuck record %s", handed, dataOf(got), onA[2].Data)
 	}
 	recs := log.records()
-	checkParentsFirst(t, recs, []string{handed}, children)
+	checkParentsFirst(t, recs, ended, children)
 	again := checkAtLeastOnce(t, recs, want, func(r *shard.Record) bool { return redo[idOf(r)] })
-	t.Logf("handed %s over while it split; %d records delivered again (the stuck one and after)", handed, again)
+	t.Logf("handed %s over while it was resharded; %d records delivered again (the stuck one and after)", handed, again)
 }
 
 // endFaults refuses SHARD_END checkpoints: endFail of them (a negative
@@ -534,6 +562,12 @@ func testShardEndFailing(t *testing.T, e *env, failures int64) {
 		eventually(t, 10*time.Second, fmt.Sprintf("a reads the children %v", children), func() bool { return slices.Equal(a.Reading(), children) })
 	} else {
 		eventually(t, 10*time.Second, "two refused SHARD_END checkpoints", func() bool { return faults.endFailed.Load() >= 2 })
+		time.Sleep(3 * cfgA.Poll) // a child read before its parent's end would be here by now
+		for _, r := range colA.records() {
+			if slices.Contains(children, r.ShardID) {
+				t.Fatalf("child %s read (record %s) while its parent's SHARD_END was refused", r.ShardID, r.Data)
+			}
+		}
 		if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
