@@ -162,19 +162,13 @@ func TestHeartbeatRetriesDuringHandoff(t *testing.T) {
 		}
 		return false
 	}
-	faults := newFinalFaults(e.store)
-	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
-	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
-	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA, cfgB, faults, ask := e.handoffPair(cols[0].sink, cols[1].sink)
 	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
 	for _, c := range []*shard.Config{&cfgA, &cfgB} {
 		c.Renew, c.Failover, c.Handoff = 300*time.Millisecond, time.Second, 2*time.Second
 	}
 	a := e.start(cfgA)
-	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	cols[0].waitN(t, 20)
+	want := e.feed(a, e.shards(), cols[0], 20, 10)
 
 	faults.beatsN.Store(2)
 	faults.fail.Store(1)
@@ -228,20 +222,14 @@ func TestHeartbeatsFailingPastTheFenceDuringHandoff(t *testing.T) {
 		perShard[r.ShardID]++
 		return perShard[r.ShardID] == 3
 	}
-	faults := newFinalFaults(e.store)
-	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
-	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
-	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA, cfgB, faults, ask := e.handoffPair(cols[0].sink, cols[1].sink)
 	for _, c := range []*shard.Config{&cfgA, &cfgB} {
 		// The fence 800 ms after the last heartbeat; the handoff waits
 		// 2 s for the stuck record.
 		c.Renew, c.Failover, c.Handoff = 100*time.Millisecond, time.Second, 4*time.Second
 	}
 	a := e.start(cfgA)
-	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	cols[0].waitN(t, 20)
+	want := e.feed(a, e.shards(), cols[0], 20, 10)
 	// Each lease at its second record, before the stuck third.
 	checkpoint := map[string]string{}
 	for _, id := range ids {
@@ -333,17 +321,8 @@ func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
 	cfgA.Leases = faults
 	cfgA.Checkpoint = time.Hour // Stop's checkpoint is a's first of a record
 	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, 2*time.Second
-	a, err := shard.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(e.ctx(30 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(a.Reading(), parents) })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	colA.waitN(t, 20)
+	a := e.startStopped(cfgA)
+	want := e.feed(a, parents, colA, 20, 10)
 	if mergeThem {
 		merge(t, e, parents[0], parents[1])
 	} else {
@@ -360,7 +339,7 @@ func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
 	onStuck := onShard(colA.records(), stuckOn)
 	faults.fail.Store(1)
 	began := time.Now()
-	err = a.Stop(e.ctx(300 * time.Millisecond)) // the stuck record never settles
+	err := a.Stop(e.ctx(300 * time.Millisecond)) // the stuck record never settles
 	t.Logf("Stop took %v (%d final checkpoints failed): %v", time.Since(began).Round(time.Millisecond), faults.failed.Load(), err)
 	if faults.failed.Load() != 1 {
 		t.Fatalf("%d final checkpoints failed, want the 1 injected", faults.failed.Load())
@@ -416,17 +395,11 @@ func testReshardDuringHandoffRetries(t *testing.T, mergeThem bool) {
 		}
 		return false
 	}
-	faults := newFinalFaults(e.store)
-	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
-	cfgA, cfgB := e.config("a", log.wrap(cols[0].sink)), e.config("b", log.wrap(cols[1].sink))
-	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA, cfgB, faults, ask := e.handoffPair(log.wrap(cols[0].sink), log.wrap(cols[1].sink))
 	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
 	cfgA.Handoff, cfgB.Handoff = 2*time.Second, 2*time.Second
 	a := e.start(cfgA)
-	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	cols[0].waitN(t, 20)
+	want := e.feed(a, e.shards(), cols[0], 20, 10)
 	faults.fail.Store(1)
 	b := e.start(cfgB)
 	<-ask.asked

@@ -312,18 +312,12 @@ func testStuckHandlerDuringHandoff(t *testing.T, e *env) {
 		perShard[r.ShardID]++
 		return perShard[r.ShardID] == 3
 	}
-	faults := newFinalFaults(e.store)
-	ask := &askSignalStore{Store: e.store, asked: make(chan struct{})}
-	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
-	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	cfgA, cfgB, faults, ask := e.handoffPair(cols[0].sink, cols[1].sink)
 	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
 	cfgA.Handoff, cfgB.Handoff = time.Second, time.Second
 	slower(e, &cfgA, &cfgB)
 	a := e.start(cfgA)
-	eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	cols[0].waitN(t, 20)
+	e.feed(a, e.shards(), cols[0], 20, 10)
 	faults.fail.Store(1)
 	b := e.start(cfgB)
 	<-ask.asked // Start returns after b's first pass, which asked
@@ -432,17 +426,8 @@ func testStopDuringRetries(t *testing.T, e *env, failures int64, failFor time.Du
 	cfgA.Checkpoint = time.Hour // Stop's checkpoint is a's first of a record
 	// The fence 1.6 s after the last heartbeat.
 	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, 2*time.Second
-	c, err := shard.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	colA.waitN(t, 20)
+	c := e.startStopped(cfgA)
+	want := e.feed(c, ids, colA, 20, 10)
 	faults.beatsOff.Store(true)
 	eventually(t, 5*time.Second, "a failed heartbeat", func() bool { return faults.beatFail.Load() > 0 })
 	faults.fail.Store(failures)
@@ -456,7 +441,7 @@ func testStopDuringRetries(t *testing.T, e *env, failures int64, failFor time.Du
 	// refuses checkpoints is not one that fences.
 	eventually(t, 5*time.Second, "a failed final checkpoint", func() bool { return faults.failed.Load() > 0 })
 	faults.beatsOff.Store(false)
-	err = <-stopped
+	err := <-stopped
 	took := time.Since(began)
 	t.Logf("Stop took %v (%d checkpoints failed): %v", took.Round(time.Millisecond), faults.failed.Load(), err)
 	const finalWrites = 5 * time.Second
@@ -525,20 +510,11 @@ func testStopWithOneFinalCheckpointFailing(t *testing.T, e *env) {
 	cfgA.Leases = faults
 	cfgA.Checkpoint = time.Hour // Stop's checkpoints are a's first of a record
 	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, 2*time.Second
-	c, err := shard.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	colA.waitN(t, 20)
+	c := e.startStopped(cfgA)
+	want := e.feed(c, ids, colA, 20, 10)
 	faults.failFirst.Store(true)
 	began := time.Now()
-	err = c.Stop(e.ctx(3 * time.Second))
+	err := c.Stop(e.ctx(3 * time.Second))
 	took := time.Since(began)
 	t.Logf("Stop took %v: %v", took.Round(time.Millisecond), err)
 	stuck := *faults.stuck.Load()
@@ -620,18 +596,8 @@ func testLeaseLostWhileFinalRetries(t *testing.T, e *env, handoff bool) {
 	cfgA.Checkpoint = time.Hour // the final checkpoint is a's first of a record
 	// Nobody here takes the thief's lease as expired during the test.
 	cfgA.Renew, cfgA.Failover, cfgA.Handoff = 100*time.Millisecond, 5*time.Second, time.Second
-	c, err := shard.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(c.Reading(), ids) })
-	want := map[string]int{}
-	e.publish(want, 20, 10)
-	colA.waitN(t, 20)
+	c := e.start(cfgA)
+	e.feed(c, ids, colA, 20, 10)
 	faults.fail.Store(-1)
 
 	stopped := make(chan error, 1)
@@ -699,17 +665,8 @@ func TestStopWhileFencedLeavesNothingUnread(t *testing.T) {
 	faults := newFinalFaults(e.store)
 	cfgA := e.config("a", cols[0].sink)
 	cfgA.Leases = faults
-	a, err := shard.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(e.ctx(30 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(a.Reading(), ids) })
-	want := map[string]int{}
-	e.publish(want, 10, 5)
-	cols[0].waitN(t, 10)
+	a := e.startStopped(cfgA)
+	want := e.feed(a, ids, cols[0], 10, 5)
 	waitCheckpointed(t, e, cols[0], ids)
 	b := e.start(e.config("b", cols[1].sink))
 
@@ -806,4 +763,15 @@ func TestStopDuringSlowFirstPass(t *testing.T) {
 	want := map[string]int{}
 	e.publish(want, 10, 5)
 	checkKeyOrder(t, col.waitN(t, 10), want)
+}
+
+// handoffPair configures owner a on a store whose final checkpoints and
+// heartbeats fail on demand (faults) and asker b on one that signals its
+// first request for a lease (ask), each with its sink.
+func (e *env) handoffPair(sinkA, sinkB shard.Sink) (cfgA, cfgB shard.Config, faults *finalFaults, ask *askSignalStore) {
+	faults = newFinalFaults(e.store)
+	ask = &askSignalStore{Store: e.store, asked: make(chan struct{})}
+	cfgA, cfgB = e.config("a", sinkA), e.config("b", sinkB)
+	cfgA.Leases, cfgB.Leases = faults, withMembers(ask, e.store)
+	return cfgA, cfgB, faults, ask
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,6 +148,31 @@ func testLogger() *slog.Logger {
 }
 
 // start starts a coordinator and stops it when the test ends.
+// startStopped is e.start for a test that stops the coordinator itself and
+// checks what that Stop did: no Stop at cleanup.
+func (e *env) startStopped(cfg shard.Config) *shard.Coordinator {
+	e.t.Helper()
+	c, err := shard.New(cfg)
+	if err != nil {
+		e.t.Fatalf("New: %v", err)
+	}
+	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
+		e.t.Fatalf("Start: %v", err)
+	}
+	return c
+}
+
+// feed waits until c reads every shard of ids, publishes n records over
+// keys keys and waits until col has them; it returns the records per key.
+func (e *env) feed(c *shard.Coordinator, ids []string, col *collector, n, keys int) map[string]int {
+	e.t.Helper()
+	eventually(e.t, 5*time.Second, "the owner reads every shard", func() bool { return slices.Equal(c.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, n, keys)
+	col.waitN(e.t, n)
+	return want
+}
+
 func (e *env) start(cfg shard.Config) *shard.Coordinator {
 	e.t.Helper()
 	c, err := shard.New(cfg)
