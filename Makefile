@@ -14,14 +14,14 @@ demo:
 test:
 	bash scripts/with-servers.sh $(MAKE) --no-print-directory test-unit
 
+# The fleet simulation runs in a testing/synctest bubble, which the race
+# detector of Go 1.26 can crash on (ThreadSanitizer CHECK failed:
+# golang/go#78156, open), so it runs without -race; the coordinator code it
+# drives runs under -race in runtime/shard.
 test-unit: fmt-check check-generated
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/fleettest/sim$$')
-	# The fleet simulation runs in a testing/synctest bubble, which the race
-	# detector of Go 1.26 can crash on (ThreadSanitizer CHECK failed:
-	# golang/go#78156, open); the coordinator code it drives runs under
-	# -race in runtime/shard.
 	$(GO) test -count=1 -timeout 10m ./fleettest/sim/
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./interop/ ./telemetry/
 
