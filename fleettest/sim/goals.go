@@ -84,12 +84,13 @@ func (r *Report) Misses() []string {
 		if float64(p.Moves) > 1.1*float64(p.MinMoves) {
 			out = append(out, fmt.Sprintf("%s: %d owner changes, more than 1.1 × the minimum %d", p.Name, p.Moves, p.MinMoves))
 		}
-		if bound := r.ReadBound(p); p.Name == "start" && r.ScanUnits > 0 && p.Window.RCUPerSec() > bound {
-			out = append(out, fmt.Sprintf("start: %.1f RCU/s, more than a Scan of the lease table (%d RCU) and the members item per live instance (%d) per lease pass (%v) and one more Scan each over the phase (%v): %.1f RCU/s",
-				p.Window.RCUPerSec(), r.ScanUnits, p.Live, p.PassEvery, p.Window.Dur, bound))
-		} else if p.Name != "start" && r.ScanUnits > 0 && p.Window.RCUPerSec() > bound {
-			out = append(out, fmt.Sprintf("%s: %.1f RCU/s, more than a Scan of the lease table (%d RCU) and the members item per live instance (%d) per lease pass (%v) and 3 reads per lease moved (%d): %.1f RCU/s",
-				p.Name, p.Window.RCUPerSec(), r.ScanUnits, p.Live, p.PassEvery, p.Moves, bound))
+		if bound := r.ReadBound(p); r.ScanUnits > 0 && p.Window.RCUPerSec() > bound {
+			extra := fmt.Sprintf("3 reads per lease moved (%d)", p.Moves)
+			if p.Name == "start" {
+				extra = fmt.Sprintf("one more Scan each over the phase (%v)", p.Window.Dur)
+			}
+			out = append(out, fmt.Sprintf("%s: %.1f RCU/s, more than a Scan of the lease table (%d RCU) and the members item per live instance (%d) per lease pass (%v) and %s: %.1f RCU/s",
+				p.Name, p.Window.RCUPerSec(), r.ScanUnits, p.Live, p.PassEvery, extra, bound))
 		}
 		if p.Name == "join" && (p.FairShare == 0 || p.FairShare > 3*p.PassEvery) {
 			out = append(out, fmt.Sprintf("join: %s at its fair share after %v, want within 3 lease passes (%v)", p.Subject, p.FairShare, 3*p.PassEvery))

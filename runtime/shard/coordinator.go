@@ -325,23 +325,23 @@ func New(cfg Config) (*Coordinator, error) {
 		}
 	}
 	c := &Coordinator{
-		members: bm,
-		lookup:  look,
-		ensure:  ensure,
-		fanOut:  fanOut,
-		cfg:     cfg,
-		log:     cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
-		owned:   make(map[string]*owned),
-		pending: make(map[string]time.Time),
-		letGo:   make(map[string]int64),
-		stats:   make(map[string]*Stats),
-		start:   cfg.Start,
-		obs:     newObserver(),
-		beats:   newObserver(),
-		epoch:   time.Now(),
-		kick:    make(chan bool, 1),
+		members:  bm,
+		lookup:   look,
+		ensure:   ensure,
+		fanOut:   fanOut,
+		cfg:      cfg,
+		log:      cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
+		owned:    make(map[string]*owned),
+		pending:  make(map[string]time.Time),
+		letGo:    make(map[string]int64),
+		listCost: cost,
+		stats:    make(map[string]*Stats),
+		start:    cfg.Start,
+		obs:      newObserver(),
+		beats:    newObserver(),
+		epoch:    time.Now(),
+		kick:     make(chan bool, 1),
 	}
-	c.listCost = cost
 	if cg, ok := raw.(lease.CreateOrGetter); ok {
 		c.creator = boundedCreator{c: cg, d: cfg.leaseCallTimeout()}
 	}

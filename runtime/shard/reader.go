@@ -320,7 +320,9 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 		}
 	}
 	if err != nil {
-		if ctx.Err() == nil && err != errGone && err != errNothing {
+		// Lost, released or nothing to write end it here; a write the store
+		// refuses as invalid (which retrying cannot mend) reads it again.
+		if ctx.Err() == nil && errors.Is(err, lease.ErrInvalid) {
 			log.Warn("SHARD_END checkpoint failed; the shard is read to its end again", "err", err)
 			o.mu.Lock()
 			if o.sess == s {
