@@ -35,6 +35,14 @@ func CreateStream(ctx context.Context, client *kinesis.Client, prefix string, sh
 	return name, nil
 }
 
+// DeleteStream deletes a stream a benchmark is done with, so that a local
+// server (kinesalite keeps every record in its process's memory) does not
+// carry it into the modes measured after it.
+func DeleteStream(ctx context.Context, client *kinesis.Client, name string) error {
+	_, err := client.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &name, EnforceConsumerDeletion: aws.Bool(true)})
+	return err
+}
+
 // Parallel runs fn in g goroutines and returns the first error any of them
 // returned, after all have returned.
 func Parallel(g int, fn func() error) error {
