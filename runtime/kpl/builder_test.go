@@ -89,6 +89,83 @@ func TestBuilderAddWithin(t *testing.T) {
 	}
 }
 
+// TestBuilderIndexedAdds checks the adds of a caller that keeps the key
+// table's indexes itself (an aggregator that knows which keys its
+// aggregate holds): they write the same bytes as Add, stop at the limit
+// exactly as AddWithin does, and a key added as a second entry is read back
+// under its own key.
+func TestBuilderIndexedAdds(t *testing.T) {
+	var b, ref Builder
+	idx := map[string]int{}
+	for i := range 400 {
+		key := string(rune('a'+i%150)) + "-key"
+		data := bytes.Repeat([]byte{'z'}, i*7%300)
+		limit := 20000 + i%5*10
+		fits := b.SizeWith(key, data) <= limit
+		var added bool
+		if j, known := idx[key]; known {
+			added = b.AddAtWithin(j, data, limit)
+		} else {
+			var j int
+			if j, added = b.AddNewWithin(key, data, limit); added {
+				idx[key] = j
+				if b.KeyAt(j) != key {
+					t.Fatalf("record %d: KeyAt(%d) = %q, want %q", i, j, b.KeyAt(j), key)
+				}
+			}
+		}
+		if added != fits {
+			t.Fatalf("record %d: added = %v at size %d with %d, limit %d", i, added, b.Size(), b.SizeWith(key, data), limit)
+		}
+		if fits {
+			ref.Add(key, data)
+		}
+		if b.Size() > limit && fits {
+			t.Fatalf("record %d: size %d past limit %d", i, b.Size(), limit)
+		}
+	}
+	if !bytes.Equal(b.Bytes(), ref.Bytes()) || b.Len() == 0 || b.Len() == 400 {
+		t.Fatalf("the indexed adds built %d records, unlike Add's %d (or all or none fit)", b.Len(), ref.Len())
+	}
+
+	// The same key twice in the table: both entries read as that key.
+	var twice Builder
+	i0, _ := twice.AddNewWithin("k", []byte("a"), 1<<20)
+	twice.AddNewWithin("k", []byte("b"), 1<<20)
+	twice.AddAtWithin(i0, []byte("c"), 1<<20)
+	out := twice.Bytes()
+	if len(out) != twice.Size() {
+		t.Fatalf("encoded %d bytes, Size %d", len(out), twice.Size())
+	}
+	recs, ok, err := Deaggregate(out)
+	want := []Record{{PartitionKey: "k", Data: []byte("a")}, {PartitionKey: "k", Data: []byte("b"), SubSequence: 1}, {PartitionKey: "k", Data: []byte("c"), SubSequence: 2}}
+	if err != nil || !ok || !equal(recs, want) {
+		t.Fatalf("a key in two entries: %+v %v %v, want %+v", recs, ok, err, want)
+	}
+}
+
+// TestBuilderAppendTo checks that AppendTo writes Bytes after what dst
+// holds, into dst's own array when it has room: a producer that reuses one
+// buffer for its aggregates allocates nothing per aggregate.
+func TestBuilderAppendTo(t *testing.T) {
+	var b Builder
+	b.Add("k1", []byte("hello"))
+	b.Add("k2", []byte("world"))
+	want := b.Bytes()
+	buf := make([]byte, 3, 3+len(want))
+	copy(buf, "pre")
+	got := b.AppendTo(buf)
+	if !bytes.Equal(got, append([]byte("pre"), want...)) || &got[0] != &buf[0] {
+		t.Fatalf("AppendTo = %q (own array: %v), want %q after the prefix, in dst's array", got, &got[0] == &buf[0], want)
+	}
+	if n := testing.AllocsPerRun(100, func() { got = b.AppendTo(buf[:0]) }); n != 0 {
+		t.Errorf("AppendTo into a buffer with room: %v allocations, want 0", n)
+	}
+	if short := b.AppendTo(make([]byte, 0, 2)); !bytes.Equal(short, want) {
+		t.Errorf("AppendTo into a short buffer = %q, want %q", short, want)
+	}
+}
+
 func FuzzBuilderRoundTrip(f *testing.F) {
 	f.Add("a", []byte("x"), "b", []byte{}, uint8(3))
 	f.Fuzz(func(t *testing.T, k1 string, d1 []byte, k2 string, d2 []byte, n uint8) {
@@ -108,6 +185,27 @@ func FuzzBuilderRoundTrip(f *testing.F) {
 		out := b.Bytes()
 		if len(out) != b.Size() {
 			t.Fatalf("encoded %d bytes, Size %d", len(out), b.Size())
+		}
+		// The same records through the indexed adds, k1's and k2's entries
+		// kept by the caller (one entry when the keys are equal), appended
+		// to a buffer with a prefix.
+		var x Builder
+		at := map[string]int{}
+		for i, r := range want {
+			if j, ok := at[r.PartitionKey]; ok {
+				if !x.AddAtWithin(j, r.Data, 1<<30) {
+					t.Fatalf("record %d: AddAtWithin refused", i)
+				}
+				continue
+			}
+			j, ok := x.AddNewWithin(r.PartitionKey, r.Data, 1<<30)
+			if !ok {
+				t.Fatalf("record %d: AddNewWithin refused", i)
+			}
+			at[r.PartitionKey] = j
+		}
+		if xo := x.AppendTo([]byte("pre")); !bytes.Equal(xo, append([]byte("pre"), out...)) {
+			t.Fatalf("indexed adds, AppendTo:\n% x\nwant pre and\n% x", xo, out)
 		}
 		got, ok, err := Deaggregate(out)
 		if err != nil || !ok || !equal(got, want) {

@@ -26,6 +26,8 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -301,6 +303,43 @@ func (b *Builder) AddWithin(key string, data []byte, limit int) bool {
 	return true
 }
 
+// AddNewWithin appends a user record under a new entry of the key table,
+// without looking key up, if the aggregate is then at most limit bytes; it
+// returns the entry's index for AddAtWithin, and whether it added the
+// record. It is for a caller that knows which keys the aggregate holds (it
+// may then add a key again, as a second entry: readers take either). The
+// builder's own lookup (Add, AddWithin) does not see the keys it adds.
+func (b *Builder) AddNewWithin(key string, data []byte, limit int) (idx int, ok bool) {
+	g := b.grow(len(key), len(data), 0, false)
+	if Overhead+b.body+g > limit {
+		return 0, false
+	}
+	b.body += g
+	idx = len(b.table)
+	b.table = append(b.table, key)
+	b.records = append(b.records, built{key: uint64(idx), data: data})
+	return idx, true
+}
+
+// AddAtWithin appends a user record under entry idx of the key table (an
+// index AddNewWithin returned since the last Reset), if the aggregate is
+// then at most limit bytes; it reports whether it did.
+func (b *Builder) AddAtWithin(idx int, data []byte, limit int) bool {
+	if idx < 0 || idx >= len(b.table) {
+		panic("kpl: AddAtWithin: no key table entry " + strconv.Itoa(idx))
+	}
+	g := b.grow(len(b.table[idx]), len(data), uint64(idx), true)
+	if Overhead+b.body+g > limit {
+		return false
+	}
+	b.body += g
+	b.records = append(b.records, built{key: uint64(idx), data: data})
+	return true
+}
+
+// KeyAt returns entry i of the key table.
+func (b *Builder) KeyAt(i int) string { return b.table[i] }
+
 func (b *Builder) add(key string, data []byte, idx uint64, known bool, grow int) {
 	b.body += grow
 	if !known {
@@ -316,8 +355,14 @@ func (b *Builder) add(key string, data []byte, idx uint64, known bool, grow int)
 
 // Bytes encodes the aggregate: magic bytes, protobuf body, MD5 trailer.
 func (b *Builder) Bytes() []byte {
-	out := make([]byte, len(Magic), b.Size())
-	copy(out, Magic)
+	return b.AppendTo(make([]byte, 0, b.Size()))
+}
+
+// AppendTo appends the aggregate Bytes returns to dst (which it grows only
+// if its capacity is short of Size more bytes) and returns the result.
+func (b *Builder) AppendTo(dst []byte) []byte {
+	start := len(dst)
+	out := append(slices.Grow(dst, b.Size()), Magic...)
 	for _, k := range b.table {
 		out = protowire.AppendTag(out, fieldPartitionKeyTable, protowire.BytesType)
 		out = protowire.AppendString(out, k)
@@ -330,7 +375,7 @@ func (b *Builder) Bytes() []byte {
 		out = protowire.AppendTag(out, fieldData, protowire.BytesType)
 		out = protowire.AppendBytes(out, r.data)
 	}
-	sum := md5.Sum(out[len(Magic):])
+	sum := md5.Sum(out[start+len(Magic):])
 	return append(out, sum[:]...)
 }
 
