@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	goruntime "runtime"
 	"slices"
 	"sort"
@@ -95,7 +96,7 @@ type aggKey struct {
 //
 // Order: a key's messages are in at most one unresolved unit (aggregate or
 // plain record) of its shard at a time. A message whose key is in a unit
-// that is sealed or in flight waits in its key's line (aggKey.waiting) and
+// that is sealed or in flight waits in its key's line (aggKeyRef.line) and
 // is routed when that unit resolves, into the shard's open unit; so units
 // never share a key, any of them can go without waiting for another, and a
 // busy key holds back only its own messages (the batcher's rule for plain
@@ -138,19 +139,32 @@ type aggregator struct {
 type aggShard struct {
 	id       string
 	rng      shard.HashRange
-	hashKey  string               // the shard's starting hash key: every aggregate's ExplicitHashKey
-	sealed   []*aggUnit           // ready to go, in order
-	open     *aggUnit             // the unit filling, or nil
-	openedAt time.Time            // when open got its first message (for the linger)
-	inFlight int                  // units of this shard in flight
-	keys     map[string]aggKeyRef // keys with a message in an unresolved unit
-	waiting  int                  // messages in the keys' lines
+	hashKey  string                      // the shard's starting hash key: every aggregate's ExplicitHashKey
+	sealed   []*aggUnit                  // ready to go, in order
+	open     *aggUnit                    // the unit filling, or nil
+	openedAt time.Time                   // when open got its first message (for the linger)
+	inFlight int                         // units of this shard in flight
+	keys     map[shard.HashKey]aggKeyRef // keys with a message in an unresolved unit, by hash key
+	waiting  int                         // messages in the keys' lines
 }
 
 // aggKeyRef is a key with messages in an unresolved unit of its shard.
+//
+// The lines are kept by hash key, which is cheaper to look up than the
+// key: partition keys whose MD5s are equal (none are known) share a line,
+// which only orders them as one key; they are on one shard anyway.
 type aggKeyRef struct {
-	unit    *aggUnit
-	waiting []*entry // the key's later messages, in order
+	unit *aggUnit
+	idx  int       // the key's entry in the key table of unit.b, while unit is open
+	line *[]*entry // the hash key's later messages, in order; nil: none
+}
+
+// waiting returns the messages in ref's line.
+func (ref aggKeyRef) waiting() []*entry {
+	if ref.line == nil {
+		return nil
+	}
+	return *ref.line
 }
 
 // aggUnit is one record to put: an aggregate of messages, or one message
@@ -374,7 +388,7 @@ func (a *aggregator) relist(now time.Time) {
 	}
 	for _, sh := range a.shards {
 		for _, ref := range sh.keys {
-			back = append(back, ref.waiting...)
+			back = append(back, ref.waiting()...)
 		}
 	}
 	a.unrouted = append(back, a.unrouted...)
@@ -449,34 +463,40 @@ func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 	if !plain {
 		plain = kpl.Overhead+kpl.RecordOverhead(len(e.key), len(e.data))+len(e.data)+len(e.key) > a.cfg.MaxBytes
 	}
-	ref, busy := sh.keys[e.key]
-	if busy && (plain || ref.unit != sh.open || len(ref.waiting) > 0) {
-		ref.waiting = append(ref.waiting, e)
-		sh.keys[e.key] = ref
-		sh.waiting++
+	ref, busy := sh.keys[e.hk]
+	if busy && (plain || ref.unit != sh.open || ref.line != nil) {
+		a.queue(sh, e, ref)
 		return
 	}
 	if plain {
 		u := &aggUnit{sh: sh, items: []*entry{e}, plain: true}
 		sh.sealed = append(sh.sealed, u) // units share no key: it may go ahead of the open one
-		a.track(sh, e.key, u)
+		a.track(sh, e, u, 0)
 		return
 	}
 	u := sh.open
-	if u != nil && u.b.AddWithin(e.key, e.data, a.cfg.MaxBytes-len(u.items[0].key)) {
-		u.items = append(u.items, e)
-		if !busy {
-			a.track(sh, e.key, u)
+	if u != nil {
+		// The unit's key table holds the key when the key is busy in it
+		// (ref.unit is the open unit, see above), as entry ref.idx.
+		limit := a.cfg.MaxBytes - len(u.items[0].key)
+		added := false
+		if busy && u.b.KeyAt(ref.idx) == e.key {
+			added = u.b.AddAtWithin(ref.idx, e.data, limit)
+		} else {
+			var idx int
+			if idx, added = u.b.AddNewWithin(e.key, e.data, limit); added && !busy {
+				a.track(sh, e, u, idx)
+			}
 		}
-		return
-	}
-	if u != nil { // full: sealed, and a new unit opened
+		if added {
+			u.items = append(u.items, e)
+			return
+		}
+		// Full: sealed, and a new unit opened.
 		sh.sealed = append(sh.sealed, u)
 		sh.open = nil
 		if busy { // its key is in the unit just sealed: it waits for it
-			ref.waiting = append(ref.waiting, e)
-			sh.keys[e.key] = ref
-			sh.waiting++
+			a.queue(sh, e, ref)
 			return
 		}
 	}
@@ -484,17 +504,28 @@ func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 	// key is in none.
 	u = &aggUnit{sh: sh, b: a.builder()}
 	sh.open, sh.openedAt = u, now
-	u.b.Add(e.key, e.data)
+	idx, _ := u.b.AddNewWithin(e.key, e.data, math.MaxInt) // it fits: it is not plain
 	u.items = append(u.items, e)
-	a.track(sh, e.key, u)
+	a.track(sh, e, u, idx)
 }
 
-// track records that key has a message in unit u of sh.
-func (a *aggregator) track(sh *aggShard, key string, u *aggUnit) {
+// track records that e's key has a message in unit u of sh, as entry idx
+// of the unit's key table.
+func (a *aggregator) track(sh *aggShard, e *entry, u *aggUnit, idx int) {
 	if sh.keys == nil {
-		sh.keys = make(map[string]aggKeyRef)
+		sh.keys = make(map[shard.HashKey]aggKeyRef)
 	}
-	sh.keys[key] = aggKeyRef{unit: u}
+	sh.keys[e.hk] = aggKeyRef{unit: u, idx: idx}
+}
+
+// queue puts e at the end of its hash key's line (ref is the key's entry).
+func (a *aggregator) queue(sh *aggShard, e *entry, ref aggKeyRef) {
+	if ref.line == nil {
+		ref.line = new([]*entry)
+		sh.keys[e.hk] = ref
+	}
+	*ref.line = append(*ref.line, e)
+	sh.waiting++
 }
 
 // release lets the keys of a unit go, before its messages are resolved (a
@@ -504,13 +535,14 @@ func (a *aggregator) release(u *aggUnit, now time.Time) {
 	sh := u.sh
 	for _, list := range [2][]*entry{u.items, u.dropped} {
 		for _, e := range list {
-			ref, ok := sh.keys[e.key]
+			ref, ok := sh.keys[e.hk]
 			if !ok || ref.unit != u {
 				continue // released already (a key twice in the unit)
 			}
-			delete(sh.keys, e.key)
-			sh.waiting -= len(ref.waiting)
-			for _, w := range ref.waiting {
+			delete(sh.keys, e.hk)
+			line := ref.waiting()
+			sh.waiting -= len(line)
+			for _, w := range line {
 				if w.state.Load() == entryAbandoned {
 					continue
 				}
@@ -750,7 +782,7 @@ func (a *aggregator) failQueued(err error) {
 		}
 		sh.sealed, sh.open = nil, nil
 		for k, ref := range sh.keys {
-			a.resolveAll(ref.waiting, Receipt{}, err)
+			a.resolveAll(ref.waiting(), Receipt{}, err)
 			if ref.unit.sent {
 				sh.keys[k] = aggKeyRef{unit: ref.unit}
 			} else {
