@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
@@ -128,7 +129,16 @@ type aggregator struct {
 	listFail int       // consecutive failed listings
 	listAt   time.Time // when the next listing may run
 	spare    []*kpl.Builder
-	spareIn  []*entry // reused buffer for draining incoming
+	// reuse says that the client copies a record's data before PutRecords
+	// returns and keeps none of it (the SDK's *kinesis.Client: its
+	// serializer writes the request body before it sends), so that an
+	// aggregate's buffer can take the next one once the call is done; bufs
+	// are those buffers, of capacity cfg.MaxBytes. Another client (a test
+	// double that records what it was sent, say) may keep the data: its
+	// aggregates are never reused.
+	reuse   bool
+	bufs    [][]byte
+	spareIn []*entry // reused buffer for draining incoming
 	// Reused buffers of dispatch and send.
 	sending     []*aggUnit
 	sendRecs    []unorderedRecord
@@ -177,6 +187,7 @@ type aggUnit struct {
 	plain   bool
 	sent    bool
 	rec     unorderedRecord // the record to put, between claim and send
+	buf     []byte          // the encoded aggregate, from claim until its call is done
 	// landed is set when the unit was stored on a shard other than the
 	// one it was sent to: the next listing decides whether that shard
 	// holds all its keys (the unit stands) or it is sent again.
@@ -198,6 +209,7 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 		results: make(chan aggResult, 16),
 		done:    make(chan struct{}),
 	}
+	_, a.reuse = client.(*kinesis.Client)
 	go a.run()
 	return a
 }
@@ -407,6 +419,39 @@ func (a *aggregator) builder() *kpl.Builder {
 		return b
 	}
 	return &kpl.Builder{}
+}
+
+// takeBuf returns an empty buffer for an aggregate of size bytes: a
+// reused one when the client allows it and the aggregate is large.
+func (a *aggregator) takeBuf(size int) []byte {
+	if !a.reuse || size < a.cfg.MaxBytes/4 {
+		return make([]byte, 0, size)
+	}
+	if n := len(a.bufs); n > 0 {
+		b := a.bufs[n-1]
+		a.bufs[n-1] = nil
+		a.bufs = a.bufs[:n-1]
+		return b
+	}
+	return make([]byte, 0, a.cfg.MaxBytes)
+}
+
+// aggSpareBufs and aggSpareBytes bound the aggregate buffers kept for
+// reuse: 8 of the default size, fewer of a larger one (one at least).
+const (
+	aggSpareBufs  = 8
+	aggSpareBytes = 1 << 20
+)
+
+// putBuf takes back the buffer of unit u, whose call is done (the client
+// holds none of its data).
+func (a *aggregator) putBuf(u *aggUnit) {
+	b := u.buf
+	u.buf = nil
+	keep := min(aggSpareBufs, max(1, aggSpareBytes/a.cfg.MaxBytes))
+	if a.reuse && cap(b) == a.cfg.MaxBytes && len(a.bufs) < keep {
+		a.bufs = append(a.bufs, b[:0])
+	}
 }
 
 // holdsAll reports whether the hash-key range of shard id (in l) holds the
@@ -641,7 +686,8 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 		}
 		// The record's own key is its first message's, as the KPL does;
 		// the ExplicitHashKey puts it on the shard.
-		u.rec = unorderedRecord{key: u.items[0].key, hashKey: u.sh.hashKey, data: u.b.Bytes()}
+		u.buf = u.b.AppendTo(a.takeBuf(u.b.Size()))
+		u.rec = unorderedRecord{key: u.items[0].key, hashKey: u.sh.hashKey, data: u.buf}
 		u.b.Reset()
 		a.spare = append(a.spare, u.b)
 		u.b = nil
@@ -673,6 +719,7 @@ func (a *aggregator) send(units []*aggUnit, now time.Time) {
 	if err != nil {
 		for _, u := range units {
 			u.sent = false
+			a.putBuf(u)
 			u.sh.inFlight--
 			a.inFlight--
 			a.release(u, now)
@@ -700,6 +747,7 @@ func (a *aggregator) send(units []*aggUnit, now time.Time) {
 func (a *aggregator) settle(r aggResult, now time.Time) {
 	u := r.u
 	u.sent = false
+	a.putBuf(u) // the call is done
 	u.sh.inFlight--
 	if r.err != nil {
 		a.release(u, now)

@@ -35,6 +35,7 @@ func testAggregator(n int) *aggregator {
 // wait, the PutRecords call) the bare loop pays too.
 func BenchmarkAggregatorPass(b *testing.B) {
 	a := testAggregator(4)
+	a.reuse = true // as with the SDK's client
 	keys := make([]string, 10000)
 	hks := make([]shard.HashKey, len(keys))
 	for i := range keys {
@@ -80,6 +81,7 @@ func BenchmarkAggregatorPass(b *testing.B) {
 			}
 			for _, u := range units {
 				u.sent = false
+				a.putBuf(u)
 				u.sh.inFlight--
 				a.inFlight--
 				a.release(u, now)

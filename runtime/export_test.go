@@ -10,3 +10,20 @@ func FastRetries() Option {
 		c.batch.retryMax = 5 * time.Millisecond
 	}
 }
+
+// SpareAggregateBuffers returns a function that counts the aggregate
+// buffers kept for reuse by the aggregators of b's connection of the
+// moment; call it once b has shut down.
+func SpareAggregateBuffers(b *Broker) func() int {
+	c, _ := b.connection()
+	return func() int {
+		n := 0
+		if m := c.aggs.Load(); m != nil {
+			for _, a := range *m {
+				<-a.done
+				n += len(a.bufs)
+			}
+		}
+		return n
+	}
+}
