@@ -76,8 +76,10 @@ func WriteGoals(w io.Writer, old, new []*Report) {
 // Misses lists the goals of issue 17 this run's phases miss that the
 // per-instance mode meets: a phase (the start included) with more owner
 // changes than 1.1 × the minimum, a joiner (or an instance back from a
-// partition) not at its fair share within 3 lease passes, and a phase
-// (the start included) that reads more than ReadBound.
+// partition) not at its fair share within 3 lease passes, a phase (the
+// start included) that reads more than ReadBound, and a start with a
+// lease create refused (the instances starting together each create the
+// leases the start gives them, none another's).
 func (r *Report) Misses() []string {
 	var out []string
 	for _, p := range r.Phases {
@@ -91,6 +93,9 @@ func (r *Report) Misses() []string {
 			}
 			out = append(out, fmt.Sprintf("%s: %.1f RCU/s, more than a Scan of the lease table (%d RCU) and the members item per live instance (%d) per lease pass (%v) and %s: %.1f RCU/s",
 				p.Name, p.Window.RCUPerSec(), r.ScanUnits, p.Live, p.PassEvery, extra, bound))
+		}
+		if p.Name == "start" && p.Window.Counts.RefusedCreates > 0 {
+			out = append(out, fmt.Sprintf("start: %d lease creates refused (a write unit each), want 0: each lease created by one instance", p.Window.Counts.RefusedCreates))
 		}
 		if p.Name == "join" && (p.FairShare == 0 || p.FairShare > 3*p.PassEvery) {
 			out = append(out, fmt.Sprintf("join: %s at its fair share after %v, want within 3 lease passes (%v)", p.Subject, p.FairShare, 3*p.PassEvery))

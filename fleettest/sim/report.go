@@ -103,8 +103,8 @@ func (w Window) cells() string {
 }
 
 func (w Window) summary() string {
-	return fmt.Sprintf("%.1f reads/s (%.0f items/s, %.1f RCU/s), %.1f writes/s (%.1f WCU/s; %s), $%.0f/month on demand",
-		w.ReadsPerSec(), w.ItemsPerSec(), w.RCUPerSec(), w.WritesPerSec(), w.WCUPerSec(), w.Ops(), w.Monthly(OnDemand))
+	return fmt.Sprintf("%.1f reads/s (%.0f items/s, %.1f RCU/s), %.1f writes/s (%.1f WCU/s; %s; %d creates refused), $%.0f/month on demand",
+		w.ReadsPerSec(), w.ItemsPerSec(), w.RCUPerSec(), w.WritesPerSec(), w.WCUPerSec(), w.Ops(), w.Counts.RefusedCreates, w.Monthly(OnDemand))
 }
 
 func (p Phase) summary() string {
@@ -164,6 +164,10 @@ func (r *Report) Write(w io.Writer, label string) {
 	fmt.Fprintf(w, "| at rest (%v) | | | | | | | %s |\n\n", r.Rest.Dur.Round(time.Second), r.Rest.cells())
 	fmt.Fprintf(w, "At rest: %s.\n", r.Rest.summary())
 	fmt.Fprintf(w, "A Scan of the lease table: %d RCU.\n", r.ScanUnits)
+	if p := r.phase("start"); p != nil {
+		fmt.Fprintf(w, "Lease creates refused (another instance had created the lease): %d at the start, %d in the whole run; the start read %.0f RCU and wrote %.0f WCU in all.\n",
+			p.Window.Counts.RefusedCreates, r.Total.RefusedCreates, p.Window.Counts.RCU, p.Window.Counts.WCU)
+	}
 	fmt.Fprintf(w, "Leases lost involuntarily (fenced or taken; the crashed and cut-off instance's included): %d.\n", r.Losses)
 	if len(r.Violations) == 0 {
 		fmt.Fprintln(w, "Invariants held: no shard handled by two instances at once, no duplicate from a graceful handoff, every record handled.")

@@ -56,6 +56,10 @@ type Counts struct {
 	// moved (ErrLeaseLost), and creates of a lease that existed: DynamoDB
 	// bills them as writes (the item comes with the refusal: no read).
 	LostConditions int64
+	// RefusedCreates counts the creates (in LostConditions) refused
+	// because another instance had created the lease: a write unit each,
+	// for nothing.
+	RefusedCreates int64
 	// Moves counts successful Takes that changed a lease's owner.
 	Moves int64
 	// Errors counts other failures the store returned.
@@ -89,6 +93,7 @@ func (c Counts) Sub(d Counts) Counts {
 	c.ItemsRead -= d.ItemsRead
 	c.BytesRead -= d.BytesRead
 	c.LostConditions -= d.LostConditions
+	c.RefusedCreates -= d.RefusedCreates
 	c.Moves -= d.Moves
 	c.Errors -= d.Errors
 	c.RCU -= d.RCU
@@ -102,6 +107,7 @@ type counters struct {
 	itemsRead      atomic.Int64
 	bytesRead      atomic.Int64
 	lostConditions atomic.Int64
+	refusedCreates atomic.Int64
 	moves          atomic.Int64
 	errors         atomic.Int64
 	// halfRCU and wcu count capacity in half read units (an eventually
@@ -156,6 +162,7 @@ func (c *counters) snapshot() Counts {
 	s.ItemsRead = c.itemsRead.Load()
 	s.BytesRead = c.bytesRead.Load()
 	s.LostConditions = c.lostConditions.Load()
+	s.RefusedCreates = c.refusedCreates.Load()
 	s.Moves = c.moves.Load()
 	s.Errors = c.errors.Load()
 	s.RCU = float64(c.halfRCU.Load()) / 2
@@ -316,6 +323,7 @@ func (s *store) Create(ctx context.Context, l lease.Lease) (bool, error) {
 	if err == nil && !ok {
 		// A refused conditional PutItem (its item comes with the refusal).
 		s.c.lostConditions.Add(1)
+		s.c.refusedCreates.Add(1)
 	}
 	return ok, err
 }
@@ -343,6 +351,7 @@ func (s *store) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bo
 	s.count(OpCreate, err, ItemBytes(l))
 	if err == nil && !created {
 		s.c.lostConditions.Add(1)
+		s.c.refusedCreates.Add(1)
 	}
 	return got, created, err
 }
