@@ -197,7 +197,8 @@ func (cfg *Config) setDefaults() error {
 // waits before it takes a free lease when no other owner holds one
 // (startSettles): a tenth of the renewal interval (300 ms by default).
 // Instances whose first heartbeats land within it of each other split the
-// leases at once, each lease taken once.
+// leases at once, each lease taken once (and, missing, created once:
+// startCreates).
 func (cfg *Config) startSettle() time.Duration { return cfg.Renew / 10 }
 
 // leaseEvery is how often the lease counters are observed (one List) and
@@ -250,6 +251,10 @@ type Coordinator struct {
 	// listing; whether the next pass must list again.
 	known    map[string]lease.Lease
 	wantMore bool
+	// awaiting: by shard id, the leases a fleet's start left to the
+	// instances starting beside this one to create (startCreates); the
+	// next pass lists, and creates those still missing.
+	awaiting map[string]lease.Lease
 	beat     atomic.Int64 // the member entry's beat
 	// beatUntil is the fence of the last successful heartbeat: its send
 	// time plus fenceAfter, in nanoseconds since epoch (LivenessPerInstance).

@@ -731,7 +731,12 @@ func TestStopDuringSlowFirstPass(t *testing.T) {
 		return err == nil && slices.ContainsFunc(ms, func(m lease.Member) bool { return m.Owner == "a" })
 	}
 	eventually(t, 5*time.Second, "a's first heartbeat", inMembers)
-	eventually(t, 5*time.Second, "a takes a lease", func() bool { return e.lease(ids[0]).Owner == "a" || e.lease(ids[1]).Owner == "a" })
+	// (The leases are created after the start settle: none may exist yet.)
+	ownedByA := func(id string) bool {
+		l, err := e.store.Get(context.Background(), lease.KeyFor(ns, id))
+		return err == nil && l.Owner == "a"
+	}
+	eventually(t, 5*time.Second, "a takes a lease", func() bool { return ownedByA(ids[0]) || ownedByA(ids[1]) })
 	began := time.Now()
 	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
 		t.Fatalf("Stop: %v", err)

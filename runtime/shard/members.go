@@ -26,7 +26,8 @@ import (
 // when it holds fewer than its share by the members' counts and the leases
 // it knows of (a joiner, the survivors of a dead or departed owner), while
 // it asks for leases or has just taken some, when new shards were found,
-// or in compat. At rest a pass reads the members item and nothing else, and
+// after a fleet's start left leases to other instances to create (to
+// create those still missing: start.go), or in compat. At rest a pass reads the members item and nothing else, and
 // writes nothing.
 //
 // Handoff requests travel with the asker's entry (Member.Asks): an owner
@@ -44,7 +45,9 @@ import (
 // (the first of them all of them) and hand most of them on a pass later,
 // so that the start moved up to twice the leases it needs to. After the
 // wait every instance that wrote its first heartbeat by then is in each
-// view, their plans agree, and each free lease is taken once. A joiner
+// view, their plans agree, and each free lease is taken once; on a stream
+// without leases each is created once too, by the instance that takes it
+// (startCreates). A joiner
 // (others hold leases) and a survivor taking a dead owner's leases do not
 // wait: their first pass is not a fleet's start, or not their first; nor
 // does an owner whose lease store nobody else can reach (Config.Alone).

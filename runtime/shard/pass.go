@@ -98,50 +98,29 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	byShard := c.known
 	pinnedHere := map[string]bool{}
 	foundNew := false
-	if relist {
-		// A subscription new to the stream that starts at Latest begins at
-		// today's tip, as the KCL does: closed shards count as read and open
-		// children start at their tip instead of their horizon.
-		//
-		// A lease that would open at Latest is created pinned at the time of
-		// this listing (pinLatest) rather than with the KCL's LATEST, so
-		// that whoever opens it, whenever, reads every record written since:
-		// an owner whose first opening fails (or that is fenced first)
-		// leaves no gap. The opener of a lease this pass created opens at
-		// Latest all the same, and pins that.
-		c.mu.Lock()
-		start := c.start
-		c.mu.Unlock()
-		fresh := len(byShard) == 0 && start.Kind == Latest
-		for _, id := range lin.IDs() {
-			if _, ok := byShard[id]; ok {
-				continue
+	var atStart []lease.Lease // a fleet's start: the missing leases, created after the settle
+	if relist || len(c.awaiting) > 0 {
+		missing := c.missingLeases(lin, byShard, listedAt, relist)
+		if len(missing) > 0 && listed && !firstBeat.IsZero() && c.startSettles(leases) {
+			// Created once the instances starting with this one show, each
+			// by the one instance the start gives it to (startCreates).
+			atStart = missing
+		} else {
+			for _, nl := range missing {
+				l, created, err := c.createLease(ctx, nl)
+				if err != nil {
+					return err
+				}
+				if created && nl.Checkpoint == lease.CheckpointAtTimestamp {
+					pinnedHere[nl.ShardID] = true
+				}
+				byShard[nl.ShardID] = l
+				foundNew = true
+				if listed {
+					leases = append(leases, l)
+				}
 			}
-			if leasedDescendant(id, lin, byShard) {
-				// Its lease was deleted after its children started (the
-				// KCL's lease cleanup does this): it was read to its end.
-				continue
-			}
-			info, _ := lin.Shard(id)
-			checkpoint, sub := "", int64(0)
-			switch {
-			case fresh && info.Closed:
-				checkpoint = lease.CheckpointShardEnd
-			case fresh || (!c.hasParent(info, lin, byShard) && positionFor(start, id).typ == types.ShardIteratorTypeLatest):
-				checkpoint, sub = lease.CheckpointAtTimestamp, pinMillis(listedAt)
-			}
-			l, created, err := c.createLease(ctx, info, checkpoint, sub)
-			if err != nil {
-				return err
-			}
-			if created && checkpoint == lease.CheckpointAtTimestamp {
-				pinnedHere[id] = true
-			}
-			byShard[id] = l
-			foundNew = true
-			if listed {
-				leases = append(leases, l)
-			}
+			c.awaiting = nil
 		}
 	}
 	if foundNew && !listed {
@@ -158,8 +137,8 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	if listed && !firstBeat.IsZero() && c.startSettles(leases) {
 		// A fleet starting: let the instances starting with this one show
 		// in the members (and their takes in the leases) before the shares
-		// are computed. The wait counts from the first heartbeat, so the
-		// creates of a large stream's leases are part of it.
+		// are computed, and the missing leases given out to create. The
+		// wait counts from the first heartbeat.
 		if !sleep(ctx, time.Until(firstBeat.Add(c.cfg.startSettle()))) {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: ctx.Err()}
 		}
@@ -185,6 +164,16 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			byShard[l.ShardID] = l
 		}
 	}
+	var reserve map[string]string
+	if atStart != nil {
+		// Each missing lease created by the one instance the start gives
+		// it to, which takes it below.
+		r, err := c.startCreates(ctx, lin, atStart, &view, &leases, byShard, pinnedHere)
+		if err != nil {
+			return err
+		}
+		reserve = r
+	}
 
 	switch {
 	case relist && listed:
@@ -204,7 +193,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	if listed {
 		// The observer's clock for a counter starts after the listing
 		// that shows it, never before the write.
-		errs = append(errs, c.balance(ctx, leases, byShard, view, time.Now())...)
+		errs = append(errs, c.balance(ctx, leases, byShard, view, time.Now(), reserve)...)
 	} else if c.members != nil {
 		c.refreshParents(ctx, byShard)
 	}
@@ -252,30 +241,82 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// createLease stores the lease of a newly found shard (or reads the one
-// another instance created first: created is false then). A store that
-// returns the lease with its refusal (lease.CreateOrGetter: on DynamoDB
-// the refused write carries the item) costs no read for it: instances
-// that start together each try to create every lease, and all but one of
-// them are refused.
-func (c *Coordinator) createLease(ctx context.Context, info Info, checkpoint string, sub int64) (lease.Lease, bool, error) {
+// missingLeases returns the leases to create for the shards of lin that
+// have none in byShard: with all (a pass that listed the shards) every
+// such shard's, else only those a fleet's start left to another instance
+// (awaiting) that are still missing, as the start meant to create them.
+//
+// A subscription new to the stream that starts at Latest begins at
+// today's tip, as the KCL does: closed shards count as read and open
+// children start at their tip instead of their horizon.
+//
+// A lease that would open at Latest is created pinned at the time of the
+// shard listing (pinLatest) rather than with the KCL's LATEST, so that
+// whoever opens it, whenever, reads every record written since: an owner
+// whose first opening fails (or that is fenced first) leaves no gap. The
+// opener of a lease its own pass created opens at Latest all the same,
+// and pins that.
+func (c *Coordinator) missingLeases(lin *Lineage, byShard map[string]lease.Lease, listedAt time.Time, all bool) []lease.Lease {
+	c.mu.Lock()
+	start := c.start
+	c.mu.Unlock()
+	fresh := len(byShard) == 0 && start.Kind == Latest
+	var out []lease.Lease
+	for _, id := range lin.IDs() {
+		if _, ok := byShard[id]; ok {
+			continue
+		}
+		if l, ok := c.awaiting[id]; ok {
+			out = append(out, l)
+			continue
+		}
+		if !all {
+			continue
+		}
+		if leasedDescendant(id, lin, byShard) {
+			// Its lease was deleted after its children started (the
+			// KCL's lease cleanup does this): it was read to its end.
+			continue
+		}
+		info, _ := lin.Shard(id)
+		checkpoint, sub := "", int64(0)
+		switch {
+		case fresh && info.Closed:
+			checkpoint = lease.CheckpointShardEnd
+		case fresh || (!c.hasParent(info, lin, byShard) && positionFor(start, id).typ == types.ShardIteratorTypeLatest):
+			checkpoint, sub = lease.CheckpointAtTimestamp, pinMillis(listedAt)
+		}
+		out = append(out, c.newLease(info, checkpoint, sub))
+	}
+	return out
+}
+
+// createLease stores nl, the lease of a newly found shard (or reads the
+// one another instance created first: created is false then). A store
+// that returns the lease with its refusal (lease.CreateOrGetter: on
+// DynamoDB the refused write carries the item) costs no read for it.
+func (c *Coordinator) createLease(ctx context.Context, nl lease.Lease) (lease.Lease, bool, error) {
 	if c.creator != nil {
-		l, created, err := c.creator.CreateOrGet(ctx, c.newLease(info, checkpoint, sub))
+		l, created, err := c.creator.CreateOrGet(ctx, nl)
 		if err != nil {
-			return lease.Lease{}, false, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+			return lease.Lease{}, false, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: nl.ShardID, Err: err}
 		}
 		if created {
-			c.log.Debug("lease created", "shard", info.ID, "parents", info.Parents)
+			c.log.Debug("lease created", "shard", nl.ShardID, "parents", nl.ParentShardIDs)
 		}
 		return l, created, nil
 	}
-	l, created, err := c.putLease(ctx, info, checkpoint, sub)
-	if err != nil || created {
-		return l, created, err
-	}
-	got, err := c.cfg.Leases.Get(ctx, l.Key)
+	created, err := c.cfg.Leases.Create(ctx, nl)
 	if err != nil {
-		return lease.Lease{}, false, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: info.ID, Err: err}
+		return lease.Lease{}, false, &Error{Op: "lease create", Stream: c.cfg.Stream, Shard: nl.ShardID, Err: err}
+	}
+	if created {
+		c.log.Debug("lease created", "shard", nl.ShardID, "parents", nl.ParentShardIDs)
+		return nl, true, nil
+	}
+	got, err := c.cfg.Leases.Get(ctx, nl.Key)
+	if err != nil {
+		return lease.Lease{}, false, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: nl.ShardID, Err: err}
 	}
 	return got, false, nil
 }
@@ -676,7 +717,9 @@ func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, lease
 }
 
 // balance takes and asks for leases per the plan of this pass's listing.
-func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now time.Time) []error {
+// At a fleet's start, reserve gives each active lease to the owner the
+// start gives it to (startCreates): the plan is made with them reserved.
+func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now time.Time, reserve map[string]string) []error {
 	var errs []error
 	c.obs.observe(leases, now)
 	if c.beatStale() {
@@ -701,7 +744,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	if c.cfg.Balance == BalanceOneSteal {
 		plan = planBalance(c.cfg.Owner, leases, held, stale)
 	} else {
-		plan = planBulk(c.cfg.Owner, leases, view.liveOwners(), held, stale)
+		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, leases, reserve), view.liveOwners(), held, stale)
 	}
 	spare := plan.spare
 	took := 0
@@ -850,7 +893,7 @@ func (c *Coordinator) mustList(view memberView) bool {
 	c.mu.Lock()
 	asked, compat, held, listedAt := len(c.pending), c.compat, len(c.owned), c.listedAt
 	c.mu.Unlock()
-	if asked > 0 || compat || c.wantMore || c.leftBehind() {
+	if asked > 0 || compat || c.wantMore || len(c.awaiting) > 0 || c.leftBehind() {
 		return true
 	}
 	if c.statusRead.Load() && time.Since(listedAt) >= min(c.cfg.Failover, statusListEvery) {

@@ -37,11 +37,14 @@ func (s *lateListing) GetMany(ctx context.Context, keys []string) ([]lease.Lease
 	return s.Memory.GetMany(ctx, keys)
 }
 
-// Instances starting together each try to create every lease; all but
-// the first are refused. A refused create costs no read of the lease by
-// key (on DynamoDB the refused write returns the item; before, each was
-// followed by a GetItem: up to 19,000 reads when 20 instances start on
-// 1,000 shards), and the lease it returns is the stored one: here another
+// A create is refused when another instance made the lease first (with
+// liveness per lease instances starting together each create every
+// lease; with liveness per instance, see TestFleetStartCreatesEachLeaseOnce,
+// an instance that finds a lease missing after a fleet's start). A
+// refused create costs no read of the lease by key (on DynamoDB the
+// refused write returns the item; before, each was followed by a GetItem:
+// up to 19,000 reads when 20 instances started on 1,000 shards), and the
+// lease it returns is the stored one: here another
 // instance created the leases, a few writes on, between this one's
 // listing and its creates, and this one takes and reads every shard in
 // its first pass, its takes conditional on the stored counters. (Before,
