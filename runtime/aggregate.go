@@ -310,14 +310,12 @@ func (a *aggregator) run() {
 		select {
 		case <-a.wake:
 		case r := <-a.results:
-			a.inFlight--
 			a.settle(r, time.Now())
 			// Take every other result that is in too before dispatching,
 			// so that what they release fills the same units.
 			for more := true; more; {
 				select {
 				case r := <-a.results:
-					a.inFlight--
 					a.settle(r, time.Now())
 				default:
 					more = false
@@ -718,10 +716,7 @@ func (a *aggregator) send(units []*aggUnit, now time.Time) {
 	a.sendRecs = recs[:0]
 	if err != nil {
 		for _, u := range units {
-			u.sent = false
-			a.putBuf(u)
-			u.sh.inFlight--
-			a.inFlight--
+			a.back(u)
 			a.release(u, now)
 			a.resolveAll(u.items, Receipt{}, err)
 		}
@@ -739,6 +734,15 @@ func (a *aggregator) send(units []*aggUnit, now time.Time) {
 	a.sendEntries = entries[:0]
 }
 
+// back counts unit u out of flight: its call is done or was never made,
+// so its buffer may be reused.
+func (a *aggregator) back(u *aggUnit) {
+	u.sent = false
+	a.putBuf(u)
+	u.sh.inFlight--
+	a.inFlight--
+}
+
 // settle hands a returned unit's result to its messages. An aggregate
 // that landed on a shard other than the one it was sent to holds messages
 // of keys that shard does not cover: it goes back to its shard's queue,
@@ -746,9 +750,7 @@ func (a *aggregator) send(units []*aggUnit, now time.Time) {
 // that the stale map calls for.
 func (a *aggregator) settle(r aggResult, now time.Time) {
 	u := r.u
-	u.sent = false
-	a.putBuf(u) // the call is done
-	u.sh.inFlight--
+	a.back(u)
 	if r.err != nil {
 		a.release(u, now)
 		a.resolveAll(u.items, Receipt{}, r.err)

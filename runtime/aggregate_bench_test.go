@@ -80,10 +80,7 @@ func BenchmarkAggregatorPass(b *testing.B) {
 				}
 			}
 			for _, u := range units {
-				u.sent = false
-				a.putBuf(u)
-				u.sh.inFlight--
-				a.inFlight--
+				a.back(u)
 				a.release(u, now)
 				a.stored(u, Receipt{ShardID: u.sh.id, SequenceNumber: "1"})
 				for _, e := range u.items {

@@ -49,9 +49,7 @@ func TestAggregatorKeysOfOneHashKey(t *testing.T) {
 		return s
 	}
 	settle := func(u *aggUnit) {
-		u.sent = false
-		u.sh.inFlight--
-		a.inFlight--
+		a.back(u)
 		a.release(u, now)
 		a.stored(u, Receipt{ShardID: sh.id})
 		for _, e := range u.items {
