@@ -251,6 +251,10 @@ type Coordinator struct {
 	// listing; whether the next pass must list again.
 	known    map[string]lease.Lease
 	wantMore bool
+	// byKeyRun: the listings read by key since the last List while the
+	// List measured dearer; remeasure, how many of them make the next
+	// listing a List again (listLeases: 0 until the first, then doubling).
+	byKeyRun, remeasure int
 	// awaiting: by shard id, the leases a fleet's start left to the
 	// instances starting beside this one to create (startCreates); the
 	// next pass lists, and creates those still missing.

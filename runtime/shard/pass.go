@@ -961,6 +961,16 @@ func (c *Coordinator) refreshParents(ctx context.Context, byShard map[string]lea
 // as the first listing does. A lease another instance created for a shard
 // this one has not listed yet is otherwise found by its next shard
 // listing (createLease reads it).
+//
+// Only a List measures what a List costs, so while the last one measured
+// dearer than the reads by key, a List re-measures now and then: after
+// remeasureFirst listings by key, then twice as many each time up to
+// remeasureMost, and from remeasureFirst again once a List measures
+// cheaper. A table that shrank (the other namespaces' items gone) is
+// Scanned again at most remeasureMost by-key listings later. A re-measure
+// every N listings costs at most 1/N of a Scan more a listing on average
+// (it stands in for that listing's reads by key): 5 re-measures in the
+// first 248 by-key listings, then at most 1/256 of a Scan a listing.
 func (c *Coordinator) listLeases(ctx context.Context, lin *Lineage) ([]lease.Lease, error) {
 	if c.lookup == nil || c.known == nil || lin == nil {
 		return c.cfg.Leases.List(ctx, c.cfg.Namespace)
@@ -976,12 +986,34 @@ func (c *Coordinator) listLeases(ctx context.Context, lin *Lineage) ([]lease.Lea
 		}
 	}
 	if c.listCost != nil {
-		if units, ok := c.listCost.ListUnits(c.cfg.Namespace); ok && units < float64(len(keys)) {
-			return c.cfg.Leases.List(ctx, c.cfg.Namespace)
+		if units, ok := c.listCost.ListUnits(c.cfg.Namespace); ok {
+			if units < float64(len(keys)) {
+				c.byKeyRun, c.remeasure = 0, 0
+				return c.cfg.Leases.List(ctx, c.cfg.Namespace)
+			}
+			if c.remeasure == 0 {
+				c.remeasure = remeasureFirst
+			}
+			if c.byKeyRun >= c.remeasure {
+				ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
+				if err == nil {
+					c.byKeyRun, c.remeasure = 0, min(2*c.remeasure, remeasureMost)
+				}
+				return ls, err
+			}
+			c.byKeyRun++
 		}
 	}
 	return c.lookup.GetMany(ctx, keys)
 }
+
+// While reading by key because the last List measured dearer, listLeases
+// lists again to re-measure after remeasureFirst by-key listings, then
+// after twice as many each time, up to remeasureMost.
+const (
+	remeasureFirst = 8
+	remeasureMost  = 256
+)
 
 // heldKeys returns the keys of the leases this coordinator holds or has
 // asked for: one map, so a pass costs O(listed + held), not their product.
