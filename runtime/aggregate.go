@@ -54,9 +54,18 @@ type Aggregation struct {
 	// Linger is how long the messages of a shard with nothing in flight
 	// wait for more before they are sent (default 0: at once). While a
 	// shard's aggregate is in flight its next one fills regardless (for up
-	// to 100 ms, or Linger if longer), so aggregates grow with the load
-	// without any linger.
+	// to InFlightWait, or Linger if longer), so aggregates grow with the
+	// load without any linger.
 	Linger time.Duration
+	// InFlightWait bounds how long a shard's next aggregate fills while
+	// one of the shard's is in flight, before it is sent beside it
+	// (default 100 ms); negative: it does not wait for the one in flight,
+	// and goes as soon as it has lingered. Waiting makes fuller aggregates
+	// (fewer records and PUT payload units); not waiting halves the
+	// latency of a caller that waits for each result, when few callers
+	// share a high-latency link, for two to three times the PUT payload
+	// units (BENCHMARKS.md, 'Waiting for the aggregate in flight').
+	InFlightWait time.Duration
 }
 
 func (a Aggregation) withDefaults() Aggregation {
@@ -66,6 +75,12 @@ func (a Aggregation) withDefaults() Aggregation {
 	a.MaxBytes = min(a.MaxBytes, MaxRecordSize)
 	if a.Linger < 0 {
 		a.Linger = 0
+	}
+	switch {
+	case a.InFlightWait == 0:
+		a.InFlightWait = aggOpenWait
+	case a.InFlightWait < 0:
+		a.InFlightWait = 0
 	}
 	return a
 }
@@ -604,20 +619,21 @@ const aggGather = 64
 // aggInFlightPerShard bounds the units of one shard in flight at once.
 const aggInFlightPerShard = 4
 
-// aggOpenWait bounds how long a shard's open unit waits for the units in
-// flight before it goes anyway (a slot being free): a unit retried with
-// backoff, or a slow call, does not hold the other keys' messages.
+// aggOpenWait is the default of Aggregation.InFlightWait: how long a
+// shard's open unit waits for the units in flight before it goes anyway (a
+// slot being free), so that a unit retried with backoff, or a slow call,
+// does not hold the other keys' messages for long.
 const aggOpenWait = 100 * time.Millisecond
 
 // openDue says whether shard sh's open unit goes now: when nothing of the
 // shard is in flight and it has lingered, or when it has waited
-// aggOpenWait for the units in flight.
+// InFlightWait (or lingered, if longer) for the units in flight.
 func (a *aggregator) openDue(sh *aggShard, now time.Time) bool {
 	age := now.Sub(sh.openedAt)
 	if sh.inFlight == 0 {
 		return age >= a.cfg.Linger
 	}
-	return sh.inFlight < aggInFlightPerShard && age >= max(a.cfg.Linger, aggOpenWait)
+	return sh.inFlight < aggInFlightPerShard && age >= max(a.cfg.Linger, a.cfg.InFlightWait)
 }
 
 // dispatch sends each shard's sealed units, in order, while the shard has
@@ -857,7 +873,7 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 			}
 			t := sh.openedAt.Add(a.cfg.Linger)
 			if sh.inFlight > 0 {
-				t = sh.openedAt.Add(max(a.cfg.Linger, aggOpenWait))
+				t = sh.openedAt.Add(max(a.cfg.Linger, a.cfg.InFlightWait))
 			}
 			if at.IsZero() || t.Before(at) {
 				at = t

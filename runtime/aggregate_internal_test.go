@@ -80,3 +80,34 @@ func TestAggregatorKeysOfOneHashKey(t *testing.T) {
 		t.Errorf("after both: %d keys tracked, %d waiting; want none", len(sh.keys), sh.waiting)
 	}
 }
+
+// TestAggregationInFlightWait: a shard's open unit with another of the
+// shard's in flight goes after InFlightWait (default 100 ms), at once when
+// it is negative, and never before Linger.
+func TestAggregationInFlightWait(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		cfg  Aggregation
+		age  time.Duration
+		want bool
+	}{
+		{Aggregation{}, 0, false},
+		{Aggregation{}, 99 * time.Millisecond, false},
+		{Aggregation{}, 100 * time.Millisecond, true},
+		{Aggregation{InFlightWait: -1}, 0, true},
+		{Aggregation{InFlightWait: -1, Linger: 5 * time.Millisecond}, time.Millisecond, false},
+		{Aggregation{InFlightWait: -1, Linger: 5 * time.Millisecond}, 5 * time.Millisecond, true},
+		{Aggregation{InFlightWait: time.Second}, 500 * time.Millisecond, false},
+		{Aggregation{InFlightWait: time.Second}, time.Second, true},
+	} {
+		sh := &aggShard{inFlight: 1, open: &aggUnit{}, openedAt: now.Add(-tc.age)}
+		a := &aggregator{cfg: tc.cfg.withDefaults(), shards: []*aggShard{sh}}
+		if got := a.openDue(sh, now); got != tc.want {
+			t.Errorf("%+v, open for %v with one in flight: due %v, want %v", tc.cfg, tc.age, got, tc.want)
+		}
+		// The run loop's timer agrees: it wakes when the unit is due.
+		if at, ok := a.nextWake(); !ok || tc.want == now.Before(at) {
+			t.Errorf("%+v, open for %v: wakes %v from now (%v), but due is %v", tc.cfg, tc.age, at.Sub(now), ok, tc.want)
+		}
+	}
+}

@@ -1030,3 +1030,71 @@ func testAggregatedStreamDeletedUnderLoad(t *testing.T, api kinesisapi.API, opts
 		}
 	}
 }
+
+// TestAggregatedInFlightWait holds one aggregate's call in the server and
+// publishes another key's message on the same shard: with InFlightWait
+// negative it is sent beside the one in flight and returns while that one
+// is still held; with a long InFlightWait it waits for it.
+func TestAggregatedInFlightWait(t *testing.T) {
+	for _, tc := range []struct {
+		wait    time.Duration
+		besides bool // the second message returns while the first is held
+	}{{-1, true}, {time.Minute, false}} {
+		t.Run(fmt.Sprintf("wait=%v", tc.wait), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 1)
+			held, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			releaseAll := sync.OnceFunc(func() { close(release) })
+			s.InjectPutFault(func(_, key string) error {
+				if key == "slow" {
+					once.Do(func() { close(held) })
+					<-release
+				}
+				return nil
+			})
+			b := runtime.NewBroker(runtime.WithKinesisClient(s))
+			if err := b.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer b.Shutdown(context.Background())
+			defer releaseAll() // before Shutdown, should the test end early
+			p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+				runtime.WithAggregation(runtime.Aggregation{InFlightWait: tc.wait}))}
+			slow := make(chan error, 1)
+			go func() { slow <- p.Publish(ctx, aggMsg{Key: "slow", N: 0}) }()
+			<-held
+			fast := make(chan error, 1)
+			go func() { fast <- p.Publish(ctx, aggMsg{Key: "fast", N: 0}) }()
+			select {
+			case err := <-fast:
+				if !tc.besides {
+					t.Fatalf("fast returned (%v) while the aggregate in flight was held, within a wait of %v", err, tc.wait)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(map[bool]time.Duration{true: 10 * time.Second, false: 300 * time.Millisecond}[tc.besides]):
+				if tc.besides {
+					t.Fatal("fast waited for the aggregate in flight though InFlightWait is negative")
+				}
+			}
+			releaseAll()
+			if err := <-slow; err != nil {
+				t.Fatal(err)
+			}
+			if !tc.besides {
+				if err := <-fast; err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs, records := readMessages(ctx, t, s, stream)
+			if records != 2 {
+				t.Errorf("%d records, want two aggregates", records)
+			}
+			checkKeyed(t, msgs, map[string]int{"slow": 1, "fast": 1})
+		})
+	}
+}
