@@ -119,7 +119,9 @@ type Subscriber struct {
 	// oldest record kept), latest (the default), or an RFC 3339 time.
 	StartAt StartAt `marker:"start_at" meta:"horizon|latest|RFC3339"`
 
-	// Batch is the most records one GetRecords call returns, 1 to 10000.
+	// Batch bounds one GetRecords read, 1 to 10000: that many records, or
+	// on a stream of KPL aggregates as many aggregates as hold about that
+	// many messages (runtime.BatchSize).
 	Batch int32 `marker:"batch" meta:"N" min:"1" max:"10000"`
 
 	// Poll is how long a reader waits after an empty read, a Go duration

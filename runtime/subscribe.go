@@ -238,7 +238,11 @@ func StartAt(p Position) SubscribeOption { // start_at=
 	}
 }
 
-// BatchSize is the most records one GetRecords call returns (1..10000, default 10000).
+// BatchSize bounds one GetRecords read (1..10000, default 10000): that many
+// Kinesis records on a plain stream; on a stream of KPL aggregates, as many
+// aggregates as hold about that many messages, by the last read's messages
+// per record. A session's first read takes at most 10 records, so that
+// handling starts before a backlog of aggregates has all arrived.
 func BatchSize(n int32) SubscribeOption { // batch=N
 	return func(s *subscribeSettings) {
 		if n < 1 || n > MaxBatchSize {

@@ -68,7 +68,7 @@ type Config struct {
 	Owner      string
 	Logger     *slog.Logger
 	Start      Position
-	BatchSize  int32         // GetRecords Limit, default 10000
+	BatchSize  int32         // user records a GetRecords read holds about (its Limit, on a plain shard), default 10000
 	Poll       time.Duration // wait between empty reads, default 1 s (service budget: 5 reads/s/shard)
 	Sync       time.Duration // shard re-listing, default 10 s
 	Renew      time.Duration // lease renewal, default 3 s

@@ -36,6 +36,8 @@ type feed struct {
 	took func(last *Record)
 	// emitFn is emit as a func value, made once per session.
 	emitFn func(seq string, sub int64, key string, data []byte) error
+	// users counts the user records the last deliver expanded.
+	users int
 }
 
 // newFeed returns the feed of session s of o, reading from where s opened.
@@ -54,6 +56,7 @@ func (f *feed) from(at startAt) {
 // deliver hands the user records of one read to the sink, the last run
 // included.
 func (f *feed) deliver(recs []types.Record) error {
+	f.users = 0
 	for i := range recs {
 		f.arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
 		if !f.since.IsZero() {
@@ -71,6 +74,7 @@ func (f *feed) deliver(recs []types.Record) error {
 
 // emit collects one user record.
 func (f *feed) emit(seq string, sub int64, key string, data []byte) error {
+	f.users++
 	if f.skip {
 		if seq == f.skipTo.seq && sub <= f.skipTo.sub {
 			return nil // settled before this position was opened

@@ -42,7 +42,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 	resume := s.from      // where a new iterator starts if this one expires
 	opening := iter == "" // a lazy start: fetch the first iterator here
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
-	limit := c.cfg.BatchSize
+	limit := firstReadLimit(c.cfg.BatchSize)
 	woken := false // the last wait was a waiter's wake-up
 	f := c.newFeed(ctx, o, s)
 	f.took = func(last *Record) { // a new iterator starts at it, skipping what was taken
@@ -167,8 +167,10 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		}
 		iter = *out.NextShardIterator
 		n := len(out.Records)
+		full := n >= int(limit)
+		limit = nextReadLimit(c.cfg.BatchSize, limit, n, f.users)
 		switch {
-		case n >= int(limit):
+		case full:
 			// A full read: more is waiting, read again at once.
 			woken = false
 		case n > 0 && aws.ToInt64(out.MillisBehindLatest) > 0:
@@ -372,4 +374,25 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 	}
 	log.Info("shard read to its end", "children", ids)
 	c.wake(true)
+}
+
+// firstReadLimit bounds a session's first read: until a read shows how many
+// user records a Kinesis record holds, a read of BatchSize KPL aggregates
+// could be a shard's whole backlog (hundreds of thousands of messages),
+// whose handling would wait for all of it to arrive. A plain stream pays
+// one small read more.
+func firstReadLimit(batch int32) int32 { return min(batch, 10) }
+
+// nextReadLimit sizes the next read so that it holds about batch user
+// records: batch Kinesis records on a plain stream, fewer on one of KPL
+// aggregates (as many as the last read's user records per record say).
+// An empty read says nothing and keeps the limit.
+func nextReadLimit(batch, limit int32, records, users int) int32 {
+	switch {
+	case records == 0:
+		return limit
+	case users <= records:
+		return batch
+	}
+	return max(1, min(batch, int32(int64(batch)*int64(records)/int64(users))))
 }

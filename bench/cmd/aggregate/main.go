@@ -20,9 +20,9 @@
 // with runtime.Subscribe (Workers(8), ByKey, BatchSize -batch, a no-op
 // handler, checkpoints on, the broker's own in-memory lease store), timed
 // from Connect and from the first GetRecords request (the subscriber's
-// start, the same for both, left out), and the aggregated stream once more with BatchSize -aggbatch (a
-// read of that many aggregates, about as many messages as a plain read of
-// 2,000 records). Every stream is read back after it is published, untimed: the
+// start, the same for both, left out), and, with -aggbatch N, the
+// aggregated stream once more with BatchSize N (reads of about N messages).
+// Every stream is read back after it is published, untimed: the
 // Kinesis records and PUT payload units (25 KiB of data plus key, rounded
 // up per record) per million messages, and a check that every message is
 // stored once, on the shard its own key hashes to, under its own key, each
@@ -113,7 +113,7 @@ func main() {
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
 	flag.IntVar(&o.batch, "batch", kgrt.MaxBatchSize, "the drains' BatchSize")
-	flag.IntVar(&o.aggBatch, "aggbatch", 10, "if > 0, drain the aggregated stream once more with this BatchSize (a read of that many aggregates)")
+	flag.IntVar(&o.aggBatch, "aggbatch", 0, "if > 0, drain the aggregated stream once more with this BatchSize (reads of about that many messages)")
 	modes := flag.String("modes", "bare,plain,agg,agg-all,a8m", "publishing modes to run: bare, plain, agg, agg-all, a8m (the drains need plain and agg-all or agg)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each mode of the last round to this prefix plus .MODE.prof (.drain-STREAM.prof for the drains)")
 	flag.Parse()
