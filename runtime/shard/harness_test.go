@@ -147,7 +147,6 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// start starts a coordinator and stops it when the test ends.
 // startStopped is e.start for a test that stops the coordinator itself and
 // checks what that Stop did: no Stop at cleanup.
 func (e *env) startStopped(cfg shard.Config) *shard.Coordinator {
@@ -173,15 +172,10 @@ func (e *env) feed(c *shard.Coordinator, ids []string, col *collector, n, keys i
 	return want
 }
 
+// start starts a coordinator and stops it when the test ends.
 func (e *env) start(cfg shard.Config) *shard.Coordinator {
 	e.t.Helper()
-	c, err := shard.New(cfg)
-	if err != nil {
-		e.t.Fatalf("New: %v", err)
-	}
-	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
-		e.t.Fatalf("Start: %v", err)
-	}
+	c := e.startStopped(cfg)
 	e.t.Cleanup(func() {
 		// Bounded: a test may leave records unsettled on purpose.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -463,7 +463,7 @@ func check(ctx context.Context, o options, stream string, ordered bool) (storeSt
 				size := len(r.Data) + len(aws.ToString(r.PartitionKey))
 				st.records++
 				st.bytes += size
-				st.units += (size + 25<<10 - 1) / (25 << 10)
+				st.units += kbench.PutUnits(size)
 				subs, ok, err := kpl.Deaggregate(r.Data)
 				if err != nil {
 					return st, err

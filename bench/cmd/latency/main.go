@@ -172,7 +172,7 @@ func stored(ctx context.Context, client *kinesis.Client, stream string) (records
 			}
 			for _, r := range out.Records {
 				records++
-				units += (len(r.Data) + len(*r.PartitionKey) + 25<<10 - 1) / (25 << 10)
+				units += kbench.PutUnits(len(r.Data) + len(*r.PartitionKey))
 			}
 			iter = out.NextShardIterator
 		}

@@ -135,3 +135,7 @@ func Fmt(xs []float64, prec int) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// PutUnits is the PUT payload units Kinesis bills for one record of size
+// bytes (data plus partition key): 25 KiB each, rounded up per record.
+func PutUnits(size int) int { return (size + 25<<10 - 1) / (25 << 10) }
