@@ -44,7 +44,10 @@ const DefaultAggregateBytes = 50 << 10
 // message of those keys. A reader that drops an aggregate holding a key of
 // another shard reads each message once; one that skips only those
 // sub-records (this runtime's subscribers) may read the others twice (at
-// least once). A message too
+// least once). A put that finds no stream is an ErrStream error for its
+// messages, and the shard map is dropped: the next messages wait for a
+// listing, which fails them while the stream is gone and routes them by
+// the new shards if it is created again. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
 type Aggregation struct {
@@ -768,6 +771,15 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 	u := r.u
 	a.back(u)
 	if r.err != nil {
+		if errors.Is(r.err, ErrStream) {
+			// The stream is gone: its shard map with it. Should a stream
+			// of the same name come back, its shards may bear the old
+			// ids with other ranges, so an aggregate would seem to land
+			// where it was sent while holding keys of another shard. The
+			// next messages wait for a listing (one that finds no stream
+			// fails them with ErrStream).
+			a.stale = true
+		}
 		a.release(u, now)
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
