@@ -883,15 +883,58 @@ func TestSendAll(t *testing.T) {
 // order, some twice).
 func TestAggregatedReshardWhilePublishing(t *testing.T) {
 	s := kinesistest.New()
-	testAggregatedReshardWhilePublishing(t, s, runtime.WithKinesisClient(s))
+	testAggregatedReshardWhilePublishing(t, s, splitBoth, 4, runtime.WithKinesisClient(s))
 }
 
 func TestAggregatedReshardWhilePublishingKinesalite(t *testing.T) {
 	api, opts := liveClient(livetest.KinesisEndpoint(t))
-	testAggregatedReshardWhilePublishing(t, api, opts...)
+	testAggregatedReshardWhilePublishing(t, api, splitBoth, 4, opts...)
 }
 
-func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
+// TestAggregatedMergeWhilePublishing is the same with the two shards
+// merged into one: the aggregates sent to the second parent land on the
+// child, which holds all their keys, so they stand (not sent again).
+func TestAggregatedMergeWhilePublishing(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedReshardWhilePublishing(t, s, mergeBoth, 1, runtime.WithKinesisClient(s))
+}
+
+func TestAggregatedMergeWhilePublishingKinesalite(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedReshardWhilePublishing(t, api, mergeBoth, 1, opts...)
+}
+
+// splitBoth splits both shards of a 2-shard stream in half, one after
+// the other, waiting for acknowledged messages between the splits.
+func splitBoth(ctx context.Context, t *testing.T, api kinesisapi.API, stream string, waitAll func(int64)) {
+	splitInHalf(ctx, t, api, stream, "shardId-000000000000")
+	waitAll(10)
+	splitInHalf(ctx, t, api, stream, "shardId-000000000001")
+}
+
+// mergeBoth merges the two shards of a 2-shard stream and waits for the
+// stream to be active again.
+func mergeBoth(ctx context.Context, t *testing.T, api kinesisapi.API, stream string, _ func(int64)) {
+	t.Helper()
+	if _, err := api.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: &stream,
+		ShardToMerge: aws.String("shardId-000000000000"), AdjacentShardToMerge: aws.String("shardId-000000000001")}); err != nil {
+		t.Fatalf("MergeShards: %v", err)
+	}
+	for {
+		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("stream %s not active after a merge: %v", stream, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API,
+	reshard func(context.Context, *testing.T, kinesisapi.API, string, func(int64)), wantOpen int, opts ...runtime.Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	stream := createStream(ctx, t, api, 2)
@@ -933,9 +976,7 @@ func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API, opts
 		}
 	}
 	waitAll(10)
-	splitInHalf(ctx, t, api, stream, "shardId-000000000000")
-	waitAll(10)
-	splitInHalf(ctx, t, api, stream, "shardId-000000000001")
+	reshard(ctx, t, api, stream, waitAll)
 	waitAll(20)
 	stop.Store(true)
 	wg.Wait()
@@ -968,8 +1009,8 @@ func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API, opts
 			open++
 		}
 	}
-	if open != 4 {
-		t.Errorf("%d open shards after two splits, want 4", open)
+	if open != wantOpen {
+		t.Errorf("%d open shards after the reshard, want %d", open, wantOpen)
 	}
 	t.Logf("%d messages stored, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
 }
