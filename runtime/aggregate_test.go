@@ -506,6 +506,104 @@ func TestAggregatedPublishToSubscriber(t *testing.T) {
 	}
 }
 
+// TestPlainAndAggregatedPublishersShareAStream: one stream, a plain and
+// an aggregating publisher; each key's messages go through both by turns
+// (even through the plain one, odd through the aggregating one, each
+// publish awaited), some with a header. A subscriber with by_key lanes
+// receives every message once, under its own key, with its header, each
+// key's messages in publish order; the stream holds plain records and
+// aggregates.
+func TestPlainAndAggregatedPublishersShareAStream(t *testing.T) {
+	s := kinesistest.New()
+	testPlainAndAggregatedShareAStream(t, s, runtime.WithKinesisClient(s))
+}
+
+func TestPlainAndAggregatedPublishersShareAStreamKinesalite(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testPlainAndAggregatedShareAStream(t, api, opts...)
+}
+
+func testPlainAndAggregatedShareAStream(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := createStream(ctx, t, api, 4)
+	b := runtime.NewBroker(opts...)
+	keys := aggKeys(16)
+	const perKey = 30
+	var mu sync.Mutex
+	got := map[string][]int{}
+	all := make(chan struct{})
+	n := 0
+	_, err := runtime.Subscribe(b, stream, func(_ context.Context, m aggMsg, d runtime.Delivery) runtime.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		if d.PartitionKey != m.Key {
+			t.Errorf("message %s/%d delivered under %q", m.Key, m.N, d.PartitionKey)
+		}
+		h, ok := d.Header("n")
+		if want := m.N%3 == 0; ok != want || (ok && h != fmt.Sprint(m.N)) {
+			t.Errorf("message %s/%d: header n=%q (%v)", m.Key, m.N, h, ok)
+		}
+		got[m.Key] = append(got[m.Key], m.N)
+		if n++; n == len(keys)*perKey {
+			close(all)
+		}
+		return runtime.Ack()
+	}, runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon()), runtime.PollInterval(runtime.MinPollInterval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	plain := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream})
+	agg := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			for i := range perKey {
+				p := plain
+				if i%2 == 1 {
+					p = agg
+				}
+				m := p.Message(aggMsg{Key: k, N: i}).PartitionKey(k)
+				if i%3 == 0 {
+					m.Header("n", fmt.Sprint(i))
+				}
+				if err := m.Publish(ctx); err != nil {
+					t.Errorf("publish %s/%d: %v", k, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		mu.Lock()
+		t.Fatalf("received %d of %d messages", n, len(keys)*perKey)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range keys {
+		if !slices.Equal(got[k], seq(perKey)) {
+			t.Errorf("key %s received %v, want 0..%d in order", k, got[k], perKey-1)
+		}
+	}
+	msgs, records := readMessages(ctx, t, api, stream)
+	plainRecs := 0
+	for _, m := range msgs {
+		if !m.aggregated {
+			plainRecs++
+		}
+	}
+	if plainRecs != len(keys)*perKey/2 || records <= plainRecs {
+		t.Errorf("%d records, %d of them plain, for %d messages: want half the messages plain, the other half in aggregates", records, plainRecs, len(keys)*perKey)
+	}
+}
+
 // TestAggregatedPublishUnderThrottling: two of every three puts of an
 // aggregate are refused as throttled; every message is stored once, on its
 // key's shard, each key in order, also a hot key whose aggregates queue
