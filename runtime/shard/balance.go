@@ -2,6 +2,7 @@ package shard
 
 import (
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -10,8 +11,10 @@ import (
 // observer remembers, per lease, the local time its counter last moved. A
 // lease whose counter has stood still for the failover time is expired: its
 // owner stopped renewing. Only local clocks are compared, as the KCL does,
-// so hosts need no synchronised time.
+// so hosts need no synchronised time. A pass observes; the renewal loop
+// also asks (followHandoffs), hence the lock.
 type observer struct {
+	mu   sync.Mutex
 	seen map[string]observation
 }
 
@@ -25,6 +28,8 @@ func newObserver() *observer { return &observer{seen: make(map[string]observatio
 
 // observe records the leases of one listing and forgets leases that are gone.
 func (o *observer) observe(leases []lease.Lease, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	keep := make(map[string]observation, len(leases))
 	for _, l := range leases {
 		ob, ok := o.seen[l.Key]
@@ -39,6 +44,8 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 // stale reports whether nobody has written l for failover: its owner (or the
 // owner a handoff reserved it for) stopped working on it.
 func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	ob, ok := o.seen[l.Key]
 	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
 }

@@ -34,7 +34,9 @@
 // the request (on a lease write, or in the asker's member entry), stops
 // reading, lets the delivered records settle, checkpoints and releases. The
 // asker takes a lease by force only after Handoff, and only from an owner
-// that no longer heartbeats or has no member entry. BalanceOneSteal asks the
+// that no longer heartbeats or has no member entry; from an owner that
+// died mid-handoff (expired, as a crash failover judges it) at once,
+// whatever Handoff. BalanceOneSteal asks the
 // most loaded owner for one lease per pass, as before issue 17. A dead
 // owner's leases are taken between Failover and 1.25 × Failover after its
 // last write.

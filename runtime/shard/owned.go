@@ -525,15 +525,16 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 		case l.ForeignOwner:
 			// A KCL worker took it since: it is taken only once it expires.
 			drop = true
+		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l):
+			// Dead mid-handoff: it will neither release the lease nor
+			// read on, so the handoff time is no reason to wait.
+			c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
+			took = c.takeAsked(ctx, l) || took
 		case l.Owner == "" || (l.PendingOwner == c.cfg.Owner && time.Since(at) >= c.cfg.Handoff && c.mayForce(l.Owner)):
 			if l.Owner != "" {
 				c.log.Warn("handoff timed out; taking the lease", "shard", l.ShardID, "from", l.Owner)
 			}
-			if _, err := c.takeLease(ctx, l); err == nil {
-				took = true
-			} else if !errors.Is(err, lease.ErrLeaseLost) {
-				c.log.Warn("handoff: take failed", "shard", l.ShardID, "err", err)
-			}
+			took = c.takeAsked(ctx, l) || took
 		case l.PendingOwner != c.cfg.Owner:
 			drop = true // someone else asked since, or the owner kept it
 		}
@@ -546,4 +547,32 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	if took {
 		c.wake(false)
 	}
+}
+
+// takeAsked takes l, a lease this owner asked for, and reports whether it
+// did; one another owner wrote since is left to the next look.
+func (c *Coordinator) takeAsked(ctx context.Context, l lease.Lease) bool {
+	_, err := c.takeLease(ctx, l)
+	if err != nil && !errors.Is(err, lease.ErrLeaseLost) {
+		c.log.Warn("handoff: take failed", "shard", l.ShardID, "err", err)
+	}
+	return err == nil
+}
+
+// askedOwnerDead reports whether the owner of l, a lease this owner asked
+// for, has stopped as a crash failover judges it (expired: a member by its
+// entry's beat, any other owner by the lease's counter, each standing
+// still for the failover time on this host's clock). Its lease is then
+// taken at once, as the survivors of a crash take a dead owner's leases,
+// instead of after the handoff time, which may be far longer (time for
+// slow handlers to settle). That is as safe as any crash failover: an
+// owner fences itself (stops reading, writes nothing) before it can look
+// dead (fenceAfter), and the take is conditional on the counter read. A
+// live owner never looks dead, however slow its handoff: it is forced, if
+// ever, only after the handoff time (mayForce).
+func (c *Coordinator) askedOwnerDead(l lease.Lease) bool {
+	c.mu.Lock()
+	view := c.view // readMembers replaces the maps, never writes them
+	c.mu.Unlock()
+	return c.expired(l, view, time.Now())
 }
