@@ -426,6 +426,44 @@ func TestAggregatedOversize(t *testing.T) {
 	}
 }
 
+// TestAggregatedRecordLimit: MaxBytes above the 1 MiB record limit is
+// held to it, so messages of 400 KB go two to an aggregate, never three;
+// a message of exactly 1 MiB with its key, too large for any aggregate,
+// is sent plain and stored.
+func TestAggregatedRecordLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k"},
+		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 4 << 20, Linger: 50 * time.Millisecond}))
+	batch := make([]aggMsg, 6)
+	for i := range batch {
+		batch[i] = aggMsg{Key: "k", N: i, Pad: strings.Repeat("x", 400_000)}
+	}
+	// The largest message a record takes: its JSON and key 1 MiB exactly.
+	one, _ := json.Marshal(aggMsg{Key: "k", N: 6, Pad: "x"})
+	batch = append(batch, aggMsg{Key: "k", N: 6, Pad: strings.Repeat("x", runtime.MaxRecordSize-len("k")-len(one)+1)})
+	if err := runtime.PublishAll(ctx, p, batch); err != nil {
+		t.Fatalf("PublishAll: %v", err)
+	}
+	msgs, records := readMessages(ctx, t, s, stream)
+	checkKeyed(t, msgs, map[string]int{"k": len(batch)})
+	if records != 4 {
+		t.Errorf("%d records for six messages of 400 KB and one of 1 MiB, want three aggregates of two and the large one plain", records)
+	}
+	for _, m := range msgs {
+		if (m.N == 6) == m.aggregated {
+			t.Errorf("message %d: aggregated=%v", m.N, m.aggregated)
+		}
+	}
+}
+
 // TestAggregatedPublishErrors: a missing stream is an ErrStream error for
 // each message; after Shutdown a publish is ErrNotConnected.
 func TestAggregatedPublishErrors(t *testing.T) {
