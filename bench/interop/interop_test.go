@@ -18,7 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/awslabs/kinesis-aggregation/go/v2/deaggregator"
 	rec "github.com/awslabs/kinesis-aggregation/go/v2/records"
-	"github.com/golang/protobuf/proto"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
@@ -146,7 +147,7 @@ func TestSubscriberReadsAWSWrittenAggregates(t *testing.T) {
 		agg.Records = append(agg.Records, &rec.Record{PartitionKeyIndex: proto.Uint64(ki), Data: data})
 		want = append(want, got{key, event{Key: key, N: n}})
 	}
-	body, err := proto.Marshal(agg)
+	body, err := proto.Marshal(protoadapt.MessageV2Of(agg))
 	if err != nil {
 		t.Fatal(err)
 	}

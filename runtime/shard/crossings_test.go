@@ -136,9 +136,9 @@ func testReshardWhileFenced(t *testing.T, e *env, mergeThem bool) {
 	eventually(t, 10*time.Second, fmt.Sprintf("every child %v read", children), func() bool { return slices.Equal(reading(), children) })
 	e.publish(want, 20, 10)
 	total := 80
-	recs := all.wait(t, 10*time.Second, fmt.Sprintf("the %d records", total), func(r []*shard.Record) bool { return len(r) >= total })
+	all.wait(t, 10*time.Second, fmt.Sprintf("the %d records", total), func(r []*shard.Record) bool { return len(r) >= total })
 	time.Sleep(3 * e.config("", nil).Poll) // a duplicate would be here by now
-	recs = all.records()
+	recs := all.records()
 	checkKeyOrder(t, recs, want)
 	checkParentsFirst(t, recs, parents, children)
 	for _, p := range parents {
