@@ -1048,6 +1048,76 @@ func TestAggregatedEachCallerGetsItsAggregatesOutcome(t *testing.T) {
 	}
 }
 
+// TestAggregatedCallerGivesUp: callers whose ctx ends before their
+// message is sent (waiting behind their key's aggregate in flight, or in
+// the shard's open aggregate) get ErrPublish saying it was not sent, and it
+// is not stored; a caller whose ctx ends while its aggregate is in flight
+// is told it may have been written (it was); the key's later message goes
+// once the one in flight returns, in order.
+func TestAggregatedCallerGivesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	s.InjectPutFault(func(_, key string) error {
+		if key == "hot" {
+			once.Do(func() { close(held) })
+			<-release
+		}
+		return nil
+	})
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	defer releaseAll()
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{InFlightWait: time.Minute}))}
+	publish := func(ctx context.Context, key string, n int) chan error {
+		ch := make(chan error, 1)
+		go func() { ch <- p.Publish(ctx, aggMsg{Key: key, N: n}) }()
+		return ch
+	}
+	inFlightCtx, giveUpInFlight := context.WithCancel(ctx)
+	hot0 := publish(inFlightCtx, "hot", 0)
+	<-held // hot 0's aggregate is in flight
+	lineCtx, giveUpLine := context.WithCancel(ctx)
+	hot1 := publish(lineCtx, "hot", 1) // waits behind hot 0: same key
+	openCtx, giveUpOpen := context.WithCancel(ctx)
+	other := publish(openCtx, "other", 0) // fills the open aggregate while hot 0 is in flight
+	time.Sleep(50 * time.Millisecond)
+	hot2 := publish(ctx, "hot", 2)
+	time.Sleep(50 * time.Millisecond)
+
+	giveUpLine()
+	giveUpOpen()
+	for name, ch := range map[string]chan error{"hot 1 (behind its key)": hot1, "other 0 (in the open aggregate)": other} {
+		if err := <-ch; !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "not sent") {
+			t.Errorf("%s, its caller gone: %v, want ErrPublish: not sent", name, err)
+		}
+	}
+	giveUpInFlight()
+	if err := <-hot0; !errors.Is(err, runtime.ErrPublish) || !strings.Contains(err.Error(), "may have been written") {
+		t.Errorf("hot 0, its caller gone while in flight: %v, want ErrPublish: may have been written", err)
+	}
+	releaseAll()
+	if err := <-hot2; err != nil {
+		t.Fatalf("hot 2: %v", err)
+	}
+	msgs, _ := readMessages(ctx, t, s, stream)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, fmt.Sprint(m.Key, "/", m.N))
+	}
+	if want := []string{"hot/0", "hot/2"}; !slices.Equal(got, want) {
+		t.Errorf("stored %v, want %v: what was in flight, then the key's next message, and nothing its caller gave up before it was sent", got, want)
+	}
+}
+
 // TestSendAll publishes many keys' messages with SendAll, each message
 // under its own key (one with headers, one with a key that is refused
 // before any I/O): each gets its own receipt, naming where it is stored;
