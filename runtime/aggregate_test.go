@@ -1388,6 +1388,12 @@ func TestAggregatedStreamRecreatedKinesalite(t *testing.T) {
 	testAggregatedStreamRecreated(t, api, opts...)
 }
 
+// TestAggregatedStreamRecreatedKinesisMock is the same on kinesis-mock.
+func TestAggregatedStreamRecreatedKinesisMock(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisMockEndpoint(t))
+	testAggregatedStreamRecreated(t, api, opts...)
+}
+
 func testAggregatedStreamRecreated(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
