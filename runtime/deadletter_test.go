@@ -235,8 +235,13 @@ func TestRetryCopyRefusedByConfigurationWaitsInsteadOfGivingUp(t *testing.T) {
 // A corrupt KPL aggregate (its MD5 trailer does not match) goes to the
 // dead-letter stream whole, with a reason that names it, and the shard goes
 // on to the next record.
+// It runs on kinesalite and kinesis-mock too (TestSubscriptionFlowsOn*).
 func TestCorruptAggregateIsDeadLetteredWithItsReason(t *testing.T) {
-	e := newEnv(t)
+	testCorruptAggregateIsDeadLettered(newEnv(t))
+}
+
+func testCorruptAggregateIsDeadLettered(e *env) {
+	t := e.t
 	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
 	e.createStream(orders, 1)
 	e.createStream(dlq, 1)

@@ -52,6 +52,7 @@ func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) 
 		{"Reply", testReplyOutcomePublishesTheReply},
 		{"SplitAndMerge", testSplitAndMerge},
 		{"Aggregated", testAggregatedRecords},
+		{"CorruptAggregateDeadLettered", testCorruptAggregateIsDeadLettered},
 		{"FailedConnectRetried", testFailedConnectCanBeRetried},
 		{"StartAtTimeSeekToSequence", testStartAtTimeAndSeekToSequence},
 		{"KeyOrderThroughTwoHops", testKeyOrderCarriesThroughTwoHops},
