@@ -642,6 +642,54 @@ func testPlainAndAggregatedShareAStream(t *testing.T, api kinesisapi.API, opts .
 	}
 }
 
+// TestAggregatedPublishInsideAHandler: a handler publishes each message it
+// handles on to another stream through an aggregating publisher, naming
+// no key: each goes under the key of the record being handled (the key
+// ladder's fourth rung), on that key's shard, each key in order.
+func TestAggregatedPublishInsideAHandler(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	in, out := createStream(ctx, t, s, 1), createStream(ctx, t, s, 4)
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	next := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: out, Aggregate: true})
+	keys := aggKeys(8)
+	const perKey = 20
+	done := make(chan struct{}, len(keys)*perKey)
+	if _, err := runtime.Subscribe(b, in, func(ctx context.Context, m aggMsg, _ runtime.Delivery) runtime.Outcome {
+		if err := next.Publish(ctx, m); err != nil {
+			t.Errorf("publish %s/%d inside the handler: %v", m.Key, m.N, err)
+		}
+		done <- struct{}{}
+		return runtime.Ack()
+	}, runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	publishKeyed(ctx, t, keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: in})}, keys, 0, perKey)
+	for range len(keys) * perKey {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatal("the handler did not see every message")
+		}
+	}
+	msgs, records := readMessages(ctx, t, s, out)
+	want := map[string]int{}
+	for _, k := range keys {
+		want[k] = perKey
+	}
+	if n := checkKeyed(t, msgs, want); n != 0 {
+		t.Errorf("%d messages on a shard their key does not hash to", n)
+	}
+	if records >= len(msgs) {
+		t.Errorf("%d records for %d messages: not aggregated", records, len(msgs))
+	}
+}
+
 // TestAggregatedPublishUnderThrottling: two of every three puts of an
 // aggregate are refused as throttled; every message is stored once, on its
 // key's shard, each key in order, also a hot key whose aggregates queue
