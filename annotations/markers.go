@@ -53,7 +53,7 @@ type Message struct {
 	// shard, under its own key, in its key's order. Publishing code does not
 	// change; runtime.WithAggregation on a publisher sets the size and
 	// linger bounds (or turns aggregation on for a publisher of a type
-	// without this flag).
+	// without this flag), runtime.WithoutAggregation turns it off for one.
 	Aggregate bool `marker:"aggregate,flag"`
 
 	// Shared says that other message types are published to this stream

@@ -98,6 +98,15 @@ func WithAggregation(a Aggregation) PublishOption {
 	return func(s *publishSettings) { s.aggregate = &a }
 }
 
+// WithoutAggregation makes the publisher put each message in a Kinesis
+// record of its own, though its type's marker says aggregate: for a path
+// where one round trip per publish matters more than the records and PUT
+// payload units aggregates save. Of WithAggregation and
+// WithoutAggregation the last given wins.
+func WithoutAggregation() PublishOption {
+	return func(s *publishSettings) { s.aggregate = nil }
+}
+
 // aggKey names one aggregator of a connection: a stream and its settings.
 type aggKey struct {
 	stream string

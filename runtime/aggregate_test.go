@@ -1569,3 +1569,56 @@ func TestAggregatedInFlightWait(t *testing.T) {
 		})
 	}
 }
+
+// TestWithoutAggregation: a publisher of a type marked aggregate
+// (PublisherSpec.Aggregate, as generated) given WithoutAggregation puts
+// each message in a record of its own; of WithAggregation and
+// WithoutAggregation the last given wins.
+func TestWithoutAggregation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kinesistest.New()
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	keys := aggKeys(8)
+	const perKey = 10
+	for _, tc := range []struct {
+		name       string
+		opts       []runtime.PublishOption
+		aggregated bool
+	}{
+		{"marker", nil, true},
+		{"without", []runtime.PublishOption{runtime.WithoutAggregation()}, false},
+		{"without then with", []runtime.PublishOption{runtime.WithoutAggregation(), runtime.WithAggregation(runtime.Aggregation{})}, true},
+		{"with then without", []runtime.PublishOption{runtime.WithAggregation(runtime.Aggregation{}), runtime.WithoutAggregation()}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := createStream(ctx, t, s, 2)
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true}, tc.opts...)
+			// Every key's messages at once, so that an aggregating
+			// publisher has company for each aggregate.
+			publishKeyed(ctx, t, keyedPublisher{p}, keys, 0, perKey)
+			msgs, records := readMessages(ctx, t, s, stream)
+			want := map[string]int{}
+			for _, k := range keys {
+				want[k] = perKey
+			}
+			checkKeyed(t, msgs, want)
+			aggregated := 0
+			for _, m := range msgs {
+				if m.aggregated {
+					aggregated++
+				}
+			}
+			switch {
+			case tc.aggregated && (aggregated != len(msgs) || records >= len(msgs)):
+				t.Errorf("%d records for %d messages, %d in aggregates: want every message in an aggregate", records, len(msgs), aggregated)
+			case !tc.aggregated && (aggregated != 0 || records != len(msgs)):
+				t.Errorf("%d records for %d messages, %d in aggregates: want a record per message", records, len(msgs), aggregated)
+			}
+		})
+	}
+}

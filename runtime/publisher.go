@@ -114,7 +114,7 @@ type PublisherSpec struct {
 	PartitionKey string // rung 3 of the key ladder, when no option overrides it
 	// Aggregate packs the messages into KPL-aggregated records with the
 	// default Aggregation (the aggregate key of //kinesis:message);
-	// WithAggregation sets other bounds.
+	// WithAggregation sets other bounds, WithoutAggregation turns it off.
 	Aggregate bool
 }
 
