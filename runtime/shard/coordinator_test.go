@@ -368,7 +368,11 @@ func testHandoffWhileConsuming(t *testing.T, e *env) {
 // it: the owner's pin of its opening (a time, in the lease since it opened)
 // makes the asker, which would open at its own Latest, read them all.
 func TestHandoffBeforeFirstRecordLosesNothing(t *testing.T) {
-	e, _ := memEnv(t, 2)
+	eachLiveness(t, testHandoffBeforeFirstRecord)
+}
+
+func testHandoffBeforeFirstRecord(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 2, l)
 	cols := newCollectors(2)
 	probe := &releaseProbeStore{Store: e.store, put: func() []string { return putProbes(t, e) }, fired: make(chan struct{})}
 	cfgA := e.config("a", cols[0].sink)
@@ -431,7 +435,11 @@ func (s *releaseProbeStore) Release(ctx context.Context, l lease.Lease) (lease.L
 // A lease taken by another owner through the store fences the reader: it
 // stops at once and delivers nothing more from that shard.
 func TestLostLeaseStopsReader(t *testing.T) {
-	e, _ := memEnv(t, 2)
+	eachLiveness(t, testLostLeaseStopsReader)
+}
+
+func testLostLeaseStopsReader(t *testing.T, mode shard.Liveness) {
+	e, _ := memEnvIn(t, 2, mode)
 	col := newCollector()
 	cfg := e.config("a", col.sink)
 	cfg.Failover = time.Hour // the intruder's lease never looks expired to a
@@ -1027,7 +1035,11 @@ func (s *recordingStore) RequestHandoff(ctx context.Context, l lease.Lease, to s
 // release: a record that arrived while its reader slept is read by the next
 // owner, although that one starts at Latest too.
 func TestReleaseBeforeFirstRecordKeepsThePlace(t *testing.T) {
-	e, _ := memEnv(t, 1)
+	eachLiveness(t, testReleaseBeforeFirstRecordKeepsThePlace)
+}
+
+func testReleaseBeforeFirstRecordKeepsThePlace(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 1, l)
 	colA := newCollector()
 	cfgA := e.config("a", colA.sink)
 	read := &firstReadClient{API: e.client, done: make(chan struct{})} // no wake-up hook: A sleeps its poll

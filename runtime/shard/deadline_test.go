@@ -182,9 +182,11 @@ func stopWithin(t *testing.T, c *shard.Coordinator, d time.Duration) {
 // renewal, taking and shard sync for good, and Stop waited on the pass
 // stuck in it for ever.)
 func TestLeaseStoreBlackHole(t *testing.T) {
-	e, _ := memEnv(t, 2)
-	hole := &holeStore{Store: e.store}
-	testLeaseStoreBlackHole(t, e, hole, func(open bool) { hole.open.Store(open) }, hole.held.Load)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 2, l)
+		hole := &holeStore{Store: e.store}
+		testLeaseStoreBlackHole(t, e, hole, func(open bool) { hole.open.Store(open) }, hole.held.Load)
+	})
 }
 
 // testLeaseStoreBlackHole runs the test above on e, whose coordinator uses
@@ -234,7 +236,11 @@ func testLeaseStoreBlackHole(t *testing.T, e *env, store lease.Store, setHole fu
 // calls hang. (Before the fix ListShards had no deadline: the pass stuck in
 // it took nothing and Stop waited on it for ever.)
 func TestKinesisBlackHoleDuringPass(t *testing.T) {
-	e, _ := memEnv(t, 2)
+	eachLiveness(t, testKinesisBlackHoleDuringPass)
+}
+
+func testKinesisBlackHoleDuringPass(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 2, l)
 	ids := e.shards()
 	deadOwner(t, e, ids[1])
 	hole := &holeClient{API: e.client}

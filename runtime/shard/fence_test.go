@@ -17,16 +17,18 @@ import (
 // duplicate. (Before the fix the cut-off owner read on for ever beside the
 // new owner: every new record was delivered twice.)
 func TestCutOffOwnerFencesItself(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		fail bool
-	}{{"throttled", true}, {"black-hole", false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			e, _ := memEnv(t, 2)
-			hole := &holeStore{Store: e.store, fail: mode.fail}
-			testCutOffOwnerFencesItself(t, e, hole, func(open bool) { hole.open.Store(open) }, hole.writes.Load)
-		})
-	}
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		for _, mode := range []struct {
+			name string
+			fail bool
+		}{{"throttled", true}, {"black-hole", false}} {
+			t.Run(mode.name, func(t *testing.T) {
+				e, _ := memEnvIn(t, 2, l)
+				hole := &holeStore{Store: e.store, fail: mode.fail}
+				testCutOffOwnerFencesItself(t, e, hole, func(open bool) { hole.open.Store(open) }, hole.writes.Load)
+			})
+		}
+	})
 }
 
 // testCutOffOwnerFencesItself runs the test above on e; storeA is the

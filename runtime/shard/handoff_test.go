@@ -53,13 +53,15 @@ func (s *askSignalStore) RequestHandoff(ctx context.Context, l lease.Lease, to s
 // failed release left the lease marked as being handed over and renewed
 // for ever, with no reader: nobody read the shard again.)
 func TestHandoffWithFailedReleaseDoesNotStrand(t *testing.T) {
-	t.Run("release-retried", func(t *testing.T) {
-		e, _ := memEnv(t, 2)
-		testHandoffReleaseRetried(t, e)
-	})
-	t.Run("asker-gone", func(t *testing.T) {
-		e, _ := memEnv(t, 2)
-		testHandoffAskerGone(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		t.Run("release-retried", func(t *testing.T) {
+			e, _ := memEnvIn(t, 2, l)
+			testHandoffReleaseRetried(t, e)
+		})
+		t.Run("asker-gone", func(t *testing.T) {
+			e, _ := memEnvIn(t, 2, l)
+			testHandoffAskerGone(t, e)
+		})
 	})
 }
 
@@ -275,7 +277,11 @@ func (s *seqCheckpointFailStore) Checkpoint(ctx context.Context, l lease.Lease, 
 // the owner released the lease after the one failed write: the asker read
 // again everything handled since the last checkpoint.)
 func TestHandoffRetriesItsFinalCheckpoint(t *testing.T) {
-	e, _ := memEnv(t, 2)
+	eachLiveness(t, testHandoffRetriesItsFinalCheckpoint)
+}
+
+func testHandoffRetriesItsFinalCheckpoint(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 2, l)
 	cols := newCollectors(2)
 	fail := &seqCheckpointFailStore{Store: e.store}
 	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)

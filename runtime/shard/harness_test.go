@@ -37,6 +37,9 @@ type env struct {
 	// coordClient, when set, is the coordinators' client (config), apart
 	// from client, which the test publishes and reshards with.
 	coordClient kinesisapi.API
+	// liveness is config's Liveness (LivenessAuto unless a test runs in
+	// each mode: eachLiveness).
+	liveness shard.Liveness
 }
 
 var streamSeq atomic.Int64
@@ -135,6 +138,7 @@ func (e *env) config(owner string, sink shard.Sink) shard.Config {
 		Checkpoint:  20 * time.Millisecond,
 		Logger:      testLogger(),
 		ConsumerARN: e.consumerARN,
+		Liveness:    e.liveness,
 	}
 }
 

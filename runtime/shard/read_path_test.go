@@ -193,8 +193,10 @@ func testKPLSubRecordsOutsideTheShard(t *testing.T, e *env) {
 // released lease keeps a position at or before the first unsettled record,
 // so the next owner, although it starts at Latest too, reads them again.
 func TestStopWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
-	e, _ := memEnv(t, 1)
-	testStopWithUnsettledAtLatest(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 1, l)
+		testStopWithUnsettledAtLatest(t, e)
+	})
 }
 
 func testStopWithUnsettledAtLatest(t *testing.T, e *env) {
@@ -222,8 +224,10 @@ func testStopWithUnsettledAtLatest(t *testing.T, e *env) {
 // whose delivered records do not settle within the handoff time releases it
 // with a position at or before them; the asker reads them.
 func TestHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
-	e, _ := memEnv(t, 2)
-	testHandoffWithUnsettledAtLatest(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 2, l)
+		testHandoffWithUnsettledAtLatest(t, e)
+	})
 }
 
 func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
@@ -272,8 +276,10 @@ func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
 // reopens where it first opened, not at a new Latest: the records written
 // meanwhile are read.
 func TestExpiredIteratorBeforeFirstRecordAtLatestLosesNothing(t *testing.T) {
-	e, _ := memEnv(t, 1)
-	testExpiredIteratorBeforeFirstRecord(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 1, l)
+		testExpiredIteratorBeforeFirstRecord(t, e)
+	})
 }
 
 func testExpiredIteratorBeforeFirstRecord(t *testing.T, e *env) {
@@ -295,8 +301,10 @@ func testExpiredIteratorBeforeFirstRecord(t *testing.T, e *env) {
 // Issue 9, scenario 2, then a stop: GetRecords fail from the first read on,
 // records are written, the owner stops; the next owner reads them.
 func TestStopBeforeFirstRecordAtLatestLosesNothing(t *testing.T) {
-	e, _ := memEnv(t, 1)
-	testStopBeforeFirstRecord(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 1, l)
+		testStopBeforeFirstRecord(t, e)
+	})
 }
 
 func testStopBeforeFirstRecord(t *testing.T, e *env) {
@@ -349,12 +357,14 @@ func (c *faultyReads) GetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 // With no record on the parent after the pin, the parent is read to its
 // end all the same (kinesalite never answers AT_TIMESTAMP there).
 func TestPinnedShardSplitWhileReleasedIsReadToItsEnd(t *testing.T) {
-	for _, n := range []int{3, 0} {
-		t.Run(fmt.Sprintf("%d on the parent", n), func(t *testing.T) {
-			e, _ := memEnv(t, 1)
-			testPinnedShardSplitWhileReleased(t, e, n)
-		})
-	}
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		for _, n := range []int{3, 0} {
+			t.Run(fmt.Sprintf("%d on the parent", n), func(t *testing.T) {
+				e, _ := memEnvIn(t, 1, l)
+				testPinnedShardSplitWhileReleased(t, e, n)
+			})
+		}
+	})
 }
 
 func testPinnedShardSplitWhileReleased(t *testing.T, e *env, onParent int) {
@@ -381,7 +391,11 @@ func testPinnedShardSplitWhileReleased(t *testing.T, e *env, onParent int) {
 // opens the shard next from the lease's pin, which the listing that found
 // the shard wrote, never from a later Latest.
 func TestFirstOpeningThatNeverHappensLosesNothing(t *testing.T) {
-	e, _ := memEnv(t, 1)
+	eachLiveness(t, testFirstOpeningThatNeverHappens)
+}
+
+func testFirstOpeningThatNeverHappens(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 1, l)
 	colA := newCollector()
 	cfg := e.config("a", colA.sink)
 	cfg.Client = slowIterators{API: e.client, d: 2 * cfg.Failover}
