@@ -168,12 +168,53 @@ func (s *heldLeases) Release(ctx context.Context, l lease.Lease) (lease.Lease, e
 	return s.Store.Release(ctx, l)
 }
 
+// heldMembers is heldLeases that keeps members and holds their calls too:
+// with liveness per instance a pass at rest calls nothing else.
+type heldMembers struct {
+	*heldLeases
+	m lease.MemberStore
+}
+
+func (s heldMembers) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if err := s.hold(ctx); err != nil {
+		return err
+	}
+	return s.m.Heartbeat(ctx, ns, m)
+}
+
+func (s heldMembers) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if err := s.hold(ctx); err != nil {
+		return nil, err
+	}
+	return s.m.Members(ctx, ns)
+}
+
+func (s heldMembers) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	if err := s.hold(ctx); err != nil {
+		return err
+	}
+	return s.m.Leave(ctx, ns, owner, beat)
+}
+
 // Shutdown returns in bounded time while the lease store holds every call
 // (issue 9, scenario 10: a SIGTERM used to hang on the lock a pass stuck in
-// such a call held).
+// such a call held), in either liveness mode: per lease (a store that
+// keeps no members) the held calls are renewals and listings, per instance
+// heartbeats and member reads.
 func TestShutdownWhileLeaseStoreHoldsCalls(t *testing.T) {
-	store := &heldLeases{Store: lease.NewMemory()}
-	b, srv := kinesistest.NewBrokerServer(runtime.WithLeaseStore(store), runtime.WithShutdownTimeout(time.Second),
+	t.Run("per-lease", func(t *testing.T) {
+		held := &heldLeases{Store: lease.NewMemory()}
+		testShutdownWhileLeaseStoreHolds(t, held, held)
+	})
+	t.Run("per-instance", func(t *testing.T) {
+		mem := lease.NewMemory()
+		held := &heldLeases{Store: mem}
+		testShutdownWhileLeaseStoreHolds(t, heldMembers{heldLeases: held, m: mem}, held)
+	})
+}
+
+func testShutdownWhileLeaseStoreHolds(t *testing.T, leases lease.Store, store *heldLeases) {
+	b, srv := kinesistest.NewBrokerServer(runtime.WithLeaseStore(leases), runtime.WithShutdownTimeout(time.Second),
 		runtime.WithFailoverTime(time.Second), runtime.WithLeaseRenewInterval(100*time.Millisecond), runtime.WithShardSyncInterval(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

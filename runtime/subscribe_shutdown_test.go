@@ -13,6 +13,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // heldDescribe holds DescribeStreamSummary of one stream until release is
@@ -49,15 +50,49 @@ func (e *env) leaseWrites(stream string) (leases int, counters int64) {
 	return leases, counters
 }
 
+// livenessModes are the broker options of each way an instance shows it
+// is alive: a member entry per instance (the default with a
+// lease.MemberStore) and each lease renewed (WithPerLeaseRenewal, what the
+// KCL layout needs). What outlives Shutdown shows in each mode's own writes.
+var livenessModes = []struct {
+	name string
+	opts []runtime.Option
+}{
+	{"per-instance", nil},
+	{"per-lease", []runtime.Option{runtime.WithPerLeaseRenewal()}},
+}
+
+// members returns the member entries of stream's lease namespace (none
+// when the store keeps no members).
+func (e *env) members(stream string) []lease.Member {
+	e.t.Helper()
+	m, ok := lease.MembersOf(e.store)
+	if !ok {
+		return nil
+	}
+	ms, err := m.Members(e.ctx, runtime.DefaultApplication+"/"+stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ms
+}
+
 // Issue 9, scenario 8: once Shutdown has begun, Subscribe answers
-// ErrNotConnected, and nothing it started (a coordinator renewing leases)
-// outlives Shutdown.
+// ErrNotConnected, and nothing it started (a coordinator renewing leases,
+// or heartbeating its member entry) outlives Shutdown, in either liveness
+// mode.
 func TestSubscribeDuringShutdownIsRefused(t *testing.T) {
+	for _, mode := range livenessModes {
+		t.Run(mode.name, func(t *testing.T) { testSubscribeDuringShutdown(t, mode.opts) })
+	}
+}
+
+func testSubscribeDuringShutdown(t *testing.T, opts []runtime.Option) {
 	e := newEnv(t)
 	orders, audit := e.stream("orders"), e.stream("audit")
 	e.createStream(orders, 1)
 	e.createStream(audit, 1)
-	b := e.broker()
+	b := e.broker(opts...)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		entered <- struct{}{}
@@ -87,22 +122,41 @@ func TestSubscribeDuringShutdownIsRefused(t *testing.T) {
 	if !errors.Is(err, runtime.ErrNotConnected) {
 		t.Fatalf("Subscribe during Shutdown = %v, want ErrNotConnected", err)
 	}
+	_, ordersWrites := e.leaseWrites(orders)
 	time.Sleep(300 * time.Millisecond) // three renewal intervals
+	// The subscription made before Shutdown stopped with it: its lease is
+	// no longer written, its member entry is gone.
+	if _, n := e.leaseWrites(orders); n != ordersWrites {
+		t.Fatalf("%d writes of %s's leases after Shutdown returned", n-ordersWrites, orders)
+	}
+	if ms := e.members(orders); len(ms) != 0 {
+		t.Fatalf("member entries %+v of %s after Shutdown returned", ms, orders)
+	}
 	if n, _ := e.leaseWrites(audit); n != 0 {
 		t.Fatalf("%d leases of %s taken by a Subscribe made during Shutdown", n, audit)
+	}
+	if ms := e.members(audit); len(ms) != 0 {
+		t.Fatalf("member entries %+v of %s written by a Subscribe made during Shutdown", ms, audit)
 	}
 }
 
 // A Subscribe still starting when Shutdown begins is stopped before
-// Shutdown returns: after it, the lease store sees nothing of it.
+// Shutdown returns: after it, the lease store sees nothing of it (no lease,
+// no lease write, no member entry), in either liveness mode.
 func TestShutdownStopsASubscribeStillStarting(t *testing.T) {
+	for _, mode := range livenessModes {
+		t.Run(mode.name, func(t *testing.T) { testShutdownStopsASubscribeStillStarting(t, mode.opts) })
+	}
+}
+
+func testShutdownStopsASubscribeStillStarting(t *testing.T, opts []runtime.Option) {
 	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
 	held := &heldDescribe{API: srv, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	e := newEnvWith(t, held)
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 	held.stream = orders // from now on
-	b := e.broker()
+	b := e.broker(opts...)
 	e.connect(b)
 	h, _ := collect()
 	subscribed := make(chan error, 1)
@@ -132,6 +186,9 @@ func TestShutdownStopsASubscribeStillStarting(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if m, after := e.leaseWrites(orders); m != n || after != before {
 		t.Fatalf("after Shutdown returned, the lease store saw %d more leases and %d more writes of %s", m-n, after-before, orders)
+	}
+	if ms := e.members(orders); len(ms) != 0 {
+		t.Fatalf("member entries %+v of %s after Shutdown returned", ms, orders)
 	}
 	if line := e.logs.line("subscribed"); strings.Contains(line, orders) {
 		t.Fatalf("the subscription started after Shutdown: %s", line)
