@@ -122,7 +122,8 @@ type counters struct {
 }
 
 // membersBytes is the DynamoDB size of the members item: its key and map,
-// and each entry (the owner's name, a map of beat, held and asks), a map
+// and each entry (the owner's name, a map of beat, held, asks and
+// starting), a map
 // counted as 3 bytes plus 1 per element, as DynamoDB sizes them.
 func (c *counters) membersBytes(ns string) int {
 	c.mu.Lock()
@@ -150,6 +151,9 @@ func (c *counters) setMember(m lease.Member, gone bool) {
 		for _, a := range m.Asks {
 			e += len(a)
 		}
+	}
+	if m.Starting {
+		e += len("starting") + 1
 	}
 	c.members[m.Owner] = e
 }

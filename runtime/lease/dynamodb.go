@@ -812,12 +812,13 @@ func fromItem(item map[string]types.AttributeValue) (Lease, string, error) {
 }
 
 // Attributes of a namespace's members item (MembersKey): one map entry per
-// instance, {beat, held, asks}.
+// instance, {beat, held, asks, starting}.
 const (
-	attrMembers = "members"
-	attrBeat    = "beat"
-	attrHeld    = "held"
-	attrAsks    = "asks"
+	attrMembers  = "members"
+	attrBeat     = "beat"
+	attrHeld     = "held"
+	attrAsks     = "asks"
+	attrStarting = "starting"
 )
 
 var _ MemberStore = (*DynamoDB)(nil)
@@ -857,6 +858,9 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, namespace string, m Member) er
 	entry := map[string]types.AttributeValue{attrBeat: num(m.Beat), attrHeld: num(int64(m.Held))}
 	if asks := normSet(m.Asks); len(asks) > 0 {
 		entry[attrAsks] = &types.AttributeValueMemberSS{Value: asks}
+	}
+	if m.Starting {
+		entry[attrStarting] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 &d.table,
@@ -932,6 +936,9 @@ func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, err
 		}
 		if ss, ok := e.Value[attrAsks].(*types.AttributeValueMemberSS); ok {
 			mb.Asks = normSet(ss.Value)
+		}
+		if b, ok := e.Value[attrStarting].(*types.AttributeValueMemberBOOL); ok {
+			mb.Starting = b.Value
 		}
 		ms = append(ms, mb)
 	}

@@ -24,6 +24,11 @@ type Member struct {
 	// to hand over and not yet taken: an owner reads the members every pass
 	// and so learns of requests for leases it does not write at rest.
 	Asks []string
+	// Starting says the owner is in its first lease pass. A fleet's start
+	// gives the leases to create to the starting members only: any other
+	// entry may be a dead instance's, which looks alive until its beat has
+	// stood still for the failover time.
+	Starting bool
 }
 
 // MemberStore is a Store that also keeps instance liveness: one entry per

@@ -262,6 +262,10 @@ type Coordinator struct {
 	// next pass lists, and creates those still missing.
 	awaiting map[string]lease.Lease
 	beat     atomic.Int64 // the member entry's beat
+	// starting: the first pass has not ended, and the member entry says
+	// so (lease.Member.Starting): a fleet's start gives leases to create
+	// only to the members that are starting (startOwners).
+	starting atomic.Bool
 	// beatUntil is the fence of the last successful heartbeat: its send
 	// time plus fenceAfter, in nanoseconds since epoch (LivenessPerInstance).
 	beatUntil atomic.Int64
@@ -382,6 +386,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// within Start's ctx. A failure shows in the first pass's listing.
 		_ = c.ensure.EnsureTable(ctx)
 	}
+	c.starting.Store(true)
 	if c.members != nil {
 		// Beating already: the leases the first pass takes are fenced at
 		// the failover time after the last heartbeat, and opening many
@@ -390,7 +395,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.beating.Add(1)
 		go c.heartLoop()
 	}
-	if err := c.firstPass(ctx); err != nil {
+	err := c.firstPass(ctx)
+	c.starting.Store(false) // said by the next heartbeat
+	if err != nil {
 		c.abort()
 		return err
 	}

@@ -115,18 +115,20 @@ func TestFleetStartCreatesEachLeaseOnce(t *testing.T) {
 	}
 }
 
-// A lease that the start gives an instance which never creates it (its
-// members entry was written by an instance that died just before: it
-// looks alive to the others until the failover time) is created a pass
-// later by an instance that finds it missing, and read once that member
-// counts as dead: no shard is left without a lease, nor unread.
+// A lease that the start gives an instance which never creates it (it
+// started beside the others, its entry saying so, and died before it
+// created its leases: it looks alive to the others until the failover
+// time) is created a pass later by an instance that finds it missing, and
+// read once that member counts as dead: no shard is left without a lease,
+// nor unread.
 func TestFleetStartCreatesTheLeasesOfADeadMember(t *testing.T) {
 	e, _ := memEnv(t, 12)
 	ids := e.shards()
 	mem := e.store.(*lease.Memory)
 	store := &createCounter{Memory: mem}
 	ns := "test/" + e.stream
-	if err := mem.Heartbeat(e.ctx(time.Second), ns, lease.Member{Owner: "z-dead", Beat: 1}); err != nil {
+	// z-dead started just before, and died in its first pass.
+	if err := mem.Heartbeat(e.ctx(time.Second), ns, lease.Member{Owner: "z-dead", Beat: 1, Starting: true}); err != nil {
 		t.Fatal(err)
 	}
 	var cfgs []shard.Config
@@ -155,5 +157,51 @@ func TestFleetStartCreatesTheLeasesOfADeadMember(t *testing.T) {
 		if l := e.lease(id); l.Owner != "a" && l.Owner != "b" {
 			t.Errorf("%s: lease held by %q", id, l.Owner)
 		}
+	}
+}
+
+// A member entry left by a dead instance (its beat stands still; it does
+// not say it is starting) gets no share of a fleet's start: the instances
+// starting together create and take every lease between them in their
+// first pass, each lease once, and read every shard when Start returns. (Before, the start gave the dead
+// entry a share as if it were alive, since it looks alive until the
+// failover time: 4 of the 12 leases here were created a pass later and
+// read only once it counted as dead.)
+func TestFleetStartGivesADeadMemberNoCreates(t *testing.T) {
+	e, _ := memEnv(t, 12)
+	ids := e.shards()
+	mem := e.store.(*lease.Memory)
+	store := &createCounter{Memory: mem}
+	ns := "test/" + e.stream
+	if err := mem.Heartbeat(e.ctx(time.Second), ns, lease.Member{Owner: "z-dead", Beat: 7}); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []shard.Config
+	for _, o := range []string{"a", "b"} {
+		cfg := e.config(o, newCollector().sink)
+		cfg.Leases = store
+		cfg.Liveness, cfg.Balance = shard.LivenessPerInstance, shard.BalanceBulk
+		cfg.Renew, cfg.Failover = time.Second, 3*time.Second // a start settle of 100 ms
+		cfgs = append(cfgs, cfg)
+	}
+	cs := startTogether(t, e, cfgs)
+	started := time.Now()
+	for i, c := range cs {
+		if n := len(c.Reading()); n != 6 {
+			t.Errorf("%s reads %d shards when Start returns, want 6", cfgs[i].Owner, n)
+		}
+	}
+	if n, r := store.created.Load(), store.refused.Load(); n != 12 || r != 0 {
+		t.Errorf("%d leases created and %d creates refused at the start, want 12 and 0: none left to the dead member", n, r)
+	}
+	eventually(t, 10*time.Second, "a and b read every shard", func() bool {
+		all := append(cs[0].Reading(), cs[1].Reading()...)
+		slices.Sort(all)
+		return slices.Equal(all, ids)
+	})
+	if took := time.Since(started); took > cfgs[0].Renew {
+		t.Errorf("every shard read %v after Start returned, want at once (the dead member counts as dead only after the failover time %v)", took.Round(time.Millisecond), cfgs[0].Failover)
+	} else {
+		t.Logf("every shard read %v after Start returned", took.Round(time.Millisecond))
 	}
 }

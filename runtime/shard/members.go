@@ -117,7 +117,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	sent := time.Now()
-	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Add(1), Held: len(held), Asks: asks})
+	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Add(1), Held: len(held), Asks: asks, Starting: c.starting.Load()})
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
 	}

@@ -15,9 +15,10 @@ import (
 // 19,000 conditional writes, each billed a write unit, for 1,000 leases.
 // Now a first pass that finds every lease free (startSettles) creates none
 // before its start settle; then, the members of the instances starting
-// with it known, it creates only the missing leases the start gives it
-// (startAssign): the ones its plan takes, so each lease is created and
-// taken by one instance, in the same pass. The others it leaves to the
+// with it known (the members whose entry says they are starting, or
+// that hold a lease since: startOwners), it creates only the missing leases the start
+// gives it (startAssign): the ones its plan takes, so each lease is
+// created and taken by one instance, in the same pass. The others it leaves to the
 // instances the start gives them to, and plans as if they held them
 // (reserved). A lease still missing at this owner's next pass (its
 // creator died or is slow, or their views of the members differed) is
@@ -34,7 +35,7 @@ import (
 // with are stale: it reads them again and assigns again, at most twice.
 func (c *Coordinator) startCreates(ctx context.Context, lin *Lineage, missing []lease.Lease, view *memberView, leases *[]lease.Lease, byShard map[string]lease.Lease, pinnedHere map[string]bool) (map[string]string, error) {
 	for round := 0; ; round++ {
-		assign, active := startAssign(lin, byShard, missing, view.liveOwners())
+		assign, active := startAssign(lin, byShard, missing, startOwners(c.cfg.Owner, *view, byShard))
 		began := time.Now()
 		created := 0
 		for _, nl := range missing {
@@ -84,6 +85,36 @@ func (c *Coordinator) startCreates(ctx context.Context, lin *Lineage, missing []
 			byShard[l.ShardID] = l
 		}
 	}
+}
+
+// startOwners returns the owners a fleet's start gives leases to (sorted):
+// me and the live members of view that are starting too, by their entry
+// (lease.Member.Starting: in their first pass) or by the listing (byShard:
+// they hold an active lease, which, at a fleet's start, they took since
+// this owner's first listing, which showed every lease free). Every
+// instance starting beside this one says so from its first heartbeat,
+// written before its start settle, until its first pass is over, and
+// holds its share from then on. Any other entry may be a dead instance's:
+// readMembers counts an entry alive until its beat has stood still for
+// the failover time, and the leases given to a dead one would be created
+// a pass later and read only once it counts as dead. A live instance that
+// is not starting and holds nothing gets its share by asking, as a joiner
+// does.
+func startOwners(me string, view memberView, byShard map[string]lease.Lease) []string {
+	holding := map[string]bool{}
+	for _, l := range byShard {
+		if l.Owner != "" && l.Checkpoint != lease.CheckpointShardEnd {
+			holding[l.Owner] = true
+		}
+	}
+	out := []string{me}
+	for o, m := range view.all {
+		if o != me && view.live[o] && (m.Starting || holding[o]) {
+			out = append(out, o)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // startAssign gives each shard of lin with a lease (in byShard) or one to

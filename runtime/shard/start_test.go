@@ -102,3 +102,26 @@ func reserveOf(assign map[string]string, active []string) map[string]string {
 	}
 	return out
 }
+
+// The start gives leases only to this owner and the live members that are
+// starting too: whose entry says so, or that took a lease since. An entry
+// that says neither (a dead instance's looks alive to readMembers until
+// the failover time) gets none, nor does a member judged dead.
+func TestStartOwnersAreTheStartingMembers(t *testing.T) {
+	v := memberView{all: map[string]lease.Member{}, live: map[string]bool{}}
+	for _, m := range []struct {
+		owner          string
+		starting, live bool
+	}{{"me", true, true}, {"b", true, true}, {"a", true, true}, {"c", false, true}, {"still", false, true}, {"gone", true, false}} {
+		v.all[m.owner] = lease.Member{Owner: m.owner, Beat: 1, Starting: m.starting}
+		v.live[m.owner] = m.live
+	}
+	byShard := map[string]lease.Lease{
+		"s1": {ShardID: "s1", Owner: "c"},                                           // c's first pass is over: it took s1
+		"s2": {ShardID: "s2", Owner: "still", Checkpoint: lease.CheckpointShardEnd}, // finished, read by nobody
+		"s3": {ShardID: "s3"},
+	}
+	if got, want := startOwners("me", v, byShard), []string{"a", "b", "c", "me"}; !slices.Equal(got, want) {
+		t.Fatalf("startOwners = %v, want %v", got, want)
+	}
+}

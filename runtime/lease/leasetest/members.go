@@ -65,10 +65,10 @@ func testHeartbeatsScoped(ctx context.Context, t *testing.T, s lease.MemberStore
 	base := ns(t, "")
 	a, b := base+"app/orders", base+"app/orders-v2"
 	beat(ctx, t, s, a, lease.Member{Owner: "worker-b", Beat: 7, Held: 3})
-	beat(ctx, t, s, a, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-9", "shard-1", "shard-9"}})
+	beat(ctx, t, s, a, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-9", "shard-1", "shard-9"}, Starting: true})
 	beat(ctx, t, s, b, lease.Member{Owner: "worker-c", Beat: 5})
 	want := []lease.Member{
-		{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1", "shard-9"}},
+		{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1", "shard-9"}, Starting: true},
 		{Owner: "worker-b", Beat: 7, Held: 3},
 	}
 	if diff := cmp.Diff(want, mustMembers(ctx, t, s, a), cmpopts.EquateEmpty()); diff != "" {
@@ -81,7 +81,7 @@ func testHeartbeatsScoped(ctx context.Context, t *testing.T, s lease.MemberStore
 
 func testHeartbeatReplaces(ctx context.Context, t *testing.T, s lease.MemberStore) {
 	n := ns(t, "stream")
-	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1"}})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1"}, Starting: true})
 	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 2, Held: 3})
 	want := []lease.Member{{Owner: "worker-a", Beat: 2, Held: 3}}
 	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
