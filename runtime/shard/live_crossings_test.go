@@ -74,3 +74,10 @@ func TestLiveShardEndCheckpointFailing(t *testing.T) {
 	t.Run("lands-after-3", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), 3) })
 	t.Run("never-lands", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), -1) })
 }
+
+// A fleet's start beside a dead instance's member entry, with the leases
+// and the members item on dynalite.
+func TestLiveFleetStartGivesADeadMemberNoCreates(t *testing.T) {
+	e := liveDynamoEnv(t, 12)
+	testFleetStartDeadMember(t, e, e.store, nil)
+}
