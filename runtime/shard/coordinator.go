@@ -624,15 +624,19 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 	// 4. Stop the loops, then write final checkpoints and release every
 	// lease held now (the keeper may have taken one while we waited). The
-	// heartbeats go on until that is done: final writes retried for longer
-	// than the fence time would otherwise be cut off by this owner's own
-	// fence, leaving its leases neither checkpointed nor released.
+	// heartbeats go on until that is done, and so do the renewals of an
+	// owner that renews each lease (they are its heartbeats): final writes
+	// retried for longer than the fence time would otherwise be cut off
+	// by this owner's own fence, leaving its leases neither checkpointed
+	// nor released.
 	c.cancel()
 	c.loops.Wait()
 	list = c.snapshot()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
+	stopRenewing := c.renewDuring(wctx)
 	errs = append(errs, c.writeFinal(wctx, list)...)
+	stopRenewing()
 	c.beatCancel()
 	c.beating.Wait()
 	if c.members != nil {
@@ -837,7 +841,7 @@ func (c *Coordinator) keepLoop() {
 			return
 		case <-renew.C:
 			if c.isCompat() {
-				c.renewAll(c.ctx)
+				c.renewAll(c.ctx, true)
 			}
 			c.followHandoffs(c.ctx)
 		case <-cp.C:
@@ -873,7 +877,39 @@ func (c *Coordinator) snapshot() []*owned {
 	return out
 }
 
-func (c *Coordinator) renewAll(ctx context.Context) {
+// renewDuring renews the held leases every Renew until ctx ends or the
+// returned stop is called, when this owner renews every lease it holds
+// (isCompat): Stop's final writes, run after keepLoop ended, would
+// otherwise leave the leases unrenewed and fence them after the fence time.
+// It answers no handoff request: the leases are being released anyway.
+func (c *Coordinator) renewDuring(ctx context.Context) (stop func()) {
+	if !c.isCompat() {
+		return func() {}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(c.cfg.Renew)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				c.renewAll(rctx, false)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// renewAll renews every held lease not written within Renew/2; answer makes
+// it start the handoffs its writes find asked for.
+func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
 	for _, o := range c.snapshot() {
 		o.mu.Lock()
 		// Skipping is safe while the longest gap between writes (1.5 × Renew)
@@ -893,6 +929,8 @@ func (c *Coordinator) renewAll(ctx context.Context) {
 			// only after Failover without a renewal.
 			c.log.Warn("lease renewal failed", "shard", o.shard, "err", err)
 		}
-		c.answerHandoff(o)
+		if answer {
+			c.answerHandoff(o)
+		}
 	}
 }

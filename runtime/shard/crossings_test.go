@@ -272,7 +272,12 @@ func (s *finalFaults) Release(ctx context.Context, l lease.Lease) (lease.Lease, 
 	return s.landing(s.memberWrap.Store.Release(ctx, l))
 }
 
+// Renew fails as Heartbeat does: with liveness per lease the renewals are
+// the owner's heartbeats.
 func (s *finalFaults) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if s.beatFails() {
+		return lease.Lease{}, &lease.Error{Op: "renew", Key: l.Key, Err: errThrottled}
+	}
 	return s.landing(s.memberWrap.Store.Renew(ctx, l))
 }
 
@@ -284,11 +289,19 @@ func (s *finalFaults) landing(l lease.Lease, err error) (lease.Lease, error) {
 }
 
 func (s *finalFaults) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
-	if n := s.beatsN.Load(); s.beatsOff.Load() || n > 0 && s.beatsN.CompareAndSwap(n, n-1) {
-		s.beatFail.Add(1)
+	if s.beatFails() {
 		return &lease.Error{Op: "heartbeat", Err: errThrottled}
 	}
 	return s.memberWrap.Heartbeat(ctx, ns, m)
+}
+
+// beatFails reports (and counts) whether the next heartbeat fails.
+func (s *finalFaults) beatFails() bool {
+	if n := s.beatsN.Load(); s.beatsOff.Load() || n > 0 && s.beatsN.CompareAndSwap(n, n-1) {
+		s.beatFail.Add(1)
+		return true
+	}
+	return false
 }
 
 // 2. A handler stuck on one record during a graceful handoff whose final
@@ -401,20 +414,22 @@ func testStuckHandlerDuringHandoff(t *testing.T, e *env) {
 // released, and Stop returned nil; "checkpoint-lands-after-the-fence-time"
 // failed.)
 func TestStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		failures int64         // failed checkpoints (-1: every one)
-		failFor  time.Duration // or: checkpoints fail for this long
-	}{
-		{"checkpoint-lands", 3, 0},
-		{"checkpoint-lands-after-the-fence-time", 0, 2200 * time.Millisecond},
-		{"checkpoint-never-lands", -1, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e, _ := memEnv(t, 2)
-			testStopDuringRetries(t, e, tc.failures, tc.failFor)
-		})
-	}
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		for _, tc := range []struct {
+			name     string
+			failures int64         // failed checkpoints (-1: every one)
+			failFor  time.Duration // or: checkpoints fail for this long
+		}{
+			{"checkpoint-lands", 3, 0},
+			{"checkpoint-lands-after-the-fence-time", 0, 2200 * time.Millisecond},
+			{"checkpoint-never-lands", -1, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e, _ := memEnvIn(t, 2, l)
+				testStopDuringRetries(t, e, tc.failures, tc.failFor)
+			})
+		}
+	})
 }
 
 func testStopDuringRetries(t *testing.T, e *env, failures int64, failFor time.Duration) {

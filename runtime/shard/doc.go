@@ -68,7 +68,8 @@
 // whose records have not all settled writes the settled prefix, or, if none settled, the first record out
 // ("at" it), so the next owner reads the rest again; a final checkpoint
 // that fails is written again, for up to 5 s, before the release (Stop's
-// heartbeats go on meanwhile, so its own fence does not cut that off; its
+// heartbeats, with LivenessPerLease its renewals, go on meanwhile, so its
+// own fence does not cut that off; its
 // leases' final writes run side by side, and one whose checkpoint never
 // lands is released all the same, a little before the 5 s are over). A
 // failed write that finds another owner stops the reader at once and abandons its unsettled
