@@ -1105,26 +1105,8 @@ func TestAggregatedEachCallerGetsItsAggregatesOutcome(t *testing.T) {
 func TestAggregatedCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := kinesistest.New()
-	stream := createStream(ctx, t, s, 1)
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	releaseAll := sync.OnceFunc(func() { close(release) })
-	s.InjectPutFault(func(_, key string) error {
-		if key == "hot" {
-			once.Do(func() { close(held) })
-			<-release
-		}
-		return nil
-	})
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
-	defer releaseAll()
-	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
-		runtime.WithAggregation(runtime.Aggregation{InFlightWait: time.Minute}))}
+	h := holdPuts(ctx, t, "hot", time.Minute)
+	s, stream, p, held, releaseAll := h.s, h.stream, h.p, h.held, h.release
 	publish := func(ctx context.Context, key string, n int) chan error {
 		ch := make(chan error, 1)
 		go func() { ch <- p.Publish(ctx, aggMsg{Key: key, N: n}) }()
@@ -1514,26 +1496,8 @@ func TestAggregatedInFlightWait(t *testing.T) {
 		t.Run(fmt.Sprintf("wait=%v", tc.wait), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s := kinesistest.New()
-			stream := createStream(ctx, t, s, 1)
-			held, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			releaseAll := sync.OnceFunc(func() { close(release) })
-			s.InjectPutFault(func(_, key string) error {
-				if key == "slow" {
-					once.Do(func() { close(held) })
-					<-release
-				}
-				return nil
-			})
-			b := runtime.NewBroker(runtime.WithKinesisClient(s))
-			if err := b.Connect(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer b.Shutdown(context.Background())
-			defer releaseAll() // before Shutdown, should the test end early
-			p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
-				runtime.WithAggregation(runtime.Aggregation{InFlightWait: tc.wait}))}
+			h := holdPuts(ctx, t, "slow", tc.wait)
+			s, stream, p, held, releaseAll := h.s, h.stream, h.p, h.held, h.release
 			slow := make(chan error, 1)
 			go func() { slow <- p.Publish(ctx, aggMsg{Key: "slow", N: 0}) }()
 			<-held
@@ -1621,4 +1585,40 @@ func TestWithoutAggregation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldPuts is an aggregating publisher on a one-shard in-process stream
+// whose server holds every put of one key's aggregate until release.
+type heldPuts struct {
+	s       *kinesistest.Server
+	stream  string
+	p       keyedPublisher
+	held    chan struct{} // closed when the first put of the key arrives
+	release func()        // lets every held put go (idempotent)
+}
+
+func holdPuts(ctx context.Context, t *testing.T, key string, inFlightWait time.Duration) heldPuts {
+	t.Helper()
+	s := kinesistest.New()
+	h := heldPuts{s: s, stream: createStream(ctx, t, s, 1), held: make(chan struct{})}
+	release := make(chan struct{})
+	var once sync.Once
+	h.release = sync.OnceFunc(func() { close(release) })
+	s.InjectPutFault(func(_, k string) error {
+		if k == key {
+			once.Do(func() { close(h.held) })
+			<-release
+		}
+		return nil
+	})
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the held puts go before Shutdown waits for them.
+	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	t.Cleanup(h.release)
+	h.p = keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: h.stream},
+		runtime.WithAggregation(runtime.Aggregation{InFlightWait: inFlightWait}))}
+	return h
 }
