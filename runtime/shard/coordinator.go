@@ -395,7 +395,12 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.beating.Add(1)
 		go c.heartLoop()
 	}
+	// An owner that renews each lease renews those the first pass took
+	// while it goes on, for the same reason: those renewals are its
+	// heartbeats, and keepLoop starts only after the first pass.
+	stopRenewing := c.renewDuring(c.ctx)
 	err := c.firstPass(ctx)
+	stopRenewing()
 	c.starting.Store(false) // said by the next heartbeat
 	if err != nil {
 		c.abort()
@@ -879,9 +884,10 @@ func (c *Coordinator) snapshot() []*owned {
 
 // renewDuring renews the held leases every Renew until ctx ends or the
 // returned stop is called, when this owner renews every lease it holds
-// (isCompat): Stop's final writes, run after keepLoop ended, would
-// otherwise leave the leases unrenewed and fence them after the fence time.
-// It answers no handoff request: the leases are being released anyway.
+// (isCompat): Start's first pass, run before keepLoop starts, and Stop's
+// final writes, run after it ended, would otherwise leave the leases
+// unrenewed and fence them after the fence time. It answers no handoff
+// request: keepLoop does, and Stop releases the leases anyway.
 func (c *Coordinator) renewDuring(ctx context.Context) (stop func()) {
 	if !c.isCompat() {
 		return func() {}

@@ -409,7 +409,11 @@ func TestOwnerWhoseHeartbeatsFailStopsBeforeTakeover(t *testing.T) {
 // reading nothing, and what the readers had delivered was read again. On
 // a loaded machine the live handoff test went on to strand two shards.)
 func TestSlowFirstPassKeepsItsLeases(t *testing.T) {
-	e, srv := memEnv(t, 4)
+	eachLiveness(t, testSlowFirstPassKeepsItsLeases)
+}
+
+func testSlowFirstPassKeepsItsLeases(t *testing.T, l shard.Liveness) {
+	e, srv := memEnvIn(t, 4, l)
 	e.coordClient = slowIterators{API: srv, d: 200 * time.Millisecond} // 4 openings: twice the fence time
 	counters := new(shard.LeaseCounters)
 	cfg := e.config("a", newCollector().sink)
