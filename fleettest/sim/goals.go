@@ -73,15 +73,16 @@ func WriteGoals(w io.Writer, old, new []*Report) {
 	fmt.Fprintln(w)
 }
 
-// Misses lists the goals of issue 17 this run's phases miss that the
+// Misses lists the goals of issue 17 this run misses that the
 // per-instance mode meets: a phase (the start included) with more owner
 // changes than 1.1 × the minimum, a joiner (or an instance back from a
 // partition) not at its fair share within 3 lease passes, a phase (the
-// start included) that reads more than ReadBound, and a start with a
-// lease create refused (the instances starting together each create the
-// leases the start gives them, none another's).
+// start included) that reads more than ReadBound, a start with a lease
+// create refused (the instances starting together each create the leases
+// the start gives them, none another's), and the fleet at rest missing
+// RestMisses.
 func (r *Report) Misses() []string {
-	var out []string
+	out := r.RestMisses()
 	for _, p := range r.Phases {
 		if float64(p.Moves) > 1.1*float64(p.MinMoves) {
 			out = append(out, fmt.Sprintf("%s: %d owner changes, more than 1.1 × the minimum %d", p.Name, p.Moves, p.MinMoves))
@@ -100,6 +101,40 @@ func (r *Report) Misses() []string {
 		if p.Name == "join" && (p.FairShare == 0 || p.FairShare > 3*p.PassEvery) {
 			out = append(out, fmt.Sprintf("join: %s at its fair share after %v, want within 3 lease passes (%v)", p.Subject, p.FairShare, 3*p.PassEvery))
 		}
+	}
+	return out
+}
+
+// RestMisses lists the goals of issue 17 for the fleet at rest that this
+// run misses: a lease item written at all (leases are written when their
+// ownership changes and at checkpoints, and nothing is published at rest:
+// the writes are the instances' heartbeats alone); more writes than one
+// heartbeat per instance per renewal interval (so they grow with the
+// instances, not the shards), and at 1,000 shards × 20 instances fewer
+// than 20 times below one renewal per shard; more than 2 items read per
+// instance per lease pass (the members item: the reads do not grow with
+// shards × instances, as a Scan per pass does). The per-lease mode misses
+// each of them.
+func (r *Report) RestMisses() []string {
+	w := r.Rest
+	if w.Dur <= 0 {
+		return []string{"at rest: not measured"}
+	}
+	var out []string
+	n := float64(r.Config.Instances)
+	if lw := w.Counts.Writes() - w.Counts.Calls[OpHeartbeat]; lw > 0 {
+		out = append(out, fmt.Sprintf("at rest: %d lease-item writes in %v (%s), want none: only heartbeats", lw, w.Dur, w.Ops()))
+	}
+	beats := n / r.Config.Renew.Seconds()
+	if w.WritesPerSec() > 1.1*beats {
+		out = append(out, fmt.Sprintf("at rest: %.2f writes/s, more than one heartbeat per instance per renewal interval (%.2f/s)", w.WritesPerSec(), beats))
+	}
+	perShard := float64(r.Config.Shards) / r.Config.Renew.Seconds()
+	if r.Config.Shards == 1000 && r.Config.Instances == 20 && 20*w.WritesPerSec() > perShard {
+		out = append(out, fmt.Sprintf("at rest: %.2f writes/s, not 20× fewer than one renewal per shard (%.1f/s)", w.WritesPerSec(), perShard))
+	}
+	if per := w.ItemsPerSec() * r.Config.passEvery().Seconds() / n; per > 2 {
+		out = append(out, fmt.Sprintf("at rest: %.1f items read per instance per lease pass, want at most 2 (the members item; not growing with the shards)", per))
 	}
 	return out
 }

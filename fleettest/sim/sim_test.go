@@ -67,19 +67,44 @@ var modes = []struct {
 // at the start one Scan more each), or a start with a lease create
 // refused because another instance made the lease first (each lease is
 // created once, by the instance the start gives it to; before, at
-// 1,000 × 20 over a thousand were refused). SIM_SIZES picks the sizes
-// (default 64 shards × 4 and × 20 instances, a few seconds);
-// SIM_MODES the modes (default both: "per-lease,per-instance"). The
-// reports, and the issue's goals side by side, go to standard output.
+// 1,000 × 20 over a thousand were refused). The fleet at rest
+// fails it too (Report.RestMisses): a lease item written, more writes than
+// a heartbeat per instance per renewal (at 1,000 × 20 fewer than 20× below
+// a renewal per shard), more than 2 items read per instance per pass; the
+// per-lease mode must miss those (it shows that they can fail). Every run
+// must go through start, join, leave, crash, partition and heal and count
+// capacity units in each. SIM_SIZES picks the sizes (default 64 shards ×
+// 4 and × 20 instances in both modes, and 256 × 20, 1,000 × 4 and
+// 1,000 × 20 in the per-instance mode alone: about 10 s in all; the
+// per-lease mode at 1,000 × 20 takes 25 s alone); SIM_MODES the modes
+// (default both: "per-lease,per-instance"). The reports, and the issue's
+// goals side by side, go to standard output.
 func TestSimulatedFleet(t *testing.T) {
 	want := os.Getenv("SIM_MODES")
 	if want == "" {
 		want = "per-lease,per-instance"
 	}
-	reports := map[string][]*sim.Report{}
+	type run struct {
+		size  [2]int
+		modes string
+	}
+	var runs []run
 	for _, sz := range sizes(t, "64x4,64x20") {
+		runs = append(runs, run{sz, want})
+	}
+	if os.Getenv("SIM_SIZES") == "" {
+		// Issue 17's goals at 256 and 1,000 shards, in the mode that
+		// meets them (a joiner at its share within 3 passes, the fewest
+		// moves, the reads bounded, the writes at rest).
+		for _, sz := range [][2]int{{256, 20}, {1000, 4}, {1000, 20}} {
+			runs = append(runs, run{sz, "per-instance"})
+		}
+	}
+	reports := map[string][]*sim.Report{}
+	for _, r := range runs {
+		sz := r.size
 		for _, m := range modes {
-			if !strings.Contains(","+want+",", ","+m.name+",") {
+			if !strings.Contains(","+r.modes+",", ","+m.name+",") || !strings.Contains(","+want+",", ","+m.name+",") {
 				continue
 			}
 			t.Run(fmt.Sprintf("%dx%d/%s", sz[0], sz[1], m.name), func(t *testing.T) {
@@ -107,10 +132,15 @@ func TestSimulatedFleet(t *testing.T) {
 							t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
 						}
 					}
+					checkPhases(t, rep)
 					if m.name == "per-instance" {
 						for _, miss := range rep.Misses() {
 							t.Error(miss)
 						}
+					} else if misses := rep.RestMisses(); len(misses) < 3 {
+						// A renewal per lease and a Scan per pass: the
+						// checks at rest must catch it.
+						t.Errorf("per-lease at rest misses %d of the rest goals, want the lease writes, the writes per instance and the items read: %q", len(misses), misses)
 					}
 				})
 			})
@@ -119,6 +149,25 @@ func TestSimulatedFleet(t *testing.T) {
 	var b strings.Builder
 	sim.WriteGoals(&b, reports[modes[0].name], reports[modes[1].name])
 	fmt.Print(b.String())
+}
+
+// checkPhases fails a run that skipped one of the events the simulation
+// is for, or counted no capacity while the fleet changed or at rest.
+func checkPhases(t *testing.T, rep *sim.Report) {
+	t.Helper()
+	var names []string
+	for _, p := range rep.Phases {
+		names = append(names, p.Name)
+		if p.Window.Counts.RCU <= 0 || p.Window.Counts.WCU <= 0 {
+			t.Errorf("%s: %.1f RCU, %.1f WCU counted, want both above zero", p.Name, p.Window.Counts.RCU, p.Window.Counts.WCU)
+		}
+	}
+	if got, want := strings.Join(names, ","), "start,join,leave,crash,partition,heal"; got != want {
+		t.Errorf("phases %s, want %s", got, want)
+	}
+	if rep.Rest.Counts.RCU <= 0 || rep.Rest.Counts.WCU <= 0 {
+		t.Errorf("at rest: %.1f RCU, %.1f WCU counted, want both above zero", rep.Rest.Counts.RCU, rep.Rest.Counts.WCU)
+	}
 }
 
 // TestSimulationCatchesUnsafeHandoffs shows the checks fail when the
@@ -227,6 +276,7 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 				rcu, wcu := api.Consumed()
 				fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU; estimated from the calls: %.1f RCU, %.1f WCU.\n\n", rcu, wcu, rep.Total.RCU, rep.Total.WCU)
 				fmt.Print(b.String())
+				checkPhases(t, rep)
 				for _, v := range rep.Violations {
 					t.Error(v)
 				}
