@@ -17,12 +17,15 @@ test:
 # The fleet simulation runs in a testing/synctest bubble, which the race
 # detector of Go 1.26 can crash on (ThreadSanitizer CHECK failed:
 # golang/go#78156, open), so it runs without -race; the coordinator code it
-# drives runs under -race in runtime/shard.
+# drives runs under -race in runtime/shard. The lease pass's cost against the
+# lease count is timed without -race too: the race detector's own cost grows
+# faster than the leases.
 test-unit: fmt-check check-generated
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/fleettest/sim$$')
 	$(GO) test -count=1 -timeout 10m ./fleettest/sim/
+	$(GO) test -count=1 -timeout 5m -run 'TestLeasePassIsLinearInTheLeases' ./runtime/shard/
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./interop/ ./telemetry/
 
 # The demo's status page (-status) in a real headless browser: installs
