@@ -77,13 +77,15 @@ func checkParentsFirst(t *testing.T, recs []*shard.Record, parents, children []s
 // delivered before the fence is checkpointed first, so none is delivered
 // twice: no lease moves but by take-back and graceful handoff.
 func TestReshardWhileFencedThenTakenBack(t *testing.T) {
-	t.Run("split", func(t *testing.T) {
-		e, _ := memEnv(t, 1)
-		testReshardWhileFenced(t, e, false)
-	})
-	t.Run("merge", func(t *testing.T) {
-		e, _ := memEnv(t, 2)
-		testReshardWhileFenced(t, e, true)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		t.Run("split", func(t *testing.T) {
+			e, _ := memEnvIn(t, 1, l)
+			testReshardWhileFenced(t, e, false)
+		})
+		t.Run("merge", func(t *testing.T) {
+			e, _ := memEnvIn(t, 2, l)
+			testReshardWhileFenced(t, e, true)
+		})
 	})
 }
 
@@ -189,14 +191,16 @@ func (c *expireFirstTakenBack) GetRecords(ctx context.Context, in *kinesis.GetRe
 // not at the tip: the records written while it was fenced are delivered,
 // each once, in order.
 func TestExpiredIteratorRightAfterTakeBack(t *testing.T) {
-	e, _ := memEnv(t, 1)
-	testExpiredIteratorAfterTakeBack(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 1, l)
+		testExpiredIteratorAfterTakeBack(t, e)
+	})
 }
 
 func testExpiredIteratorAfterTakeBack(t *testing.T, e *env) {
 	ids := e.shards()
 	col := newCollector()
-	store := &noBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}}
+	store := newNoBeatStore(e)
 	client := &expireFirstTakenBack{API: e.client}
 	cfg := e.config("a", col.sink)
 	cfg.Leases, cfg.Client = store, client
@@ -242,6 +246,11 @@ type finalFaults struct {
 	beatFail  atomic.Int64
 	watch     atomic.Bool
 	landed    atomic.Int64
+	// perLease makes beatsOff fail takes too: with liveness per lease a
+	// take moves the counter others judge the owner by, as a renewal does,
+	// so an owner whose heartbeats fail would otherwise take its fenced
+	// lease back at once.
+	perLease bool
 }
 
 func newFinalFaults(s lease.Store) *finalFaults {
@@ -281,6 +290,13 @@ func (s *finalFaults) Renew(ctx context.Context, l lease.Lease) (lease.Lease, er
 	return s.landing(s.memberWrap.Store.Renew(ctx, l))
 }
 
+func (s *finalFaults) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	if s.perLease && s.beatsOff.Load() {
+		return lease.Lease{}, &lease.Error{Op: "take", Key: l.Key, Err: errThrottled}
+	}
+	return s.memberWrap.Take(ctx, l, owner)
+}
+
 func (s *finalFaults) landing(l lease.Lease, err error) (lease.Lease, error) {
 	if err == nil && s.watch.Load() {
 		s.landed.Add(1)
@@ -312,8 +328,10 @@ func (s *finalFaults) beatFails() bool {
 // settled after it (the checkpoint is a contiguous watermark: at least
 // once), but nothing before it.
 func TestStuckHandlerDuringHandoffWithFailedFinalCheckpoint(t *testing.T) {
-	e, _ := memEnv(t, 2)
-	testStuckHandlerDuringHandoff(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 2, l)
+		testStuckHandlerDuringHandoff(t, e)
+	})
 }
 
 func testStuckHandlerDuringHandoff(t *testing.T, e *env) {
@@ -513,8 +531,10 @@ func testStopDuringRetries(t *testing.T, e *env, failures int64, failFor time.Du
 // released, nor was it; the next owner waited the failover time and read
 // every one of them again.)
 func TestStopWithOneFinalCheckpointFailingReleasesEveryLease(t *testing.T) {
-	e, _ := memEnv(t, 2)
-	testStopWithOneFinalCheckpointFailing(t, e)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 2, l)
+		testStopWithOneFinalCheckpointFailing(t, e)
+	})
 }
 
 func testStopWithOneFinalCheckpointFailing(t *testing.T, e *env) {
@@ -592,13 +612,15 @@ func testStopWithOneFinalCheckpointFailing(t *testing.T, e *env) {
 // new owner's checkpoint, releases nothing of it, and its Stop or handoff
 // ends at once rather than after the final writes' time.
 func TestLeaseLostWhileFinalCheckpointRetries(t *testing.T) {
-	t.Run("stop", func(t *testing.T) {
-		e, _ := memEnv(t, 1)
-		testLeaseLostWhileFinalRetries(t, e, false)
-	})
-	t.Run("handoff", func(t *testing.T) {
-		e, _ := memEnv(t, 2)
-		testLeaseLostWhileFinalRetries(t, e, true)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		t.Run("stop", func(t *testing.T) {
+			e, _ := memEnvIn(t, 1, l)
+			testLeaseLostWhileFinalRetries(t, e, false)
+		})
+		t.Run("handoff", func(t *testing.T) {
+			e, _ := memEnvIn(t, 2, l)
+			testLeaseLostWhileFinalRetries(t, e, true)
+		})
 	})
 }
 
@@ -674,10 +696,15 @@ func testLeaseLostWhileFinalRetries(t *testing.T, e *env, handoff bool) {
 // failover time, and reads on from the checkpoint: what was written while
 // the owner was fenced is delivered once, nothing is lost.
 func TestStopWhileFencedLeavesNothingUnread(t *testing.T) {
-	e, _ := memEnv(t, 1)
+	eachLiveness(t, testStopWhileFenced)
+}
+
+func testStopWhileFenced(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 1, l)
 	ids := e.shards()
 	cols := newCollectors(2)
 	faults := newFinalFaults(e.store)
+	faults.perLease = l == shard.LivenessPerLease
 	cfgA := e.config("a", cols[0].sink)
 	cfgA.Leases = faults
 	a := e.startStopped(cfgA)

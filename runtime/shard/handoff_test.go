@@ -170,14 +170,16 @@ func slower(e *env, cfgs ...*shard.Config) {
 // loaded machine did the first at Start: the live handoff test saw the
 // 2/2 split time out.)
 func TestFencedLeasesAreNotStranded(t *testing.T) {
-	t.Run("asked", testFencedLeaseAskedFor)
-	t.Run("share-elsewhere", testFencedLeaseShareElsewhere)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		t.Run("asked", func(t *testing.T) { testFencedLeaseAskedFor(t, l) })
+		t.Run("share-elsewhere", func(t *testing.T) { testFencedLeaseShareElsewhere(t, l) })
+	})
 }
 
 // fencedOwner starts owner on e with heartbeats that fail while the
 // returned store's off is set.
 func fencedOwner(e *env, owner string, col *collector) (*shard.Coordinator, *noBeatStore) {
-	store := &noBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}}
+	store := newNoBeatStore(e)
 	cfg := e.config(owner, col.sink)
 	cfg.Leases = store
 	return e.start(cfg), store
@@ -216,8 +218,8 @@ func checkAllRead(t *testing.T, e *env, cols []*collector, n int) {
 }
 
 // testFencedLeaseAskedFor: b asks a, fenced but alive, for a lease.
-func testFencedLeaseAskedFor(t *testing.T) {
-	e, _ := memEnv(t, 2)
+func testFencedLeaseAskedFor(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 2, l)
 	ids := e.shards()
 	cols := newCollectors(2)
 	a, store := fencedOwner(e, "a", cols[0])
@@ -244,8 +246,8 @@ func testFencedLeaseAskedFor(t *testing.T) {
 // fenced. The shares then give the rounding's extra lease to b on c's
 // plan (b holds more, then the ids decide), and to c on b's (c is named on
 // 2): c takes 1 back and b asks for nothing.
-func testFencedLeaseShareElsewhere(t *testing.T) {
-	e, _ := memEnv(t, 3)
+func testFencedLeaseShareElsewhere(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 3, l)
 	cols := newCollectors(2)
 	c, store := fencedOwner(e, "c", cols[0])
 	eventually(t, 5*time.Second, "c reads the 3 shards", func() bool { return len(c.Reading()) == 3 })

@@ -342,10 +342,42 @@ func TestCutOffMemberGetsItsShareBack(t *testing.T) {
 }
 
 // noBeatStore fails its heartbeats while off is set; every other call
-// (takes, checkpoints) goes through.
+// (takes, checkpoints) goes through, unless perLease is set: with liveness
+// per lease every lease write is a heartbeat (it moves the counter others
+// judge the owner by), so then off fails them all.
 type noBeatStore struct {
 	memberWrap
-	off atomic.Bool
+	off      atomic.Bool
+	perLease bool
+}
+
+// newNoBeatStore is a noBeatStore on e's store, for e's liveness mode.
+func newNoBeatStore(e *env) *noBeatStore {
+	return &noBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}, perLease: e.liveness == shard.LivenessPerLease}
+}
+
+// writeFails reports whether a lease write fails now.
+func (s *noBeatStore) writeFails() bool { return s.perLease && s.off.Load() }
+
+func (s *noBeatStore) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	if s.writeFails() {
+		return lease.Lease{}, &lease.Error{Op: "take", Key: l.Key, Err: errThrottled}
+	}
+	return s.memberWrap.Take(ctx, l, owner)
+}
+
+func (s *noBeatStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	if s.writeFails() {
+		return lease.Lease{}, &lease.Error{Op: "checkpoint", Key: l.Key, Err: errThrottled}
+	}
+	return s.memberWrap.Checkpoint(ctx, l, cp, sub)
+}
+
+func (s *noBeatStore) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if s.writeFails() {
+		return lease.Lease{}, &lease.Error{Op: "release", Key: l.Key, Err: errThrottled}
+	}
+	return s.memberWrap.Release(ctx, l)
 }
 
 func (s *noBeatStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
@@ -353,6 +385,13 @@ func (s *noBeatStore) Heartbeat(ctx context.Context, ns string, m lease.Member) 
 		return &lease.Error{Op: "heartbeat", Err: errThrottled}
 	}
 	return s.memberWrap.Heartbeat(ctx, ns, m)
+}
+
+func (s *noBeatStore) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if s.writeFails() {
+		return lease.Lease{}, &lease.Error{Op: "renew", Key: l.Key, Err: errThrottled}
+	}
+	return s.memberWrap.Renew(ctx, l)
 }
 
 // With liveness per instance the others judge an owner by its heartbeats
@@ -438,7 +477,11 @@ func testSlowFirstPassKeepsItsLeases(t *testing.T, l shard.Liveness) {
 // never took it; and with one lease each b was at its share, so it listed
 // no more. That shard was read by nobody while both lived.)
 func TestFencedOwnerTakesItsLeasesBack(t *testing.T) {
-	e, _ := memEnv(t, 3)
+	eachLiveness(t, testFencedOwnerTakesItsLeasesBack)
+}
+
+func testFencedOwnerTakesItsLeasesBack(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 3, l)
 	ids := e.shards()
 	cols := newCollectors(2)
 	stores := map[string]*noBeatStore{}
@@ -446,7 +489,7 @@ func TestFencedOwnerTakesItsLeasesBack(t *testing.T) {
 	// b first: it takes every shard, and a joining asks for its share,
 	// one, so b is the busy owner and the last by id.
 	for i, owner := range []string{"b", "a"} {
-		stores[owner] = &noBeatStore{memberWrap: memberWrap{Store: e.store, m: e.store.(lease.MemberStore)}}
+		stores[owner] = newNoBeatStore(e)
 		cfg := e.config(owner, cols[i].sink)
 		cfg.Leases = stores[owner]
 		// A fence 1.6 s after the last heartbeat, 0.4 s before the other

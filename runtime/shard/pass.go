@@ -795,6 +795,9 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		}
 	}
 	if c.members == nil {
+		// With liveness per lease too: the others take a fenced lease
+		// left in this owner's name only once it looks expired to them.
+		c.releaseLeftovers(ctx, leases, heldKeys)
 		return errs
 	}
 	// Requests on leases this owner holds, seen in the listing (an asker
