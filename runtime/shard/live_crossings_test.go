@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
 // The crossings of crossings_test.go where the live path differs: a
@@ -49,6 +50,13 @@ func TestLiveStopDuringHeartbeatAndFinalCheckpointRetries(t *testing.T) {
 	t.Run("checkpoint-lands", func(t *testing.T) { testStopDuringRetries(t, liveDynamoEnv(t, 2), 3, 0) })
 	t.Run("checkpoint-lands-after-the-fence-time", func(t *testing.T) {
 		testStopDuringRetries(t, liveDynamoEnv(t, 2), 0, 2200*time.Millisecond)
+	})
+	// With liveness per lease Stop's renewals are its heartbeats, on
+	// DynamoDB conditional writes.
+	t.Run("per-lease/checkpoint-lands-after-the-fence-time", func(t *testing.T) {
+		e := liveDynamoEnv(t, 2)
+		e.liveness = shard.LivenessPerLease
+		testStopDuringRetries(t, e, 0, 2200*time.Millisecond)
 	})
 }
 

@@ -331,11 +331,19 @@ func liveDynamoDB(t *testing.T, url, table string) *lease.DynamoDB {
 // The lease-store black hole on dynalite: a proxy holds every DynamoDB
 // request for twice the failover time, then lets them pass again.
 func TestLiveLeaseStoreBlackHole(t *testing.T) {
-	onEachServer(t, testLiveLeaseStoreBlackHole)
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+		testLiveLeaseStoreBlackHole(t, srv, shard.LivenessAuto)
+	})
+	// Per lease the held calls are renewals, on kinesalite alone: the
+	// Kinesis side is the same in either mode.
+	t.Run("per-lease", func(t *testing.T) {
+		testLiveLeaseStoreBlackHole(t, livetest.KinesisServers[0], shard.LivenessPerLease)
+	})
 }
 
-func testLiveLeaseStoreBlackHole(t *testing.T, srv livetest.KinesisServer) {
+func testLiveLeaseStoreBlackHole(t *testing.T, srv livetest.KinesisServer, l shard.Liveness) {
 	e := liveEnv(t, srv, 2)
+	e.liveness = l
 	url := livetest.DynamoDBEndpoint(t)
 	table := fmt.Sprintf("shard-leases-%d", time.Now().UnixNano())
 	direct := liveDynamoDB(t, url, table)
@@ -372,9 +380,14 @@ func testLiveLeaseStoreBlackHole(t *testing.T, srv livetest.KinesisServer) {
 // The cut-off owner on dynalite (and kinesalite): a proxy throttles (or holds) every
 // DynamoDB request of one owner; the other reaches dynalite directly.
 func TestLiveCutOffOwnerFencesItself(t *testing.T) {
+	eachLiveness(t, testLiveCutOffOwnerFencesItself)
+}
+
+func testLiveCutOffOwnerFencesItself(t *testing.T, l shard.Liveness) {
 	for _, fault := range []faultproxy.Fault{faultproxy.Throttle, faultproxy.BlackHole} {
 		t.Run(fault.String(), func(t *testing.T) {
 			e := liveEnv(t, livetest.KinesisServers[0], 2)
+			e.liveness = l
 			url := livetest.DynamoDBEndpoint(t)
 			table := fmt.Sprintf("shard-leases-%d", time.Now().UnixNano())
 			direct := liveDynamoDB(t, url, table)
@@ -441,17 +454,21 @@ func TestLiveStopBeforeFirstRecordAtLatestLosesNothing(t *testing.T) {
 	})
 }
 
-// Issue 9, scenario 1 on each server with the DynamoDB store on dynalite.
+// Issue 9, scenario 1 on each server with the DynamoDB store on dynalite,
+// and per lease on kinesalite (the handoff request on the lease itself).
 func TestLiveHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
-	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
+	run := func(t *testing.T, srv livetest.KinesisServer, l shard.Liveness) {
 		e := liveEnv(t, srv, 2)
 		store := liveDynamoDB(t, livetest.DynamoDBEndpoint(t), fmt.Sprintf("shard-leases-%d", time.Now().UnixNano()))
 		if err := store.EnsureTable(e.ctx(30 * time.Second)); err != nil {
 			t.Fatalf("EnsureTable: %v", err)
 		}
 		e.store = store
+		e.liveness = l
 		testHandoffWithUnsettledAtLatest(t, e)
-	})
+	}
+	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) { run(t, srv, shard.LivenessAuto) })
+	t.Run("per-lease", func(t *testing.T) { run(t, livetest.KinesisServers[0], shard.LivenessPerLease) })
 }
 
 // Issue 9, scenario 2: the pin of an opening at Latest is taken from the
