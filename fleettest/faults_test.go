@@ -49,6 +49,10 @@ type faultMix struct {
 	// full: only in the full set (FAULTS_MIX=all); the default set injects
 	// the same faults in the "mixed" scenario.
 	full bool
+	// perLease runs the workers with -per-lease (WithPerLeaseRenewal, the
+	// liveness the KCL layout keeps): the fault then meets lease renewals,
+	// not the member heartbeats of the default.
+	perLease bool
 }
 
 var allKinesisOps = []string{"PutRecords", "GetRecords", "GetShardIterator", "ListShards", "DescribeStreamSummary"}
@@ -150,6 +154,17 @@ func faultMixes() []faultMix {
 			redelivered: true, // w1's shards move to the others
 		},
 		{
+			// The same with every lease renewed (issue 9's scenario 3 as
+			// it was found, before liveness per instance): w1's renewals
+			// go into the hole, and it must fence itself on each lease.
+			name:        "lease-store-black-hole-per-lease",
+			dynamo:      []faultproxy.Rule{{Fault: faultproxy.BlackHole, Rate: 1, For: 2 * failover}},
+			isolate:     true,
+			after:       time.Second,
+			redelivered: true, // w1's shards move to the others
+			perLease:    true,
+		},
+		{
 			// w1's Kinesis calls hang for twice the failover time: its
 			// publish calls fail within their deadline, its keys are
 			// published again once the endpoint heals, and it stops cleanly.
@@ -224,6 +239,7 @@ func runMix(t *testing.T, m faultMix, bin, kinesisURL, dynamoURL string) {
 		dproxy: make(map[string]*faultproxy.Proxy),
 	}
 	f.logPrefix = m.name + "-"
+	f.perLease = m.perLease
 	f.setup(ctx)
 	owners := make([]string, mixWorkers)
 	for i := range owners {

@@ -312,6 +312,7 @@ type fleet struct {
 	namespace       string
 
 	logPrefix string // of the workers' stderr files (FLEETTEST_LOGDIR)
+	perLease  bool   // workers run with -per-lease (as FLEETTEST_PER_LEASE does)
 
 	mu       sync.Mutex
 	procs    map[string]*proc
@@ -440,7 +441,7 @@ func (f *fleet) startOn(owner, kinesisURL, dynamoURL string) {
 	if os.Getenv("FLEETTEST_VERBOSE") != "" {
 		cmd.Args = append(cmd.Args, "-v")
 	}
-	if os.Getenv("FLEETTEST_PER_LEASE") != "" {
+	if f.perLease || os.Getenv("FLEETTEST_PER_LEASE") != "" {
 		// The lease behaviour before issue 17, for side-by-side figures.
 		cmd.Args = append(cmd.Args, "-per-lease")
 	}
