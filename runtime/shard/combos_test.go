@@ -299,8 +299,13 @@ func TestReshardDuringFinalCheckpointRetries(t *testing.T) {
 		e, _ := memEnv(t, 2)
 		testReshardDuringFinalRetries(t, e, true)
 	})
-	t.Run("handoff-split", func(t *testing.T) { testReshardDuringHandoffRetries(t, false) })
-	t.Run("handoff-merge", func(t *testing.T) { testReshardDuringHandoffRetries(t, true) })
+	// The handoffs in both liveness modes: per lease the request is on the
+	// lease and the owner renews it while the final checkpoint retries.
+	// (Stop's final writes per lease: TestStopDuringHeartbeatAndFinalCheckpointRetries.)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		t.Run("handoff-split", func(t *testing.T) { testReshardDuringHandoffRetries(t, l, false) })
+		t.Run("handoff-merge", func(t *testing.T) { testReshardDuringHandoffRetries(t, l, true) })
+	})
 }
 
 func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
@@ -380,8 +385,8 @@ func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
 // record; the final checkpoint fails once. a's other shard has a stuck
 // record too, settled once the handed one has ended: a merged child waits
 // for it.
-func testReshardDuringHandoffRetries(t *testing.T, mergeThem bool) {
-	e, _ := memEnv(t, 2)
+func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem bool) {
+	e, _ := memEnvIn(t, 2, l)
 	parents := e.shards()
 	var log orderLog
 	cols := newCollectors(2)
@@ -492,13 +497,15 @@ func (s *endFaults) Checkpoint(ctx context.Context, l lease.Lease, cp string, su
 // was read again from its last checkpoint: here all of its records, once
 // more for each refusal.)
 func TestShardEndCheckpointFailing(t *testing.T) {
-	t.Run("lands-after-3", func(t *testing.T) {
-		e, _ := memEnv(t, 1)
-		testShardEndFailing(t, e, 3)
-	})
-	t.Run("never-lands", func(t *testing.T) {
-		e, _ := memEnv(t, 1)
-		testShardEndFailing(t, e, -1)
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		t.Run("lands-after-3", func(t *testing.T) {
+			e, _ := memEnvIn(t, 1, l)
+			testShardEndFailing(t, e, 3)
+		})
+		t.Run("never-lands", func(t *testing.T) {
+			e, _ := memEnvIn(t, 1, l)
+			testShardEndFailing(t, e, -1)
+		})
 	})
 }
 
