@@ -547,8 +547,9 @@ func (s KCLCoordinatorState) Err() error {
 // ReadKCLCoordinatorState reads the migration-state and leader-lock items of
 // a KCL application whose lease table is leaseTable, as the KCL reads them:
 // from the coordinator-state table first (coordinatorTable, default
-// leaseTable + "-CoordinatorState"), then from the lease table. A missing
-// coordinator-state table is not an error.
+// leaseTable + "-CoordinatorState"), then from the lease table; a leader
+// lock held in either wins over a released one. A missing coordinator-state
+// table is not an error.
 func ReadKCLCoordinatorState(ctx context.Context, client DynamoDBAPI, leaseTable, coordinatorTable string) (KCLCoordinatorState, error) {
 	if coordinatorTable == "" {
 		coordinatorTable = leaseTable + kclCoordinatorTable
@@ -572,12 +573,17 @@ func ReadKCLCoordinatorState(ctx context.Context, client DynamoDBAPI, leaseTable
 				}
 			}
 		}
-		if st.LeaderTable == "" {
+		// The lock is in the coordinator-state table until the KCL's table
+		// migration is complete, then in the lease table; while its workers
+		// cross over either may be held, so a released lock in one does not
+		// hide a held one in the other.
+		if st.LeaderTable == "" || st.LeaderReleased {
 			item, err := getItem(ctx, client, t.table, t.key, kclLeaderKey)
 			if err != nil {
 				return st, err
 			}
-			if r := (itemReader{item: item}); item != nil && r.s(kclLockOwner) != "" {
+			r := itemReader{item: item}
+			if item != nil && r.s(kclLockOwner) != "" && (st.LeaderTable == "" || r.s(kclLockReleased) == "") {
 				st.Leader, st.LeaderReleased, st.LeaderTable = r.s(kclLockOwner), r.s(kclLockReleased) != "", t.table
 				if ms, err := strconv.ParseInt(r.s(kclLockDuration), 10, 64); err == nil {
 					st.LeaderDuration = time.Duration(ms) * time.Millisecond

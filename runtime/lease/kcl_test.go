@@ -360,6 +360,7 @@ func TestKCLCoordinatorState(t *testing.T) {
 		{"CLIENT_VERSION_INIT", false, true},
 		{"CLIENT_VERSION_3X_WITH_ROLLBACK", true, true},
 		{"CLIENT_VERSION_3X", false, false},
+		{"CLIENT_VERSION_3X", true, false}, // the item in the lease table is no lease
 		{"CLIENT_VERSION_2X", false, false},
 		{"", false, false}, // no coordinator state table: a KCL 2.x application
 	}
@@ -415,5 +416,50 @@ func TestKCLCoordinatorState(t *testing.T) {
 				t.Errorf("leader lock read as %+v", state)
 			}
 		})
+	}
+}
+
+// The KCL's CoordinatorStateDAO reads a coordinator-state entry from the
+// legacy coordinator-state table first and falls back to the lease table,
+// and its leader lock lives in the legacy table until the table migration
+// is COMPLETE, then in the lease table; while workers cross from PENDING to
+// COMPLETE either table's lock may be the one held. So a migration-state
+// item in the legacy table wins over one in the lease table, and a lock
+// held in the lease table is reported even when a released one is left in
+// the legacy table.
+func TestKCLCoordinatorStateBothTables(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	table := freshTable(t)
+	coord := table + "-CoordinatorState"
+	if err := leasetest.CreateKCLTable(ctx, client, coord, "key"); err != nil {
+		t.Fatal(err)
+	}
+	if err := leasetest.CreateKCLTable(ctx, client, table, "leaseKey"); err != nil {
+		t.Fatal(err)
+	}
+	put := func(table string, item map[string]types.AttributeValue) {
+		t.Helper()
+		if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(coord, map[string]types.AttributeValue{"key": s("Migration3.0"), "cv": s("CLIENT_VERSION_3X"), "mb": s("w1"), "mts": n("1764825600000")})
+	put(table, map[string]types.AttributeValue{"leaseKey": s("Migration3.0"), "cv": s("CLIENT_VERSION_UPGRADE_FROM_2X"), "mb": s("w0"), "mts": n("1764825500000")})
+	put(coord, map[string]types.AttributeValue{"key": s("Leader"), "ownerName": s("w1"), "leaseDuration": s("20000"), "recordVersionNumber": s("a1"), "isReleased": s("1")})
+	put(table, map[string]types.AttributeValue{"leaseKey": s("Leader"), "ownerName": s("w2"), "leaseDuration": s("20000"), "recordVersionNumber": s("b2")})
+
+	st, err := lease.ReadKCLCoordinatorState(ctx, client, table, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ClientVersion != "CLIENT_VERSION_3X" || st.Table != coord || st.Err() != nil {
+		t.Errorf("migration state read as %q from %s (err %v), want CLIENT_VERSION_3X from the legacy table %s", st.ClientVersion, st.Table, st.Err(), coord)
+	}
+	if st.Leader != "w2" || st.LeaderReleased || st.LeaderTable != table {
+		t.Errorf("leader lock read as owner %q released=%v in %s, want the lock w2 holds in the lease table %s", st.Leader, st.LeaderReleased, st.LeaderTable, table)
 	}
 }
