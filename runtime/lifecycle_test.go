@@ -1,0 +1,107 @@
+package runtime_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+)
+
+// A subscription stopped while its broker runs on releases its leases, and
+// another instance takes its shards at its next lease passes, not after the
+// failover time (a minute here): the stopped instance is alive and no
+// longer reads them.
+func TestStopReleasesLeasesForAnotherInstance(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
+	b1 := e.broker(runtime.WithOwnerID("first"))
+	h1, _ := collect()
+	sub1, err := subscribe(e, b1, orders, h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b1)
+	b2 := e.broker(runtime.WithOwnerID("second"))
+	h2, ch2 := collect()
+	if _, err := subscribe(e, b2, orders, h2); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b2)
+
+	if err := sub1.Stop(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range e.leases(orders) {
+		if l.Owner == "first" {
+			t.Fatalf("lease %s still owned by the stopped subscription", l.ShardID)
+		}
+	}
+	start := time.Now()
+	for {
+		owned := 0
+		for _, l := range e.leases(orders) {
+			if l.Owner == "second" {
+				owned++
+			}
+		}
+		if owned == 2 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the other instance owns %d of 2 shards %v after the stop (leases %+v)", owned, time.Since(start), e.leases(orders))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Both shards are read by the other instance.
+	pub := e.publisher(orders)
+	for i := range 20 {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	shards := map[string]bool{}
+	for _, d := range receive(e, ch2, 20) {
+		shards[d.d.ShardID] = true
+	}
+	if len(shards) != 2 {
+		t.Fatalf("the other instance read %d shards, want 2", len(shards))
+	}
+}
+
+// A subscription on a stream that already holds records opens each shard at
+// the moment it started (Latest, the default): Connect returns with every
+// shard open, so nothing written before is read and everything written
+// after is, on every shard.
+func TestSubscribeOpensAtTheMomentItStarts(t *testing.T) {
+	e := newEnv(t)
+	orders := e.stream("orders")
+	e.createStream(orders, 2)
+	pub := e.publisher(orders)
+	for i := range 20 {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	b := e.broker()
+	h, ch := collect()
+	if _, err := subscribe(e, b, orders, h); err != nil {
+		t.Fatal(err)
+	}
+	e.connect(b)
+	for i := 100; i < 120; i++ {
+		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+	shards := map[string]bool{}
+	for _, d := range receive(e, ch, 20) {
+		if d.order.ID < 100 {
+			t.Fatalf("read order %d, published before the subscription started", d.order.ID)
+		}
+		shards[d.d.ShardID] = true
+	}
+	if len(shards) != 2 {
+		t.Fatalf("records read from %d shards, want 2", len(shards))
+	}
+	select {
+	case d := <-ch:
+		t.Fatalf("read order %d more", d.order.ID)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
