@@ -1,9 +1,13 @@
 package runtime_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 )
@@ -103,5 +107,37 @@ func TestSubscribeOpensAtTheMomentItStarts(t *testing.T) {
 	case d := <-ch:
 		t.Fatalf("read order %d more", d.order.ID)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// The SDK fetches credentials on the first request: a broker whose
+// credentials cannot be had connects (Connect makes no request of its
+// own), and a subscription's start, whose DescribeStreamSummary is that
+// first request, fails with the credential's error at once.
+func TestBadCredentialFailsTheStartNotConnect(t *testing.T) {
+	bad := errors.New("no such profile: orders-prod")
+	cfg := aws.Config{Region: "us-east-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{}, bad
+	})}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	bare := runtime.NewBrokerFromConfig(cfg, runtime.WithEndpoint("http://127.0.0.1:1"))
+	if err := bare.Connect(ctx); err != nil {
+		t.Fatalf("Connect without subscriptions = %v, want nil (credentials are fetched lazily)", err)
+	}
+	_ = bare.Shutdown(ctx)
+
+	b := runtime.NewBrokerFromConfig(cfg, runtime.WithEndpoint("http://127.0.0.1:1"))
+	if _, err := runtime.Subscribe(b, "orders", ack); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := b.Connect(ctx)
+	defer b.Shutdown(context.Background())
+	if !errors.Is(err, bad) {
+		t.Fatalf("Connect with a subscription = %v, want the credential's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the start took %v to fail", d)
 	}
 }
