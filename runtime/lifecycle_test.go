@@ -141,3 +141,36 @@ func TestBadCredentialFailsTheStartNotConnect(t *testing.T) {
 		t.Fatalf("the start took %v to fail", d)
 	}
 }
+
+// A publisher made before Shutdown answers every way of publishing with
+// ErrNotConnected afterwards, plain or aggregating, never a silent success.
+func TestPublishersThatOutliveTheConnectionAreNotConnected(t *testing.T) {
+	for name, opts := range map[string][]runtime.PublishOption{"plain": nil, "aggregating": {runtime.WithAggregation(runtime.Aggregation{})}} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			orders := e.stream("orders")
+			e.createStream(orders, 2)
+			b := e.broker()
+			e.connect(b)
+			p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}, opts...)
+			if err := p.Publish(e.ctx, order{ID: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Shutdown(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			err := runtime.PublishAll(e.ctx, p, []order{{ID: 2}, {ID: 3}})
+			if !errors.Is(err, runtime.ErrNotConnected) {
+				t.Errorf("PublishAll %v", err)
+			}
+			_, err = runtime.SendAll(e.ctx, []*runtime.Message[order]{p.Message(order{ID: 4}).PartitionKey("k")})
+			if !errors.Is(err, runtime.ErrNotConnected) {
+				t.Errorf("SendAll %v", err)
+			}
+			_, err = p.Message(order{ID: 5}).Send(e.ctx)
+			if !errors.Is(err, runtime.ErrNotConnected) {
+				t.Errorf("Send %v", err)
+			}
+		})
+	}
+}
