@@ -46,6 +46,8 @@ func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) 
 		{"Panic", testPanickingHandlerIsRetried},
 		{"SeekToHorizon", testSeekToHorizonReplaysAndSeekAfterShutdownFails},
 		{"ShutdownReleasesLeases", testShutdownReleasesLeasesForTheNextBroker},
+		{"StopReleasesLeases", testStopReleasesLeasesForAnotherInstance},
+		{"OpensAtTheStart", testSubscribeOpensAtTheMomentItStarts},
 		{"SubscribedTwice", testSubscribeTwiceAfterConnectIsRefused},
 		{"CreateIfMissing", testCreateIfMissingAfterConnect},
 		{"MissingDeadLetter", testMissingDeadLetterStream},
