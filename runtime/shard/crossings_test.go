@@ -246,6 +246,10 @@ type finalFaults struct {
 	beatFail  atomic.Int64
 	watch     atomic.Bool
 	landed    atomic.Int64
+	// watchOn, when set, makes landed count the writes to this shard's
+	// lease alone: the owner's other leases are its own to write (with
+	// liveness per lease it renews them).
+	watchOn atomic.Pointer[string]
 	// perLease makes beatsOff fail takes too: with liveness per lease a
 	// take moves the counter others judge the owner by, as a renewal does,
 	// so an owner whose heartbeats fail would otherwise take its fenced
@@ -298,7 +302,7 @@ func (s *finalFaults) Take(ctx context.Context, l lease.Lease, owner string) (le
 }
 
 func (s *finalFaults) landing(l lease.Lease, err error) (lease.Lease, error) {
-	if err == nil && s.watch.Load() {
+	if w := s.watchOn.Load(); err == nil && s.watch.Load() && (w == nil || l.ShardID == *w) {
 		s.landed.Add(1)
 	}
 	return l, err
@@ -665,6 +669,9 @@ func testLeaseLostWhileFinalRetries(t *testing.T, e *env, handoff bool) {
 		t.Fatal(err)
 	}
 	stolen := time.Now()
+	// With liveness per lease a renews its other lease meanwhile, which is
+	// no write of the lost one.
+	faults.watchOn.Store(&victim)
 	faults.watch.Store(true)
 	faults.fail.Store(0) // a's next try reaches the store
 
