@@ -300,17 +300,7 @@ func splitInHalf(ctx context.Context, t *testing.T, api kinesisapi.API, stream, 
 	if _, err := api.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: &stream, ShardToSplit: &id, NewStartingHashKey: aws.String(mid.String())}); err != nil {
 		t.Fatalf("split %s: %v", id, err)
 	}
-	for {
-		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("stream %s not active after a split: %v", stream, err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitActive(ctx, t, api, stream, " after a split")
 }
 
 func testAggregatedReshard(t *testing.T, s kinesisapi.API, opts ...runtime.Option) {
@@ -1247,17 +1237,7 @@ func mergeBoth(ctx context.Context, t *testing.T, api kinesisapi.API, stream str
 		ShardToMerge: aws.String("shardId-000000000000"), AdjacentShardToMerge: aws.String("shardId-000000000001")}); err != nil {
 		t.Fatalf("MergeShards: %v", err)
 	}
-	for {
-		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("stream %s not active after a merge: %v", stream, err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitActive(ctx, t, api, stream, " after a merge")
 }
 
 func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API,
@@ -1461,16 +1441,7 @@ func testAggregatedStreamRecreated(t *testing.T, api kinesisapi.API, opts ...run
 	if _, err := api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("stream %s not active again: %v", stream, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitActive(ctx, t, api, stream, " again")
 	// The keys publish at once and linger together: the first aggregates
 	// hold keys of several new shards.
 	publishKeyed(ctx, t, p, keys, 0, 20)

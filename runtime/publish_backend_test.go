@@ -190,16 +190,24 @@ func createStream(ctx context.Context, t testing.TB, api kinesisapi.API, shards 
 	if _, err := api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
 		t.Fatalf("CreateStream: %v", err)
 	}
-	// The service offers no event for ACTIVE; kinesalite here has no delay,
-	// so this loop ends at once or after a few milliseconds.
+	waitActive(ctx, t, api, name, "")
+	return name
+}
+
+// waitActive waits for stream to be ACTIVE after its creation or a
+// reshard (what, if not empty, says which, with a leading space). The
+// service offers no event for it; kinesalite here has no delay, so this
+// ends at once or after a few milliseconds.
+func waitActive(ctx context.Context, t testing.TB, api kinesisapi.API, stream, what string) {
+	t.Helper()
 	for {
-		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &name})
+		out, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
 		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			return name
+			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("stream %s not active: %v", name, err)
+			t.Fatalf("stream %s not active%s: %v", stream, what, err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

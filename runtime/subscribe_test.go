@@ -98,17 +98,7 @@ func (e *env) createStream(name string, shards int32) {
 	if _, err := e.api.CreateStream(e.ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(shards)}); err != nil {
 		e.t.Fatalf("CreateStream %s: %v", name, err)
 	}
-	for { // a live server creates streams asynchronously
-		out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(name)})
-		if err == nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusActive {
-			return
-		}
-		select {
-		case <-e.ctx.Done():
-			e.t.Fatalf("stream %s not active: %v", name, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	waitActive(e.ctx, e.t, e.api, name, "") // a live server creates streams asynchronously
 }
 
 // publisher is a connected broker that only publishes.
