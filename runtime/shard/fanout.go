@@ -86,7 +86,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			bo.reset()
 		}
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || errors.Is(err, errFenced):
 			return
 		case errors.Is(err, errSink):
 			sinkFailed(log, o, s, err)

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -36,13 +37,16 @@ type feed struct {
 	took func(last *Record)
 	// emitFn is emit as a func value, made once per session.
 	emitFn func(seq string, sub int64, key string, data []byte) error
+	// fctx is the lease's fence (owned.fctx): ended, nothing more is
+	// handed out.
+	fctx context.Context
 	// users counts the user records the last deliver expanded.
 	users int
 }
 
 // newFeed returns the feed of session s of o, reading from where s opened.
 func (c *Coordinator) newFeed(ctx context.Context, o *owned, s *session) *feed {
-	f := &feed{ctx: ctx, c: c, shard: o.shard, s: s, hashRange: c.hashRange(o), run: make([]Record, 0, sinkRun)}
+	f := &feed{ctx: ctx, fctx: o.fctx, c: c, shard: o.shard, s: s, hashRange: c.hashRange(o), run: make([]Record, 0, sinkRun)}
 	f.emitFn = f.emit
 	f.from(s.from)
 	return f
@@ -53,9 +57,19 @@ func (f *feed) from(at startAt) {
 	f.skip, f.skipTo, f.since = at.skip, mark{at.seq, at.sub}, at.since
 }
 
+// errFenced is deliver's answer once the lease is fenced.
+var errFenced = errors.New("lease fenced")
+
 // deliver hands the user records of one read to the sink, the last run
 // included.
 func (f *feed) deliver(recs []types.Record) error {
+	if f.fctx.Err() != nil {
+		// Fenced while the read was out: hand out nothing it returned. The
+		// fence cancels the session's ctx only from another goroutine, a
+		// moment later; the next owner (or a take-back) reads these from
+		// the checkpoint.
+		return errFenced
+	}
 	f.users = 0
 	for i := range recs {
 		f.arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)

@@ -151,15 +151,8 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		if out.MillisBehindLatest != nil {
 			st.ObserveBehind(*out.MillisBehindLatest)
 		}
-		if o.fctx.Err() != nil {
-			// Fenced while the call was out: hand out nothing it returned.
-			// The fence cancels ctx only from another goroutine, a moment
-			// later; the next owner (or a take-back) reads these from the
-			// checkpoint.
-			return
-		}
 		if err := f.deliver(out.Records); err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !errors.Is(err, errFenced) {
 				sinkFailed(log, o, s, err)
 			}
 			return
