@@ -40,7 +40,9 @@
 // mode a shard hands out at most 256 records per worker past its oldest
 // unsettled one, so a stuck handler pauses its shard's reader. Every error
 // matches one of the Err* sentinels with
-// errors.Is, and *Error says which stream and shard it concerns.
+// errors.Is, and *Error says which stream and shard it concerns. An error
+// whose cause is a credential the SDK could not get, or an identity or
+// permission the service refused, matches ErrAccess besides its own kind.
 //
 // # For generated code
 //

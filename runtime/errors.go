@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -30,6 +31,15 @@ var (
 	// an *Error of another kind whose cause is such a failure, for example
 	// a publish that gave up retrying a refused connection (ErrPublish too).
 	ErrTransport = errors.New("kinesis: transport")
+	// ErrAccess: the request's identity or permissions failed: the SDK
+	// could not get credentials to sign it with (a missing profile, an
+	// expired SSO session), or the service refused them (AccessDenied,
+	// UnrecognizedClient, InvalidSignature, ExpiredToken, KMSAccessDenied,
+	// ...). errors.Is(err, ErrAccess) matches an *Error of any kind whose
+	// cause is such a failure, for example a subscription's start
+	// (ErrStream too), a publish (ErrPublish) or a lease table call
+	// (ErrLease).
+	ErrAccess = errors.New("kinesis: access")
 )
 
 // Error is a failure with the operation, stream and shard it concerns.
@@ -66,7 +76,8 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Is(target error) bool {
-	return target == e.Kind || target == ErrTransport && isTransport(e.Err)
+	return target == e.Kind || target == ErrTransport && isTransport(e.Err) ||
+		target == ErrAccess && isAccess(e.Err)
 }
 
 // isTransport says whether err is a failure to reach the service, as
@@ -88,6 +99,84 @@ func isTransport(err error) bool {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// accessCodes are the error codes with which Kinesis, DynamoDB and STS
+// refuse a request's identity, signature or permissions.
+var accessCodes = map[string]bool{
+	"AccessDenied":                        true,
+	"AccessDeniedException":               true,
+	"KMSAccessDeniedException":            true, // the stream's KMS key refuses the caller
+	"UnrecognizedClientException":         true,
+	"InvalidClientTokenId":                true,
+	"InvalidSignatureException":           true,
+	"SignatureDoesNotMatch":               true,
+	"IncompleteSignature":                 true,
+	"IncompleteSignatureException":        true,
+	"MissingAuthenticationToken":          true,
+	"MissingAuthenticationTokenException": true,
+	"ExpiredToken":                        true,
+	"ExpiredTokenException":               true,
+	"NotAuthorized":                       true,
+}
+
+// isAccess says whether err is an access failure: no credentials to sign
+// the request with, or the service refused its identity or permissions.
+func isAccess(err error) bool {
+	if err == nil {
+		return false
+	}
+	// First the credential fetch: its own cause may be an answer from
+	// another service (STS throttling an AssumeRole) that is no access code.
+	if credentialsFailed(err) {
+		return true
+	}
+	if ae, ok := errors.AsType[smithy.APIError](err); ok {
+		return accessCodes[ae.ErrorCode()]
+	}
+	if ee, ok := errors.AsType[*EntryError](err); ok {
+		return accessCodes[ee.Code]
+	}
+	return false
+}
+
+// credentialsFailed says whether an SDK call failed getting the credentials
+// to sign with. The older signing middleware says so with a type (for any
+// failure to sign, a failed credential fetch its usual one); the
+// auth-scheme path every current client takes wraps the provider's error
+// with fmt.Errorf("get identity: %w") beneath the *smithy.OperationError,
+// with no type to match, so that prefix is matched there and only there.
+func credentialsFailed(err error) bool {
+	if _, ok := errors.AsType[*v4.SigningError](err); ok {
+		return true
+	}
+	return anyCause(err, func(e error) bool {
+		oe, ok := e.(*smithy.OperationError)
+		return ok && anyCause(oe.Err, func(e error) bool { return strings.HasPrefix(e.Error(), "get identity: ") })
+	})
+}
+
+// anyCause says whether f holds for err or any error it wraps.
+func anyCause(err error, f func(error) bool) bool {
+	for err != nil {
+		if f(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if anyCause(e, f) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // kindOr is ErrTransport when err is a transport failure, else kind.

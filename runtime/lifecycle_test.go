@@ -121,7 +121,8 @@ func testSubscribeOpensAtTheMomentItStarts(e *env) {
 // The SDK fetches credentials on the first request: a broker whose
 // credentials cannot be had connects (Connect makes no request of its
 // own), and a subscription's start, whose DescribeStreamSummary is that
-// first request, fails with the credential's error at once.
+// first request, fails with the credential's error at once, as ErrStream
+// and ErrAccess.
 func TestBadCredentialFailsTheStartNotConnect(t *testing.T) {
 	bad := errors.New("no such profile: orders-prod")
 	cfg := aws.Config{Region: "us-east-1", Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
@@ -144,6 +145,9 @@ func TestBadCredentialFailsTheStartNotConnect(t *testing.T) {
 	defer b.Shutdown(context.Background())
 	if !errors.Is(err, bad) {
 		t.Fatalf("Connect with a subscription = %v, want the credential's error", err)
+	}
+	if !errors.Is(err, runtime.ErrAccess) || !errors.Is(err, runtime.ErrStream) {
+		t.Fatalf("Connect with a subscription = %v, want ErrStream and ErrAccess", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the start took %v to fail", d)
