@@ -24,6 +24,33 @@ func failingCredentials(cause error) aws.CredentialsProvider {
 	}))
 }
 
+// A publish whose credentials cannot be had fails at once with ErrPublish
+// and ErrAccess, instead of retrying until its context ends as it does for
+// an endpoint it cannot reach: a credential that is missing stays missing.
+func TestPublishWithBadCredentialFailsAtOnceAsAccess(t *testing.T) {
+	bad := errors.New("no such profile: orders-prod")
+	cfg := aws.Config{Region: "us-east-1", Credentials: failingCredentials(bad)}
+	b := runtime.NewBrokerFromConfig(cfg, runtime.WithEndpoint(refusedEndpoint(t)))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+
+	start := time.Now()
+	err := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}).Publish(ctx, order{ID: 1})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Publish took %v to fail (%v); want it to fail at once", d, err)
+	}
+	if !errors.Is(err, runtime.ErrAccess) || !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, bad) {
+		t.Fatalf("Publish = %v; want ErrPublish and ErrAccess, with the credential's error", err)
+	}
+	if errors.Is(err, runtime.ErrTransport) {
+		t.Fatalf("Publish = %v; matches ErrTransport, but no request was sent", err)
+	}
+}
+
 // A lease table whose client's credentials cannot be had fails Connect with
 // ErrLease that also matches ErrAccess.
 func TestLeaseStoreWithBadCredentialIsAnAccessError(t *testing.T) {

@@ -89,4 +89,8 @@ func TestFailedCredentialFetchThroughRealClientsIsAccess(t *testing.T) {
 			t.Errorf("%s: %v; want the credential's error, matching ErrStream and ErrAccess, not ErrTransport", name, err)
 		}
 	}
+	// A publish gives up on it at once.
+	if kind, retry := classifyCallError(kerr); kind != ErrPublish || retry {
+		t.Errorf("classifyCallError = %v, retry %v; want ErrPublish, no retry", kind, retry)
+	}
 }

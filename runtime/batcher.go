@@ -707,6 +707,12 @@ func retryableCode(code string) bool {
 // classifyCallError maps a failed PutRecords call to the error kind its
 // records get, and says whether the records should be retried instead.
 func classifyCallError(err error) (kind error, retry bool) {
+	if isAccess(err) {
+		// Missing credentials or a refused identity stay so: retried, the
+		// publish would wait out its context (with none, for ever) while the
+		// failure showed in debug lines only.
+		return ErrPublish, false
+	}
 	var api smithy.APIError
 	if !errors.As(err, &api) {
 		return ErrPublish, true // transport failure: the service may answer next time

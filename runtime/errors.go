@@ -38,7 +38,7 @@ var (
 	// ...). errors.Is(err, ErrAccess) matches an *Error of any kind whose
 	// cause is such a failure, for example a subscription's start
 	// (ErrStream too), a publish (ErrPublish) or a lease table call
-	// (ErrLease).
+	// (ErrLease). A publish fails on it at once: retrying does not mend it.
 	ErrAccess = errors.New("kinesis: access")
 )
 
