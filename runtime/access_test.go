@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -92,5 +93,21 @@ func TestFailedCredentialFetchThroughRealClientsIsAccess(t *testing.T) {
 	// A publish gives up on it at once.
 	if kind, retry := classifyCallError(kerr); kind != ErrPublish || retry {
 		t.Errorf("classifyCallError = %v, retry %v; want ErrPublish, no retry", kind, retry)
+	}
+
+	// A fetch that could not reach its own endpoint (the instance metadata
+	// service, STS) says nothing about the credentials: the publish keeps
+	// retrying it, as any transport failure, within its context.
+	unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	creds = aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+		return aws.Credentials{}, fmt.Errorf("fetching role credentials: %w", unreachable)
+	}))
+	_, kerr = kinesis.New(kinesis.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds}).
+		DescribeStreamSummary(t.Context(), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("orders")})
+	if err := (&Error{Kind: ErrPublish, Err: kerr}); !errors.Is(err, ErrAccess) || !errors.Is(err, ErrTransport) {
+		t.Errorf("%v: want it to match ErrAccess and ErrTransport", err)
+	}
+	if kind, retry := classifyCallError(kerr); kind != ErrPublish || !retry {
+		t.Errorf("classifyCallError(%v) = %v, retry %v; want ErrPublish, retried", kerr, kind, retry)
 	}
 }

@@ -707,10 +707,12 @@ func retryableCode(code string) bool {
 // classifyCallError maps a failed PutRecords call to the error kind its
 // records get, and says whether the records should be retried instead.
 func classifyCallError(err error) (kind error, retry bool) {
-	if isAccess(err) {
+	if isAccess(err) && !isTransport(err) {
 		// Missing credentials or a refused identity stay so: retried, the
 		// publish would wait out its context (with none, for ever) while the
-		// failure showed in debug lines only.
+		// failure showed in debug lines only. A credential fetch that could
+		// not reach its own endpoint (instance metadata, STS) is retried
+		// like any transport failure.
 		return ErrPublish, false
 	}
 	var api smithy.APIError
