@@ -121,6 +121,20 @@ type ShardStatus struct {
 	// zero BehindAt means no read has answered yet.
 	MillisBehindLatest int64     `json:"millis_behind_latest"`
 	BehindAt           time.Time `json:"behind_at,omitzero"`
+	// ReadError is the last read of the shard that failed (GetRecords,
+	// GetShardIterator, SubscribeToShard, or a fan-out subscription that
+	// broke off), as its error's text: AccessDeniedException after a
+	// change of permissions, a throttle, an endpoint that cannot be
+	// reached. ReadErrorAt is when it failed and ReadFailures how many
+	// reads have failed in a row; the reader retries them with backoff.
+	// All three are zero once a read answers (a GetRecords answer, a
+	// fan-out event), and while nothing has failed: a shard whose
+	// ReadFailures grows is stuck, not idle. An iterator that expired and
+	// a fan-out subscription that ended at its 5-minute lifetime are not
+	// failures.
+	ReadError    string    `json:"read_error,omitempty"`
+	ReadErrorAt  time.Time `json:"read_error_at,omitzero"`
+	ReadFailures int       `json:"read_failures,omitempty"`
 	// Handled and Outcomes count the shard's records handled by this
 	// instance, over every time it held the shard in this run of the
 	// subscription; PerSecond is their rate over the last ten seconds or
@@ -145,6 +159,9 @@ func shardStatusOf(s shard.ShardStatus) ShardStatus {
 		CheckpointAt:       s.Checkpoint.At,
 		MillisBehindLatest: s.MillisBehindLatest,
 		BehindAt:           s.BehindAt,
+		ReadError:          s.ReadFailure.Err,
+		ReadErrorAt:        s.ReadFailure.At,
+		ReadFailures:       s.ReadFailure.Count,
 		Handled:            out.Total(),
 		Outcomes:           out,
 		PerSecond:          s.PerSecond,

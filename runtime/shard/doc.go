@@ -90,8 +90,9 @@
 // checkpoint, and writes the position it sought to the lease.
 //
 // Status reports, without waiting for any remote call, the shards held
-// (lease state, checkpoint, MillisBehindLatest, records in flight, and the
-// outcomes the sink's user counted with Record.Count) and the others as
-// the last pass listed them. A shard's Stats is where its readers report
-// how far behind the tip they are.
+// (lease state, checkpoint, MillisBehindLatest, the last failed read and
+// how many failed in a row, records in flight, and the outcomes the sink's
+// user counted with Record.Count) and the others as the last pass listed
+// them. A shard's Stats is where its readers report how far behind the tip
+// they are and the reads that fail.
 package shard

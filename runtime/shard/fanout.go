@@ -54,6 +54,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			if ctx.Err() != nil {
 				return
 			}
+			o.st.readFailed(err) // refused, in use or throttled: each is worth seeing if it goes on
 			switch classifySubscribe(err) {
 			case subscribeInUse:
 				// The shard's previous subscription (this consumer's, by a
@@ -79,7 +80,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			}
 			continue
 		}
-		end, children, cont, err := c.consume(sub, f.deliver, o.st.ObserveBehind)
+		end, children, cont, err := c.consume(sub, f.deliver, o.st)
 		closeSub()
 		if cont != "" {
 			resume = startAt{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: cont}
@@ -97,6 +98,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 		case end:
 			log.Warn("subscription ended the shard, which the stream lists open; subscribing again", "after", cont)
 		case err != nil:
+			o.st.readFailed(err)
 			log.Warn("subscription broke off; subscribing again", "after", resume.seq, "err", err)
 		default:
 			log.Debug("subscription ended; subscribing again", "after", resume.seq)
@@ -158,7 +160,8 @@ func (c *Coordinator) subscribe(ctx context.Context, shardID string, at startAt)
 // continuation ("" when none came), whether the shard ended (an event with
 // ChildShards or without a continuation), and why the subscription broke
 // off (nil when it simply ended; errSink wrapped when deliver failed).
-func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver func([]types.Record) error, behind func(int64)) (end bool, children []types.ChildShard, cont string, err error) {
+// Each event is a read that answered, observed in stats.
+func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver func([]types.Record) error, stats *Stats) (end bool, children []types.ChildShard, cont string, err error) {
 	silence := time.AfterFunc(eventSilence, func() { _ = st.Close() })
 	defer silence.Stop()
 	for ev := range st.Events() {
@@ -167,11 +170,12 @@ func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver f
 		if !ok {
 			continue
 		}
+		stats.readAnswered()
 		if derr := deliver(e.Value.Records); derr != nil {
 			return false, nil, cont, fmt.Errorf("%w: %w", errSink, derr)
 		}
 		if e.Value.MillisBehindLatest != nil {
-			behind(*e.Value.MillisBehindLatest)
+			stats.ObserveBehind(*e.Value.MillisBehindLatest)
 		}
 		if e.Value.ContinuationSequenceNumber == nil || len(e.Value.ChildShards) > 0 {
 			return true, e.Value.ChildShards, cont, nil

@@ -538,6 +538,9 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 				c.finishGone(ctx, o, &session{wm: newWatermark()})
 				return nil
 			}
+			if ctx.Err() == nil {
+				o.st.readFailed(err) // the shard waits, unread, for the next pass
+			}
 			return err
 		}
 		if from.typ == types.ShardIteratorTypeLatest {

@@ -89,6 +89,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 				if byArrival() {
 					continue
 				}
+				st.readFailed(ierr)
 				log.Warn("opening the shard failed; retrying", "at", string(resume.typ), "sequence", resume.seq, "time", resume.ts, "err", ierr)
 				if opening {
 					sleep(ctx, bo.next())
@@ -111,12 +112,19 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			if ctx.Err() != nil {
 				return
 			}
-			switch classify(err) {
+			cl := classify(err)
+			if cl != classExpired {
+				st.readFailed(err) // an expired iterator is renewed, not a failure
+			}
+			switch cl {
 			case classExpired:
 				// Resume after the last delivered record, or where the
 				// session opened if none was delivered yet.
 				next, _, ierr := c.iterator(ctx, o.shard, resume)
 				if ierr != nil {
+					if ctx.Err() != nil {
+						return
+					}
 					if c.gone(ctx, o.shard, ierr) {
 						c.finishGone(ctx, o, s)
 						return
@@ -124,6 +132,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 					if byArrival() {
 						continue
 					}
+					st.readFailed(ierr)
 					log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
 					sleep(ctx, bo.next())
 					continue
@@ -148,6 +157,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			continue
 		}
 		bo.reset()
+		st.readAnswered()
 		if out.MillisBehindLatest != nil {
 			st.ObserveBehind(*out.MillisBehindLatest)
 		}

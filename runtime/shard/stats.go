@@ -30,11 +30,16 @@ const (
 // It is the one place per shard where a reader reports how far behind the
 // stream's tip it is (ObserveBehind): a GetRecords reader from each
 // answer's MillisBehindLatest, an enhanced fan-out reader from each event's.
+// Its reads that fail are observed here too (readFailed), and cleared by
+// the next that answers (readAnswered).
 type Stats struct {
 	outcomes [NumOutcomes]atomic.Uint64
 	behindMs atomic.Int64
 	behindAt atomic.Int64 // Unix nanoseconds of the last ObserveBehind; 0: never
 	cp       atomic.Pointer[Checkpoint]
+	// readErr is the last of the reads that failed in a row; nil once one
+	// answers. Only failures write it, so a read that answers costs a load.
+	readErr atomic.Pointer[ReadFailure]
 
 	rate rateMeter
 }
@@ -50,6 +55,39 @@ func newStats(now time.Time) *Stats {
 func (s *Stats) ObserveBehind(ms int64) {
 	s.behindMs.Store(ms)
 	s.behindAt.Store(time.Now().UnixNano())
+}
+
+// ReadFailure is the last failed read of a shard (GetRecords,
+// GetShardIterator, SubscribeToShard, a subscription that broke off) and
+// how many failed in a row, since the last read that answered.
+type ReadFailure struct {
+	Err   string    // the error's text
+	At    time.Time // when it failed
+	Count int       // consecutive failed reads, this one included
+}
+
+// readFailed records a failed read (throttles included: they are worth
+// seeing when they go on).
+func (s *Stats) readFailed(err error) {
+	f := &ReadFailure{Err: err.Error(), At: time.Now(), Count: 1}
+	for {
+		cur := s.readErr.Load()
+		if cur != nil {
+			f.Count = cur.Count + 1
+		}
+		if s.readErr.CompareAndSwap(cur, f) {
+			return
+		}
+	}
+}
+
+// readAnswered records that a read answered (a GetRecords answer, a
+// subscription's event): the failures before it are over. It costs one
+// atomic load when nothing failed.
+func (s *Stats) readAnswered() {
+	if cur := s.readErr.Load(); cur != nil {
+		s.readErr.CompareAndSwap(cur, nil)
+	}
 }
 
 // count adds one record handled with outcome o.
@@ -120,9 +158,12 @@ type ShardStatus struct {
 	// The rest is known for the shards held here only.
 	MillisBehindLatest int64     // of the reader's last read
 	BehindAt           time.Time // when it was observed; zero: not yet
-	Handled            [NumOutcomes]uint64
-	PerSecond          float64 // records handled per second, lately
-	InFlight           int     // records handed out past the checkpoint, not all settled
+	// ReadFailure is the last of the reads that have failed in a row
+	// since one last answered; zero (Count 0) when the last read answered.
+	ReadFailure ReadFailure
+	Handled     [NumOutcomes]uint64
+	PerSecond   float64 // records handled per second, lately
+	InFlight    int     // records handed out past the checkpoint, not all settled
 }
 
 // LeaseCounters count this instance's lease changes. One set may be shared
@@ -198,6 +239,9 @@ func (c *Coordinator) Status() Status {
 		}
 		if at := st.behindAt.Load(); at != 0 {
 			ss.MillisBehindLatest, ss.BehindAt = st.behindMs.Load(), time.Unix(0, at)
+		}
+		if f := st.readErr.Load(); f != nil {
+			ss.ReadFailure = *f
 		}
 		var total uint64
 		ss.Handled, total = st.handled()

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -56,5 +57,29 @@ func TestRecordCount(t *testing.T) {
 	by, total := st.handled()
 	if by[Acked] != 2 || by[DeadLettered] != 1 || total != 3 {
 		t.Fatalf("counted %v (total %d)", by, total)
+	}
+}
+
+// Failed reads are counted in a row and the last one kept; a read that
+// answers clears them, and costs nothing (no allocation) when nothing
+// failed, as on every read of a healthy shard.
+func TestReadFailures(t *testing.T) {
+	st := newStats(time.Now())
+	if f := st.readErr.Load(); f != nil {
+		t.Fatalf("a new shard shows %+v", f)
+	}
+	before := time.Now()
+	st.readFailed(errors.New("AccessDeniedException: one"))
+	st.readFailed(errors.New("AccessDeniedException: two"))
+	f := st.readErr.Load()
+	if f == nil || f.Count != 2 || f.Err != "AccessDeniedException: two" || f.At.Before(before) {
+		t.Fatalf("after two failed reads: %+v; want the second, counted 2", f)
+	}
+	st.readAnswered()
+	if f := st.readErr.Load(); f != nil {
+		t.Fatalf("after a read answered: %+v; want none", f)
+	}
+	if n := testing.AllocsPerRun(100, st.readAnswered); n != 0 {
+		t.Errorf("a read that answers allocates %v times", n)
 	}
 }
