@@ -129,9 +129,10 @@ type ShardStatus struct {
 	// reads have failed in a row; the reader retries them with backoff.
 	// All three are zero once a read answers (a GetRecords answer, a
 	// fan-out event), and while nothing has failed: a shard whose
-	// ReadFailures grows is stuck, not idle. An iterator that expired and
-	// a fan-out subscription that ended at its 5-minute lifetime are not
-	// failures.
+	// ReadFailures grows is stuck, not idle (with WithMeterProvider the
+	// gauge kinesisgen.shard.read_failures reports it too). An iterator
+	// that expired and a fan-out subscription that ended at its 5-minute
+	// lifetime are not failures.
 	ReadError    string    `json:"read_error,omitempty"`
 	ReadErrorAt  time.Time `json:"read_error_at,omitzero"`
 	ReadFailures int       `json:"read_failures,omitempty"`

@@ -67,6 +67,7 @@ type telemetry struct {
 	queueDepth  metric.Int64ObservableGauge
 	behind      metric.Int64ObservableGauge
 	ckptAge     metric.Float64ObservableGauge
+	readFails   metric.Int64ObservableGauge
 	leasesHeld  metric.Int64ObservableGauge
 	reg         metric.Registration
 }
@@ -106,12 +107,14 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 		metric.WithDescription("How far the shard's reader is behind the stream's tip, as the service reports it (MillisBehindLatest)."))
 	t.ckptAge, _ = m.Float64ObservableGauge("kinesisgen.shard.checkpoint_age", metric.WithUnit("s"),
 		metric.WithDescription("How long records of the shard have waited to be checkpointed (0: everything read is checkpointed)."))
+	t.readFails, _ = m.Int64ObservableGauge("kinesisgen.shard.read_failures", metric.WithUnit("{read}"),
+		metric.WithDescription("Reads of the shard (GetRecords, GetShardIterator, SubscribeToShard) that have failed in a row; 0 once one answers."))
 	t.leasesHeld, _ = m.Int64ObservableGauge("kinesisgen.leases.held", metric.WithUnit("{lease}"),
 		metric.WithDescription("Shard leases this instance holds."))
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t.observe(s, o)
 		return nil
-	}, t.queueDepth, t.behind, t.ckptAge, t.leasesHeld, t.leasesTaken, t.leasesLost)
+	}, t.queueDepth, t.behind, t.ckptAge, t.readFails, t.leasesHeld, t.leasesTaken, t.leasesLost)
 	return t
 }
 
@@ -147,6 +150,8 @@ func (t *telemetry) observe(s *state, o metric.Observer) {
 				o.ObserveInt64(t.behind, sh.MillisBehindLatest, attrs)
 			}
 			o.ObserveFloat64(t.ckptAge, checkpointAge(sh, r.began, now).Seconds(), attrs)
+			// From the shard's Stats, as Status shows it: the reads pay nothing for it.
+			o.ObserveInt64(t.readFails, int64(sh.ReadFailures), attrs)
 		}
 	}
 }

@@ -210,6 +210,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		"kinesisgen.lane.queue_depth":           h + st + ": 0",
 		"kinesisgen.shard.millis_behind_latest": shards("0"),
 		"kinesisgen.shard.checkpoint_age":       shards("0"),
+		"kinesisgen.shard.read_failures":        shards("0"),
 		"kinesisgen.leases.held":                st + ": 2",
 		"kinesisgen.leases.taken":               ": 2", // the instance's, over every subscription
 		"kinesisgen.leases.lost":                ": 0",
@@ -331,5 +332,101 @@ func TestRecordsBehindFromFanOutEvents(t *testing.T) {
 	const want = "messaging.destination.name=orders,messaging.destination.partition.id=shardId-000000000000: 0"
 	wait(t, "the shard's lag reported", func() bool {
 		return values(m.collect()["kinesisgen.shard.millis_behind_latest"]) == want
+	})
+}
+
+// A shard whose reads are refused (AccessDeniedException, after a change
+// of permissions) shows it in kinesisgen.shard.read_failures, counting up
+// while it lasts, next to a healthy shard at 0 whose records are handled
+// meanwhile; once the permission is back the next read clears it, and
+// what was published on the refused shard is handled.
+func TestMetricsReadFailuresOfADeniedShard(t *testing.T) {
+	ctx := testCtx(t)
+	m := newMeter(t)
+	srv := kinesistest.New()
+	createStream(t, ctx, srv, "orders", 2)
+	const denied, healthy = "shardId-000000000000", "shardId-000000000001"
+	var failing atomic.Bool
+	srv.InjectCallFault(func(c kinesistest.Call) error {
+		if failing.Load() && c.Op == kinesistest.OpGetRecords && c.Stream == "orders" && c.Shard == denied {
+			return &types.AccessDeniedException{Message: aws.String("not authorized to perform: kinesis:GetRecords")}
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	handled := map[int]bool{}
+	sb := srv.NewBroker(runtime.WithMeterProvider(m.mp))
+	if _, err := runtime.Subscribe(sb, "orders", func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+		mu.Lock()
+		handled[o.ID] = true
+		mu.Unlock()
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, sb)
+	pb := srv.NewBroker()
+	connect(t, ctx, pb)
+	pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
+	// publish sends orders from..to-1 and returns their ids by shard.
+	publish := func(from, to int) map[string][]int {
+		byShard := map[string][]int{}
+		for i := from; i < to; i++ {
+			r, err := pub.Message(order{ID: i}).PartitionKey(fmt.Sprintf("c%d", i)).Send(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byShard[r.ShardID] = append(byShard[r.ShardID], i)
+		}
+		if len(byShard[denied]) == 0 || len(byShard[healthy]) == 0 {
+			t.Fatalf("orders by shard %v; want some on each", byShard)
+		}
+		return byShard
+	}
+	allHandled := func(ids []int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if !handled[id] {
+				return false
+			}
+		}
+		return true
+	}
+	// failures returns the gauge's value for each shard.
+	failures := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, p := range m.collect()["kinesisgen.shard.read_failures"] {
+			switch p.attrs {
+			case "messaging.destination.name=orders,messaging.destination.partition.id=" + denied:
+				out[denied] = p.value
+			case "messaging.destination.name=orders,messaging.destination.partition.id=" + healthy:
+				out[healthy] = p.value
+			default:
+				t.Errorf("read_failures point with attributes %q", p.attrs)
+			}
+		}
+		return out
+	}
+
+	before := publish(0, 10)
+	wait(t, "the first orders handled", func() bool { return allHandled(before[denied]) && allHandled(before[healthy]) })
+	if f := failures(); len(f) != 2 || f[denied] != 0 || f[healthy] != 0 {
+		t.Errorf("read_failures while reads answer: %v; want 0 for both shards", f)
+	}
+
+	failing.Store(true)
+	meanwhile := publish(10, 30)
+	wait(t, "the refused shard's failed reads counted", func() bool { return failures()[denied] >= 2 })
+	wait(t, "the healthy shard's orders handled meanwhile", func() bool { return allHandled(meanwhile[healthy]) })
+	if f := failures(); len(f) != 2 || f[denied] < 2 || f[healthy] != 0 {
+		t.Errorf("read_failures while %s is refused: %v; want at least 2 for it, 0 for %s", denied, f, healthy)
+	}
+
+	failing.Store(false)
+	wait(t, "the refused shard's orders handled once its reads answer", func() bool { return allHandled(meanwhile[denied]) })
+	wait(t, "the failures cleared", func() bool {
+		f := failures()
+		return len(f) == 2 && f[denied] == 0 && f[healthy] == 0
 	})
 }
