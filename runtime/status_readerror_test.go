@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
-	"math/big"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
@@ -287,15 +285,7 @@ func TestStatusShowsShardsThatCannotBeOpened(t *testing.T) {
 
 	since := time.Now()
 	failing.Store(true)
-	out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: aws.String(orders)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash := out.Shards[0].HashKeyRange
-	mid := new(big.Int).Rsh(new(big.Int).Add(bigOf(*hash.StartingHashKey), bigOf(*hash.EndingHashKey)), 1)
-	if _, err := e.api.SplitShard(e.ctx, &kinesis.SplitShardInput{StreamName: aws.String(orders), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String())}); err != nil {
-		t.Fatal(err)
-	}
+	splitInHalf(e.ctx, t, e.api, orders, parent)
 	e.putOrders(orders, 5, 10, 1)
 	children := func(s runtime.SubscriptionStatus, cond func(runtime.ShardStatus) bool) bool {
 		n := 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -345,15 +344,7 @@ func testStatusAcrossASplit(e *env) {
 	for id := range last {
 		parent = id
 	}
-	out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: aws.String(orders)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash := out.Shards[0].HashKeyRange
-	mid := new(big.Int).Rsh(new(big.Int).Add(bigOf(*hash.StartingHashKey), bigOf(*hash.EndingHashKey)), 1)
-	if _, err := e.api.SplitShard(e.ctx, &kinesis.SplitShardInput{StreamName: aws.String(orders), ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String(mid.String())}); err != nil {
-		t.Fatal(err)
-	}
+	splitInHalf(e.ctx, t, e.api, orders, parent)
 
 	// The children may be listed before the parent's reader has handed
 	// its record out: wait for both, then check that the parent stays.
@@ -393,11 +384,6 @@ func testStatusAcrossASplit(e *env) {
 	waitStatus(e, b, orders, "the children's records handled", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
 		return s.Handled == 21 && s.Shards[0].Handled+s.Shards[1].Handled == 20
 	})
-}
-
-func bigOf(s string) *big.Int {
-	n, _ := new(big.Int).SetString(s, 10)
-	return n
 }
 
 // A lease taken from under the instance counts as lost, and the shard
