@@ -45,7 +45,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		return len(rows) == 2 && rows[0][2] == "reading" && rows[1][2] == "reading" &&
 			rows[0][3] != "none yet" && rows[1][3] != "none yet"
 	})
-	if got := s.texts(t, `section[data-stream="customer-orders"] thead th`); strings.Join(got, "|") != "Shard|Owner|Lease|Checkpoint|Stored|Behind|Handled|Per second|Outcomes|In flight" {
+	if got := s.texts(t, `section[data-stream="customer-orders"] thead th`); strings.Join(got, "|") != "Shard|Owner|Lease|Checkpoint|Stored|Behind|Reads|Handled|Per second|Outcomes|In flight" {
 		t.Errorf("column headings %q", got)
 	}
 	for i, want := range []string{"shardId-000000000000", "shardId-000000000001"} {
@@ -62,8 +62,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 		if !regexp.MustCompile(`^[0-9.]+ (ms|s|min)$`).MatchString(r[5]) {
 			t.Errorf("row %d: behind %q, want a duration", i, r[5])
 		}
-		if !regexp.MustCompile(`^[0-9,]+ / 0 / 0 / [01]$`).MatchString(r[8]) {
-			t.Errorf("row %d: outcomes %q, want acked / 0 / 0 / 0 or 1", i, r[8])
+		if r[6] != "ok" {
+			t.Errorf("row %d: reads %q, want ok", i, r[6])
+		}
+		if !regexp.MustCompile(`^[0-9,]+ / 0 / 0 / [01]$`).MatchString(r[9]) {
+			t.Errorf("row %d: outcomes %q, want acked / 0 / 0 / 0 or 1", i, r[9])
 		}
 	}
 	owner := s.texts(t, "#owner")
@@ -80,9 +83,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 	handled := func(rows [][]string) int {
 		n := 0
 		for _, r := range rows {
-			v, err := strconv.Atoi(strings.ReplaceAll(r[6], ",", ""))
+			v, err := strconv.Atoi(strings.ReplaceAll(r[7], ",", ""))
 			if err != nil {
-				t.Fatalf("handled cell %q: %v", r[6], err)
+				t.Fatalf("handled cell %q: %v", r[7], err)
 			}
 			n += v
 		}

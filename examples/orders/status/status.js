@@ -37,6 +37,14 @@ function behind(s) {
   return Math.round(ms / 60000) + " min";
 }
 
+// reads says whether the shard's reads answer: "ok", or how many failed
+// in a row, the last one's error and when (a growing count is a stuck
+// reader, not an idle one).
+function reads(s, now) {
+  if (!s.read_failures) return "ok";
+  return `${num(s.read_failures)} failed, last ${age(s.read_error_at, now)}: ${s.read_error}`;
+}
+
 function owner(s, me) {
   if (!s.owner) return el("span", {}, "nobody");
   if (s.owner === me) return el("span", {class: "me"}, "this instance");
@@ -52,11 +60,13 @@ function shardRow(sub, s, me, held, now) {
     cell("checkpoint", checkpoint(s)),
     cell("num age", age(s.checkpoint_at, now)),
     cell("num behind", held ? behind(s) : "—"),
+    cell("reads", held ? reads(s, now) : "—"),
     cell("num handled", held ? num(s.handled) : "—"),
     cell("num rate", held ? rate(s.per_second) : "—"),
     cell("num outcomes", held ? outcomes(s.outcomes) : "—"),
     cell("num inflight", held ? num(s.in_flight) : "—"));
   if (held && s.behind_at && s.millis_behind_latest >= 60000) row.classList.add("behind");
+  if (held && s.read_failures) row.classList.add("failing");
   return row;
 }
 
@@ -68,8 +78,8 @@ function render(st) {
     " · updated ", el("span", {id: "updated"}, new Date(st.time).toLocaleTimeString()));
   const subs = st.subscriptions.map((sub) => {
     const head = el("tr", {},
-      ...["Shard", "Owner", "Lease", "Checkpoint", "Stored", "Behind", "Handled", "Per second", "Outcomes", "In flight"]
-        .map((h, i) => el("th", {class: i >= 4 ? "num" : ""}, h)));
+      ...["Shard", "Owner", "Lease", "Checkpoint", "Stored", "Behind", "Reads", "Handled", "Per second", "Outcomes", "In flight"]
+        .map((h, i) => el("th", {class: i >= 4 && i !== 6 ? "num" : ""}, h)));
     const rows = [
       ...sub.shards.map((s) => ({s, held: true})),
       ...sub.others.map((s) => ({s, held: false})),
