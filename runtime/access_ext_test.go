@@ -60,19 +60,10 @@ func TestLeaseStoreWithBadCredentialIsAnAccessError(t *testing.T) {
 		BaseEndpoint: aws.String(refusedEndpoint(t)),
 		Credentials:  failingCredentials(bad),
 	})
-	srv := kinesistest.New()
-	if err := srv.AddStream("orders", 1); err != nil {
-		t.Fatal(err)
-	}
-	b := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(lease.NewDynamoDB(ddb, "leases")))
-	if _, err := runtime.Subscribe(b, "orders", ack); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	err := b.Connect(ctx)
+	err := connectWithLeaseTable(t, ctx, ddb)
 	if err == nil {
-		b.Shutdown(ctx)
 		t.Fatal("Connect succeeded with no credentials for the lease table")
 	}
 	if !errors.Is(err, runtime.ErrAccess) || !errors.Is(err, runtime.ErrLease) || !errors.Is(err, bad) {
@@ -123,17 +114,8 @@ func TestUnsignedRequestsAreRefusedAsAccessLive(t *testing.T) {
 
 	t.Run("dynamodb", func(t *testing.T) {
 		ddb := dynamodb.NewFromConfig(anon, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dynamoURL) })
-		srv := kinesistest.New()
-		if err := srv.AddStream("orders", 1); err != nil {
-			t.Fatal(err)
-		}
-		b := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(lease.NewDynamoDB(ddb, "leases")))
-		if _, err := runtime.Subscribe(b, "orders", ack); err != nil {
-			t.Fatal(err)
-		}
-		err := b.Connect(ctx)
+		err := connectWithLeaseTable(t, ctx, ddb)
 		if err == nil {
-			b.Shutdown(ctx)
 			t.Fatal("Connect succeeded with an unsigned lease table client")
 		}
 		if !errors.Is(err, runtime.ErrAccess) || !errors.Is(err, runtime.ErrLease) {
@@ -141,4 +123,24 @@ func TestUnsignedRequestsAreRefusedAsAccessLive(t *testing.T) {
 		}
 		wantCode(t, "Connect", err)
 	})
+}
+
+// connectWithLeaseTable connects a broker that subscribes to an in-process
+// stream and keeps its leases in the table "leases" through ddb, and
+// returns what Connect returned (a broker that connected is shut down).
+func connectWithLeaseTable(t *testing.T, ctx context.Context, ddb *dynamodb.Client) error {
+	t.Helper()
+	srv := kinesistest.New()
+	if err := srv.AddStream("orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	b := runtime.NewBroker(runtime.WithKinesisClient(srv), runtime.WithLeaseStore(lease.NewDynamoDB(ddb, "leases")))
+	if _, err := runtime.Subscribe(b, "orders", ack); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Connect(ctx)
+	if err == nil {
+		b.Shutdown(ctx)
+	}
+	return err
 }

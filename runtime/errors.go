@@ -150,10 +150,8 @@ func credentialsFailed(err error) bool {
 	if _, ok := errors.AsType[*v4.SigningError](err); ok {
 		return true
 	}
-	return anyCause(err, func(e error) bool {
-		oe, ok := e.(*smithy.OperationError)
-		return ok && anyCause(oe.Err, func(e error) bool { return strings.HasPrefix(e.Error(), "get identity: ") })
-	})
+	oe, ok := errors.AsType[*smithy.OperationError](err)
+	return ok && anyCause(oe.Err, func(e error) bool { return strings.HasPrefix(e.Error(), "get identity: ") })
 }
 
 // anyCause says whether f holds for err or any error it wraps.

@@ -45,6 +45,18 @@ func (h *handledIDs) check(t *testing.T, n int) {
 	}
 }
 
+// startHandling connects a broker whose by-key subscription to stream,
+// from its horizon, hands every order to h.
+func startHandling(e *env, stream string, h *handledIDs) *runtime.Broker {
+	e.t.Helper()
+	b := e.broker()
+	if _, err := subscribe(e, b, stream, h.handle, runtime.StartAt(runtime.Horizon()), runtime.ByKey()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.connect(b)
+	return b
+}
+
 // oneShard returns the subscription's only shard, if it holds one.
 func oneShard(s runtime.SubscriptionStatus) (runtime.ShardStatus, bool) {
 	if len(s.Shards) != 1 {
@@ -151,11 +163,7 @@ func TestStatusShowsFailingReads(t *testing.T) {
 				return nil
 			})
 			var h handledIDs
-			b := e.broker()
-			if _, err := subscribe(e, b, orders, h.handle, runtime.StartAt(runtime.Horizon()), runtime.ByKey()); err != nil {
-				t.Fatal(err)
-			}
-			e.connect(b)
+			b := startHandling(e, orders, &h)
 			e.putOrders(orders, 0, 5, 1)
 			_, sub := waitStatus(e, b, orders, "5 handled", func(_ runtime.Status, s runtime.SubscriptionStatus) bool { return s.Handled == 5 })
 			if sh, _ := oneShard(sub); sh.ReadFailures != 0 || sh.ReadError != "" {
@@ -271,11 +279,7 @@ func TestStatusShowsShardsThatCannotBeOpened(t *testing.T) {
 		return nil
 	})
 	var h handledIDs
-	b := e.broker()
-	if _, err := subscribe(e, b, orders, h.handle, runtime.StartAt(runtime.Horizon()), runtime.ByKey()); err != nil {
-		t.Fatal(err)
-	}
-	e.connect(b)
+	b := startHandling(e, orders, &h)
 	_, last := e.putOrders(orders, 0, 5, 1)
 	waitStatus(e, b, orders, "5 handled", func(_ runtime.Status, s runtime.SubscriptionStatus) bool { return s.Handled == 5 })
 	var parent string

@@ -485,7 +485,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	c.renewed(o, sent)
 	c.mu.Lock()
 	o.st = c.statsLocked(nl.ShardID)
-	o.st.readErr.Store(nil) // an earlier holding's failed reads are not this one's
+	o.st.forgetReads()
 	o.setLease(nl, time.Time{})
 	c.owned[nl.ShardID] = o
 	delete(c.pending, nl.Key)

@@ -90,6 +90,9 @@ func (s *Stats) readAnswered() {
 	}
 }
 
+// forgetReads drops the failed reads of an earlier holding of the shard.
+func (s *Stats) forgetReads() { s.readErr.Store(nil) }
+
 // count adds one record handled with outcome o.
 func (s *Stats) count(o Outcome) {
 	if o < NumOutcomes {
