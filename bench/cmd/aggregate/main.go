@@ -87,6 +87,7 @@ type options struct {
 	callers     int
 	bulkCallers int
 	bulk        int
+	aggGroups   int // agg-all: publishers, each with its own aggregator
 	runs        int
 	warmup      bool
 	aggBytes    int
@@ -108,6 +109,7 @@ func main() {
 	flag.IntVar(&o.callers, "callers", 2048, "publishing goroutines for plain and agg")
 	flag.IntVar(&o.bulkCallers, "bulkcallers", 4, "goroutines of the bare loop and of agg-all's SendAll calls")
 	flag.IntVar(&o.bulk, "bulk", 500, "messages per SendAll call for agg-all")
+	flag.IntVar(&o.aggGroups, "agggroups", 1, "agg-all's callers split over this many publishers, each with its own aggregator (callers never share an aggregate across groups)")
 	flag.IntVar(&o.runs, "runs", 3, "rounds")
 	flag.BoolVar(&o.warmup, "warmup", true, "run an uncounted round of a tenth of the messages first")
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
@@ -331,7 +333,15 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
 	if mode == "agg-all" {
-		return bulkPublish(ctx, o, p, events, stream)
+		ps := []kgrt.Publisher[*kbench.Event]{p}
+		for g := 1; g < o.aggGroups; g++ {
+			// Another aggregator of the stream: the connection keeps one
+			// per stream and settings, so each group's MaxBytes differs by
+			// a byte.
+			agg := kgrt.Aggregation{MaxBytes: kgrt.DefaultAggregateBytes - g, Linger: o.linger}
+			ps = append(ps, kgrt.NewPublisher[*kbench.Event](b, kgrt.PublisherSpec{Stream: stream}, kgrt.WithAggregation(agg)))
+		}
+		return bulkPublish(ctx, o, ps, events, stream)
 	}
 	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
 	var next atomic.Int64
@@ -348,8 +358,9 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 
 // bulkPublish publishes with runtime.SendAll from bulkcallers goroutines,
 // each owning the keys k with k%bulkcallers == g and sending their
-// messages in order, bulk per call, each message under its own key.
-func bulkPublish(ctx context.Context, o options, p kgrt.Publisher[*kbench.Event], events []kbench.Event, stream string) (measure, string, error) {
+// messages in order, bulk per call, each message under its own key;
+// caller g publishes through ps[g%len(ps)] (-agggroups).
+func bulkPublish(ctx context.Context, o options, ps []kgrt.Publisher[*kbench.Event], events []kbench.Event, stream string) (measure, string, error) {
 	mine := make([][]int, o.bulkCallers)
 	for i := range o.n {
 		g := (i % o.keys) % o.bulkCallers
@@ -358,7 +369,8 @@ func bulkPublish(ctx context.Context, o options, p kgrt.Publisher[*kbench.Event]
 	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
 	var next atomic.Int64
 	err := benchkit.Parallel(o.bulkCallers, func() error {
-		ids := mine[next.Add(1)-1]
+		g := int(next.Add(1) - 1)
+		ids, p := mine[g], ps[g%len(ps)]
 		msgs := make([]*kgrt.Message[*kbench.Event], 0, o.bulk)
 		for len(ids) > 0 {
 			chunk := ids[:min(o.bulk, len(ids))]
