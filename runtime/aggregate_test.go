@@ -1191,6 +1191,107 @@ func TestSendAll(t *testing.T) {
 	}
 }
 
+// TestStartAll keeps five batches on their way at once with StartAll while
+// the service holds every put: each StartAll returns without waiting, no
+// Wait returns while the puts are held, and once they go each key's
+// messages are stored once, in publish order across the batches, each
+// Wait giving SendAll's receipts and the refused message's error alone;
+// aggregated and plain publishers alike.
+func TestStartAll(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 4)
+			held := make(chan struct{}, 1)
+			release := make(chan struct{})
+			releaseAll := sync.OnceFunc(func() { close(release) })
+			s.InjectPutFault(func(_, _ string) error {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+				return nil
+			})
+			b := runtime.NewBroker(runtime.WithKinesisClient(s))
+			if err := b.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer b.Shutdown(context.Background())
+			defer releaseAll()
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
+			keys := aggKeys(30)
+			var batches [][]*runtime.Message[aggMsg]
+			var pending []*runtime.Pending
+			for n := range 5 {
+				var msgs []*runtime.Message[aggMsg]
+				for _, k := range keys {
+					msgs = append(msgs, p.Message(aggMsg{Key: k, N: n}).PartitionKey(k))
+				}
+				if n == 2 {
+					msgs = append(msgs, p.Message(aggMsg{Key: "", N: 0}).PartitionKey(""))
+				}
+				batches = append(batches, msgs)
+				pending = append(pending, runtime.StartAll(ctx, msgs))
+			}
+			select {
+			case <-held:
+			case <-ctx.Done():
+				t.Fatal("no put reached the service")
+			}
+			waited := make(chan struct{})
+			var first []runtime.Receipt
+			var firstErr error
+			go func() {
+				defer close(waited)
+				first, firstErr = pending[0].Wait()
+			}()
+			select {
+			case <-waited:
+				t.Fatal("the first batch's Wait returned while its puts were held")
+			case <-time.After(50 * time.Millisecond):
+			}
+			releaseAll()
+			<-waited
+			if firstErr != nil || len(first) != len(keys) {
+				t.Fatalf("batch 0: %d receipts, %v", len(first), firstErr)
+			}
+			receipts := first
+			for n, pd := range pending[1:] {
+				n++
+				r, err := pd.Wait()
+				if n == 2 && (!errors.Is(err, runtime.ErrPublish) || strings.Count(err.Error(), "\n") != 0) {
+					t.Errorf("batch 2: %v, want the empty key's ErrPublish alone", err)
+				} else if n != 2 && err != nil {
+					t.Errorf("batch %d: %v", n, err)
+				}
+				if len(r) != len(batches[n]) {
+					t.Fatalf("batch %d: %d receipts for %d messages", n, len(r), len(batches[n]))
+				}
+				receipts = append(receipts, r[:len(keys)]...)
+			}
+			stored, _ := readMessages(ctx, t, s, stream)
+			want := map[string]int{}
+			for _, k := range keys {
+				want[k] = 5
+			}
+			checkKeyed(t, stored, want)
+			at := map[string]storedMsg{}
+			for _, m := range stored {
+				at[fmt.Sprint(m.Key, "/", m.N)] = m
+			}
+			for i, r := range receipts {
+				m := at[fmt.Sprint(r.PartitionKey, "/", i/len(keys))]
+				if r.PartitionKey != keys[i%len(keys)] || m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
+					t.Errorf("message %d: receipt %+v, stored at %s/%s/%d under %s", i, r, m.shard, m.seq, m.sub, m.key)
+				}
+			}
+		})
+	}
+}
+
 // TestAggregatedReshardWhilePublishing splits both shards of a stream while
 // 32 keys publish without pause through an aggregating publisher: every
 // publish succeeds, and every acknowledged message is stored on the shard

@@ -78,7 +78,9 @@
 // written. After Shutdown, queued publishes fail with ErrNotConnected.
 // PublishAll submits many messages at once, so that a single goroutine can
 // keep whole calls busy without a goroutine per record; SendAll does the
-// same for messages built with their own keys and headers.
+// same for messages built with their own keys and headers, and StartAll
+// submits such a batch without waiting for it (Pending.Wait does), so one
+// goroutine can keep a batch on its way while it builds the next.
 //
 // Order: records of one partition key are stored in the order their
 // publishes were submitted, even when one of them is retried. PutRecords

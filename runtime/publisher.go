@@ -224,19 +224,49 @@ func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt
 	})
 }
 
+// StartAll submits every message of msgs, in order, as SendAll does, and
+// returns without waiting for them: Wait on the result gives what SendAll
+// would have returned. A goroutine can so keep a batch on its way while it
+// builds and submits the next, as a KPL producer adds records while earlier
+// ones are in flight; submission order is publish order, so a key's
+// messages keep their order across batches too. ctx bounds the messages as
+// it bounds SendAll's. Each Pending must be waited for once: the messages'
+// spans (with a tracer) end there.
+func StartAll[T any](ctx context.Context, msgs []*Message[T]) *Pending {
+	return startAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
+		m := msgs[i]
+		return m.p, m.msg, m.key, m.hasKey, m.headers
+	})
+}
+
+// Pending is a batch of messages StartAll submitted.
+type Pending struct {
+	n        int
+	receipts bool
+	queued   []queuedSend
+	errs     []error // of the messages that failed before they were queued
+}
+
+// queuedSend is one queued message of a Pending.
+type queuedSend struct {
+	i    int
+	bt   *batcher
+	e    *entry
+	tel  *telemetry // nil: not observed
+	obs  publishObs
+	span trace.Span // nil without a tracer
+}
+
 // submitAll submits the n messages that at names (publisher, message, key
 // and headers), in order, then waits for every one of them; with receipts
 // it returns each one's receipt.
 func submitAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (p *publisher[T], msg T, key string, hasKey bool, h Headers)) ([]Receipt, error) {
-	type queued struct {
-		i    int
-		p    *publisher[T]
-		bt   *batcher
-		e    *entry
-		span trace.Span // nil without a tracer
-	}
-	pending := make([]queued, 0, n)
-	var errs []error
+	return startAll(ctx, n, receipts, at).Wait()
+}
+
+// startAll submits the n messages that at names, in order.
+func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (p *publisher[T], msg T, key string, hasKey bool, h Headers)) *Pending {
+	pd := &Pending{n: n, receipts: receipts, queued: make([]queuedSend, 0, n)}
 	for i := range n {
 		p, msg, key, hasKey, h := at(i)
 		t := p.tel
@@ -246,29 +276,37 @@ func submitAll[T any](ctx context.Context, n int, receipts bool, at func(i int) 
 		}
 		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h)
 		if err == nil {
-			q := queued{i: i, p: p, span: span}
+			q := queuedSend{i: i, tel: t, obs: p.obs, span: span}
 			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
-				pending = append(pending, q)
+				pd.queued = append(pd.queued, q)
 				continue
 			}
 		}
 		if t != nil {
 			t.endSend(span, p.obs, Receipt{}, err)
 		}
-		errs = append(errs, err)
+		pd.errs = append(pd.errs, err)
 	}
+	return pd
+}
+
+// Wait waits for every message of the batch and returns what SendAll
+// returns: receipts[i] is where msgs[i] landed (zero when it failed), and
+// err joins the errors of the messages that failed.
+func (pd *Pending) Wait() (receipts []Receipt, err error) {
 	var out []Receipt
-	if receipts {
-		out = make([]Receipt, n)
+	if pd.receipts {
+		out = make([]Receipt, pd.n)
 	}
-	for _, q := range pending {
+	errs := pd.errs
+	for _, q := range pd.queued {
 		r, err := q.bt.await(q.e)
-		if t := q.p.tel; t != nil {
-			t.endSend(q.span, q.p.obs, r, err)
+		if q.tel != nil {
+			q.tel.endSend(q.span, q.obs, r, err)
 		}
 		if err != nil {
 			errs = append(errs, err)
-		} else if receipts {
+		} else if pd.receipts {
 			out[q.i] = r
 		}
 	}

@@ -13,8 +13,19 @@
 //	agg-all  the aggregating publisher driven like the bare loop: runtime.SendAll
 //	         of -bulk messages from -bulkcallers goroutines, each owning a set
 //	         of keys, each message under its own key
+//	agg-pipe the same with runtime.StartAll, each goroutine keeping -depth
+//	         (2) batches on their way: it submits the next batch, then
+//	         waits for its oldest
 //	a8m      a8m/kinesis-producer v0.2.0 with aggregation (its defaults),
 //	         Put from 4 goroutines, Stop to flush
+//	bare-replay, agg-replay
+//	         the server alone: the bare loop's requests, or agg-all's
+//	         aggregates (50 KiB, by shard, eight to a request), built
+//	         before the clock starts and sent over plain HTTP from
+//	         -bulkcallers goroutines, so that the client costs next to
+//	         nothing; their ratio is the most any client could reach
+//	         against this server on this machine (not in the default
+//	         -modes)
 //
 // then drains the plain and the aggregated stream (agg-all's, else agg's)
 // with runtime.Subscribe (Workers(8), ByKey, BatchSize -batch, a no-op
@@ -88,6 +99,7 @@ type options struct {
 	bulkCallers int
 	bulk        int
 	aggGroups   int // agg-all: publishers, each with its own aggregator
+	depth       int // agg-pipe: batches each caller keeps on their way
 	runs        int
 	warmup      bool
 	aggBytes    int
@@ -110,13 +122,14 @@ func main() {
 	flag.IntVar(&o.bulkCallers, "bulkcallers", 4, "goroutines of the bare loop and of agg-all's SendAll calls")
 	flag.IntVar(&o.bulk, "bulk", 500, "messages per SendAll call for agg-all")
 	flag.IntVar(&o.aggGroups, "agggroups", 1, "agg-all's callers split over this many publishers, each with its own aggregator (callers never share an aggregate across groups)")
+	flag.IntVar(&o.depth, "depth", 2, "agg-pipe: batches of -bulk messages each caller keeps on their way (runtime.StartAll)")
 	flag.IntVar(&o.runs, "runs", 3, "rounds")
 	flag.BoolVar(&o.warmup, "warmup", true, "run an uncounted round of a tenth of the messages first")
 	flag.IntVar(&o.aggBytes, "aggbytes", 0, "Aggregation.MaxBytes for agg (0: the default)")
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
 	flag.IntVar(&o.batch, "batch", kgrt.MaxBatchSize, "the drains' BatchSize")
 	flag.IntVar(&o.aggBatch, "aggbatch", 0, "if > 0, drain the aggregated stream once more with this BatchSize (reads of about that many messages)")
-	modes := flag.String("modes", "bare,plain,agg,agg-all,a8m", "publishing modes to run: bare, plain, agg, agg-all, a8m (the drains need plain and agg-all or agg)")
+	modes := flag.String("modes", "bare,plain,agg,agg-all,agg-pipe,a8m", "publishing modes to run: bare, plain, agg, agg-all, agg-pipe, a8m, bare-replay, agg-replay (the drains need plain and agg-all or agg)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each mode of the last round to this prefix plus .MODE.prof (.drain-STREAM.prof for the drains)")
 	flag.Parse()
 	o.modes = strings.Split(*modes, ",")
@@ -193,7 +206,7 @@ func main() {
 		return kbench.Median(x) / kbench.Median(y), per
 	}
 	fmt.Println("\nratios (of medians; per round in brackets)")
-	for _, r := range [][2]string{{"agg", "bare"}, {"agg-all", "bare"}, {"a8m", "bare"}, {"agg", "plain"}} {
+	for _, r := range [][2]string{{"agg", "bare"}, {"agg-all", "bare"}, {"agg-pipe", "bare"}, {"agg-pipe", "agg-all"}, {"a8m", "bare"}, {"agg", "plain"}, {"agg-replay", "bare-replay"}, {"agg-all", "agg-replay"}, {"agg-pipe", "agg-replay"}, {"bare", "bare-replay"}} {
 		m, per := ratio(r[0], r[1], rate)
 		if per == nil {
 			continue
@@ -307,13 +320,17 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 	if mode == "a8m" {
 		return a8mPublish(o, events, stream)
 	}
+	if mode == "bare-replay" || mode == "agg-replay" {
+		m, err := replayPublish(ctx, o, mode, stream, events)
+		return m, stream, err
+	}
 	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint))
 	if err := b.Connect(ctx); err != nil {
 		return measure{}, "", err
 	}
 	defer b.Shutdown(context.Background())
 	var opts []kgrt.PublishOption
-	if mode == "agg" || mode == "agg-all" {
+	if mode == "agg" || mode == "agg-all" || mode == "agg-pipe" {
 		opts = append(opts, kgrt.WithAggregation(kgrt.Aggregation{MaxBytes: o.aggBytes, Linger: o.linger}))
 	}
 	p := kgrt.NewPublisher[*kbench.Event](b, kgrt.PublisherSpec{Stream: stream}, opts...)
@@ -332,7 +349,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		_ = pprof.StartCPUProfile(f)
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
-	if mode == "agg-all" {
+	if mode == "agg-all" || mode == "agg-pipe" {
 		ps := []kgrt.Publisher[*kbench.Event]{p}
 		for g := 1; g < o.aggGroups; g++ {
 			// Another aggregator of the stream: the connection keeps one
@@ -341,7 +358,11 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 			agg := kgrt.Aggregation{MaxBytes: kgrt.DefaultAggregateBytes - g, Linger: o.linger}
 			ps = append(ps, kgrt.NewPublisher[*kbench.Event](b, kgrt.PublisherSpec{Stream: stream}, kgrt.WithAggregation(agg)))
 		}
-		return bulkPublish(ctx, o, ps, events, stream)
+		depth := 1
+		if mode == "agg-pipe" {
+			depth = o.depth
+		}
+		return bulkPublish(ctx, o, ps, events, stream, depth)
 	}
 	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
 	var next atomic.Int64
@@ -360,7 +381,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 // each owning the keys k with k%bulkcallers == g and sending their
 // messages in order, bulk per call, each message under its own key;
 // caller g publishes through ps[g%len(ps)] (-agggroups).
-func bulkPublish(ctx context.Context, o options, ps []kgrt.Publisher[*kbench.Event], events []kbench.Event, stream string) (measure, string, error) {
+func bulkPublish(ctx context.Context, o options, ps []kgrt.Publisher[*kbench.Event], events []kbench.Event, stream string, depth int) (measure, string, error) {
 	mine := make([][]int, o.bulkCallers)
 	for i := range o.n {
 		g := (i % o.keys) % o.bulkCallers
@@ -371,15 +392,24 @@ func bulkPublish(ctx context.Context, o options, ps []kgrt.Publisher[*kbench.Eve
 	err := benchkit.Parallel(o.bulkCallers, func() error {
 		g := int(next.Add(1) - 1)
 		ids, p := mine[g], ps[g%len(ps)]
-		msgs := make([]*kgrt.Message[*kbench.Event], 0, o.bulk)
+		var started []*kgrt.Pending
 		for len(ids) > 0 {
 			chunk := ids[:min(o.bulk, len(ids))]
 			ids = ids[len(chunk):]
-			msgs = msgs[:0]
+			msgs := make([]*kgrt.Message[*kbench.Event], 0, len(chunk))
 			for _, i := range chunk {
 				msgs = append(msgs, p.Message(&events[i]).PartitionKey(key(i, o.keys)))
 			}
-			if _, err := kgrt.SendAll(ctx, msgs); err != nil {
+			started = append(started, kgrt.StartAll(ctx, msgs))
+			if len(started) == depth {
+				if _, err := started[0].Wait(); err != nil {
+					return err
+				}
+				started = started[1:]
+			}
+		}
+		for _, pd := range started {
+			if _, err := pd.Wait(); err != nil {
 				return err
 			}
 		}
