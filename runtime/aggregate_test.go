@@ -1171,22 +1171,7 @@ func TestSendAll(t *testing.T) {
 			if len(receipts) != len(msgs) || receipts[len(msgs)-1] != (runtime.Receipt{}) {
 				t.Fatalf("%d receipts for %d messages, the failed one %+v", len(receipts), len(msgs), receipts[len(msgs)-1])
 			}
-			stored, _ := readMessages(ctx, t, s, stream)
-			want := map[string]int{}
-			for _, k := range keys {
-				want[k] = 5
-			}
-			checkKeyed(t, stored, want)
-			at := map[string]storedMsg{}
-			for _, m := range stored {
-				at[fmt.Sprint(m.Key, "/", m.N)] = m
-			}
-			for i, r := range receipts[:len(msgs)-1] {
-				m := at[fmt.Sprint(r.PartitionKey, "/", i/len(keys))]
-				if r.PartitionKey != keys[i%len(keys)] || m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
-					t.Errorf("message %d: receipt %+v, stored at %s/%s/%d under %s", i, r, m.shard, m.seq, m.sub, m.key)
-				}
-			}
+			checkRounds(ctx, t, s, stream, keys, receipts[:len(msgs)-1])
 		})
 	}
 }
@@ -1272,23 +1257,32 @@ func TestStartAll(t *testing.T) {
 				}
 				receipts = append(receipts, r[:len(keys)]...)
 			}
-			stored, _ := readMessages(ctx, t, s, stream)
-			want := map[string]int{}
-			for _, k := range keys {
-				want[k] = 5
-			}
-			checkKeyed(t, stored, want)
-			at := map[string]storedMsg{}
-			for _, m := range stored {
-				at[fmt.Sprint(m.Key, "/", m.N)] = m
-			}
-			for i, r := range receipts {
-				m := at[fmt.Sprint(r.PartitionKey, "/", i/len(keys))]
-				if r.PartitionKey != keys[i%len(keys)] || m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
-					t.Errorf("message %d: receipt %+v, stored at %s/%s/%d under %s", i, r, m.shard, m.seq, m.sub, m.key)
-				}
-			}
+			checkRounds(ctx, t, s, stream, keys, receipts)
 		})
+	}
+}
+
+// checkRounds checks a stream holding five rounds of messages, N 0 to 4
+// of each key in keys: each key's messages are stored once, in order, and
+// receipts[i], of round i/len(keys) of key i%len(keys), names where that
+// message is stored.
+func checkRounds(ctx context.Context, t *testing.T, s kinesisapi.API, stream string, keys []string, receipts []runtime.Receipt) {
+	t.Helper()
+	stored, _ := readMessages(ctx, t, s, stream)
+	want := map[string]int{}
+	for _, k := range keys {
+		want[k] = 5
+	}
+	checkKeyed(t, stored, want)
+	at := map[string]storedMsg{}
+	for _, m := range stored {
+		at[fmt.Sprint(m.Key, "/", m.N)] = m
+	}
+	for i, r := range receipts {
+		m := at[fmt.Sprint(r.PartitionKey, "/", i/len(keys))]
+		if r.PartitionKey != keys[i%len(keys)] || m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
+			t.Errorf("message %d: receipt %+v, stored at %s/%s/%d under %s", i, r, m.shard, m.seq, m.sub, m.key)
+		}
 	}
 }
 
