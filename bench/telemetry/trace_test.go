@@ -196,9 +196,16 @@ func TestTraceContextIsTheOnlyHeaderOfATracedRecord(t *testing.T) {
 	}
 }
 
-// PublishAll starts a producer span per message, each the child of the
-// caller's span, and each record carries its own message's context.
+// PublishAll and StartAll start a producer span per message, each the
+// child of the caller's span, and each record carries its own message's
+// context; StartAll's spans end at Wait, when the messages are stored.
 func TestPublishAllTracesEachMessage(t *testing.T) {
+	for _, start := range []bool{false, true} {
+		t.Run(fmt.Sprintf("StartAll=%v", start), func(t *testing.T) { testBatchTracesEachMessage(t, start) })
+	}
+}
+
+func testBatchTracesEachMessage(t *testing.T, start bool) {
 	ctx := testCtx(t)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -215,7 +222,20 @@ func TestPublishAllTracesEachMessage(t *testing.T) {
 	connect(t, ctx, traced)
 	rootCtx, root := tp.Tracer("test").Start(ctx, "batch")
 	pub := runtime.NewPublisher[order](traced, runtime.PublisherSpec{Stream: "orders"})
-	if err := runtime.PublishAll(rootCtx, pub, []order{{ID: 1}, {ID: 2}, {ID: 3}}); err != nil {
+	orders := []order{{ID: 1}, {ID: 2}, {ID: 3}}
+	if start {
+		var msgs []*runtime.Message[order]
+		for _, o := range orders {
+			msgs = append(msgs, pub.Message(o))
+		}
+		pd := runtime.StartAll(rootCtx, msgs)
+		if n := len(exp.GetSpans()); n != 0 {
+			t.Errorf("%d spans ended before Wait, want none", n)
+		}
+		if _, err := pd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := runtime.PublishAll(rootCtx, pub, orders); err != nil {
 		t.Fatal(err)
 	}
 	root.End()
