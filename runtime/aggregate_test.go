@@ -1256,6 +1256,9 @@ func TestStartAll(t *testing.T) {
 					t.Fatalf("batch %d: %d receipts for %d messages", n, len(r), len(batches[n]))
 				}
 				receipts = append(receipts, r[:len(keys)]...)
+				if again, errAgain := pd.Wait(); !slices.Equal(again, r) || fmt.Sprint(errAgain) != fmt.Sprint(err) {
+					t.Errorf("batch %d waited for again: %v, %v; want what the first Wait gave", n, errAgain, again)
+				}
 			}
 			checkRounds(ctx, t, s, stream, keys, receipts)
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -230,8 +231,8 @@ func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt
 // builds and submits the next, as a KPL producer adds records while earlier
 // ones are in flight; submission order is publish order, so a key's
 // messages keep their order across batches too. ctx bounds the messages as
-// it bounds SendAll's. Each Pending must be waited for once: the messages'
-// spans (with a tracer) end there.
+// it bounds SendAll's. Wait for each Pending: the messages' spans (with a
+// tracer) end, and their metrics are counted, when Wait first returns.
 func StartAll[T any](ctx context.Context, msgs []*Message[T]) *Pending {
 	return startAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
 		m := msgs[i]
@@ -245,6 +246,10 @@ type Pending struct {
 	receipts bool
 	queued   []queuedSend
 	errs     []error // of the messages that failed before they were queued
+
+	once sync.Once
+	out  []Receipt
+	err  error
 }
 
 // queuedSend is one queued message of a Pending.
@@ -292,8 +297,14 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 
 // Wait waits for every message of the batch and returns what SendAll
 // returns: receipts[i] is where msgs[i] landed (zero when it failed), and
-// err joins the errors of the messages that failed.
+// err joins the errors of the messages that failed. Later calls return
+// the same.
 func (pd *Pending) Wait() (receipts []Receipt, err error) {
+	pd.once.Do(func() { pd.out, pd.err = pd.wait() })
+	return pd.out, pd.err
+}
+
+func (pd *Pending) wait() ([]Receipt, error) {
 	var out []Receipt
 	if pd.receipts {
 		out = make([]Receipt, pd.n)
