@@ -1265,6 +1265,44 @@ func TestStartAll(t *testing.T) {
 	}
 }
 
+// TestStartAllCallerGivesUp: a batch whose ctx ends after StartAll returned
+// and before Wait is told, message by message, what became of it: the
+// message waiting behind its key's aggregate in flight and the one in the
+// shard's open aggregate were not sent (and are not stored); the batch in
+// flight, under a ctx that did not end, is stored.
+func TestStartAllCallerGivesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := holdPuts(ctx, t, "hot", time.Minute)
+	msg := func(key string, n int) *runtime.Message[aggMsg] {
+		return h.p.Message(aggMsg{Key: key, N: n}).PartitionKey(key)
+	}
+	first := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{msg("hot", 0)})
+	<-h.held // hot 0's aggregate is in flight
+	later, giveUp := context.WithCancel(ctx)
+	second := runtime.StartAll(later, []*runtime.Message[aggMsg]{msg("other", 0), msg("hot", 1)})
+	giveUp()
+	receipts, err := second.Wait()
+	if n := strings.Count(fmt.Sprint(err), "not sent"); !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, context.Canceled) || n != 2 {
+		t.Errorf("the second batch, its ctx ended: %v; want ErrPublish: not sent, for each of its 2 messages", err)
+	}
+	if !slices.Equal(receipts, make([]runtime.Receipt, 2)) {
+		t.Errorf("receipts of messages not sent: %+v, want zero", receipts)
+	}
+	h.release()
+	if _, err := first.Wait(); err != nil {
+		t.Fatalf("the first batch: %v", err)
+	}
+	msgs, _ := readMessages(ctx, t, h.s, h.stream)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, fmt.Sprint(m.Key, "/", m.N))
+	}
+	if want := []string{"hot/0"}; !slices.Equal(got, want) {
+		t.Errorf("stored %v, want %v: the batch in flight, and nothing of the one given up before it was sent", got, want)
+	}
+}
+
 // checkRounds checks a stream holding five rounds of messages, N 0 to 4
 // of each key in keys: each key's messages are stored once, in order, and
 // receipts[i], of round i/len(keys) of key i%len(keys), names where that
