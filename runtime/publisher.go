@@ -257,9 +257,9 @@ type queuedSend struct {
 	i    int
 	bt   *batcher
 	e    *entry
-	tel  *telemetry // nil: not observed
-	obs  publishObs
-	span trace.Span // nil without a tracer
+	tel  *telemetry  // nil: not observed
+	obs  *publishObs // the publisher's
+	span trace.Span  // nil without a tracer
 }
 
 // submitAll submits the n messages that at names (publisher, message, key
@@ -281,7 +281,7 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		}
 		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h)
 		if err == nil {
-			q := queuedSend{i: i, tel: t, obs: p.obs, span: span}
+			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
 			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
 				pd.queued = append(pd.queued, q)
 				continue
@@ -313,7 +313,7 @@ func (pd *Pending) wait() ([]Receipt, error) {
 	for _, q := range pd.queued {
 		r, err := q.bt.await(q.e)
 		if q.tel != nil {
-			q.tel.endSend(q.span, q.obs, r, err)
+			q.tel.endSend(q.span, *q.obs, r, err)
 		}
 		if err != nil {
 			errs = append(errs, err)
