@@ -1,6 +1,9 @@
 package runtime
 
-import "time"
+import (
+	"testing"
+	"time"
+)
 
 // FastRetries makes failed entries come back within milliseconds, for
 // tests outside the package.
@@ -26,4 +29,13 @@ func SpareAggregateBuffers(b *Broker) func() int {
 		}
 		return n
 	}
+}
+
+// ShortenCreateWait bounds the wait for a created stream (or a registered
+// consumer) to become active by d instead of a minute, until t ends. Not
+// for parallel tests: it changes the package's bound.
+func ShortenCreateWait(t testing.TB, d time.Duration) {
+	old := createWait
+	createWait = d
+	t.Cleanup(func() { createWait = old })
 }

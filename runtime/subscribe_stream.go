@@ -11,8 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// createWait bounds the wait for a stream to become active.
-const createWait = time.Minute
+// createWait bounds the wait for a stream (or a fan-out consumer) to
+// become active. A variable only so that tests can shorten it.
+var createWait = time.Minute
 
 // ensureStream checks that stream exists, creating it as create says when
 // it is missing (and create is enabled), and waits (up to a minute,

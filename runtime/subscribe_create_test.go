@@ -1,0 +1,150 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// creatingStream describes stream, once the server holds it, as CREATING
+// for its first creating answers and as DELETING after them; with
+// creating < 0 it stays CREATING for ever.
+type creatingStream struct {
+	kinesisapi.API
+	stream   string
+	creating int64
+	answers  atomic.Int64
+}
+
+func (c *creatingStream) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, opts ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	out, err := c.API.DescribeStreamSummary(ctx, in, opts...)
+	if err != nil || aws.ToString(in.StreamName) != c.stream {
+		return out, err
+	}
+	status := types.StreamStatusCreating
+	if n := c.answers.Add(1); c.creating >= 0 && n > c.creating {
+		status = types.StreamStatusDeleting
+	}
+	sum := *out.StreamDescriptionSummary
+	sum.StreamStatus = status
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &sum}, nil
+}
+
+// within runs f and returns how long it took and its error; f still
+// running after bound fails the test.
+func within(t *testing.T, bound time.Duration, f func() error) (time.Duration, error) {
+	t.Helper()
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return time.Since(began), err
+	case <-time.After(bound):
+		t.Fatalf("still waiting after %s", bound)
+		return 0, nil
+	}
+}
+
+// connectBounded is e.connect with a bounded Shutdown at the end: a start
+// that never ends fails the test instead of hanging it.
+func connectBounded(e *env, b *runtime.Broker) {
+	e.t.Helper()
+	if err := b.Connect(e.ctx); err != nil {
+		e.t.Fatalf("Connect: %v", err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.Shutdown(ctx)
+	})
+}
+
+// A stream created by create_if_missing that never becomes active fails
+// the Subscribe with an ErrStream error once the wait for it ends, not
+// before and not much later.
+func TestCreateIfMissingStreamNeverActive(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	runtime.ShortenCreateWait(t, wait)
+	api := &creatingStream{API: kinesistest.New(), creating: -1}
+	e := newEnvWith(t, api)
+	api.stream = e.stream("fresh")
+	b := e.broker()
+	connectBounded(e, b)
+	took, err := within(t, wait+5*time.Second, func() error {
+		_, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1))
+		return err
+	})
+	if !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "not active") || !strings.Contains(err.Error(), api.stream) {
+		t.Fatalf("Subscribe on a stream never active = %v, want an ErrStream error saying %s is not active", err, api.stream)
+	}
+	if took < wait {
+		t.Fatalf("Subscribe failed after %s, before the wait of %s ended", took, wait)
+	}
+	if n := api.answers.Load(); n < 2 {
+		t.Fatalf("the stream was described %d times during the wait, want it polled", n)
+	}
+}
+
+// A stream that turns DELETING while create_if_missing waits for it fails
+// the start at once, without waiting out the rest.
+func TestCreateIfMissingStreamDeletedMeanwhile(t *testing.T) {
+	const wait = 5 * time.Second
+	runtime.ShortenCreateWait(t, wait)
+	api := &creatingStream{API: kinesistest.New(), creating: 2}
+	e := newEnvWith(t, api)
+	api.stream = e.stream("fresh")
+	b := e.broker()
+	connectBounded(e, b)
+	took, err := within(t, wait+5*time.Second, func() error {
+		_, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1))
+		return err
+	})
+	if !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "being deleted") {
+		t.Fatalf("Subscribe on a stream deleted while created = %v, want an ErrStream error saying it is being deleted", err)
+	}
+	if took >= wait/2 {
+		t.Fatalf("Subscribe failed after %s: it waited for a stream being deleted", took)
+	}
+}
+
+// The caller's context ending first ends the wait: Connect (starting a
+// Subscribe registered before it) returns an ErrStream error wrapping that
+// context's error, long before the wait would have ended.
+func TestCreateIfMissingWaitEndsWithConnectContext(t *testing.T) {
+	const wait = 3 * time.Second
+	runtime.ShortenCreateWait(t, wait)
+	api := &creatingStream{API: kinesistest.New(), creating: -1}
+	e := newEnvWith(t, api)
+	api.stream = e.stream("fresh")
+	b := e.broker()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.Shutdown(ctx)
+	})
+	if _, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	took, err := within(t, wait+5*time.Second, func() error { return b.Connect(ctx) })
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "not active") {
+		t.Fatalf("Connect whose context ended during the create wait = %v, want an ErrStream error wrapping context.Canceled", err)
+	}
+	if took >= wait/2 {
+		t.Fatalf("Connect returned %s after its context ended at 100ms", took)
+	}
+}
