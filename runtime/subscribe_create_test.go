@@ -57,17 +57,35 @@ func within(t *testing.T, bound time.Duration, f func() error) (time.Duration, e
 	}
 }
 
-// connectBounded is e.connect with a bounded Shutdown at the end: a start
-// that never ends fails the test instead of hanging it.
-func connectBounded(e *env, b *runtime.Broker) {
+// startCreating sets up the tests below: the create wait shortened to
+// wait, a server that answers as creatingStream does with creating, and a
+// broker, not connected, whose Shutdown at the end is bounded (a start
+// that never ends fails the test instead of hanging it).
+func startCreating(t *testing.T, wait time.Duration, creating int64) (*env, *creatingStream, *runtime.Broker) {
+	t.Helper()
+	runtime.ShortenCreateWait(t, wait)
+	api := &creatingStream{API: kinesistest.New(), creating: creating}
+	e := newEnvWith(t, api)
+	api.stream = e.stream("fresh")
+	b := e.broker()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.Shutdown(ctx)
+	})
+	return e, api, b
+}
+
+// subscribeCreating connects b, then subscribes to the stream with
+// CreateIfMissing, within bound; it returns how long the Subscribe took.
+func subscribeCreating(e *env, b *runtime.Broker, stream string, bound time.Duration) (time.Duration, error) {
 	e.t.Helper()
 	if err := b.Connect(e.ctx); err != nil {
 		e.t.Fatalf("Connect: %v", err)
 	}
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
+	return within(e.t, bound, func() error {
+		_, err := subscribe(e, b, stream, ack, runtime.CreateIfMissing(1))
+		return err
 	})
 }
 
@@ -76,16 +94,8 @@ func connectBounded(e *env, b *runtime.Broker) {
 // before and not much later.
 func TestCreateIfMissingStreamNeverActive(t *testing.T) {
 	const wait = 300 * time.Millisecond
-	runtime.ShortenCreateWait(t, wait)
-	api := &creatingStream{API: kinesistest.New(), creating: -1}
-	e := newEnvWith(t, api)
-	api.stream = e.stream("fresh")
-	b := e.broker()
-	connectBounded(e, b)
-	took, err := within(t, wait+5*time.Second, func() error {
-		_, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1))
-		return err
-	})
+	e, api, b := startCreating(t, wait, -1)
+	took, err := subscribeCreating(e, b, api.stream, wait+5*time.Second)
 	if !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "not active") || !strings.Contains(err.Error(), api.stream) {
 		t.Fatalf("Subscribe on a stream never active = %v, want an ErrStream error saying %s is not active", err, api.stream)
 	}
@@ -101,16 +111,8 @@ func TestCreateIfMissingStreamNeverActive(t *testing.T) {
 // the start at once, without waiting out the rest.
 func TestCreateIfMissingStreamDeletedMeanwhile(t *testing.T) {
 	const wait = 5 * time.Second
-	runtime.ShortenCreateWait(t, wait)
-	api := &creatingStream{API: kinesistest.New(), creating: 2}
-	e := newEnvWith(t, api)
-	api.stream = e.stream("fresh")
-	b := e.broker()
-	connectBounded(e, b)
-	took, err := within(t, wait+5*time.Second, func() error {
-		_, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1))
-		return err
-	})
+	e, api, b := startCreating(t, wait, 2)
+	took, err := subscribeCreating(e, b, api.stream, wait+5*time.Second)
 	if !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "being deleted") {
 		t.Fatalf("Subscribe on a stream deleted while created = %v, want an ErrStream error saying it is being deleted", err)
 	}
@@ -124,16 +126,7 @@ func TestCreateIfMissingStreamDeletedMeanwhile(t *testing.T) {
 // context's error, long before the wait would have ended.
 func TestCreateIfMissingWaitEndsWithConnectContext(t *testing.T) {
 	const wait = 3 * time.Second
-	runtime.ShortenCreateWait(t, wait)
-	api := &creatingStream{API: kinesistest.New(), creating: -1}
-	e := newEnvWith(t, api)
-	api.stream = e.stream("fresh")
-	b := e.broker()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-	})
+	e, api, b := startCreating(t, wait, -1)
 	if _, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1)); err != nil {
 		t.Fatal(err)
 	}
