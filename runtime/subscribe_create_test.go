@@ -59,8 +59,7 @@ func within(t *testing.T, bound time.Duration, f func() error) (time.Duration, e
 
 // startCreating sets up the tests below: the create wait shortened to
 // wait, a server that answers as creatingStream does with creating, and a
-// broker, not connected, whose Shutdown at the end is bounded (a start
-// that never ends fails the test instead of hanging it).
+// broker, not connected, whose Shutdown at the end is bounded.
 func startCreating(t *testing.T, wait time.Duration, creating int64) (*env, *creatingStream, *runtime.Broker) {
 	t.Helper()
 	runtime.ShortenCreateWait(t, wait)
@@ -68,12 +67,18 @@ func startCreating(t *testing.T, wait time.Duration, creating int64) (*env, *cre
 	e := newEnvWith(t, api)
 	api.stream = e.stream("fresh")
 	b := e.broker()
+	shutdownBounded(t, b)
+	return e, api, b
+}
+
+// shutdownBounded shuts b down when t ends, giving it 5 s: a start that
+// never ends fails the test instead of hanging it.
+func shutdownBounded(t *testing.T, b *runtime.Broker) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = b.Shutdown(ctx)
 	})
-	return e, api, b
 }
 
 // subscribeCreating connects b, then subscribes to the stream with
@@ -139,5 +144,33 @@ func TestCreateIfMissingWaitEndsWithConnectContext(t *testing.T) {
 	}
 	if took >= wait/2 {
 		t.Fatalf("Connect returned %s after its context ended at 100ms", took)
+	}
+}
+
+// A fan-out consumer that create_if_missing registers and that never
+// becomes ACTIVE fails the start with an ErrStream error naming it once the
+// wait (the stream's create wait) ends, not before; it stays registered.
+func TestCreateIfMissingConsumerNeverActive(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	runtime.ShortenCreateWait(t, wait)
+	srv := kinesistest.New(kinesistest.WithConsumerActivation(time.Hour))
+	if err := srv.AddStream("orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	b := srv.NewBroker()
+	shutdownBounded(t, b)
+	handler := func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }
+	if _, err := runtime.Subscribe(b, "orders", handler, runtime.FanOut("billing"), runtime.CreateIfMissing(1)); err != nil {
+		t.Fatal(err)
+	}
+	took, err := within(t, wait+5*time.Second, func() error { return b.Connect(t.Context()) })
+	if !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "billing") || !strings.Contains(err.Error(), "not active") {
+		t.Fatalf("Connect with a consumer never active = %v, want an ErrStream error saying consumer billing is not active", err)
+	}
+	if took < wait {
+		t.Fatalf("Connect failed after %s, before the wait of %s ended", took, wait)
+	}
+	if cs := consumers(t, srv, "orders"); len(cs) != 1 || aws.ToString(cs[0].ConsumerName) != "billing" || cs[0].ConsumerStatus != types.ConsumerStatusCreating {
+		t.Errorf("consumers %+v; want billing alone, still CREATING", cs)
 	}
 }
