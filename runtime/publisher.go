@@ -230,8 +230,9 @@ func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt
 // would have returned. A goroutine can so keep a batch on its way while it
 // builds and submits the next, as a KPL producer adds records while earlier
 // ones are in flight; submission order is publish order, so a key's
-// messages keep their order across batches too. ctx bounds the messages as
-// it bounds SendAll's. Wait for each Pending: the messages' spans (with a
+// messages keep their order across batches too. msgs is not kept: it may
+// be reused once StartAll returns. ctx bounds the messages as it bounds
+// SendAll's. Wait for each Pending: the messages' spans (with a
 // tracer) end, and their metrics are counted, when Wait first returns.
 func StartAll[T any](ctx context.Context, msgs []*Message[T]) *Pending {
 	return startAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {

@@ -57,6 +57,13 @@ func startHandling(e *env, stream string, h *handledIDs) *runtime.Broker {
 	return b
 }
 
+// accessDenied is the service's refusal of op to a role whose permission
+// was withdrawn.
+func accessDenied(op string) error {
+	return &smithy.GenericAPIError{Code: "AccessDeniedException",
+		Message: "User: arn:aws:sts::123456789012:assumed-role/app is not authorized to perform: kinesis:" + op, Fault: smithy.FaultClient}
+}
+
 // oneShard returns the subscription's only shard, if it holds one.
 func oneShard(s runtime.SubscriptionStatus) (runtime.ShardStatus, bool) {
 	if len(s.Shards) != 1 {
@@ -127,10 +134,6 @@ func waitRecovered(e *env, b *runtime.Broker, stream string, n uint64) {
 // while it lasts; what was published meanwhile is handled once the reads
 // answer again, in order, nothing lost, and the failure leaves the status.
 func TestStatusShowsFailingReads(t *testing.T) {
-	accessDenied := func(op string) error {
-		return &smithy.GenericAPIError{Code: "AccessDeniedException",
-			Message: "User: arn:aws:sts::123456789012:assumed-role/app is not authorized to perform: kinesis:" + op, Fault: smithy.FaultClient}
-	}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -200,8 +203,7 @@ func TestStatusShowsFailingFanOutReads(t *testing.T) {
 	srv.InjectCallFault(func(c kinesistest.Call) error {
 		if failing.Load() && c.Stream == orders && c.Op == kinesistest.OpSubscribeToShard {
 			refused.Add(1)
-			return &smithy.GenericAPIError{Code: "AccessDeniedException",
-				Message: "not authorized to perform: kinesis:SubscribeToShard", Fault: smithy.FaultClient}
+			return accessDenied("SubscribeToShard")
 		}
 		return nil
 	})
@@ -273,8 +275,7 @@ func TestStatusShowsShardsThatCannotBeOpened(t *testing.T) {
 	var failing atomic.Bool
 	srv.InjectCallFault(func(c kinesistest.Call) error {
 		if failing.Load() && c.Stream == orders && c.Op == kinesistest.OpGetShardIterator {
-			return &smithy.GenericAPIError{Code: "AccessDeniedException",
-				Message: "not authorized to perform: kinesis:GetShardIterator", Fault: smithy.FaultClient}
+			return accessDenied("GetShardIterator")
 		}
 		return nil
 	})

@@ -284,6 +284,35 @@ type measure struct {
 
 func key(i, keys int) string { return "customer-" + strconv.Itoa(i%keys) }
 
+// byOwner splits messages 0..n-1 among callers, in order: caller c owns
+// the keys k with k%callers == c, so each key's messages are published by
+// one caller, in order.
+func byOwner(o options, callers int) [][]int {
+	mine := make([][]int, callers)
+	for i := range o.n {
+		c := (i % o.keys) % callers
+		mine[c] = append(mine[c], i)
+	}
+	return mine
+}
+
+// clock measures a mode from when it starts: wall time, this process's
+// CPU time and the server's.
+type clock struct {
+	t0       time.Time
+	cpu, srv time.Duration
+	pid      int
+}
+
+func startClock(o options) clock {
+	return clock{t0: time.Now(), cpu: benchkit.CPUTime(), srv: procCPU(o.pid), pid: o.pid}
+}
+
+// measure is what passed since the clock started.
+func (c clock) measure() measure {
+	return measure{wall: time.Since(c.t0), cpu: benchkit.CPUTime() - c.cpu, server: procCPU(c.pid) - c.srv}
+}
+
 // publish publishes messages 0..n-1 into a fresh stream one way.
 func publish(ctx context.Context, o options, mode string) (measure, string, error) {
 	cfg, _ := kbench.Config()
@@ -310,12 +339,12 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 	if mode == "bare" {
 		// Each event JSON-encoded, as an application must (and as the
 		// runtime's codec does for the other modes).
-		t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
+		clock := startClock(o)
 		err := benchkit.PutBatches(ctx, client, stream, o.n, o.bulkCallers, func(i int) ([]byte, string) {
 			data, _ := json.Marshal(&events[i])
 			return data, key(i, o.keys)
 		})
-		return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, stream, err
+		return clock.measure(), stream, err
 	}
 	if mode == "a8m" {
 		return a8mPublish(o, events, stream)
@@ -334,13 +363,8 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		opts = append(opts, kgrt.WithAggregation(kgrt.Aggregation{MaxBytes: o.aggBytes, Linger: o.linger}))
 	}
 	p := kgrt.NewPublisher[*kbench.Event](b, kgrt.PublisherSpec{Stream: stream}, opts...)
-	// Caller c owns the keys k with k%callers == c and publishes their
-	// messages in order, one at a time, so each key is published in order.
-	mine := make([][]int, o.callers)
-	for i := range o.n {
-		c := (i % o.keys) % o.callers
-		mine[c] = append(mine[c], i)
-	}
+	// Each caller publishes its keys' messages one at a time.
+	mine := byOwner(o, o.callers)
 	if o.profile != "" {
 		f, err := os.Create(o.profile + "." + mode + ".prof")
 		if err != nil {
@@ -364,7 +388,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		}
 		return bulkPublish(ctx, o, ps, events, stream, depth)
 	}
-	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
+	clock := startClock(o)
 	var next atomic.Int64
 	err = benchkit.Parallel(o.callers, func() error {
 		for _, i := range mine[next.Add(1)-1] {
@@ -374,29 +398,27 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		}
 		return nil
 	})
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, stream, err
+	return clock.measure(), stream, err
 }
 
-// bulkPublish publishes with runtime.SendAll from bulkcallers goroutines,
-// each owning the keys k with k%bulkcallers == g and sending their
-// messages in order, bulk per call, each message under its own key;
-// caller g publishes through ps[g%len(ps)] (-agggroups).
+// bulkPublish publishes from bulkcallers goroutines, each owning the keys
+// k with k%bulkcallers == g and sending their messages in order, bulk per
+// runtime.StartAll, each message under its own key, with depth batches on
+// their way (depth 1: each batch waited for before the next, as SendAll
+// does); caller g publishes through ps[g%len(ps)] (-agggroups).
 func bulkPublish(ctx context.Context, o options, ps []kgrt.Publisher[*kbench.Event], events []kbench.Event, stream string, depth int) (measure, string, error) {
-	mine := make([][]int, o.bulkCallers)
-	for i := range o.n {
-		g := (i % o.keys) % o.bulkCallers
-		mine[g] = append(mine[g], i)
-	}
-	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
+	mine := byOwner(o, o.bulkCallers)
+	clock := startClock(o)
 	var next atomic.Int64
 	err := benchkit.Parallel(o.bulkCallers, func() error {
 		g := int(next.Add(1) - 1)
 		ids, p := mine[g], ps[g%len(ps)]
 		var started []*kgrt.Pending
+		msgs := make([]*kgrt.Message[*kbench.Event], 0, o.bulk) // StartAll keeps none of it
 		for len(ids) > 0 {
 			chunk := ids[:min(o.bulk, len(ids))]
 			ids = ids[len(chunk):]
-			msgs := make([]*kgrt.Message[*kbench.Event], 0, len(chunk))
+			msgs = msgs[:0]
 			for _, i := range chunk {
 				msgs = append(msgs, p.Message(&events[i]).PartitionKey(key(i, o.keys)))
 			}
@@ -415,7 +437,7 @@ func bulkPublish(ctx context.Context, o options, ps []kgrt.Publisher[*kbench.Eve
 		}
 		return nil
 	})
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, stream, err
+	return clock.measure(), stream, err
 }
 
 // a8mPublish publishes through a8m/kinesis-producer (aggregation on, its
@@ -442,7 +464,7 @@ func a8mPublish(o options, events []kbench.Event, stream string) (measure, strin
 			failed.Add(1)
 		}
 	}()
-	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
+	clock := startClock(o)
 	pr.Start()
 	var next atomic.Int64
 	err = benchkit.Parallel(4, func() error {
@@ -458,7 +480,7 @@ func a8mPublish(o options, events []kbench.Event, stream string) (measure, strin
 		}
 	})
 	pr.Stop()
-	m := measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}
+	m := clock.measure()
 	if n := failed.Load(); n > 0 && err == nil {
 		err = fmt.Errorf("a8m reported %d records it could not put", n)
 	}
@@ -601,7 +623,7 @@ func drain(ctx context.Context, o options, stream string, batch int) (measure, e
 		_ = pprof.StartCPUProfile(f)
 		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
 	}
-	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
+	clock := startClock(o)
 	if err := b.Connect(ctx); err != nil {
 		return measure{}, err
 	}
@@ -611,7 +633,9 @@ func drain(ctx context.Context, o options, stream string, batch int) (measure, e
 	case <-time.After(5 * time.Minute):
 		return measure{}, fmt.Errorf("handled %d of %d", handled.Load(), o.n)
 	}
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, time.Unix(0, first.Load()).Sub(t0), time.Unix(0, firstRead.Load()).Sub(t0)}, nil
+	m := clock.measure()
+	m.first, m.firstRead = time.Unix(0, first.Load()).Sub(clock.t0), time.Unix(0, firstRead.Load()).Sub(clock.t0)
+	return m, nil
 }
 
 // smallReads names the second drain of the aggregated stream, with BatchSize

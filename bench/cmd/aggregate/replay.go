@@ -41,7 +41,7 @@ func replayPublish(ctx context.Context, o options, mode, stream string, events [
 		return measure{}, err
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.bulkCallers}}
-	t0, c0, s0 := time.Now(), benchkit.CPUTime(), procCPU(o.pid)
+	clock := startClock(o)
 	var next atomic.Int64
 	err = benchkit.Parallel(o.bulkCallers, func() error {
 		for _, body := range bodies[next.Add(1)-1] {
@@ -51,7 +51,7 @@ func replayPublish(ctx context.Context, o options, mode, stream string, events [
 		}
 		return nil
 	})
-	return measure{time.Since(t0), benchkit.CPUTime() - c0, procCPU(o.pid) - s0, 0, 0}, err
+	return clock.measure(), err
 }
 
 // replaySend posts one PutRecords body, as an SDK would (the server checks
@@ -84,96 +84,92 @@ func replaySend(ctx context.Context, hc *http.Client, endpoint string, body []by
 // replayBodies builds each caller's request bodies, in the order it sends
 // them: caller g owns the keys k with k%bulkcallers == g, as in agg-all.
 func replayBodies(ctx context.Context, o options, mode, stream string, events []kbench.Event) ([][][]byte, error) {
-	mine := make([][]int, o.bulkCallers)
-	for i := range o.n {
-		g := (i % o.keys) % o.bulkCallers
-		mine[g] = append(mine[g], i)
-	}
-	var shards []shard.Info
+	var lineage *shard.Lineage
 	if mode == "agg-replay" {
 		cfg, _ := kbench.Config()
 		l, err := shard.List(ctx, kbench.Client(cfg, o.endpoint), stream)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range l.IDs() {
-			info, _ := l.Shard(id)
-			shards = append(shards, info)
-		}
+		lineage = l
 	}
 	bodies := make([][][]byte, o.bulkCallers)
-	for g, ids := range mine {
-		type rec struct{ data, hashKey, key string }
-		var recs []rec
-		if mode == "bare-replay" {
+	for g, ids := range byOwner(o, o.bulkCallers) {
+		var recs []replayRecord
+		perRequest := 500
+		if lineage == nil {
 			for _, i := range ids {
 				data, _ := json.Marshal(&events[i])
-				recs = append(recs, rec{data: base64.StdEncoding.EncodeToString(data), key: key(i, o.keys)})
+				recs = append(recs, replayRecord{data: base64.StdEncoding.EncodeToString(data), key: key(i, o.keys)})
 			}
-			for len(recs) > 0 {
-				n := min(500, len(recs))
-				bodies[g] = append(bodies[g], replayBody(stream, len(recs[:n]), func(j int) (string, string, string) {
-					return recs[j].data, recs[j].hashKey, recs[j].key
-				}))
-				recs = recs[n:]
+		} else {
+			aggs, err := replayAggregates(lineage, o, ids, events)
+			if err != nil {
+				return nil, err
 			}
-			continue
-		}
-		open := make([]*kpl.Builder, len(shards))
-		seal := func(s int) {
-			b := open[s]
-			recs = append(recs, rec{data: base64.StdEncoding.EncodeToString(b.Bytes()), hashKey: shards[s].StartingHashKey, key: b.KeyAt(0)})
-			open[s] = nil
-		}
-		for _, i := range ids {
-			k := key(i, o.keys)
-			data, _ := json.Marshal(&events[i])
-			s := 0
-			for s < len(shards) && !shards[s].Range.Contains(shard.HashKeyOf(k)) {
-				s++
-			}
-			if s == len(shards) {
-				return nil, fmt.Errorf("no shard for key %q", k)
-			}
-			if open[s] != nil && !open[s].AddWithin(k, data, kgrt.DefaultAggregateBytes) {
-				seal(s)
-			}
-			if open[s] == nil {
-				open[s] = &kpl.Builder{}
-				open[s].Add(k, data)
-			}
-		}
-		for s := range open {
-			if open[s] != nil {
-				seal(s)
-			}
+			recs, perRequest = aggs, replayAggsPerRequest
 		}
 		for len(recs) > 0 {
-			n := min(replayAggsPerRequest, len(recs))
-			bodies[g] = append(bodies[g], replayBody(stream, n, func(j int) (string, string, string) {
-				return recs[j].data, recs[j].hashKey, recs[j].key
-			}))
+			n := min(perRequest, len(recs))
+			bodies[g] = append(bodies[g], replayBody(stream, recs[:n]))
 			recs = recs[n:]
 		}
 	}
 	return bodies, nil
 }
 
-// replayBody is the JSON body of a PutRecords request of n records, each
-// given as base64 data, an ExplicitHashKey (or "") and a partition key.
-func replayBody(stream string, n int, rec func(j int) (data, hashKey, key string)) []byte {
+// replayRecord is one record of a replayed request: base64 data, an
+// ExplicitHashKey (or "") and a partition key.
+type replayRecord struct{ data, hashKey, key string }
+
+// replayAggregates packs the messages ids, in order, into aggregates of up
+// to DefaultAggregateBytes by the open shard each key hashes into, each
+// put with its shard's starting hash key, as agg-all's aggregator does.
+func replayAggregates(l *shard.Lineage, o options, ids []int, events []kbench.Event) ([]replayRecord, error) {
+	var recs []replayRecord
+	open := map[string]*kpl.Builder{}
+	seal := func(id string) {
+		info, _ := l.Shard(id)
+		b := open[id]
+		recs = append(recs, replayRecord{data: base64.StdEncoding.EncodeToString(b.Bytes()), hashKey: info.StartingHashKey, key: b.KeyAt(0)})
+		delete(open, id)
+	}
+	for _, i := range ids {
+		k := key(i, o.keys)
+		id, ok := l.OpenShardFor(k)
+		if !ok {
+			return nil, fmt.Errorf("no open shard for key %q", k)
+		}
+		data, _ := json.Marshal(&events[i])
+		if b := open[id]; b != nil && !b.AddWithin(k, data, kgrt.DefaultAggregateBytes) {
+			seal(id)
+		}
+		if open[id] == nil {
+			open[id] = &kpl.Builder{}
+			open[id].Add(k, data)
+		}
+	}
+	for _, id := range l.IDs() { // in a fixed order
+		if open[id] != nil {
+			seal(id)
+		}
+	}
+	return recs, nil
+}
+
+// replayBody is the JSON body of a PutRecords request of recs.
+func replayBody(stream string, recs []replayRecord) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"Records":[`)
-	for j := range n {
-		data, hashKey, key := rec(j)
+	for j, r := range recs {
 		if j > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"Data":"` + data + `"`)
-		if hashKey != "" {
-			b.WriteString(`,"ExplicitHashKey":"` + hashKey + `"`)
+		b.WriteString(`{"Data":"` + r.data + `"`)
+		if r.hashKey != "" {
+			b.WriteString(`,"ExplicitHashKey":"` + r.hashKey + `"`)
 		}
-		b.WriteString(`,"PartitionKey":` + strconv.Quote(key) + `}`)
+		b.WriteString(`,"PartitionKey":` + strconv.Quote(r.key) + `}`)
 	}
 	b.WriteString(`],"StreamName":` + strconv.Quote(stream) + `}`)
 	return b.Bytes()

@@ -45,6 +45,10 @@ function reads(s, now) {
   return `${num(s.read_failures)} failed, last ${age(s.read_error_at, now)}: ${s.read_error}`;
 }
 
+// textColumns are the columns of words, aligned left; the rest are
+// numbers, aligned right.
+const textColumns = new Set(["Shard", "Owner", "Lease", "Checkpoint", "Reads"]);
+
 function owner(s, me) {
   if (!s.owner) return el("span", {}, "nobody");
   if (s.owner === me) return el("span", {class: "me"}, "this instance");
@@ -79,7 +83,7 @@ function render(st) {
   const subs = st.subscriptions.map((sub) => {
     const head = el("tr", {},
       ...["Shard", "Owner", "Lease", "Checkpoint", "Stored", "Behind", "Reads", "Handled", "Per second", "Outcomes", "In flight"]
-        .map((h, i) => el("th", {class: i >= 4 && i !== 6 ? "num" : ""}, h)));
+        .map((h) => el("th", {class: textColumns.has(h) ? "" : "num"}, h)));
     const rows = [
       ...sub.shards.map((s) => ({s, held: true})),
       ...sub.others.map((s) => ({s, held: false})),
