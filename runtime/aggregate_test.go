@@ -1265,6 +1265,35 @@ func TestStartAll(t *testing.T) {
 	}
 }
 
+// TestStartAllKeepsNoneOfItsSlice: the slice given to StartAll may be
+// reused as soon as it returns; the messages it held are published as
+// they were.
+func TestStartAllKeepsNoneOfItsSlice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := holdPuts(ctx, t, "customer-000", time.Minute)
+	keys := aggKeys(10)
+	msgs := make([]*runtime.Message[aggMsg], 0, len(keys))
+	for _, k := range keys {
+		msgs = append(msgs, h.p.Message(aggMsg{Key: k, N: 0}).PartitionKey(k))
+	}
+	pd := runtime.StartAll(ctx, msgs)
+	<-h.held // on their way
+	for i := range msgs {
+		msgs[i] = h.p.Message(aggMsg{Key: "reused", N: i}).PartitionKey("reused")
+	}
+	h.release()
+	if _, err := pd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := readMessages(ctx, t, h.s, h.stream)
+	want := map[string]int{}
+	for _, k := range keys {
+		want[k] = 1
+	}
+	checkKeyed(t, stored, want)
+}
+
 // TestStartAllCallerGivesUp: a batch whose ctx ends after StartAll returned
 // and before Wait is told, message by message, what became of it: the
 // message waiting behind its key's aggregate in flight and the one in the
