@@ -62,10 +62,7 @@ func TestAggregatedBuffersReusedOverHTTP(t *testing.T) {
 	}
 
 	msgs, records := readMessages(ctx, t, h.Backend(), stream)
-	want := map[string]int{}
-	for _, k := range keys {
-		want[k] = perKey
-	}
+	want := eachKey(keys, perKey)
 	checkKeyed(t, msgs, want)
 	bad := 0
 	for _, m := range msgs {

@@ -130,6 +130,15 @@ func checkKeyed(t *testing.T, msgs []storedMsg, want map[string]int) (misplaced 
 	return misplaced
 }
 
+// eachKey wants n messages of each of keys (checkKeyed).
+func eachKey(keys []string, n int) map[string]int {
+	want := make(map[string]int, len(keys))
+	for _, k := range keys {
+		want[k] = n
+	}
+	return want
+}
+
 func aggKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
@@ -324,10 +333,7 @@ func testAggregatedReshard(t *testing.T, s kinesisapi.API, opts ...runtime.Optio
 	publishKeyed(ctx, t, p, keys, 20, 80)
 
 	msgs, _ := readMessages(ctx, t, s, stream)
-	want := map[string]int{}
-	for _, k := range keys {
-		want[k] = 80
-	}
+	want := eachKey(keys, 80)
 	misplaced := checkKeyed(t, msgs, want)
 	// A reader that skips only the sub-records outside the shard (this
 	// runtime's) reads some messages twice, never one out of order.
@@ -668,10 +674,7 @@ func TestAggregatedPublishInsideAHandler(t *testing.T) {
 		}
 	}
 	msgs, records := readMessages(ctx, t, s, out)
-	want := map[string]int{}
-	for _, k := range keys {
-		want[k] = perKey
-	}
+	want := eachKey(keys, perKey)
 	if n := checkKeyed(t, msgs, want); n != 0 {
 		t.Errorf("%d messages on a shard their key does not hash to", n)
 	}
@@ -1287,10 +1290,7 @@ func TestStartAllKeepsNoneOfItsSlice(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored, _ := readMessages(ctx, t, h.s, h.stream)
-	want := map[string]int{}
-	for _, k := range keys {
-		want[k] = 1
-	}
+	want := eachKey(keys, 1)
 	checkKeyed(t, stored, want)
 }
 
@@ -1339,10 +1339,7 @@ func TestStartAllCallerGivesUp(t *testing.T) {
 func checkRounds(ctx context.Context, t *testing.T, s kinesisapi.API, stream string, keys []string, receipts []runtime.Receipt) {
 	t.Helper()
 	stored, _ := readMessages(ctx, t, s, stream)
-	want := map[string]int{}
-	for _, k := range keys {
-		want[k] = 5
-	}
+	want := eachKey(keys, 5)
 	checkKeyed(t, stored, want)
 	at := map[string]storedMsg{}
 	for _, m := range stored {
@@ -1612,10 +1609,7 @@ func testAggregatedStreamRecreated(t *testing.T, api kinesisapi.API, opts ...run
 	publishKeyed(ctx, t, p, keys, 0, 20)
 
 	msgs, _ := readMessages(ctx, t, api, stream)
-	want := map[string]int{}
-	for _, k := range keys {
-		want[k] = 20
-	}
+	want := eachKey(keys, 20)
 	misplaced := checkKeyed(t, msgs, want)
 	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
 }
@@ -1702,10 +1696,7 @@ func TestWithoutAggregation(t *testing.T) {
 			// publisher has company for each aggregate.
 			publishKeyed(ctx, t, keyedPublisher{p}, keys, 0, perKey)
 			msgs, records := readMessages(ctx, t, s, stream)
-			want := map[string]int{}
-			for _, k := range keys {
-				want[k] = perKey
-			}
+			want := eachKey(keys, perKey)
 			checkKeyed(t, msgs, want)
 			aggregated := 0
 			for _, m := range msgs {
