@@ -678,13 +678,14 @@ func (a *aggregator) dispatch(now time.Time) {
 	a.sending = units[:0]
 }
 
-// claim claims the unit's messages (dropping those abandoned while queued),
+// claim claims the unit's messages (dropping those abandoned while queued,
+// or whose ctx has ended),
 // encodes it and counts it in flight; it reports whether anything of it is
 // left to send (send then hands it to the batcher).
 func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 	live := u.items[:0]
 	for _, e := range u.items {
-		if e.state.Load() == entryInFlight || e.state.CompareAndSwap(entryQueued, entryInFlight) {
+		if e.state.Load() == entryInFlight || !e.withdraw() && e.state.CompareAndSwap(entryQueued, entryInFlight) {
 			live = append(live, e)
 		} else {
 			u.dropped = append(u.dropped, e)
@@ -846,7 +847,7 @@ func (a *aggregator) resolveAll(items []*entry, r Receipt, err error) {
 
 // resolve ends a message (result or error), unless its caller abandoned it.
 func (a *aggregator) resolve(e *entry, r Receipt, err error) {
-	if e.state.Swap(entryDone) != entryAbandoned {
+	if e.finish() {
 		e.receipt, e.err = r, err
 		e.done <- struct{}{}
 	}

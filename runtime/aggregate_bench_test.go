@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"strconv"
@@ -43,6 +44,9 @@ func BenchmarkAggregatorPass(b *testing.B) {
 		hks[i] = shard.HashKeyOf(keys[i])
 	}
 	data := []byte(`{"id":12345,"kind":"order.created","account":"acct-0042","body":"` + strings.Repeat("x", 130) + `"}`)
+	// The callers' ctx, as StartAll's: one that can end, which claim checks.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	const pass = 2000
 	var units []*aggUnit
 	now := time.Now()
@@ -54,7 +58,7 @@ func BenchmarkAggregatorPass(b *testing.B) {
 		for i := range m {
 			k := (done + i) % len(keys)
 			e := entryPool.Get().(*entry)
-			e.key, e.data, e.ordered, e.hk = keys[k], data, true, hks[k]
+			e.ctx, e.key, e.data, e.ordered, e.hk = ctx, keys[k], data, true, hks[k]
 			e.state.Store(entryQueued)
 			a.unrouted = append(a.unrouted, e)
 		}

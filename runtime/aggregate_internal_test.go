@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestAggregatorKeysOfOneHashKey(t *testing.T) {
 	hk := shard.HashKeyOf("a")
 	msg := func(key, data string) *entry {
 		e := entryPool.Get().(*entry)
-		e.key, e.data, e.ordered, e.hk = key, []byte(data), true, hk
+		e.ctx, e.key, e.data, e.ordered, e.hk = context.Background(), key, []byte(data), true, hk
 		e.state.Store(entryQueued)
 		return e
 	}

@@ -1332,6 +1332,64 @@ func TestStartAllCallerGivesUp(t *testing.T) {
 	}
 }
 
+// A batch that nobody waits for still ends with its ctx, as StartAll's doc
+// says: its messages not yet sent when the ctx ends are never sent, those
+// behind their key's record in flight and (aggregated) those in the
+// shard's open aggregate alike; their keys' later messages are sent; and a
+// Wait long after says "not sent" for each of them.
+func TestStartAllNeverWaitedForStillEndsWithItsCtx(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var opts []runtime.PublishOption
+			if !agg {
+				opts = append(opts, runtime.WithoutAggregation())
+			}
+			h := holdPuts(ctx, t, "hot", time.Minute, opts...)
+			msg := func(key string, n int) *runtime.Message[aggMsg] {
+				return h.p.Message(aggMsg{Key: key, N: n}).PartitionKey(key)
+			}
+			first := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{msg("hot", 0)})
+			<-h.held // hot 0 is in flight
+			// Plain, "other" would go at once, beside hot 0; aggregated, it
+			// waits in the shard's open aggregate while hot 0's is in flight.
+			givenUp := []*runtime.Message[aggMsg]{msg("hot", 1)}
+			if agg {
+				givenUp = append(givenUp, msg("other", 0))
+			}
+			later, giveUp := context.WithCancel(ctx)
+			second := runtime.StartAll(later, givenUp)
+			giveUp()
+			h.release()
+			if _, err := first.Wait(); err != nil {
+				t.Fatalf("the first batch: %v", err)
+			}
+			// Sent after the given-up messages in their keys' order: once
+			// these are stored, the given-up ones were sent or dropped.
+			if _, err := runtime.SendAll(ctx, []*runtime.Message[aggMsg]{msg("hot", 2), msg("other", 1)}); err != nil {
+				t.Fatalf("the third batch: %v", err)
+			}
+			stored, _ := readMessages(ctx, t, h.s, h.stream)
+			var got []string
+			for _, m := range stored {
+				got = append(got, fmt.Sprint(m.Key, "/", m.N))
+			}
+			slices.Sort(got)
+			if want := []string{"hot/0", "hot/2", "other/1"}; !slices.Equal(got, want) {
+				t.Errorf("stored %v, want %v: nothing of the batch given up before it was sent", got, want)
+			}
+			receipts, err := second.Wait()
+			if n := strings.Count(fmt.Sprint(err), "not sent"); !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, context.Canceled) || n != len(givenUp) {
+				t.Errorf("the given-up batch, waited for at last: %v; want ErrPublish: not sent, for each of its %d messages", err, len(givenUp))
+			}
+			if !slices.Equal(receipts, make([]runtime.Receipt, len(givenUp))) {
+				t.Errorf("receipts of messages not sent: %+v, want zero", receipts)
+			}
+		})
+	}
+}
+
 // checkRounds checks a stream holding five rounds of messages, N 0 to 4
 // of each key in keys: each key's messages are stored once, in order, and
 // receipts[i], of round i/len(keys) of key i%len(keys), names where that
@@ -1724,7 +1782,7 @@ type heldPuts struct {
 	release func()        // lets every held put go (idempotent)
 }
 
-func holdPuts(ctx context.Context, t *testing.T, key string, inFlightWait time.Duration) heldPuts {
+func holdPuts(ctx context.Context, t *testing.T, key string, inFlightWait time.Duration, opts ...runtime.PublishOption) heldPuts {
 	t.Helper()
 	s := kinesistest.New()
 	h := heldPuts{s: s, stream: createStream(ctx, t, s, 1), held: make(chan struct{})}
@@ -1746,6 +1804,6 @@ func holdPuts(ctx context.Context, t *testing.T, key string, inFlightWait time.D
 	t.Cleanup(func() { b.Shutdown(context.Background()) })
 	t.Cleanup(h.release)
 	h.p = keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: h.stream},
-		runtime.WithAggregation(runtime.Aggregation{InFlightWait: inFlightWait}))}
+		append([]runtime.PublishOption{runtime.WithAggregation(runtime.Aggregation{InFlightWait: inFlightWait})}, opts...)...)}
 	return h
 }

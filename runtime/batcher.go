@@ -113,6 +113,39 @@ type entry struct {
 
 func (e *entry) size() int { return len(e.data) + len(e.key) }
 
+// withdraw abandons a queued entry whose caller's ctx has ended, as its
+// caller would on seeing the ctx end: the sender calls it before it sends
+// the entry, so that a ctx bounds its messages whether or not anyone waits
+// for them (StartAll without Wait). It reports whether e is abandoned.
+func (e *entry) withdraw() bool {
+	done := e.ctx.Done()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		e.state.CompareAndSwap(entryQueued, entryAbandoned)
+		return e.state.Load() == entryAbandoned
+	default:
+		return false
+	}
+}
+
+// finish marks e done and reports whether its caller is to be told the
+// result: not when it was abandoned, which stays so, for a caller that
+// comes to wait later to read (see awaitOrCancel).
+func (e *entry) finish() bool {
+	for {
+		s := e.state.Load()
+		if s == entryAbandoned {
+			return false
+		}
+		if e.state.CompareAndSwap(s, entryDone) {
+			return true
+		}
+	}
+}
+
 // Entries are pooled: a publish then allocates neither its entry nor its
 // done channel.
 var entryPool = sync.Pool{New: func() any { return &entry{done: make(chan struct{}, 1)} }}
@@ -289,8 +322,10 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 	case <-ctxDone:
 	}
 	f := e.failed.Load()
-	if e.state.CompareAndSwap(entryQueued, entryAbandoned) {
-		// Never sent, or waiting out a backoff: nothing of it will be written.
+	if e.state.CompareAndSwap(entryQueued, entryAbandoned) || e.state.Load() == entryAbandoned {
+		// Never sent, or waiting out a backoff (abandoned now, or by the
+		// runtime when it came to send it after the ctx ended): nothing of
+		// it will be written.
 		if f != nil {
 			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", f.attempts, e.ctx.Err(), f.err))
 		}
@@ -421,7 +456,7 @@ func (b *batcher) pushReady(e *entry) {
 func (b *batcher) resolve(e *entry, r Receipt, err error) {
 	b.unresolved.Add(-1)
 	key, ordered := e.key, e.ordered // e may be recycled once done is signalled
-	if e.state.Swap(entryDone) != entryAbandoned {
+	if e.finish() {
 		e.receipt, e.err = r, err
 		e.done <- struct{}{}
 	}
@@ -488,7 +523,7 @@ func (b *batcher) take(now time.Time) []*entry {
 		return len(batch) < limit && bytes+e.size() <= b.cfg.maxBytes
 	}
 	claim := func(e *entry) {
-		if e.state.CompareAndSwap(entryQueued, entryInFlight) {
+		if !e.withdraw() && e.state.CompareAndSwap(entryQueued, entryInFlight) {
 			batch = append(batch, e)
 			bytes += e.size()
 			if e.maxBatch > 0 {

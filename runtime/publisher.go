@@ -232,8 +232,10 @@ func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt
 // ones are in flight; submission order is publish order, so a key's
 // messages keep their order across batches too. msgs is not kept: it may
 // be reused once StartAll returns. ctx bounds the messages as it bounds
-// SendAll's. Wait for each Pending: the messages' spans (with a
-// tracer) end, and their metrics are counted, when Wait first returns.
+// SendAll's, whether or not anyone waits: a message not yet sent when ctx
+// ends is never sent (Wait, if called, says "not sent" for it). Wait for
+// each Pending all the same: the messages' spans (with a tracer) end, and
+// their metrics are counted, when Wait first returns.
 func StartAll[T any](ctx context.Context, msgs []*Message[T]) *Pending {
 	return startAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
 		m := msgs[i]
