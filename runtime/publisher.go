@@ -233,14 +233,21 @@ func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt
 // messages keep their order across batches too. msgs is not kept: it may
 // be reused once StartAll returns. ctx bounds the messages as it bounds
 // SendAll's, whether or not anyone waits: a message not yet sent when ctx
-// ends is never sent (Wait, if called, says "not sent" for it). Wait for
-// each Pending all the same: the messages' spans (with a tracer) end, and
-// their metrics are counted, when Wait first returns.
+// ends is never sent (Wait, if called, says "not sent" for it). With a
+// tracer or meter, each message's span ends, and its metrics are counted,
+// as the batch's messages are resolved, whether or not anyone waits.
 func StartAll[T any](ctx context.Context, msgs []*Message[T]) *Pending {
-	return startAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
+	pd := startAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
 		m := msgs[i]
 		return m.p, m.msg, m.key, m.hasKey, m.headers
 	})
+	if pd.observed() {
+		// The spans end, and the metrics count, when the messages are
+		// stored, whether or not the caller waits (a KPL user may never
+		// look at a record's future).
+		go pd.Wait()
+	}
+	return pd
 }
 
 // Pending is a batch of messages StartAll submitted.
@@ -296,6 +303,16 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		pd.errs = append(pd.errs, err)
 	}
 	return pd
+}
+
+// observed says whether any of the queued messages has telemetry.
+func (pd *Pending) observed() bool {
+	for _, q := range pd.queued {
+		if q.tel != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Wait waits for every message of the batch and returns what SendAll

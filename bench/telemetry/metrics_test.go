@@ -236,6 +236,26 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	}
 }
 
+// A StartAll batch nobody waits for is counted all the same: its
+// messages stored, and the one that failed before it was queued.
+func TestStartAllIsCountedWithoutWait(t *testing.T) {
+	ctx := testCtx(t)
+	m := newMeter(t)
+	srv := kinesistest.New()
+	createStream(t, ctx, srv, "orders", 1)
+	b := srv.NewBroker(runtime.WithMeterProvider(m.mp))
+	connect(t, ctx, b)
+	pub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"})
+	runtime.StartAll(ctx, []*runtime.Message[order]{
+		pub.Message(order{ID: 1}).PartitionKey("c1"),
+		pub.Message(order{ID: 2}).PartitionKey(""),
+		pub.Message(order{ID: 3}).PartitionKey("c3"),
+	})
+	const st = "messaging.destination.name=orders"
+	want := "kinesisgen.outcome=error," + st + ": 1\n" + "kinesisgen.outcome=ok," + st + ": 2"
+	wait(t, "the batch counted, no Wait called", func() bool { return values(m.collect()["kinesisgen.publish.messages"]) == want })
+}
+
 // While a handler is stuck on a backlog, the shard's reader reports how
 // far behind the tip it is, and the shard's checkpoint age grows; once the
 // handler goes on and the backlog is read, both are back at 0.
