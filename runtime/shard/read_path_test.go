@@ -454,3 +454,109 @@ func (c slowIterators) GetShardIterator(ctx context.Context, in *kinesis.GetShar
 	time.Sleep(c.d)
 	return c.API.GetShardIterator(ctx, in, o...)
 }
+
+// renewalHangs is faultyReads whose GetShardIterator, once hang is set,
+// closes renewing and hangs until its context ends.
+type renewalHangs struct {
+	*faultyReads
+	hang     atomic.Bool
+	renewing chan struct{}
+}
+
+func (c *renewalHangs) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if !c.hang.CompareAndSwap(true, false) {
+		return c.faultyReads.GetShardIterator(ctx, in, o...)
+	}
+	close(c.renewing)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// heldRelease holds the first Release until release is closed, closing
+// held first.
+type heldRelease struct {
+	lease.Store
+	once          sync.Once
+	held, release chan struct{}
+}
+
+func (s *heldRelease) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.once.Do(func() {
+		close(s.held)
+		<-s.release
+	})
+	return s.Store.Release(ctx, l)
+}
+
+// An iterator that expires and whose renewal hangs when Stop begins ends
+// the reader at once, as a stop and not as a failed read: Stop does not
+// wait for the renewal's deadline, no read failure shows in the shard's
+// status and nothing is logged about the renewal. The settled records are
+// checkpointed, and the next owner reads the unsettled ones again.
+func TestStopWhileRenewingAnExpiredIterator(t *testing.T) {
+	e, srv := memEnv(t, 1)
+	id := e.shards()[0]
+	fc := &renewalHangs{faultyReads: &faultyReads{API: srv}, renewing: make(chan struct{})}
+	store := &heldRelease{Store: e.store, held: make(chan struct{}), release: make(chan struct{})}
+	var logs syncBuffer
+	col := newCollector()
+	col.hold = func(r *shard.Record) bool { return string(r.Data) >= "k0:5" } // 5..9 stay unsettled
+	cfg := e.config("a", col.sink)
+	cfg.Client = fc
+	cfg.Leases = withMembers(store, e.store)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a := e.startStopped(cfg)
+	e.publish(map[string]int{}, 10, 1)
+	settled := col.waitN(t, 10)[4].SequenceNumber
+	eventually(t, 5*time.Second, "the checkpoint at k0:4", func() bool { return e.lease(id).Checkpoint == settled })
+
+	fc.hang.Store(true)
+	fc.mode.Store(readsExpire)
+	select {
+	case <-fc.renewing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no iterator renewal within 5s")
+	}
+	began := time.Now()
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond) // 5..9 never settle
+		defer cancel()
+		stopped <- a.Stop(ctx)
+	}()
+	select {
+	case <-store.held: // the reader has ended, the final checkpoint is written
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not reach its release within 5s: the renewal held it")
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("Stop took %s to stop a reader renewing its iterator", took)
+	}
+	st := a.Status()
+	if len(st.Held) != 1 {
+		t.Fatalf("held %+v during the release, want the one shard", st.Held)
+	}
+	if f := st.Held[0].ReadFailure; f.Count != 0 {
+		t.Errorf("the stop shows as a failed read: %+v", f)
+	}
+	close(store.release)
+	select {
+	case err := <-stopped:
+		t.Logf("Stop: %v", err) // the unsettled records, past its deadline
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return within 5s of its release")
+	}
+	if strings.Contains(logs.String(), "iterator") {
+		t.Errorf("the stop logged about the renewal:\n%s", logs.String())
+	}
+	if cp := e.lease(id).Checkpoint; cp != settled {
+		t.Errorf("checkpoint %s after Stop, want the last settled record's %s", cp, settled)
+	}
+
+	col2 := newCollector()
+	e.start(e.config("b", col2.sink))
+	got := col2.waitN(t, 5)
+	if data := dataOf(got); data != " k0:5 k0:6 k0:7 k0:8 k0:9" {
+		t.Errorf("the next owner delivered%s, want k0:5 to k0:9 (the unsettled records, not the settled)", data)
+	}
+}
