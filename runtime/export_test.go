@@ -39,3 +39,12 @@ func ShortenCreateWait(t testing.TB, d time.Duration) {
 	createWait = d
 	t.Cleanup(func() { createWait = old })
 }
+
+// ShortenStartTimeout bounds a start that has no caller's context
+// (Subscribe after Connect) by d instead of two minutes, until t ends. Not
+// for parallel tests: it changes the package's bound.
+func ShortenStartTimeout(t testing.TB, d time.Duration) {
+	old := startTimeout
+	startTimeout = d
+	t.Cleanup(func() { startTimeout = old })
+}

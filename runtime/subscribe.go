@@ -459,7 +459,9 @@ func (s *Subscription) fail(r *subRun, cause error) {
 
 // Subscribe registers h on stream. Before Connect it is started by Connect;
 // after Connect it starts at once and returns when every owned shard has its
-// first iterator. The settings are validated before any I/O. With M
+// first iterator; a start that takes more than two minutes (a lease table
+// still being created, say) fails with an error saying it was not started
+// within them. The settings are validated before any I/O. With M
 // RawRecord the handler gets every record undecoded (a dead-letter reader).
 func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeOption) (*Subscription, error) {
 	set := defaultSettings()
@@ -538,14 +540,20 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	if err := s.start(ctx, c); err != nil {
 		b.forget(s)
 		s.finish()
+		if e, ok := errors.AsType[*Error](err); ok && ctx.Err() != nil {
+			// Cut off by the bound: the call it cut is only where the
+			// start was when the time ran out.
+			err = &Error{Kind: e.Kind, Op: e.Op, Stream: e.Stream, Shard: e.Shard, Err: fmt.Errorf("not started within %v: %w", startTimeout, e.Err)}
+		}
 		return nil, err
 	}
 	return s, nil
 }
 
 // startTimeout bounds a start that has no caller's context (Subscribe after
-// Connect): the create wait plus the first pass.
-const startTimeout = 2 * time.Minute
+// Connect): the create wait plus the first pass (a lease table being
+// created among them). A variable only so that tests can shorten it.
+var startTimeout = 2 * time.Minute
 
 // forget removes s from the broker's subscriptions, so its stream can be
 // subscribed again.

@@ -15,6 +15,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // creatingStream describes stream, once the server holds it, as CREATING
@@ -172,5 +173,65 @@ func TestCreateIfMissingConsumerNeverActive(t *testing.T) {
 	}
 	if cs := consumers(t, srv, "orders"); len(cs) != 1 || aws.ToString(cs[0].ConsumerName) != "billing" || cs[0].ConsumerStatus != types.ConsumerStatusCreating {
 		t.Errorf("consumers %+v; want billing alone, still CREATING", cs)
+	}
+}
+
+// tableNeverActive is a memory lease store whose table is being created
+// and never becomes ACTIVE while active is unset: its EnsureTable (which
+// the start runs, bounded only by the start) waits until its ctx ends.
+type tableNeverActive struct {
+	*lease.Memory
+	active atomic.Bool
+}
+
+func (s *tableNeverActive) EnsureTable(ctx context.Context) error {
+	if s.active.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A Subscribe after Connect, which has no caller's context, whose start
+// cannot finish (its lease table never becomes ACTIVE) gives up once the
+// start bound ends, with an error saying so; the broker stays usable: the
+// stream can be subscribed again once the table is there, and Shutdown
+// returns.
+func TestSubscribeAfterConnectGivesUpAtTheStartBound(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	runtime.ShortenStartTimeout(t, bound)
+	srv := kinesistest.New()
+	if err := srv.AddStream("orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	store := &tableNeverActive{Memory: lease.NewMemory()}
+	b := srv.NewBroker(runtime.WithLeaseStore(store))
+	shutdownBounded(t, b)
+	if err := b.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	handler := func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }
+	subscribe := func() (time.Duration, error) {
+		return within(t, bound+5*time.Second, func() error {
+			_, err := runtime.Subscribe(b, "orders", handler)
+			return err
+		})
+	}
+	took, err := subscribe()
+	e, ok := errors.AsType[*runtime.Error](err)
+	if !ok || e.Op != "subscribe" || e.Stream != "orders" || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not started within 300ms") {
+		t.Fatalf("Subscribe whose start cannot finish = %v, want a subscribe error on orders saying it was not started within 300ms", err)
+	}
+	if took < bound {
+		t.Fatalf("Subscribe failed after %s, before the start bound of %s ended", took, bound)
+	}
+
+	runtime.ShortenStartTimeout(t, 10*time.Second) // a start takes a second or so
+	store.active.Store(true)
+	if _, err := subscribe(); err != nil {
+		t.Fatalf("Subscribe once the table is there: %v", err)
+	}
+	if _, err := within(t, 5*time.Second, func() error { return b.Shutdown(t.Context()) }); err != nil {
+		t.Fatalf("Shutdown: %v", err)
 	}
 }
