@@ -115,6 +115,9 @@ func (r *heldStream) Err() error { return r.in.Err() }
 func outputOf(st *kinesis.SubscribeToShardEventStream) *kinesis.SubscribeToShardOutput {
 	out := new(kinesis.SubscribeToShardOutput)
 	f := reflect.ValueOf(out).Elem().FieldByName("eventStream")
+	if !f.IsValid() || f.Type() != reflect.TypeOf(st) {
+		panic("kinesis.SubscribeToShardOutput has no eventStream field of type *SubscribeToShardEventStream any more: outputOf needs another way in")
+	}
 	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(st))
 	return out
 }
