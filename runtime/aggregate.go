@@ -678,10 +678,10 @@ func (a *aggregator) dispatch(now time.Time) {
 	a.sending = units[:0]
 }
 
-// claim claims the unit's messages (dropping those abandoned while queued,
-// or whose ctx has ended),
-// encodes it and counts it in flight; it reports whether anything of it is
-// left to send (send then hands it to the batcher).
+// claim claims the unit's messages (dropping those abandoned while queued
+// or whose ctx has ended), encodes it and counts it in flight; it reports
+// whether anything of it is left to send (send then hands it to the
+// batcher).
 func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 	live := u.items[:0]
 	for _, e := range u.items {
