@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -300,7 +301,10 @@ func TestFanOutConsumerDeletedEndsTheSubscription(t *testing.T) {
 // the HTTP/2 test server (the SDK's real client): a second instance
 // joining takes its share by graceful handoff, then the first stops
 // gracefully and hands the rest over; while records flow the whole time,
-// every record is handled exactly once, in its key's order.
+// every record is handled exactly once, in its key's order. Each phase
+// lasts until what was published in it is handled, so each instance reads
+// by subscription before the next change. A third instance started after
+// the second stopped resumes at the checkpoints.
 func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 	srv := kinesistest.New()
 	h := kinesistest.NewHTTPServer(srv)
@@ -309,26 +313,38 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 		t.Fatal(err)
 	}
 	retries := func(o *kinesis.Options) { o.Retryer = retry.NewStandard() }
+	testFanOutHandoff(t, func() kinesisapi.API { return h.Client(retries) }, "orders", 1, nil)
+}
+
+// testFanOutHandoff runs the handoff scenario on stream (created with 4
+// shards if missing) through clients from newClient; slow multiplies its
+// time bounds (livetest.KinesisServer.Slow). alone, if set, holds the
+// first instance alone until it reports true; then that instance must
+// handle more records before the second joins.
+func testFanOutHandoff(t *testing.T, newClient func() kinesisapi.API, stream string, slow int, alone func() bool) {
+	scale := time.Duration(slow)
 	store := lease.NewMemory()
 	var mu sync.Mutex
-	handled := map[int]int{}   // order id -> times handled
-	lastOf := map[string]int{} // key -> last id handled
+	handled := map[int]int{}    // order id -> times handled
+	byOwner := map[string]int{} // instance -> records it handled
+	lastOf := map[string]int{}  // key -> last id handled
 	var disorder []string
-	handler := func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
-		mu.Lock()
-		defer mu.Unlock()
-		handled[o.ID]++
-		if last, ok := lastOf[o.Customer]; ok && o.ID < last {
-			disorder = append(disorder, fmt.Sprintf("%s: %d after %d", o.Customer, o.ID, last))
-		}
-		lastOf[o.Customer] = o.ID
-		return runtime.Ack()
-	}
 	instance := func(name string) *runtime.Broker {
-		b := runtime.NewBroker(runtime.WithKinesisClient(h.Client(retries)), runtime.WithLeaseStore(store), runtime.WithOwnerID(name),
+		handler := func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[o.ID]++
+			byOwner[name]++
+			if last, ok := lastOf[o.Customer]; ok && o.ID < last {
+				disorder = append(disorder, fmt.Sprintf("%s: %d after %d", o.Customer, o.ID, last))
+			}
+			lastOf[o.Customer] = o.ID
+			return runtime.Ack()
+		}
+		b := runtime.NewBroker(runtime.WithKinesisClient(newClient()), runtime.WithLeaseStore(store), runtime.WithOwnerID(name),
 			runtime.WithShardSyncInterval(200*time.Millisecond), runtime.WithLeaseRenewInterval(100*time.Millisecond),
-			runtime.WithFailoverTime(2*time.Second), runtime.WithCheckpointInterval(50*time.Millisecond))
-		if _, err := runtime.Subscribe(b, "orders", handler, runtime.FanOut("billing"), runtime.CreateIfMissing(4), runtime.StartAt(runtime.Horizon())); err != nil {
+			runtime.WithFailoverTime(2*time.Second*scale), runtime.WithCheckpointInterval(50*time.Millisecond))
+		if _, err := runtime.Subscribe(b, stream, handler, runtime.FanOut("billing"), runtime.CreateIfMissing(4), runtime.StartAt(runtime.Horizon())); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Connect(t.Context()); err != nil {
@@ -338,12 +354,12 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 		return b
 	}
 	a := instance("a")
-	pb := runtime.NewBroker(runtime.WithKinesisClient(h.Client(retries)))
+	pb := runtime.NewBroker(runtime.WithKinesisClient(newClient()))
 	if err := pb.Connect(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pb.Shutdown(context.Background()) })
-	pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
+	pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: stream})
 	stop := make(chan struct{})
 	published := make(chan int, 1)
 	var count atomic.Int64 // records published so far
@@ -372,7 +388,7 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 			}
 			n++
 			count.Store(int64(n))
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond * scale)
 		}
 	}()
 	// Each phase lasts until the publisher has put more records in, not for
@@ -382,7 +398,7 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 	more := func(k int64, phase string) {
 		t.Helper()
 		want := count.Load() + k
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(20 * time.Second * scale)
 		for count.Load() < want {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: %d records published, want %d", phase, count.Load(), want)
@@ -390,9 +406,48 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	more(40, "before b joins")
+	// allHandled waits until the records 0..n-1 were all handled.
+	allHandled := func(n int, phase string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second * scale)
+		for {
+			mu.Lock()
+			got := 0
+			for id := range n {
+				if handled[id] > 0 {
+					got++
+				}
+			}
+			mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d records handled", phase, got, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// phase publishes k more records and waits until they are handled
+	// (records go on flowing meanwhile).
+	phase := func(k int64, what string) {
+		t.Helper()
+		more(k, what)
+		allHandled(int(count.Load()), what)
+	}
+	phase(40, "a alone")
+	if alone != nil {
+		deadline := time.Now().Add(15 * time.Second * scale)
+		for !alone() {
+			if time.Now().After(deadline) {
+				t.Fatal("a alone: the condition to go on never came true")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		phase(40, "a alone, after the condition")
+	}
 	b := instance("b")
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(15 * time.Second * scale)
 	for {
 		st := b.Status()
 		n := 0
@@ -407,35 +462,43 @@ func TestFanOutHandoffBetweenInstancesOverHTTP2(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	more(40, "while a and b share the shards")
+	phase(40, "a and b sharing the shards")
 	if err := a.Shutdown(t.Context()); err != nil {
 		t.Fatalf("a: Shutdown: %v", err)
 	}
-	more(40, "after a stopped")
+	mu.Lock()
+	byA := byOwner["a"]
+	mu.Unlock()
+	phase(40, "after a stopped")
 	close(stop)
 	n := <-published
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		got := len(handled)
-		mu.Unlock()
-		if got == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d records handled", got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	allHandled(n, "after the publisher stopped")
+	// b stops gracefully (its checkpoints written), and c, starting after
+	// it, resumes there: it handles the records published since, and none
+	// of those handled before.
+	if err := b.Shutdown(t.Context()); err != nil {
+		t.Fatalf("b: Shutdown: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond) // a duplicate would come now
+	instance("c")
+	for i := n; i < n+16; i++ {
+		cust := fmt.Sprint("c", i%16)
+		if err := pub.Message(order{ID: i, Customer: cust}).PartitionKey(cust).Publish(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allHandled(n+16, "after c started")
+	time.Sleep(300 * time.Millisecond * scale) // a duplicate would come now
 	mu.Lock()
 	defer mu.Unlock()
 	for id, times := range handled {
 		if times != 1 {
-			t.Errorf("record %d handled %d times, want once (graceful handoffs)", id, times)
+			t.Errorf("record %d handled %d times, want once (graceful handoffs, a restart at the checkpoints)", id, times)
 		}
 	}
 	if len(disorder) > 0 {
 		t.Errorf("keys out of order: %v", disorder)
+	}
+	if byA == 0 || byOwner["b"] == 0 || byOwner["c"] != 16 || byOwner["a"] != byA {
+		t.Errorf("records handled by a, b, c: %v (a %d before it stopped); want a and b some, a none after it stopped, c the 16 published after b stopped", byOwner, byA)
 	}
 }

@@ -99,9 +99,30 @@ type Deviations struct {
 	NoEnhancedFanOut bool
 	// NoInitialResponse: SubscribeToShard's event stream does not start
 	// with the initial-response event the service sends, and the SDK
-	// (v1.57.0) refuses such a stream ("expected initial-response"), so
-	// the subscription cases check only that.
+	// (v1.57.0) refuses such a stream ("expected initial-response"). The
+	// suite checks that on Harness.Unmended; without one, the subscription
+	// cases check only that.
 	NoInitialResponse bool
+	// RefusesSubscriptionInEventStream: a SubscribeToShard the backend
+	// refuses (an unknown consumer, a shard already subscribed) is answered
+	// HTTP 200 with an event stream holding one exception message, not an
+	// error answer, and the SDK (v1.57.0) cannot read it (it fails looking
+	// for the initial response instead of returning the exception). The
+	// suite checks that on Harness.Unmended; without one, the subscription
+	// cases check only that.
+	RefusesSubscriptionInEventStream bool
+	// NoSubscribeRateLimit: a second SubscribeToShard of one consumer and
+	// shard within a second is not LimitExceededException; while the first
+	// subscription is open it is ResourceInUseException.
+	NoSubscribeRateLimit bool
+	// SubscriptionIgnoresShardEnd: a subscription of a closed shard never
+	// ends: after the shard's last records its events go on, empty, each
+	// with a ContinuationSequenceNumber and without ChildShards.
+	SubscriptionIgnoresShardEnd bool
+	// SubscriptionOutlivesConsumer: a subscription goes on sending events
+	// after its consumer was deregistered, instead of ending with
+	// ResourceNotFoundException.
+	SubscriptionOutlivesConsumer bool
 }
 
 // Kinesalite is how kinesalite 3.3.3 deviates from the service.
@@ -119,8 +140,10 @@ var Kinesalite = Deviations{
 // KinesisMock is how kinesis-mock (npm kinesis-local 0.6.2) deviates from
 // the service. It sends ChildShards at a shard's end, ends a closed shard on
 // the read that returns its last records and paginates ListShards. It
-// serves stream consumers, and SubscribeToShard, but without the
-// initial-response event, so the SDK cannot read its subscriptions.
+// serves stream consumers, and SubscribeToShard, in a form the SDK cannot
+// read (no initial-response event, refusals inside the event stream) until
+// a test mends it (livetest.KinesisMockTransport), and pushes events once
+// a second.
 var KinesisMock = Deviations{
 	NoThrottling:                      true,
 	ShardFilterAtTrimHorizonListsAll:  true,
@@ -134,6 +157,10 @@ var KinesisMock = Deviations{
 	HashRangesDivideMaxHash:           true,
 	KeyLengthIsInvalidArgument:        true,
 	NoInitialResponse:                 true,
+	RefusesSubscriptionInEventStream:  true,
+	NoSubscribeRateLimit:              true,
+	SubscriptionIgnoresShardEnd:       true,
+	SubscriptionOutlivesConsumer:      true,
 }
 
 // maxLong is the EndingSequenceNumber of a closed shard on a backend with
@@ -153,6 +180,11 @@ type Harness struct {
 	Deviations Deviations
 	// Timeout bounds each case (default 30 s).
 	Timeout time.Duration
+	// Unmended, when set, returns the backend without what New's API
+	// mends of its declared wire deviations (NoInitialResponse,
+	// RefusesSubscriptionInEventStream), for the suite to check they are
+	// still there; the subscription cases then run on New's API.
+	Unmended func(t *testing.T) kinesisapi.API
 	// SubscribeInterval is the backend's least time between two
 	// SubscribeToShard calls of one consumer for one shard (default 1 s,
 	// the service's); the in-process server's is configurable, so its
@@ -203,7 +235,11 @@ func Run(t *testing.T, h Harness) {
 			if c.throttled && h.Throttled != nil {
 				newAPI = h.Throttled
 			}
-			c.run(t, &env{t: t, ctx: ctx, api: newAPI(t), dev: h.Deviations, subscribeInterval: h.SubscribeInterval})
+			e := &env{t: t, ctx: ctx, api: newAPI(t), dev: h.Deviations, subscribeInterval: h.SubscribeInterval}
+			if h.Unmended != nil {
+				e.unmended = h.Unmended(t)
+			}
+			c.run(t, e)
 		})
 	}
 }
@@ -214,6 +250,7 @@ type env struct {
 	api               kinesisapi.API
 	dev               Deviations
 	subscribeInterval time.Duration
+	unmended          kinesisapi.API // nil: api is the backend as it answers
 }
 
 // stream creates a stream with a name unique to this run and waits until it

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
 
 // The enhanced fan-out cases: stream consumers and SubscribeToShard, read
@@ -33,21 +35,52 @@ func (e *env) noFanOut(name string) bool {
 	return true
 }
 
-// noSubscriptions checks the NoInitialResponse deviation: SubscribeToShard
-// must then fail as the SDK fails on such a stream. It reports whether the
-// case should stop there.
+// noSubscriptions checks the wire deviations of SubscribeToShard
+// (NoInitialResponse, RefusesSubscriptionInEventStream) on the backend as it
+// answers (Harness.Unmended, else the API under test): the SDK must then
+// fail on its subscriptions as declared. It reports whether the case
+// should stop there: there is no mended API to go on with.
 func (e *env) noSubscriptions(name string) bool {
 	e.t.Helper()
-	if !e.dev.NoInitialResponse {
+	if !e.dev.NoInitialResponse && !e.dev.RefusesSubscriptionInEventStream {
 		return false
 	}
-	arn := e.consumer(name, "no-initial-response")
-	shard := aws.ToString(e.shards(name)[0].ShardId)
-	_, err := e.trySubscribe(arn, shard, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon})
-	if err == nil || !strings.Contains(err.Error(), "initial-response") {
-		e.t.Fatalf("declared NoInitialResponse, but SubscribeToShard answered %v", err)
+	raw := e.api
+	if e.unmended != nil {
+		raw = e.unmended
 	}
-	return true
+	shard := aws.ToString(e.shards(name)[0].ShardId)
+	horizon := types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
+	subscribe := func(api kinesisapi.API, arn string) error {
+		out, err := api.SubscribeToShard(e.ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &shard, StartingPosition: &horizon}, wire.SubscribeToShardOptions)
+		if err == nil {
+			out.GetStream().Close()
+		}
+		return err
+	}
+	if e.dev.NoInitialResponse {
+		err := subscribe(raw, e.consumer(name, "no-initial-response"))
+		if err == nil || !strings.Contains(err.Error(), "initial-response") {
+			e.t.Fatalf("declared NoInitialResponse, but SubscribeToShard answered %v", err)
+		}
+	}
+	if e.dev.RefusesSubscriptionInEventStream {
+		nobody := e.streamARN(name) + "/consumer/nobody:1"
+		err := subscribe(raw, nobody)
+		if _, ok := errors.AsType[*types.ResourceNotFoundException](err); ok || err == nil {
+			e.t.Fatalf("declared RefusesSubscriptionInEventStream, but SubscribeToShard of an unknown consumer answered %v", err)
+		}
+		if e.unmended != nil {
+			wantErr[*types.ResourceNotFoundException](e.t, "SubscribeToShard of an unknown consumer (mended)", subscribe(e.api, nobody))
+		}
+	}
+	return e.unmended == nil
+}
+
+// unreadable reports whether the backend's subscriptions cannot be read
+// (checked by the SubscribeToShard case).
+func (e *env) unreadable() bool {
+	return (e.dev.NoInitialResponse || e.dev.RefusesSubscriptionInEventStream) && e.unmended == nil
 }
 
 func (e *env) streamARN(name string) string {
@@ -269,7 +302,7 @@ func testSubscribeToShard(t *testing.T, e *env) {
 
 func testSubscribeAtShardEnd(t *testing.T, e *env) {
 	name := e.stream(1)
-	if e.noFanOut(name) || e.dev.NoInitialResponse { // checked by SubscribeToShard
+	if e.noFanOut(name) || e.unreadable() { // checked by SubscribeToShard
 		return
 	}
 	shards := e.shards(name)
@@ -282,6 +315,14 @@ func testSubscribeAtShardEnd(t *testing.T, e *env) {
 	}
 	e.waitActive(name)
 	es := e.subscribe(arn, parent, types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon})
+	if e.dev.SubscriptionIgnoresShardEnd {
+		got, _ := e.records(es, len(puts))
+		sameData(t, "records of the closed shard", got, puts)
+		if ev := e.event(es); ev == nil || ev.ContinuationSequenceNumber == nil || len(ev.ChildShards) > 0 {
+			t.Fatalf("declared SubscriptionIgnoresShardEnd, but after the closed shard's records came %+v (stream error %v)", ev, es.Err())
+		}
+		return
+	}
 	var got []types.Record
 	var last *types.SubscribeToShardEvent
 	for ev := e.event(es); ev != nil; ev = e.event(es) {
@@ -310,7 +351,7 @@ func testSubscribeAtShardEnd(t *testing.T, e *env) {
 
 func testSubscribeLimits(t *testing.T, e *env) {
 	name := e.stream(1)
-	if e.noFanOut(name) || e.dev.NoInitialResponse { // checked by SubscribeToShard
+	if e.noFanOut(name) || e.unreadable() { // checked by SubscribeToShard
 		return
 	}
 	shard := aws.ToString(e.shards(name)[0].ShardId)
@@ -320,7 +361,14 @@ func testSubscribeLimits(t *testing.T, e *env) {
 	start := time.Now()
 	e.event(es)
 	_, err := e.trySubscribe(arn, shard, latest)
-	wantErr[*types.LimitExceededException](t, "a second SubscribeToShard within the subscribe interval", err)
+	if e.dev.NoSubscribeRateLimit {
+		if _, ok := errors.AsType[*types.LimitExceededException](err); ok {
+			t.Fatalf("declared NoSubscribeRateLimit, but a second SubscribeToShard within the subscribe interval answered %v", err)
+		}
+		wantErr[*types.ResourceInUseException](t, "a second SubscribeToShard within the subscribe interval (NoSubscribeRateLimit)", err)
+	} else {
+		wantErr[*types.LimitExceededException](t, "a second SubscribeToShard within the subscribe interval", err)
+	}
 	select {
 	case <-time.After(time.Until(start.Add(e.subscribeInterval + 100*time.Millisecond))):
 	case <-e.ctx.Done():
@@ -332,7 +380,7 @@ func testSubscribeLimits(t *testing.T, e *env) {
 
 func testSubscribeDeregistered(t *testing.T, e *env) {
 	name := e.stream(1)
-	if e.noFanOut(name) || e.dev.NoInitialResponse { // checked by SubscribeToShard
+	if e.noFanOut(name) || e.unreadable() { // checked by SubscribeToShard
 		return
 	}
 	shard := aws.ToString(e.shards(name)[0].ShardId)
@@ -341,6 +389,15 @@ func testSubscribeDeregistered(t *testing.T, e *env) {
 	e.event(es)
 	if _, err := e.api.DeregisterStreamConsumer(e.ctx, &kinesis.DeregisterStreamConsumerInput{ConsumerARN: &arn}); err != nil {
 		t.Fatal(err)
+	}
+	if e.dev.SubscriptionOutlivesConsumer {
+		e.waitConsumer(arn, "")
+		if ev := e.event(es); ev == nil {
+			t.Fatalf("declared SubscriptionOutlivesConsumer, but the subscription ended with %v when its consumer was deregistered", es.Err())
+		}
+		_, err := e.trySubscribe(arn, shard, types.StartingPosition{Type: types.ShardIteratorTypeLatest})
+		wantErr[*types.ResourceNotFoundException](t, "SubscribeToShard of a deregistered consumer", err)
+		return
 	}
 	e.drain(es)
 	wantErr[*types.ResourceNotFoundException](t, "the end of a subscription whose consumer was deregistered", es.Err())

@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -13,11 +14,18 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
 )
 
-func liveClient(url string) *kinesis.Client {
-	return kinesis.NewFromConfig(aws.Config{
+func liveClient(url string) *kinesis.Client { return liveClientVia(url, nil) }
+
+// liveClientVia is liveClient with its own HTTP client (nil: the SDK's).
+func liveClientVia(url string, hc *http.Client) *kinesis.Client {
+	cfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	}
+	if hc != nil {
+		cfg.HTTPClient = hc
+	}
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
 }
 
 func TestConformanceKinesalite(t *testing.T) {
@@ -28,10 +36,15 @@ func TestConformanceKinesalite(t *testing.T) {
 	})
 }
 
+// kinesis-mock's subscriptions are read through livetest.KinesisMockTransport,
+// which mends the two ways they differ on the wire; the suite checks on the
+// unmended client that kinesis-mock still has both.
 func TestConformanceKinesisMock(t *testing.T) {
-	client := liveClient(livetest.KinesisMockEndpoint(t))
+	url := livetest.KinesisMockEndpoint(t)
+	client, unmended := liveClientVia(url, livetest.KinesisMockHTTPClient()), liveClient(url)
 	conformance.Run(t, conformance.Harness{
 		New:        func(*testing.T) kinesisapi.API { return client },
+		Unmended:   func(*testing.T) kinesisapi.API { return unmended },
 		Deviations: conformance.KinesisMock,
 		// It answers a call in tens to hundreds of milliseconds on a loaded
 		// machine, and the Throttling case makes 2,500 records and 20 reads.
