@@ -1131,12 +1131,7 @@ func TestAggregatedCallerGivesUp(t *testing.T) {
 	if err := <-hot2; err != nil {
 		t.Fatalf("hot 2: %v", err)
 	}
-	msgs, _ := readMessages(ctx, t, s, stream)
-	var got []string
-	for _, m := range msgs {
-		got = append(got, fmt.Sprint(m.Key, "/", m.N))
-	}
-	if want := []string{"hot/0", "hot/2"}; !slices.Equal(got, want) {
+	if got, want := storedKeyN(ctx, t, s, stream), []string{"hot/0", "hot/2"}; !slices.Equal(got, want) {
 		t.Errorf("stored %v, want %v: what was in flight, then the key's next message, and nothing its caller gave up before it was sent", got, want)
 	}
 }
@@ -1278,7 +1273,7 @@ func TestStartAllKeepsNoneOfItsSlice(t *testing.T) {
 	keys := aggKeys(10)
 	msgs := make([]*runtime.Message[aggMsg], 0, len(keys))
 	for _, k := range keys {
-		msgs = append(msgs, h.p.Message(aggMsg{Key: k, N: 0}).PartitionKey(k))
+		msgs = append(msgs, h.msg(k, 0))
 	}
 	pd := runtime.StartAll(ctx, msgs)
 	<-h.held // on their way
@@ -1303,31 +1298,17 @@ func TestStartAllCallerGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := holdPuts(ctx, t, "hot", time.Minute)
-	msg := func(key string, n int) *runtime.Message[aggMsg] {
-		return h.p.Message(aggMsg{Key: key, N: n}).PartitionKey(key)
-	}
-	first := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{msg("hot", 0)})
+	first := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{h.msg("hot", 0)})
 	<-h.held // hot 0's aggregate is in flight
 	later, giveUp := context.WithCancel(ctx)
-	second := runtime.StartAll(later, []*runtime.Message[aggMsg]{msg("other", 0), msg("hot", 1)})
+	second := runtime.StartAll(later, []*runtime.Message[aggMsg]{h.msg("other", 0), h.msg("hot", 1)})
 	giveUp()
-	receipts, err := second.Wait()
-	if n := strings.Count(fmt.Sprint(err), "not sent"); !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, context.Canceled) || n != 2 {
-		t.Errorf("the second batch, its ctx ended: %v; want ErrPublish: not sent, for each of its 2 messages", err)
-	}
-	if !slices.Equal(receipts, make([]runtime.Receipt, 2)) {
-		t.Errorf("receipts of messages not sent: %+v, want zero", receipts)
-	}
+	checkNotSent(t, "the second batch, its ctx ended", 2, second)
 	h.release()
 	if _, err := first.Wait(); err != nil {
 		t.Fatalf("the first batch: %v", err)
 	}
-	msgs, _ := readMessages(ctx, t, h.s, h.stream)
-	var got []string
-	for _, m := range msgs {
-		got = append(got, fmt.Sprint(m.Key, "/", m.N))
-	}
-	if want := []string{"hot/0"}; !slices.Equal(got, want) {
+	if got, want := storedKeyN(ctx, t, h.s, h.stream), []string{"hot/0"}; !slices.Equal(got, want) {
 		t.Errorf("stored %v, want %v: the batch in flight, and nothing of the one given up before it was sent", got, want)
 	}
 }
@@ -1347,16 +1328,13 @@ func TestStartAllNeverWaitedForStillEndsWithItsCtx(t *testing.T) {
 				opts = append(opts, runtime.WithoutAggregation())
 			}
 			h := holdPuts(ctx, t, "hot", time.Minute, opts...)
-			msg := func(key string, n int) *runtime.Message[aggMsg] {
-				return h.p.Message(aggMsg{Key: key, N: n}).PartitionKey(key)
-			}
-			first := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{msg("hot", 0)})
+			first := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{h.msg("hot", 0)})
 			<-h.held // hot 0 is in flight
 			// Plain, "other" would go at once, beside hot 0; aggregated, it
 			// waits in the shard's open aggregate while hot 0's is in flight.
-			givenUp := []*runtime.Message[aggMsg]{msg("hot", 1)}
+			givenUp := []*runtime.Message[aggMsg]{h.msg("hot", 1)}
 			if agg {
-				givenUp = append(givenUp, msg("other", 0))
+				givenUp = append(givenUp, h.msg("other", 0))
 			}
 			later, giveUp := context.WithCancel(ctx)
 			second := runtime.StartAll(later, givenUp)
@@ -1367,26 +1345,42 @@ func TestStartAllNeverWaitedForStillEndsWithItsCtx(t *testing.T) {
 			}
 			// Sent after the given-up messages in their keys' order: once
 			// these are stored, the given-up ones were sent or dropped.
-			if _, err := runtime.SendAll(ctx, []*runtime.Message[aggMsg]{msg("hot", 2), msg("other", 1)}); err != nil {
+			if _, err := runtime.SendAll(ctx, []*runtime.Message[aggMsg]{h.msg("hot", 2), h.msg("other", 1)}); err != nil {
 				t.Fatalf("the third batch: %v", err)
 			}
-			stored, _ := readMessages(ctx, t, h.s, h.stream)
-			var got []string
-			for _, m := range stored {
-				got = append(got, fmt.Sprint(m.Key, "/", m.N))
-			}
+			got := storedKeyN(ctx, t, h.s, h.stream)
 			slices.Sort(got)
 			if want := []string{"hot/0", "hot/2", "other/1"}; !slices.Equal(got, want) {
 				t.Errorf("stored %v, want %v: nothing of the batch given up before it was sent", got, want)
 			}
-			receipts, err := second.Wait()
-			if n := strings.Count(fmt.Sprint(err), "not sent"); !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, context.Canceled) || n != len(givenUp) {
-				t.Errorf("the given-up batch, waited for at last: %v; want ErrPublish: not sent, for each of its %d messages", err, len(givenUp))
-			}
-			if !slices.Equal(receipts, make([]runtime.Receipt, len(givenUp))) {
-				t.Errorf("receipts of messages not sent: %+v, want zero", receipts)
-			}
+			checkNotSent(t, "the given-up batch, waited for at last", len(givenUp), second)
 		})
+	}
+}
+
+// storedKeyN reads stream back and names each message stored by its key
+// and N ("hot/0"), in the order read.
+func storedKeyN(ctx context.Context, t *testing.T, api kinesisapi.API, stream string) []string {
+	t.Helper()
+	msgs, _ := readMessages(ctx, t, api, stream)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, fmt.Sprint(m.Key, "/", m.N))
+	}
+	return got
+}
+
+// checkNotSent checks that pd, a batch of n messages whose ctx ended before
+// any was sent, reports "not sent" for each (ErrPublish, context.Canceled)
+// and zero receipts.
+func checkNotSent(t *testing.T, what string, n int, pd *runtime.Pending) {
+	t.Helper()
+	receipts, err := pd.Wait()
+	if sent := strings.Count(fmt.Sprint(err), "not sent"); !errors.Is(err, runtime.ErrPublish) || !errors.Is(err, context.Canceled) || sent != n {
+		t.Errorf("%s: %v; want ErrPublish: not sent, for each of its %d messages", what, err, n)
+	}
+	if !slices.Equal(receipts, make([]runtime.Receipt, n)) {
+		t.Errorf("receipts of messages not sent: %+v, want zero", receipts)
 	}
 }
 
@@ -1780,6 +1774,11 @@ type heldPuts struct {
 	p       keyedPublisher
 	held    chan struct{} // closed when the first put of the key arrives
 	release func()        // lets every held put go (idempotent)
+}
+
+// msg is the message of key numbered n, keyed by key.
+func (h heldPuts) msg(key string, n int) *runtime.Message[aggMsg] {
+	return h.p.Message(aggMsg{Key: key, N: n}).PartitionKey(key)
 }
 
 func holdPuts(ctx context.Context, t *testing.T, key string, inFlightWait time.Duration, opts ...runtime.PublishOption) heldPuts {

@@ -34,17 +34,16 @@ func SpareAggregateBuffers(b *Broker) func() int {
 // ShortenCreateWait bounds the wait for a created stream (or a registered
 // consumer) to become active by d instead of a minute, until t ends. Not
 // for parallel tests: it changes the package's bound.
-func ShortenCreateWait(t testing.TB, d time.Duration) {
-	old := createWait
-	createWait = d
-	t.Cleanup(func() { createWait = old })
-}
+func ShortenCreateWait(t testing.TB, d time.Duration) { shorten(t, &createWait, d) }
 
 // ShortenStartTimeout bounds a start that has no caller's context
 // (Subscribe after Connect) by d instead of two minutes, until t ends. Not
 // for parallel tests: it changes the package's bound.
-func ShortenStartTimeout(t testing.TB, d time.Duration) {
-	old := startTimeout
-	startTimeout = d
-	t.Cleanup(func() { startTimeout = old })
+func ShortenStartTimeout(t testing.TB, d time.Duration) { shorten(t, &startTimeout, d) }
+
+// shorten sets *bound to d until t ends.
+func shorten(t testing.TB, bound *time.Duration, d time.Duration) {
+	old := *bound
+	*bound = d
+	t.Cleanup(func() { *bound = old })
 }

@@ -437,13 +437,7 @@ func testFanOutHandoff(t *testing.T, newClient func() kinesisapi.API, stream str
 	}
 	phase(40, "a alone")
 	if alone != nil {
-		deadline := time.Now().Add(15 * time.Second * scale)
-		for !alone() {
-			if time.Now().After(deadline) {
-				t.Fatal("a alone: the condition to go on never came true")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		eventuallyRT(t, 15*time.Second*scale, "a alone: the condition to go on", alone)
 		phase(40, "a alone, after the condition")
 	}
 	b := instance("b")

@@ -182,11 +182,17 @@ func seq(n int) []int {
 	return s
 }
 
-func createStream(ctx context.Context, t testing.TB, api kinesisapi.API, shards int32) string {
-	t.Helper()
+// uniqueName is prefix and eight random hex digits: a stream name no other
+// test run uses.
+func uniqueName(prefix string) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	name := "publish-" + hex.EncodeToString(r[:])
+	return prefix + hex.EncodeToString(r[:])
+}
+
+func createStream(ctx context.Context, t testing.TB, api kinesisapi.API, shards int32) string {
+	t.Helper()
+	name := uniqueName("publish-")
 	if _, err := api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &name, ShardCount: &shards}); err != nil {
 		t.Fatalf("CreateStream: %v", err)
 	}

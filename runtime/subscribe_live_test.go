@@ -2,8 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"strings"
@@ -57,9 +55,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 		HTTPClient:  &http.Client{Transport: calls},
 		Retryer:     func() aws.Retryer { return retry.NewStandard() },
 	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	stream := "fanout-" + hex.EncodeToString(rnd[:])
+	stream := uniqueName("fanout-")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -71,7 +67,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 		defer calls.mu.Unlock()
 		return calls.cuts == calls.cut && calls.opened >= 4+calls.cut
 	}
-	testFanOutHandoff(t, func() kinesisapi.API { return client }, stream, kinesisMockSlow(), resubscribed)
+	testFanOutHandoff(t, func() kinesisapi.API { return client }, stream, livetest.KinesisMock.Slow, resubscribed)
 	calls.mu.Lock()
 	defer calls.mu.Unlock()
 	if n := calls.ops["GetRecords"]; n != 0 {
@@ -138,16 +134,6 @@ func (b *cutBody) Read(p []byte) (int, error) {
 		return n, io.ErrUnexpectedEOF
 	}
 	return n, err
-}
-
-// kinesisMockSlow is kinesis-mock's time-bound factor.
-func kinesisMockSlow() int {
-	for _, s := range livetest.KinesisServers {
-		if s.Name == "kinesis-mock" {
-			return s.Slow
-		}
-	}
-	panic("no kinesis-mock in livetest.KinesisServers")
 }
 
 func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) {

@@ -38,10 +38,13 @@ type KinesisServer struct {
 // KinesisServers are the local Kinesis servers every live Kinesis test runs
 // against: kinesalite, and kinesis-mock, which sends ChildShards at a
 // shard's end and paginates ListShards as the service does.
-var KinesisServers = []KinesisServer{
-	{Name: "kinesalite", Endpoint: KinesisEndpoint, Slow: 1},
-	{Name: "kinesis-mock", Endpoint: KinesisMockEndpoint, Slow: 3},
-}
+var KinesisServers = []KinesisServer{Kinesalite, KinesisMock}
+
+// The local Kinesis servers, each by name.
+var (
+	Kinesalite  = KinesisServer{Name: "kinesalite", Endpoint: KinesisEndpoint, Slow: 1}
+	KinesisMock = KinesisServer{Name: "kinesis-mock", Endpoint: KinesisMockEndpoint, Slow: 3}
+)
 
 // DynamoDBEndpoint returns the dynalite endpoint URL.
 func DynamoDBEndpoint(t testing.TB) string { return endpoint(t, EnvDynamoDB) }

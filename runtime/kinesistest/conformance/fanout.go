@@ -52,10 +52,7 @@ func (e *env) noSubscriptions(name string) bool {
 	shard := aws.ToString(e.shards(name)[0].ShardId)
 	horizon := types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}
 	subscribe := func(api kinesisapi.API, arn string) error {
-		out, err := api.SubscribeToShard(e.ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &shard, StartingPosition: &horizon}, wire.SubscribeToShardOptions)
-		if err == nil {
-			out.GetStream().Close()
-		}
+		_, err := e.trySubscribeOn(api, arn, shard, horizon)
 		return err
 	}
 	if e.dev.NoInitialResponse {
@@ -141,7 +138,12 @@ func (e *env) subscribe(arn, shard string, pos types.StartingPosition) *kinesis.
 }
 
 func (e *env) trySubscribe(arn, shard string, pos types.StartingPosition) (*kinesis.SubscribeToShardEventStream, error) {
-	out, err := e.api.SubscribeToShard(e.ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &shard, StartingPosition: &pos}, wire.SubscribeToShardOptions)
+	return e.trySubscribeOn(e.api, arn, shard, pos)
+}
+
+// trySubscribeOn is trySubscribe through api.
+func (e *env) trySubscribeOn(api kinesisapi.API, arn, shard string, pos types.StartingPosition) (*kinesis.SubscribeToShardEventStream, error) {
+	out, err := api.SubscribeToShard(e.ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &arn, ShardId: &shard, StartingPosition: &pos}, wire.SubscribeToShardOptions)
 	if err != nil {
 		return nil, err
 	}
