@@ -24,6 +24,19 @@ func TestConformanceInProcess(t *testing.T) {
 	})
 }
 
+// WithSubscriptionIgnoringShardEnd deviates as kinesis-mock does, as
+// declared, and in no other way.
+func TestConformanceIgnoringShardEnd(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		New: func(*testing.T) kinesisapi.API {
+			return kinesistest.New(fastSubscribe, kinesistest.WithSubscriptionIgnoringShardEnd())
+		},
+		Throttled:         func(*testing.T) kinesisapi.API { return kinesistest.New(kinesistest.WithThrottling()) },
+		Deviations:        conformance.Deviations{SubscriptionIgnoresShardEnd: true},
+		SubscribeInterval: subscribeInterval,
+	})
+}
+
 // The same server through its HTTP/2 front and the SDK's real client: the
 // front's JSON must be the service's.
 func TestConformanceHTTP(t *testing.T) {

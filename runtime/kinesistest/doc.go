@@ -13,7 +13,9 @@
 // and the rest) and SubscribeToShard, whose answer is the SDK's own
 // *kinesis.SubscribeToShardOutput decoding real event-stream frames; records
 // are pushed as they are appended. EndSubscriptions and CutSubscriptions
-// end or cut subscriptions for tests.
+// end or cut subscriptions for tests; WithSubscriptionIgnoringShardEnd
+// makes a subscription of a closed shard go on past its end, as
+// kinesis-mock's (LocalStack's) does.
 //
 // NewHTTPServer puts a Server behind TLS and HTTP/2 on a loopback port,
 // speaking the service's JSON protocol and its event stream, so that a real

@@ -52,6 +52,8 @@ type config struct {
 	subLifetime        time.Duration
 	subscribeInterval  time.Duration
 	takeover           time.Duration
+	heartbeat          time.Duration
+	ignoreShardEnd     bool
 }
 
 // Option configures a Server.
@@ -141,6 +143,18 @@ func WithSubscriptionTakeover(d time.Duration) Option {
 	return func(c *config) { c.takeover = d }
 }
 
+// WithSubscriptionIgnoringShardEnd makes SubscribeToShard deviate from the
+// service as kinesis-mock (LocalStack's Kinesis engine) does
+// (conformance.KinesisMock.SubscriptionIgnoresShardEnd): a subscription of
+// a closed shard never ends; after the shard's last records its events go
+// on, empty, each with a ContinuationSequenceNumber and without
+// ChildShards. As on kinesis-mock, an idle subscription sends an event
+// every second, not every 5 s. For tests of readers that must finish such
+// a shard all the same.
+func WithSubscriptionIgnoringShardEnd() Option {
+	return func(c *config) { c.ignoreShardEnd, c.heartbeat = true, time.Second }
+}
+
 // New returns an empty server.
 func New(opts ...Option) *Server {
 	cfg := config{
@@ -155,6 +169,7 @@ func New(opts ...Option) *Server {
 		subLifetime:       5 * time.Minute,
 		subscribeInterval: time.Second,
 		takeover:          5 * time.Second,
+		heartbeat:         heartbeatEvery,
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -108,7 +108,8 @@ type eventSink interface {
 // (WithSubscriptionLifetime, default 5 min) and when ctx ends; it ends with
 // a ResourceNotFoundException when its consumer is deregistered or its
 // stream deleted, and with a ResourceInUseException when another
-// subscription takes the shard over.
+// subscription takes the shard over. (WithSubscriptionIgnoringShardEnd
+// makes it deviate as kinesis-mock does: no end at a closed shard's end.)
 //
 // Refusals: a consumer that is not ACTIVE, or a shard that this consumer
 // already reads through a subscription younger than the takeover time
@@ -221,7 +222,7 @@ func (sub *subscription) run(sink eventSink) {
 	}
 	lifetime := time.NewTimer(time.Until(sub.started.Add(s.cfg.subLifetime)))
 	defer lifetime.Stop()
-	heartbeat := time.NewTimer(heartbeatEvery)
+	heartbeat := time.NewTimer(s.cfg.heartbeat)
 	defer heartbeat.Stop()
 	first, beat := true, false
 	pace := newBucket(time.Now())
@@ -257,7 +258,7 @@ func (sub *subscription) run(sink eventSink) {
 				return
 			}
 			first, beat = false, false
-			heartbeat.Reset(heartbeatEvery)
+			heartbeat.Reset(s.cfg.heartbeat)
 			if len(ev.records) > 0 {
 				continue
 			}
@@ -384,7 +385,7 @@ func (sub *subscription) next() (ev event, wait <-chan struct{}, last bool) {
 			ev.millisBehind = max(0, now.Sub(time.Unix(0, sh.log.at(from+n).arrival)).Milliseconds())
 		}
 	}
-	if sh.closed && len(ev.records) == avail {
+	if sh.closed && len(ev.records) == avail && !s.cfg.ignoreShardEnd {
 		ev.end, ev.children = true, sh.children
 		return ev, nil, true
 	}

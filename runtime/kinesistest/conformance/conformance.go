@@ -117,7 +117,9 @@ type Deviations struct {
 	NoSubscribeRateLimit bool
 	// SubscriptionIgnoresShardEnd: a subscription of a closed shard never
 	// ends: after the shard's last records its events go on, empty, each
-	// with a ContinuationSequenceNumber and without ChildShards.
+	// with a ContinuationSequenceNumber and without ChildShards. (The
+	// runtime's fan-out reader then confirms the end with GetRecords;
+	// kinesistest.WithSubscriptionIgnoringShardEnd deviates the same way.)
 	SubscriptionIgnoresShardEnd bool
 	// SubscriptionOutlivesConsumer: a subscription goes on sending events
 	// after its consumer was deregistered, instead of ending with
