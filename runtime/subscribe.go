@@ -270,7 +270,9 @@ func PollInterval(d time.Duration) SubscribeOption { // poll=DURATION
 // shard's records to the subscription over HTTP/2 (SubscribeToShard), at
 // about 70 ms and with 2 MB/s per shard of its own, instead of the
 // subscription polling GetRecords. Leases, checkpoints, lanes, outcomes,
-// resharding and shutdown are those of polling. The consumer must be
+// resharding and shutdown are those of polling (where a subscription of a
+// closed shard never ends, as on kinesis-mock and LocalStack, the shard's
+// end is confirmed with GetRecords). The consumer must be
 // registered on the stream (an ErrStream error otherwise, before anything
 // is read), unless CreateIfMissing (or CreateOnDemandIfMissing) is set:
 // then a missing one is registered and waited for. The runtime never

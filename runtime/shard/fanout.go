@@ -21,6 +21,12 @@ const (
 	// long (the connection is dead without saying so): the reader
 	// subscribes again from its last continuation.
 	eventSilence = time.Minute
+	// endCheckEvery is how often, at most, a reader asks the polling API
+	// whether a shard the stream lists closed, whose subscription goes on
+	// with empty events, is read to its end (checkEnd).
+	endCheckEvery = 5 * time.Second
+	// endCheckReads bounds the GetRecords calls of one such check.
+	endCheckReads = 3
 )
 
 // readFanOut is the reader of one session by enhanced fan-out: it
@@ -32,8 +38,11 @@ const (
 // ContinuationSequenceNumber, so a cut mid-event loses nothing (the SDK
 // hands over whole events only) and repeats nothing delivered. At the
 // shard's end (an event with ChildShards, or none with a nil continuation)
-// the shard is finished as in polling. It returns when ctx ends (stop,
-// handoff, seek, lost lease), which also closes the subscription at once.
+// the shard is finished as in polling. A subscription that goes on with
+// empty events past the end of a shard the stream lists closed (kinesis-mock
+// never ends one) is checked with the polling API, at most every
+// endCheckEvery (checkEnd). It returns when ctx ends (stop, handoff, seek,
+// lost lease), which also closes the subscription at once.
 func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 	defer c.workers.Done()
 	defer close(s.done)
@@ -43,7 +52,9 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 	resume := s.from
 	f := c.newFeed(ctx, o, s) // skips what was settled before s opened
 	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
-	var last time.Time // when the last SubscribeToShard was sent
+	var last time.Time    // when the last SubscribeToShard was sent
+	var checked time.Time // when the end of the closed shard was last checked
+	checkDue := func() bool { return time.Since(checked) >= endCheckEvery && c.closedShard(o.shard) }
 	for ctx.Err() == nil {
 		if !last.IsZero() && !sleep(ctx, subscribeEvery-time.Since(last)) {
 			return
@@ -80,7 +91,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			}
 			continue
 		}
-		end, children, cont, err := c.consume(sub, f.deliver, o.st)
+		end, children, cont, err := c.consume(sub, f.deliver, o.st, checkDue)
 		closeSub()
 		if cont != "" {
 			resume = startAt{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: cont}
@@ -92,6 +103,12 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 		case errors.Is(err, errSink):
 			sinkFailed(log, o, s, err)
 			return
+		case errors.Is(err, errCheckEnd):
+			checked = time.Now()
+			var done bool
+			if resume, done = c.checkEnd(ctx, o, s, f, resume); done {
+				return
+			}
 		case end && (len(children) > 0 || c.ended(ctx, o.shard)):
 			c.finish(ctx, o, s, children)
 			return
@@ -108,6 +125,64 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 
 // errSink marks a failure of the sink (not of the subscription) in consume.
 var errSink = errors.New("sink")
+
+// errCheckEnd ends consume at an empty event when the shard's end is to be
+// checked (checkEnd).
+var errCheckEnd = errors.New("empty event on a closed shard")
+
+// checkEnd asks the polling API whether the shard, which the stream lists
+// closed while its subscription goes on with empty events, is read to its
+// end from at (the last event's continuation): GetShardIterator there and
+// GetRecords, up to endCheckReads times. Records it finds are delivered as
+// the subscription's would be, and the shard ends where a read answers no
+// next iterator, as in polling. The service ends such a subscription itself
+// (an event with ChildShards); kinesis-mock never does, and without this
+// the children of a parent read by fan-out would never start. It returns
+// where the next subscription starts (after the records it delivered) and
+// done when the reader is to return: the shard finished, ctx ended, the
+// lease fenced or the sink failed. Any failed call leaves the check to the
+// next one: the subscription goes on meanwhile.
+func (c *Coordinator) checkEnd(ctx context.Context, o *owned, s *session, f *feed, at startAt) (next startAt, done bool) {
+	log := c.log.With("shard", o.shard)
+	it, _, err := c.iterator(ctx, o.shard, at)
+	for reads := 0; err == nil && it != "" && reads < endCheckReads; reads++ {
+		if reads > 0 && !sleep(ctx, minPoll) {
+			return at, true
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		var out *kinesis.GetRecordsOutput
+		out, err = c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(firstReadLimit(c.cfg.BatchSize))})
+		cancel()
+		if err != nil {
+			break
+		}
+		if derr := f.deliver(out.Records); derr != nil {
+			if ctx.Err() == nil && !errors.Is(derr, errFenced) {
+				sinkFailed(log, o, s, derr)
+			}
+			return at, true
+		}
+		if n := len(out.Records); n > 0 {
+			at = startAt{typ: types.ShardIteratorTypeAfterSequenceNumber, seq: aws.ToString(out.Records[n-1].SequenceNumber)}
+		}
+		if out.NextShardIterator == nil {
+			if len(out.ChildShards) > 0 || c.ended(ctx, o.shard) {
+				log.Debug("closed shard's subscription went on past its end; ended by GetRecords")
+				c.finish(ctx, o, s, out.ChildShards)
+				return at, true
+			}
+			break
+		}
+		it = *out.NextShardIterator
+	}
+	if ctx.Err() != nil {
+		return at, true
+	}
+	if err != nil {
+		log.Warn("checking the end of a closed shard failed; subscribing again", "after", at.seq, "err", err)
+	}
+	return at, false
+}
 
 // subscribe opens a subscription of the shard at at. Its first answer is
 // bounded like any Kinesis call; the events that follow are not. The call
@@ -159,9 +234,10 @@ func (c *Coordinator) subscribe(ctx context.Context, shardID string, at startAt)
 // records go to deliver, in order. It returns the last event's
 // continuation ("" when none came), whether the shard ended (an event with
 // ChildShards or without a continuation), and why the subscription broke
-// off (nil when it simply ended; errSink wrapped when deliver failed).
-// Each event is a read that answered, observed in stats.
-func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver func([]types.Record) error, stats *Stats) (end bool, children []types.ChildShard, cont string, err error) {
+// off (nil when it simply ended; errSink wrapped when deliver failed;
+// errCheckEnd after an empty event when checkDue says the shard's end is to
+// be checked). Each event is a read that answered, observed in stats.
+func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver func([]types.Record) error, stats *Stats, checkDue func() bool) (end bool, children []types.ChildShard, cont string, err error) {
 	silence := time.AfterFunc(eventSilence, func() { _ = st.Close() })
 	defer silence.Stop()
 	for ev := range st.Events() {
@@ -181,6 +257,9 @@ func (c *Coordinator) consume(st *kinesis.SubscribeToShardEventStream, deliver f
 			return true, e.Value.ChildShards, cont, nil
 		}
 		cont = *e.Value.ContinuationSequenceNumber
+		if len(e.Value.Records) == 0 && checkDue() {
+			return false, nil, cont, errCheckEnd
+		}
 	}
 	if err := st.Err(); err != nil {
 		return false, nil, cont, err

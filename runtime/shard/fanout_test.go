@@ -217,6 +217,25 @@ func testFanOutSplitMergeKeepsKeyOrder(t *testing.T, newEnv newFanEnv) {
 	}
 }
 
+// The same on a server whose subscription of a closed shard never ends
+// (kinesis-mock, LocalStack's Kinesis engine: no ChildShards, empty events
+// after the last records): each parent is finished all the same, its
+// reader confirming the end with GetRecords, and its children are read.
+// Without that check the children never start.
+func TestFanOutSplitMergeWhenSubscriptionsIgnoreShardEnd(t *testing.T) {
+	fanBackends(t, testFanOutSplitMergeWhenSubscriptionsIgnoreShardEnd)
+}
+
+func testFanOutSplitMergeWhenSubscriptionsIgnoreShardEnd(t *testing.T, newEnv newFanEnv) {
+	e, srv := newEnv(t, 1, kinesistest.WithSubscriptionIgnoringShardEnd())
+	testSplitMergeKeepsKeyOrder(t, e)
+	// Three closed shards (the parent, then both children at the merge),
+	// each ended in one check or two: a GetRecords or a few each.
+	if n := srv.Calls(kinesistest.OpGetRecords); n == 0 || n > 12 {
+		t.Errorf("%d GetRecords calls, want a few to confirm the three closed shards' ends", n)
+	}
+}
+
 // A graceful handoff between two fan-out instances delivers no record
 // twice; the taker's subscription starts after the giver's checkpoint
 // (its own subscription of the shard ended with the release).
