@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
