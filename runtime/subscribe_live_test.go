@@ -19,6 +19,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/kinesismock"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
@@ -45,13 +46,13 @@ func TestSubscriptionFlowsOnKinesisMock(t *testing.T) {
 // subscriptions are cut off mid-stream (as a dropped connection ends one),
 // and it must subscribe to both shards again after the last event it had
 // and handle what follows. The client mends the two ways kinesis-mock's
-// subscriptions differ on the wire (livetest.KinesisMockTransport). A
+// subscriptions differ on the wire (kinesismock.Transport). A
 // reshard is TestFanOutAcrossAReshardOnKinesisMock's.
 func TestFanOutOnKinesisMock(t *testing.T) {
 	url := livetest.KinesisMockEndpoint(t)
 	// A subscription's first event comes with its call; the cut comes at the
 	// next, a second later.
-	calls := &cutSubscriptions{next: livetest.KinesisMockTransport(nil), cut: 2, after: 500 * time.Millisecond}
+	calls := &cutSubscriptions{next: kinesismock.Transport(nil), cut: 2, after: 500 * time.Millisecond}
 	client := kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
@@ -199,7 +200,7 @@ func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) 
 // read.
 func TestFanOutAcrossAReshardOnKinesisMock(t *testing.T) {
 	url := livetest.KinesisMockEndpoint(t)
-	calls := &cutSubscriptions{next: livetest.KinesisMockTransport(nil)} // counts the calls, cuts none
+	calls := &cutSubscriptions{next: kinesismock.Transport(nil)} // counts the calls, cuts none
 	client := kinesis.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),

@@ -2,9 +2,7 @@
 // (kinesalite, kinesis-mock) and DynamoDB (dynalite) servers that
 // scripts/with-servers.sh starts. Under `make test`
 // (KINESISGEN_LIVE=required) a missing endpoint fails the test; elsewhere the
-// live tests skip with a message saying how to run them. KinesisMockTransport
-// mends kinesis-mock's SubscribeToShard answers so that the SDK can read
-// them.
+// live tests skip with a message saying how to run them.
 package livetest
 
 import (

@@ -144,7 +144,7 @@ var Kinesalite = Deviations{
 // the read that returns its last records and paginates ListShards. It
 // serves stream consumers, and SubscribeToShard, in a form the SDK cannot
 // read (no initial-response event, refusals inside the event stream) until
-// a test mends it (livetest.KinesisMockTransport), and pushes events once
+// a test mends it (kinesismock.Transport), and pushes events once
 // a second.
 var KinesisMock = Deviations{
 	NoThrottling:                      true,

@@ -12,6 +12,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/internal/livetest"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/kinesismock"
 )
 
 func liveClient(url string) *kinesis.Client { return liveClientVia(url, nil) }
@@ -36,12 +37,12 @@ func TestConformanceKinesalite(t *testing.T) {
 	})
 }
 
-// kinesis-mock's subscriptions are read through livetest.KinesisMockTransport,
+// kinesis-mock's subscriptions are read through kinesismock.Transport,
 // which mends the two ways they differ on the wire; the suite checks on the
 // unmended client that kinesis-mock still has both.
 func TestConformanceKinesisMock(t *testing.T) {
 	url := livetest.KinesisMockEndpoint(t)
-	client, unmended := liveClientVia(url, livetest.KinesisMockHTTPClient()), liveClient(url)
+	client, unmended := liveClientVia(url, kinesismock.HTTPClient()), liveClient(url)
 	conformance.Run(t, conformance.Harness{
 		New:        func(*testing.T) kinesisapi.API { return client },
 		Unmended:   func(*testing.T) kinesisapi.API { return unmended },

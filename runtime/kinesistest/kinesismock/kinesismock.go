@@ -1,4 +1,16 @@
-package livetest
+// Package kinesismock lets the AWS SDK read enhanced fan-out from
+// kinesis-mock, the Kinesis engine of LocalStack, so that a subscriber
+// with runtime.FanOut runs against it in an application's tests as it runs
+// against the service:
+//
+//	cfg.HTTPClient = kinesismock.HTTPClient()
+//	client := kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+//
+// Nothing else needs mending: the runtime's own tests run fan-out on
+// kinesis-mock through this transport alone, and read its other
+// differences from the service (conformance.KinesisMock, checked against
+// the kinesis-mock those tests run) as they are.
+package kinesismock
 
 import (
 	"bytes"
@@ -11,11 +23,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 )
 
-// KinesisMockTransport mends the two ways kinesis-mock's SubscribeToShard
-// answers differ on the wire from the service's, which the SDK cannot read,
-// so that tests can run enhanced fan-out against it. Both are declared in
-// conformance.KinesisMock, whose suite checks on an unmended client that
-// kinesis-mock still has them:
+// Transport mends the two ways kinesis-mock's SubscribeToShard answers
+// differ on the wire from the service's, which the SDK cannot read. Both
+// are declared in conformance.KinesisMock, whose suite checks on an
+// unmended client that kinesis-mock still has them:
 //
 //   - NoInitialResponse: the event stream starts with the first
 //     SubscribeToShardEvent, without the initial-response event the SDK
@@ -29,7 +40,7 @@ import (
 //
 // Every other call, and an answer that already is what the service sends,
 // passes through unchanged. base nil is a clone of http.DefaultTransport.
-func KinesisMockTransport(base http.RoundTripper) http.RoundTripper {
+func Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
@@ -99,8 +110,8 @@ type readCloser struct {
 	io.Closer
 }
 
-// KinesisMockHTTPClient is an HTTP client for kinesis-mock whose
-// SubscribeToShard answers are mended (KinesisMockTransport).
-func KinesisMockHTTPClient() *http.Client {
-	return &http.Client{Transport: KinesisMockTransport(nil)}
+// HTTPClient is an HTTP client for kinesis-mock whose SubscribeToShard
+// answers are mended (Transport).
+func HTTPClient() *http.Client {
+	return &http.Client{Transport: Transport(nil)}
 }

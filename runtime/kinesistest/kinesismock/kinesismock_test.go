@@ -1,4 +1,4 @@
-package livetest
+package kinesismock
 
 import (
 	"bytes"
@@ -31,14 +31,14 @@ var (
 )
 
 // What the transport makes of each first message kinesis-mock may send.
-func TestKinesisMockTransport(t *testing.T) {
+func TestTransport(t *testing.T) {
 	var body []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 		_, _ = w.Write(body)
 	}))
 	defer srv.Close()
-	client := &http.Client{Transport: KinesisMockTransport(nil)}
+	client := &http.Client{Transport: Transport(nil)}
 	// call answers answer to op; it returns the response, its body when it
 	// is not 200 and otherwise its messages.
 	call := func(op string, answer []byte) (*http.Response, []byte, []eventstream.Message) {
