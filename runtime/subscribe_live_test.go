@@ -37,6 +37,25 @@ func TestSubscriptionFlowsOnKinesisMock(t *testing.T) {
 	testSubscriptionFlowsLive(t, livetest.KinesisMockEndpoint(t), 3*testTimeout)
 }
 
+// kinesisMockStream is a client of the kinesis-mock at url whose calls go
+// through transport, and a stream name of its own (prefix and a unique
+// suffix), deleted with its consumers when the test ends.
+func kinesisMockStream(t *testing.T, url string, transport http.RoundTripper, prefix string) (*kinesis.Client, string) {
+	client := kinesis.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+		HTTPClient:  &http.Client{Transport: transport},
+		Retryer:     func() aws.Retryer { return retry.NewStandard() },
+	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
+	stream := uniqueName(prefix)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = client.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream, EnforceConsumerDeletion: aws.Bool(true)})
+	})
+	return client, stream
+}
+
 // Enhanced fan-out on kinesis-mock, an implementation of stream consumers
 // and SubscribeToShard that is not ours: the handoff scenario of
 // TestFanOutHandoffBetweenInstancesOverHTTP2 (a consumer registered by
@@ -53,18 +72,7 @@ func TestFanOutOnKinesisMock(t *testing.T) {
 	// A subscription's first event comes with its call; the cut comes at the
 	// next, a second later.
 	calls := &cutSubscriptions{next: kinesismock.Transport(nil), cut: 2, after: 500 * time.Millisecond}
-	client := kinesis.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-		HTTPClient:  &http.Client{Transport: calls},
-		Retryer:     func() aws.Retryer { return retry.NewStandard() },
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
-	stream := uniqueName("fanout-")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = client.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream, EnforceConsumerDeletion: aws.Bool(true)})
-	})
+	client, stream := kinesisMockStream(t, url, calls, "fanout-")
 	// a's 4 subscriptions, and 2 more after the cuts.
 	resubscribed := func() bool {
 		calls.mu.Lock()
@@ -201,18 +209,7 @@ func testSubscriptionFlowsLive(t *testing.T, url string, timeout time.Duration) 
 func TestFanOutAcrossAReshardOnKinesisMock(t *testing.T) {
 	url := livetest.KinesisMockEndpoint(t)
 	calls := &cutSubscriptions{next: kinesismock.Transport(nil)} // counts the calls, cuts none
-	client := kinesis.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-		HTTPClient:  &http.Client{Transport: calls},
-		Retryer:     func() aws.Retryer { return retry.NewStandard() },
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
-	stream := uniqueName("fanout-reshard-")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = client.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream, EnforceConsumerDeletion: aws.Bool(true)})
-	})
+	client, stream := kinesisMockStream(t, url, calls, "fanout-reshard-")
 	scale := time.Duration(livetest.KinesisMock.Slow)
 	type handling struct {
 		id    int

@@ -76,6 +76,21 @@ func (c *endChecks) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput,
 	return c.API.GetRecords(context.WithoutCancel(ctx), in, o...)
 }
 
+// endCheckEnv is a one-shard fan-out env on a server whose subscriptions
+// of closed shards never end, its coordinators' calls going through
+// checks, and the config of a reader from the horizon that logs warnings
+// to logs and delivers to col.
+func endCheckEnv(t *testing.T) (e *env, srv *kinesistest.Server, checks *endChecks, cfg shard.Config, col *collector, logs *syncBuffer) {
+	e, srv = fanEnv(t, 1, kinesistest.WithSubscriptionIgnoringShardEnd())
+	checks = newEndChecks(srv)
+	e.coordClient = checks
+	logs, col = &syncBuffer{}, newCollector()
+	cfg = e.config("a", col.sink)
+	cfg.Start = shard.Position{Kind: shard.Horizon}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return e, srv, checks, cfg, col, logs
+}
+
 // splitUnderReader publishes 10 records to e's one shard, waits until col
 // has them and the checkpoint is at the last, then splits the shard; it
 // returns the parent's id.
@@ -106,16 +121,9 @@ func waitHeld(t *testing.T, c *endChecks) {
 // failure is logged, and the next owner finishes the parent, delivering
 // none of its records again, and reads the children.
 func TestStopDuringAFanOutEndCheck(t *testing.T) {
-	e, srv := fanEnv(t, 1, kinesistest.WithSubscriptionIgnoringShardEnd())
-	checks := newEndChecks(srv)
+	e, srv, checks, cfg, col, logs := endCheckEnv(t)
 	checks.obeyCtx = true
 	checks.hold.Store(true)
-	e.coordClient = checks
-	var logs syncBuffer
-	col := newCollector()
-	cfg := e.config("a", col.sink)
-	cfg.Start = shard.Position{Kind: shard.Horizon}
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a := e.startStopped(cfg)
 	parent := splitUnderReader(t, e, srv, col)
 	last := e.lease(parent).Checkpoint
@@ -157,15 +165,8 @@ func TestStopDuringAFanOutEndCheck(t *testing.T) {
 // logged and left to the next check; the subscription goes on meanwhile,
 // and the parent is finished and its children read once a check answers.
 func TestFailedFanOutEndCheckIsTriedAgain(t *testing.T) {
-	e, srv := fanEnv(t, 1, kinesistest.WithSubscriptionIgnoringShardEnd())
-	checks := newEndChecks(srv)
+	e, srv, checks, cfg, col, logs := endCheckEnv(t)
 	checks.fail.Store(2)
-	e.coordClient = checks
-	var logs syncBuffer
-	col := newCollector()
-	cfg := e.config("a", col.sink)
-	cfg.Start = shard.Position{Kind: shard.Horizon}
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e.start(cfg)
 	parent := splitUnderReader(t, e, srv, col)
 	eventually(t, 20*time.Second, "the parent finished after two failed checks", func() bool {
