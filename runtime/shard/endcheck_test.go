@@ -23,7 +23,8 @@ import (
 // whose subscription of a closed shard never ends (kinesis-mock), the
 // reader confirms the end with GetRecords (the only GetRecords calls a
 // fan-out reader makes). Stop, a lost lease and a failed call during that
-// check must neither finish the shard nor lose or repeat a record.
+// check must neither finish the shard nor lose or repeat a record, and
+// what a check finds must settle before the shard is finished.
 
 // endChecks is the coordinators' client: it holds the end check's
 // GetRecords (and, when fail is set, fails it) and can start the check
@@ -225,4 +226,41 @@ func TestFencedDuringAFanOutEndCheck(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // a repeat would be here by now
 		checkKeyOrder(t, col.records(), want)
 	})
+}
+
+// Records a check finds are delivered, and the shard is finished only once
+// they are settled: SHARD_END never passes a record a check handed out.
+// The check here starts at the horizon (as if the subscription had skipped
+// the parent's records), so it finds all ten again.
+func TestFanOutEndCheckSettlesWhatItFindsBeforeFinishing(t *testing.T) {
+	e, srv, checks, cfg, col, _ := endCheckEnv(t)
+	seen := map[string]bool{}
+	col.hold = func(r *shard.Record) bool { // the second delivery of each: the check's
+		again := seen[r.SequenceNumber]
+		seen[r.SequenceNumber] = true
+		return again
+	}
+	checks.rewind.Store(true)
+	e.start(cfg)
+	parent := splitUnderReader(t, e, srv, col)
+	found := col.waitN(t, 20)[10:]
+	time.Sleep(time.Second) // a finish would be written by now
+	if cp := e.lease(parent).Checkpoint; cp == lease.CheckpointShardEnd {
+		t.Fatal("the parent was finished while the records its check found were unsettled")
+	}
+	checks.rewind.Store(false)
+	for _, r := range found {
+		r.Settle()
+	}
+	eventually(t, 10*time.Second, "the parent finished once they settle", func() bool {
+		return e.lease(parent).Checkpoint == lease.CheckpointShardEnd
+	})
+	want := map[string]int{}
+	e.publish(want, 10, 2)
+	got := col.waitN(t, 30)[20:]
+	time.Sleep(500 * time.Millisecond) // a repeat would be here by now
+	checkKeyOrder(t, got, want)
+	if n := len(col.records()); n != 30 {
+		t.Errorf("%d deliveries, want the parent's 10 twice and the children's 10 once", n)
+	}
 }
