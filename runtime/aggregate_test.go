@@ -182,12 +182,8 @@ func TestAggregatedPublishInProcess(t *testing.T) {
 // TestAggregatedPublishKinesalite is the same over HTTP to kinesalite:
 // the ExplicitHashKey of each aggregate puts it on the shard its keys map to.
 func TestAggregatedPublishKinesalite(t *testing.T) {
-	url := livetest.KinesisEndpoint(t)
-	client := kinesis.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
-	testAggregatedPublish(t, client, runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedPublish(t, api, opts...)
 }
 
 // testAggregatedPublish publishes 40 keys × 60 messages from four
@@ -196,14 +192,9 @@ func TestAggregatedPublishKinesalite(t *testing.T) {
 // shard its own key hashes to, under its own key, each key in order; and a
 // Send's receipt names where its message is.
 func testAggregatedPublish(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	stream := createStream(ctx, t, api, 4)
-	b := runtime.NewBroker(opts...)
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})
 
 	keys := aggKeys(40)
@@ -260,12 +251,8 @@ func TestAggregatedPublishAcrossReshard(t *testing.T) {
 
 // TestAggregatedPublishAcrossReshardKinesalite is the same on kinesalite.
 func TestAggregatedPublishAcrossReshardKinesalite(t *testing.T) {
-	url := livetest.KinesisEndpoint(t)
-	client := kinesis.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
-	testAggregatedReshard(t, client, runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedReshard(t, api, opts...)
 }
 
 // TestAggregatedPublishAcrossReshardKinesisMock is the same on kinesis-mock,
@@ -313,14 +300,9 @@ func splitInHalf(ctx context.Context, t *testing.T, api kinesisapi.API, stream, 
 }
 
 func testAggregatedReshard(t *testing.T, s kinesisapi.API, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	stream := createStream(ctx, t, s, 2)
-	b := runtime.NewBroker(opts...)
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
 
 	keys := aggKeys(32)
@@ -375,15 +357,10 @@ func testAggregatedReshard(t *testing.T, s kinesisapi.API, opts ...runtime.Optio
 // plain, under its own key, in its place in its key's order; a message over
 // the record limit is an ErrPublish error before any call.
 func TestAggregatedOversize(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 1)
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k"},
 		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 2000, Linger: 20 * time.Millisecond}))
 
@@ -427,15 +404,10 @@ func TestAggregatedOversize(t *testing.T) {
 // a message of exactly 1 MiB with its key, too large for any aggregate,
 // is sent plain and stored.
 func TestAggregatedRecordLimit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 1)
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k"},
 		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 4 << 20, Linger: 50 * time.Millisecond}))
 	batch := make([]aggMsg, 6)
@@ -489,8 +461,7 @@ func TestAggregatedPublishErrors(t *testing.T) {
 // receives every message of an aggregating publisher once, under its own
 // key, each key's messages in publish order, with by_key lanes.
 func TestAggregatedPublishToSubscriber(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 4)
 	b := runtime.NewBroker(runtime.WithKinesisClient(s))
@@ -515,10 +486,7 @@ func TestAggregatedPublishToSubscriber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	connect(ctx, t, b)
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
 	publishKeyed(ctx, t, p, keys, 0, perKey)
 	select {
@@ -558,8 +526,7 @@ func TestPlainAndAggregatedPublishersShareAStreamKinesalite(t *testing.T) {
 }
 
 func testPlainAndAggregatedShareAStream(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	stream := createStream(ctx, t, api, 4)
 	b := runtime.NewBroker(opts...)
 	keys := aggKeys(16)
@@ -587,10 +554,7 @@ func testPlainAndAggregatedShareAStream(t *testing.T, api kinesisapi.API, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	connect(ctx, t, b)
 	plain := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream})
 	agg := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))
 	var wg sync.WaitGroup
@@ -643,8 +607,7 @@ func testPlainAndAggregatedShareAStream(t *testing.T, api kinesisapi.API, opts .
 // no key: each goes under the key of the record being handled (the key
 // ladder's fourth rung), on that key's shard, each key in order.
 func TestAggregatedPublishInsideAHandler(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	in, out := createStream(ctx, t, s, 1), createStream(ctx, t, s, 4)
 	b := runtime.NewBroker(runtime.WithKinesisClient(s))
@@ -661,10 +624,7 @@ func TestAggregatedPublishInsideAHandler(t *testing.T) {
 	}, runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon())); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	connect(ctx, t, b)
 	publishKeyed(ctx, t, keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: in})}, keys, 0, perKey)
 	for range len(keys) * perKey {
 		select {
@@ -688,8 +648,7 @@ func TestAggregatedPublishInsideAHandler(t *testing.T) {
 // key's shard, each key in order, also a hot key whose aggregates queue
 // behind its own retried one.
 func TestAggregatedPublishUnderThrottling(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 4)
 	var mu sync.Mutex
@@ -702,11 +661,7 @@ func TestAggregatedPublishUnderThrottling(t *testing.T) {
 		}
 		return nil
 	})
-	b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
 	// A hot key in small aggregates: many of its units queue behind the
 	// one being retried, with the other keys' units going past them.
@@ -742,15 +697,10 @@ func TestAggregatedPublishUnderThrottling(t *testing.T) {
 // TestAggregatedPublishToDeletedStream: a stream deleted under a running
 // aggregating publisher makes its publishes ErrStream errors naming it.
 func TestAggregatedPublishToDeletedStream(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 2)
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k", Aggregate: true})
 	if err := p.Publish(ctx, aggMsg{N: 1}); err != nil {
 		t.Fatal(err)
@@ -834,15 +784,10 @@ func TestAggregatedShutdownUnderLoad(t *testing.T) {
 // TestAggregatedLinger: with a linger, messages published together to an
 // idle shard wait for each other and share one aggregate.
 func TestAggregatedLinger(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 1)
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
 		runtime.WithAggregation(runtime.Aggregation{Linger: 200 * time.Millisecond}))}
 	start := time.Now()
@@ -860,16 +805,11 @@ func TestAggregatedLinger(t *testing.T) {
 // new broker on the same lease store resumes inside the aggregate, at 20
 // (checkpoint at the sub-sequence number), not at its start.
 func TestAggregatedRestartInsideAnAggregate(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 1)
 	store := lease.NewMemory()
-	pb := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := pb.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer pb.Shutdown(context.Background())
+	pb := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	p := runtime.NewPublisher[aggMsg](pb, runtime.PublisherSpec{Stream: stream, PartitionKey: "alice"},
 		runtime.WithAggregation(runtime.Aggregation{Linger: 100 * time.Millisecond}))
 	batch := make([]aggMsg, 50)
@@ -920,10 +860,7 @@ func TestAggregatedRestartInsideAnAggregate(t *testing.T) {
 	}, runtime.StartAt(runtime.Horizon())); err != nil {
 		t.Fatal(err)
 	}
-	if err := b2.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Shutdown(context.Background())
+	connect(ctx, t, b2)
 	for want := 20; want < 50; want++ {
 		select {
 		case got := <-again:
@@ -942,8 +879,7 @@ func TestAggregatedRestartInsideAnAggregate(t *testing.T) {
 // meanwhile; once the refusals stop, every message is stored once, each
 // key in order.
 func TestAggregatedBusyKeyHoldsBackOnlyItsOwn(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 1)
 	var refuse atomic.Bool
@@ -954,11 +890,7 @@ func TestAggregatedBusyKeyHoldsBackOnlyItsOwn(t *testing.T) {
 		}
 		return nil
 	})
-	b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
 		runtime.WithAggregation(runtime.Aggregation{MaxBytes: 1000}))}
 
@@ -1005,8 +937,7 @@ func TestAggregatedBusyKeyHoldsBackOnlyItsOwn(t *testing.T) {
 // nil and a receipt naming where its own message is; nothing of the
 // refused aggregate is stored, and its keys publish again afterwards.
 func TestAggregatedEachCallerGetsItsAggregatesOutcome(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 2)
 	l, err := shard.List(ctx, s, stream)
@@ -1031,11 +962,7 @@ func TestAggregatedEachCallerGetsItsAggregatesOutcome(t *testing.T) {
 		}
 		return nil
 	})
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
 		runtime.WithAggregation(runtime.Aggregation{Linger: 300 * time.Millisecond}))
 	type result struct {
@@ -1143,15 +1070,10 @@ func TestAggregatedCallerGivesUp(t *testing.T) {
 func TestSendAll(t *testing.T) {
 	for _, agg := range []bool{false, true} {
 		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testContext(t, 30*time.Second)
 			s := kinesistest.New()
 			stream := createStream(ctx, t, s, 4)
-			b := runtime.NewBroker(runtime.WithKinesisClient(s))
-			if err := b.Connect(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer b.Shutdown(context.Background())
+			b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
 			keys := aggKeys(30)
 			var msgs []*runtime.Message[aggMsg]
@@ -1183,8 +1105,7 @@ func TestSendAll(t *testing.T) {
 func TestStartAll(t *testing.T) {
 	for _, agg := range []bool{false, true} {
 		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testContext(t, 30*time.Second)
 			s := kinesistest.New()
 			stream := createStream(ctx, t, s, 4)
 			held := make(chan struct{}, 1)
@@ -1198,11 +1119,7 @@ func TestStartAll(t *testing.T) {
 				<-release
 				return nil
 			})
-			b := runtime.NewBroker(runtime.WithKinesisClient(s))
-			if err := b.Connect(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer b.Shutdown(context.Background())
+			b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 			defer releaseAll()
 			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
 			keys := aggKeys(30)
@@ -1456,14 +1373,9 @@ func mergeBoth(ctx context.Context, t *testing.T, api kinesisapi.API, stream str
 
 func testAggregatedReshardWhilePublishing(t *testing.T, api kinesisapi.API,
 	reshard func(context.Context, *testing.T, kinesisapi.API, string, func(int64)), wantOpen int, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	ctx := testContext(t, 90*time.Second)
 	stream := createStream(ctx, t, api, 2)
-	b := runtime.NewBroker(opts...)
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: 2 * time.Millisecond}))}
 
 	keys := aggKeys(32)
@@ -1551,14 +1463,9 @@ func TestAggregatedStreamDeletedUnderLoadKinesalite(t *testing.T) {
 }
 
 func testAggregatedStreamDeletedUnderLoad(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	stream := createStream(ctx, t, api, 4)
-	b := runtime.NewBroker(opts...)
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
 	var published atomic.Int64
 	errs := make(chan error, 32)
@@ -1619,14 +1526,9 @@ func TestAggregatedStreamRecreatedKinesisMock(t *testing.T) {
 }
 
 func testAggregatedStreamRecreated(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	stream := createStream(ctx, t, api, 2)
-	b := runtime.NewBroker(opts...)
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
 		runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
 	keys := aggKeys(32)
@@ -1721,14 +1623,9 @@ func TestAggregatedInFlightWait(t *testing.T) {
 // each message in a record of its own; of WithAggregation and
 // WithoutAggregation the last given wins.
 func TestWithoutAggregation(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
 	keys := aggKeys(8)
 	const perKey = 10
 	for _, tc := range []struct {
@@ -1795,12 +1692,9 @@ func holdPuts(ctx context.Context, t *testing.T, key string, inFlightWait time.D
 		}
 		return nil
 	})
-	b := runtime.NewBroker(runtime.WithKinesisClient(s))
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last first: the held puts go before Shutdown waits for them.
-	t.Cleanup(func() { b.Shutdown(context.Background()) })
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	// Cleanups run last first: the held puts go before connect's Shutdown
+	// waits for them.
 	t.Cleanup(h.release)
 	h.p = keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: h.stream},
 		append([]runtime.PublishOption{runtime.WithAggregation(runtime.Aggregation{InFlightWait: inFlightWait})}, opts...)...)}

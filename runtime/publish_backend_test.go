@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -36,24 +35,15 @@ func TestPublishReadBackInProcess(t *testing.T) {
 // TestPublishReadBackKinesalite publishes through the SDK client over HTTP
 // to kinesalite and reads the records back with plain SDK calls.
 func TestPublishReadBackKinesalite(t *testing.T) {
-	url := livetest.KinesisEndpoint(t)
-	client := kinesis.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-	}, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(url) })
-	testPublishReadBack(t, client, runtime.WithEndpoint(url), runtime.WithRegion("us-east-1"), runtime.WithTestCredentials())
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testPublishReadBack(t, api, opts...)
 }
 
 func testPublishReadBack(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	stream := createStream(ctx, t, api, 2)
 
-	b := runtime.NewBroker(opts...)
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := runtime.NewPublisher[shipment](b, runtime.PublisherSpec{Stream: stream})
 
 	// A stream that does not exist is an ErrStream error naming it.
@@ -121,8 +111,7 @@ func testPublishReadBack(t *testing.T, api kinesisapi.API, opts ...runtime.Optio
 // TestPartialFailureOnInProcessBackend throttles entries on the in-process
 // server and checks that every record arrives once, in per-key order.
 func TestPartialFailureOnInProcessBackend(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t, 30*time.Second)
 	s := kinesistest.New()
 	stream := createStream(ctx, t, s, 4)
 	var mu sync.Mutex
@@ -136,11 +125,7 @@ func TestPartialFailureOnInProcessBackend(t *testing.T) {
 		}
 		return nil
 	})
-	b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
-	if err := b.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Shutdown(context.Background())
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
 	p := runtime.NewPublisher[shipment](b, runtime.PublisherSpec{Stream: stream})
 
 	keys := []string{"a", "b", "c", "d", "e", "f"}
@@ -198,6 +183,26 @@ func createStream(ctx context.Context, t testing.TB, api kinesisapi.API, shards 
 	}
 	waitActive(ctx, t, api, name, "")
 	return name
+}
+
+// testContext bounds a test's waits by d. It ends after d, or once the
+// test is done: after its deferred calls and after the Cleanups registered
+// later, such as connect's Shutdown.
+func testContext(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// connect connects b, ending the test if it cannot, and shuts b down once
+// the test is done (after its deferred calls). It returns b.
+func connect(ctx context.Context, t testing.TB, b *runtime.Broker) *runtime.Broker {
+	t.Helper()
+	if err := b.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	return b
 }
 
 // waitActive waits for stream to be ACTIVE after its creation or a
