@@ -37,6 +37,39 @@ func (e *env) putAggregate(stream string, keys []string) {
 	}
 }
 
+// readRaw subscribes b to stream from its horizon with a handler that hands
+// each record on, raw, to the returned channel (of buffer n).
+func readRaw(e *env, b *runtime.Broker, stream string, n int) <-chan runtime.RawRecord {
+	e.t.Helper()
+	ch := make(chan runtime.RawRecord, n)
+	if _, err := subscribe(e, b, stream, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+		ch <- r
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		e.t.Fatal(err)
+	}
+	return ch
+}
+
+// refuseCopies makes srv let the first put to stream through (the
+// original record) and refuse every later one (its retry copies) with
+// err, telling of each refusal on the returned channel while it has room.
+func refuseCopies(srv *kinesistest.Server, stream string, err error) <-chan struct{} {
+	var puts atomic.Int64
+	refused := make(chan struct{}, 64)
+	srv.InjectPutFault(func(s, key string) error {
+		if s == stream && puts.Add(1) > 1 {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+			return err
+		}
+		return nil
+	})
+	return refused
+}
+
 // Issue 9, scenario 6: a record whose key cannot be published (a KPL
 // sub-record's empty, over-256-unit or invalid UTF-8 key) that asks for a
 // Retry, or is rejected, reaches the dead-letter stream under a valid key
@@ -64,13 +97,7 @@ func testUnpublishableKeysAreDeadLettered(e *env) {
 	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq)); err != nil {
 		t.Fatal(err)
 	}
-	dead := make(chan runtime.RawRecord, 16)
-	if _, err := subscribe(e, b, dlq, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
-		dead <- r
-		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	dead := readRaw(e, b, dlq, 16)
 	e.connect(b)
 	e.putAggregate(orders, append(unpublishableKeys[:len(unpublishableKeys):len(unpublishableKeys)], "alice"))
 	e.publish(e.publisher(orders), order{ID: 5, Customer: "bob"})
@@ -158,13 +185,7 @@ func testLargestPoisonRecordIsDeadLetteredTruncated(e *env) {
 	}, runtime.DeadLetter(dlq)); err != nil {
 		t.Fatal(err)
 	}
-	dead := make(chan runtime.RawRecord, 4)
-	if _, err := subscribe(e, b, dlq, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
-		dead <- r
-		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	dead := readRaw(e, b, dlq, 4)
 	e.connect(b)
 	pub := e.publisher(orders)
 	key := "alice"
@@ -196,18 +217,7 @@ func TestRetryCopyRefusedByConfigurationWaitsInsteadOfGivingUp(t *testing.T) {
 	e := newEnvWith(t, srv)
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
-	var puts atomic.Int64
-	refused := make(chan struct{}, 64)
-	srv.InjectPutFault(func(stream, key string) error {
-		if stream == orders && puts.Add(1) > 1 {
-			select {
-			case refused <- struct{}{}:
-			default:
-			}
-			return &types.KMSAccessDeniedException{Message: aws.String("injected")}
-		}
-		return nil
-	})
+	refused := refuseCopies(srv, orders, &types.KMSAccessDeniedException{Message: aws.String("injected")})
 	seen := make(chan runtime.Delivery, 8)
 	b := e.broker()
 	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -253,13 +263,7 @@ func testCorruptAggregateIsDeadLettered(e *env) {
 	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq)); err != nil {
 		t.Fatal(err)
 	}
-	dead := make(chan runtime.RawRecord, 4)
-	if _, err := subscribe(e, b, dlq, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
-		dead <- r
-		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	dead := readRaw(e, b, dlq, 4)
 	e.connect(b)
 	data, _ := json.Marshal(order{ID: 1, Customer: "alice"})
 	agg := kpl.Aggregate([]kpl.Record{{PartitionKey: "alice", Data: data}})

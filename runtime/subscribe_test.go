@@ -969,18 +969,7 @@ func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
 	e.createStream(orders, 1)
 
 	// The first put (the original) goes through; every retry copy is refused.
-	var puts atomic.Int64
-	refused := make(chan struct{}, 64)
-	srv.InjectPutFault(func(stream, key string) error {
-		if stream == orders && puts.Add(1) > 1 {
-			select {
-			case refused <- struct{}{}:
-			default:
-			}
-			return &types.InternalFailureException{Message: aws.String("injected")}
-		}
-		return nil
-	})
+	refused := refuseCopies(srv, orders, &types.InternalFailureException{Message: aws.String("injected")})
 
 	first := make(chan runtime.Delivery, 4)
 	b1 := e.broker(runtime.WithOwnerID("first"), runtime.WithShutdownTimeout(300*time.Millisecond))
