@@ -42,12 +42,10 @@ func (e *env) putAggregate(stream string, keys []string) {
 func readRaw(e *env, b *runtime.Broker, stream string, n int) <-chan runtime.RawRecord {
 	e.t.Helper()
 	ch := make(chan runtime.RawRecord, n)
-	if _, err := subscribe(e, b, stream, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, r runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
 		ch <- r
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		e.t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()))
 	return ch
 }
 
@@ -85,7 +83,7 @@ func testUnpublishableKeysAreDeadLettered(e *env) {
 	e.createStream(dlq, 1)
 	seen := make(chan runtime.Delivery, 16)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		switch o.ID {
 		case 1, 3:
@@ -94,9 +92,7 @@ func testUnpublishableKeysAreDeadLettered(e *env) {
 			return runtime.Reject(errors.New("unknown customer"))
 		}
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq))
 	dead := readRaw(e, b, dlq, 16)
 	e.connect(b)
 	e.putAggregate(orders, append(unpublishableKeys[:len(unpublishableKeys):len(unpublishableKeys)], "alice"))
@@ -142,15 +138,13 @@ func TestUnpublishableKeyWithoutDeadLetterIsCheckpointedPast(t *testing.T) {
 	e.createStream(orders, 1)
 	seen := make(chan runtime.Delivery, 16)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		if o.ID == 1 {
 			return runtime.Retry()
 		}
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()))
 	e.connect(b)
 	e.putAggregate(orders, []string{""})
 	e.publish(e.publisher(orders), order{ID: 2, Customer: "bob"})
@@ -176,15 +170,13 @@ func testLargestPoisonRecordIsDeadLetteredTruncated(e *env) {
 	e.createStream(dlq, 1)
 	seen := make(chan runtime.Delivery, 4)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		if o.ID == 1 {
 			return runtime.Reject(errors.New("poison"))
 		}
 		return runtime.Ack()
-	}, runtime.DeadLetter(dlq)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.DeadLetter(dlq))
 	dead := readRaw(e, b, dlq, 4)
 	e.connect(b)
 	pub := e.publisher(orders)
@@ -220,15 +212,13 @@ func TestRetryCopyRefusedByConfigurationWaitsInsteadOfGivingUp(t *testing.T) {
 	refused := refuseCopies(srv, orders, &types.KMSAccessDeniedException{Message: aws.String("injected")})
 	seen := make(chan runtime.Delivery, 8)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		if d.Attempt == 1 {
 			return runtime.Retry()
 		}
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
 	receive(e, seen, 1)
@@ -257,12 +247,10 @@ func testCorruptAggregateIsDeadLettered(e *env) {
 	e.createStream(dlq, 1)
 	seen := make(chan int, 4)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
 		seen <- o.ID
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dlq))
 	dead := readRaw(e, b, dlq, 4)
 	e.connect(b)
 	data, _ := json.Marshal(order{ID: 1, Customer: "alice"})

@@ -53,7 +53,7 @@ func TestStuckHandlerBoundsTheShardsRecordsInFlight(t *testing.T) {
 				opts = append(opts, runtime.ByKey())
 			}
 			b := e.broker()
-			if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+			mustSubscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
 				handed.Add(1)
 				if o.ID == 0 {
 					select {
@@ -63,9 +63,7 @@ func TestStuckHandlerBoundsTheShardsRecordsInFlight(t *testing.T) {
 				}
 				done <- o.ID
 				return runtime.Ack()
-			}, opts...); err != nil {
-				t.Fatal(err)
-			}
+			}, opts...)
 			e.connect(b)
 
 			// Wait until the handing out stops (or runs away).

@@ -43,9 +43,7 @@ func TestKCLMigrationInProgressFailsConnect(t *testing.T) {
 	e.store = lease.NewDynamoDB(ddb, table, lease.WithKCLLayout(lease.KCLSingleStream(orders)))
 	b := e.broker(runtime.WithApplication("orders-app"))
 	h, _ := collect()
-	if _, err := subscribe(e, b, orders, h); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, orders, h)
 	err := b.Connect(e.ctx)
 	_ = b.Shutdown(e.ctx)
 	var me *lease.KCLMigrationError

@@ -26,16 +26,11 @@ func testStopReleasesLeasesForAnotherInstance(e *env) {
 	e.createStream(orders, 2)
 	b1 := e.broker(runtime.WithOwnerID("first"))
 	h1, _ := collect()
-	sub1, err := subscribe(e, b1, orders, h1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub1 := mustSubscribe(e, b1, orders, h1)
 	e.connect(b1)
 	b2 := e.broker(runtime.WithOwnerID("second"))
 	h2, ch2 := collect()
-	if _, err := subscribe(e, b2, orders, h2); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b2, orders, h2)
 	e.connect(b2)
 
 	if err := sub1.Stop(e.ctx); err != nil {
@@ -94,9 +89,7 @@ func testSubscribeOpensAtTheMomentItStarts(e *env) {
 	}
 	b := e.broker()
 	h, ch := collect()
-	if _, err := subscribe(e, b, orders, h); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, orders, h)
 	e.connect(b)
 	for i := 100; i < 120; i++ {
 		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})

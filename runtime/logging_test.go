@@ -46,11 +46,9 @@ func TestDefaultLoggerSendsWarningsAndErrorsToSlogDefault(t *testing.T) {
 	e.createStream(stream, 1)
 	b := runtime.NewBroker(runtime.WithKinesisClient(e.api), runtime.WithLeaseStore(e.store),
 		runtime.WithOwnerID("instance-7"), runtime.WithCheckpointInterval(50*time.Millisecond))
-	if _, err := subscribe(e, b, stream, func(context.Context, order, runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(context.Context, order, runtime.Delivery) runtime.Outcome {
 		return runtime.Reject(errors.New("no such customer"))
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()))
 	e.connect(b)
 	e.publish(e.publisher(stream), order{ID: 1, Customer: "c1"})
 
@@ -76,11 +74,9 @@ func TestDefaultLoggerSendsWarningsAndErrorsToSlogDefault(t *testing.T) {
 		runtime.WithLogger(slog.New(slog.NewJSONHandler(&own, nil))))
 	stream2 := e.stream("own-logger")
 	e.createStream(stream2, 1)
-	if _, err := subscribe(e, b2, stream2, func(context.Context, order, runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b2, stream2, func(context.Context, order, runtime.Delivery) runtime.Outcome {
 		return runtime.Reject(errors.New("no such customer"))
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()))
 	e.connect(b2)
 	e.publish(e.publisher(stream2), order{ID: 2, Customer: "c2"})
 	waitLog(e, &own, "record rejected and checkpointed past")
@@ -111,7 +107,7 @@ func TestLogsNameRecordsButHoldNoKeysPayloadsOrCredentials(t *testing.T) {
 		runtime.WithKinesisClient(e.api), runtime.WithLeaseStore(e.store), runtime.WithOwnerID("instance-9"),
 		runtime.WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		runtime.WithCheckpointInterval(50*time.Millisecond))
-	if _, err := subscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		switch o.ID {
 		case 1:
 			panic("handler bug")
@@ -119,9 +115,7 @@ func TestLogsNameRecordsButHoldNoKeysPayloadsOrCredentials(t *testing.T) {
 			return runtime.Retry()
 		}
 		return runtime.Reject(errors.New("refused"))
-	}, runtime.StartAt(runtime.Horizon()), runtime.MaxRetries(1), runtime.DeadLetter(dl)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.MaxRetries(1), runtime.DeadLetter(dl))
 	e.connect(b)
 
 	pb := runtime.NewBroker(runtime.WithKinesisClient(e.api), runtime.WithCodec(bytesCodec{}))

@@ -51,9 +51,7 @@ func testMergeOfTwoOwners(t *testing.T, opts []runtime.Option) {
 	b1 := e.broker(append([]runtime.Option{runtime.WithOwnerID("a")}, opts...)...)
 	b2 := e.broker(append([]runtime.Option{runtime.WithOwnerID("b")}, opts...)...)
 	for _, b := range []*runtime.Broker{b1, b2} {
-		if _, err := subscribe(e, b, orders, handler); err != nil {
-			t.Fatal(err)
-		}
+		mustSubscribe(e, b, orders, handler)
 		e.connect(b)
 	}
 	owner := map[string]string{}

@@ -19,13 +19,11 @@ func deadLetters(e *env, dl string) <-chan runtime.DeadLetterInfo {
 	e.t.Helper()
 	ch := make(chan runtime.DeadLetterInfo, 16)
 	b := e.broker()
-	if _, err := subscribe(e, b, dl, func(_ context.Context, rec runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, dl, func(_ context.Context, rec runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
 		info, _ := rec.DeadLetter()
 		ch <- info
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon())); err != nil {
-		e.t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()))
 	e.connect(b)
 	return ch
 }
@@ -54,13 +52,11 @@ func TestMiddlewareRunsInOrderFirstAddedOutermost(t *testing.T) {
 	b := e.broker(runtime.WithMiddleware(mw("broker1"), mw("broker2")),
 		runtime.WithStreamMiddleware(stream, mw("stream")),
 		runtime.WithStreamMiddleware("another-stream", mw("other")))
-	if _, err := subscribe(e, b, stream, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
 		note("handler")
 		close(done)
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.Use(mw("sub1"), nil, mw("sub2"))); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.Use(mw("sub1"), nil, mw("sub2")))
 	e.connect(b)
 	e.publish(e.publisher(stream), order{ID: 7, Customer: "c"})
 	<-done
@@ -97,12 +93,10 @@ func TestMiddlewareChangesTheOutcome(t *testing.T) {
 	}
 	calls := make(chan int, 8)
 	b := e.broker()
-	if _, err := subscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		calls <- d.Attempt
 		return runtime.OutcomeOf(errors.New("schema mismatch"))
-	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dl), runtime.Use(permanent)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dl), runtime.Use(permanent))
 	e.connect(b)
 	e.publish(e.publisher(stream), order{ID: 1, Customer: "c"})
 	got := receive(e, letters, 1)[0]
@@ -132,12 +126,10 @@ func TestMiddlewareRejectsWithoutCallingTheHandler(t *testing.T) {
 	}
 	handled := make(chan order, 8)
 	b := e.broker(runtime.WithStreamMiddleware(stream, needTenant))
-	if _, err := subscribe(e, b, stream, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {
 		handled <- o
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dl)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dl))
 	e.connect(b)
 	p := e.publisher(stream)
 	e.publish(p, order{ID: 1, Customer: "c"})
@@ -171,15 +163,13 @@ func TestTimeoutCancelsTheHandlerAndRetries(t *testing.T) {
 	}
 	calls := make(chan call, 8)
 	b := e.broker()
-	if _, err := subscribe(e, b, stream, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		began := time.Now()
 		<-ctx.Done()
 		calls <- call{d.Attempt, ctx.Err(), time.Since(began)}
 		return runtime.Ack() // too late: the timeout decides
 	}, runtime.StartAt(runtime.Horizon()), runtime.DeadLetter(dl), runtime.MaxRetries(1),
-		runtime.Use(runtime.Timeout(50*time.Millisecond))); err != nil {
-		t.Fatal(err)
-	}
+		runtime.Use(runtime.Timeout(50*time.Millisecond)))
 	e.connect(b)
 	e.publish(e.publisher(stream), order{ID: 1, Customer: "c"})
 	got := receive(e, calls, 2)
@@ -203,15 +193,13 @@ func TestLogOutcomesSeesARecoveredPanicAsARetry(t *testing.T) {
 	e.createStream(stream, 1)
 	acked := make(chan struct{})
 	b := e.broker(runtime.WithMiddleware(runtime.LogOutcomes(nil)))
-	if _, err := subscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		if d.Attempt == 1 {
 			panic("first attempt fails")
 		}
 		close(acked)
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.HandlerName("test.Handler")); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.HandlerName("test.Handler"))
 	e.connect(b)
 	e.publish(e.publisher(stream), order{ID: 1, Customer: "c"})
 	<-acked

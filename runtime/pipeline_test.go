@@ -30,21 +30,15 @@ func testKeyOrderCarriesThroughTwoHops(e *env) {
 	midPub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: mid})
 	outPub := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: out})
 	// Hop 1: a publish from inside the handler that names no key.
-	if _, err := subscribe(e, b, in, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, in, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		return runtime.OutcomeOf(midPub.Publish(ctx, o))
-	}, runtime.CreateIfMissing(3), runtime.Workers(4), runtime.ByKey()); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.CreateIfMissing(3), runtime.Workers(4), runtime.ByKey())
 	// Hop 2: a reply, as generated code makes it.
-	if _, err := subscribe(e, b, mid, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, mid, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		return runtime.ReplyOutcome(ctx, outPub, o, nil)
-	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey()); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey())
 	got, ch := collect()
-	if _, err := subscribe(e, b, out, got, runtime.CreateIfMissing(3)); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, out, got, runtime.CreateIfMissing(3))
 	e.runUntilReady(b)
 
 	const keys, perKey = 5, 23 // 115 messages
@@ -125,9 +119,7 @@ func TestASubscriptionThatCreatesItsStreamReadsItFromItsStart(t *testing.T) {
 	e.api = w
 	b := e.broker()
 	h, ch := collect()
-	if _, err := subscribe(e, b, w.stream, h, runtime.CreateIfMissing(1)); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, w.stream, h, runtime.CreateIfMissing(1))
 	e.connect(b)
 	if d := receive(e, ch, 1)[0]; d.order.Customer != "early" {
 		t.Fatalf("delivered %+v, want the early record", d.order)
@@ -143,9 +135,7 @@ func TestReadyIsClosedOnceEverySubscriptionReads(t *testing.T) {
 	e.api = w
 	b := e.broker()
 	h, _ := collect()
-	if _, err := subscribe(e, b, w.stream, h, runtime.CreateIfMissing(4)); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, w.stream, h, runtime.CreateIfMissing(4))
 	select {
 	case <-b.Ready():
 		t.Fatal("Ready is closed before Run")
@@ -163,9 +153,7 @@ func TestReadyStaysOpenWhenConnectFails(t *testing.T) {
 	e := newEnv(t)
 	b := e.broker()
 	h, _ := collect()
-	if _, err := subscribe(e, b, e.stream("missing"), h); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, e.stream("missing"), h)
 	if err := b.Run(e.ctx); err == nil {
 		t.Fatal("Run on a missing stream succeeded")
 	}
@@ -210,9 +198,7 @@ func testOneBadKeyFailsAlone(e *env) {
 	}
 	h, ch := collect()
 	b := e.broker()
-	if _, err := subscribe(e, b, stream, h, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, stream, h, runtime.StartAt(runtime.Horizon()))
 	e.connect(b)
 	if got := receive(e, ch, 49); len(got) != 49 {
 		t.Fatalf("read %d records, want 49", len(got))

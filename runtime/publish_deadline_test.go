@@ -136,9 +136,7 @@ func testUnansweredPutRecordsIsRetried(bh blackHole) {
 
 	h, ch := collect()
 	reader := e.broker()
-	if _, err := subscribe(e, reader, orders, h, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, reader, orders, h, runtime.StartAt(runtime.Horizon()))
 	e.connect(reader)
 	if got := ids(receive(e, ch, 2)); got[0] != 1 || got[1] != 2 {
 		t.Fatalf("alice's records read as %v, want [1 2]", got)

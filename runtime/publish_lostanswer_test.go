@@ -62,9 +62,7 @@ func testLostPutRecordsAnswer(e *env, upstream string) {
 
 	h, ch := collect()
 	reader := e.broker()
-	if _, err := subscribe(e, reader, orders, h, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, reader, orders, h, runtime.StartAt(runtime.Horizon()))
 	e.connect(reader)
 	got := receive(e, ch, 3)
 	if ids := ids(got); ids[0] != 1 || ids[1] != 1 || ids[2] != 2 {

@@ -21,12 +21,10 @@ func TestRawReaderGetsUnreadableEnvelopes(t *testing.T) {
 	e.createStream(dlq, 1)
 	raws := make(chan runtime.RawRecord, 1)
 	b := e.broker()
-	if _, err := subscribe(e, b, dlq, func(_ context.Context, rec runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, dlq, func(_ context.Context, rec runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
 		raws <- rec
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 	foreign := []byte{0xFE, 'k', 'g', 'E', 7}
 	if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String(dlq), PartitionKey: aws.String("bob"), Data: foreign}); err != nil {

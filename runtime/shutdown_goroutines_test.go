@@ -23,9 +23,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 			base := goruntime.NumGoroutine()
 			b := e.broker(opts...)
 			h, ch := collect()
-			if _, err := subscribe(e, b, orders, h, runtime.Workers(2), runtime.ByKey()); err != nil {
-				t.Fatal(err)
-			}
+			mustSubscribe(e, b, orders, h, runtime.Workers(2), runtime.ByKey())
 			if err := b.Connect(e.ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -35,13 +35,11 @@ func TestShutdownThatRunsOutOfTimeNamesWhatWasLeft(t *testing.T) {
 	defer close(stuck)
 	entered := make(chan struct{}, 40)
 	b := e.broker(runtime.WithShutdownTimeout(300 * time.Millisecond))
-	if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		entered <- struct{}{}
 		<-stuck // ignores its context: nothing settles
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.Workers(40), runtime.HandlerName("orders.Post")); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.Workers(40), runtime.HandlerName("orders.Post"))
 	e.connect(b)
 	receive(e, entered, 40) // every record is handed out, none settles
 

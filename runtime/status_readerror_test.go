@@ -50,9 +50,7 @@ func (h *handledIDs) check(t *testing.T, n int) {
 func startHandling(e *env, stream string, h *handledIDs) *runtime.Broker {
 	e.t.Helper()
 	b := e.broker()
-	if _, err := subscribe(e, b, stream, h.handle, runtime.StartAt(runtime.Horizon()), runtime.ByKey()); err != nil {
-		e.t.Fatal(err)
-	}
+	mustSubscribe(e, b, stream, h.handle, runtime.StartAt(runtime.Horizon()), runtime.ByKey())
 	e.connect(b)
 	return b
 }

@@ -75,11 +75,8 @@ func testStatusAfterDrainingAKnownWorkload(e *env) {
 	if st := b.Status(); st.Owner != "" || len(st.Subscriptions) != 0 {
 		t.Fatalf("status of a new broker: %+v", st)
 	}
-	_, err := subscribe(e, b, orders, func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() },
+	mustSubscribe(e, b, orders, func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() },
 		runtime.StartAt(runtime.Horizon()), runtime.Workers(3), runtime.ByKey(), runtime.HandlerName("orders.Post"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if st := b.Status(); len(st.Subscriptions) != 1 || st.Subscriptions[0].State != "registered" {
 		t.Fatalf("before Connect: %+v", st.Subscriptions)
 	}
@@ -180,9 +177,7 @@ func testStatusCountsOutcomes(e *env) {
 		{orders, []runtime.SubscribeOption{runtime.DeadLetter(dlq)}},
 		{plain, nil},
 	} {
-		if _, err := subscribe(e, b, s.stream, h, append(s.opts, runtime.StartAt(runtime.Horizon()), runtime.MaxRetries(1))...); err != nil {
-			t.Fatal(err)
-		}
+		mustSubscribe(e, b, s.stream, h, append(s.opts, runtime.StartAt(runtime.Horizon()), runtime.MaxRetries(1))...)
 	}
 	e.connect(b)
 	e.putOrders(orders, 0, 9, 3)
@@ -215,7 +210,7 @@ func testStatusShowsAStuckHandler(e *env) {
 
 	release := make(chan struct{})
 	b := e.broker()
-	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
 		if o.ID == 1 {
 			select {
 			case <-release:
@@ -224,9 +219,6 @@ func testStatusShowsAStuckHandler(e *env) {
 		}
 		return runtime.Ack()
 	}, runtime.StartAt(runtime.Horizon()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	waitStatus(e, b, orders, "the first record checkpointed", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
 		return len(s.Shards) == 1 && s.Shards[0].Checkpoint != "" && s.Shards[0].Checkpoint == first[s.Shards[0].ShardID]
@@ -257,9 +249,7 @@ func testStatusAfterAHandoff(e *env) {
 	ack := func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }
 
 	a := e.broker(runtime.WithOwnerID("a"))
-	if _, err := subscribe(e, a, orders, ack, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, a, orders, ack, runtime.StartAt(runtime.Horizon()))
 	e.connect(a)
 	count, _ := e.putOrders(orders, 0, 40, 10)
 	waitStatus(e, a, orders, "a handles all 40", func(st runtime.Status, s runtime.SubscriptionStatus) bool {
@@ -267,9 +257,7 @@ func testStatusAfterAHandoff(e *env) {
 	})
 
 	bb := e.broker(runtime.WithOwnerID("b"))
-	if _, err := subscribe(e, bb, orders, ack, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, bb, orders, ack, runtime.StartAt(runtime.Horizon()))
 	e.connect(bb)
 	stB, subB := waitStatus(e, bb, orders, "b holds one shard", func(st runtime.Status, s runtime.SubscriptionStatus) bool {
 		return len(s.Shards) == 1 && s.Shards[0].Lease == runtime.LeaseReading
@@ -326,7 +314,7 @@ func testStatusAcrossASplit(e *env) {
 	e.createStream(orders, 1)
 	release := make(chan struct{})
 	b := e.broker()
-	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
 		if o.ID == 0 {
 			select {
 			case <-release:
@@ -335,9 +323,6 @@ func testStatusAcrossASplit(e *env) {
 		}
 		return runtime.Ack()
 	}, runtime.StartAt(runtime.Horizon()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	_, last := e.putOrders(orders, 0, 1, 1)
 	var parent string
@@ -395,9 +380,7 @@ func testStatusAfterALostLease(e *env) {
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
 	b := e.broker(runtime.WithOwnerID("a"))
-	if _, err := subscribe(e, b, orders, func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, orders, func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() })
 	e.connect(b)
 	st, _ := waitStatus(e, b, orders, "a reading its shard", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
 		return len(s.Shards) == 1 && s.Shards[0].Lease == runtime.LeaseReading

@@ -133,9 +133,7 @@ func TestCreateIfMissingStreamDeletedMeanwhile(t *testing.T) {
 func TestCreateIfMissingWaitEndsWithConnectContext(t *testing.T) {
 	const wait = 3 * time.Second
 	e, api, b := startCreating(t, wait, -1)
-	if _, err := subscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1)); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, api.stream, ack, runtime.CreateIfMissing(1))
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	time.AfterFunc(100*time.Millisecond, cancel)

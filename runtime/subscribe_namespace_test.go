@@ -69,9 +69,7 @@ func testApplicationNamesCannotShareALeaseNamespace(e *env) {
 		b := e.broker(runtime.WithApplication(app), runtime.WithOwnerID(app))
 		h, ch := collect()
 		chans[i] = ch
-		if _, err := subscribe(e, b, orders, h, runtime.StartAt(runtime.Horizon())); err != nil {
-			t.Fatal(err)
-		}
+		mustSubscribe(e, b, orders, h, runtime.StartAt(runtime.Horizon()))
 		e.connect(b)
 	}
 	pub := e.publisher(orders)

@@ -94,13 +94,11 @@ func testSubscribeDuringShutdown(t *testing.T, opts []runtime.Option) {
 	e.createStream(audit, 1)
 	b := e.broker(opts...)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		entered <- struct{}{}
 		<-release // a slow handler keeps Shutdown waiting for its lane
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
 	receive(e, entered, 1)

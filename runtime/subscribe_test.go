@@ -85,6 +85,16 @@ func subscribe[M any](e *env, b *runtime.Broker, stream string, h runtime.Handle
 	return runtime.Subscribe(b, stream, h, append([]runtime.SubscribeOption{runtime.PollInterval(runtime.MinPollInterval)}, opts...)...)
 }
 
+// mustSubscribe is subscribe, ending the test if it fails.
+func mustSubscribe[M any](e *env, b *runtime.Broker, stream string, h runtime.Handler[M], opts ...runtime.SubscribeOption) *runtime.Subscription {
+	e.t.Helper()
+	sub, err := subscribe(e, b, stream, h, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sub
+}
+
 func (e *env) connect(b *runtime.Broker) {
 	e.t.Helper()
 	if err := b.Connect(e.ctx); err != nil {
@@ -216,7 +226,7 @@ func testOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(e *env) {
 	)
 	all := make(chan runtime.Delivery, customers*perCustomer)
 	b := e.broker()
-	_, err := subscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		g.enter()
 		defer g.leave()
 		time.Sleep(200 * time.Microsecond) // a journal write
@@ -226,9 +236,6 @@ func testOrderServiceKeepsEachCustomersOrderAcrossParallelLanes(e *env) {
 		all <- d
 		return runtime.Ack()
 	}, runtime.CreateIfMissing(2), runtime.Workers(4), runtime.ByKey(), runtime.PollInterval(runtime.MinPollInterval))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b) // creates the stream, then reads it from its tip
 
 	out, err := e.api.ListShards(e.ctx, &kinesis.ListShardsInput{StreamName: aws.String(stream)})
@@ -284,7 +291,7 @@ func testPlainWorkersCanReorderOneKey(e *env) {
 	secondDone := make(chan struct{})
 	finished := make(chan int, 2)
 	b := e.broker()
-	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		if o.ID == 0 {
 			select {
 			case <-secondDone:
@@ -297,9 +304,6 @@ func testPlainWorkersCanReorderOneKey(e *env) {
 		}
 		return runtime.Ack()
 	}, runtime.Workers(4))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	e.publish(p, order{ID: 0, Customer: "alice"})
@@ -323,9 +327,7 @@ func testResumeFromCheckpointAfterRestart(e *env) {
 
 	h1, ch1 := collect()
 	b1 := e.broker(runtime.WithOwnerID("first"))
-	if _, err := subscribe(e, b1, orders, h1, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b1, orders, h1, runtime.StartAt(runtime.Horizon()))
 	e.connect(b1)
 	for i := range 20 {
 		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
@@ -340,9 +342,7 @@ func testResumeFromCheckpointAfterRestart(e *env) {
 	}
 	h2, ch2 := collect()
 	b2 := e.broker(runtime.WithOwnerID("second"))
-	if _, err := subscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon()))
 	e.connect(b2)
 	// One worker: each shard's records are handled in shard order, so once
 	// every new record has arrived, an old one would have arrived before it.
@@ -374,7 +374,7 @@ func testUnacknowledgedRecordIsRedelivered(e *env) {
 	stuck := make(chan struct{})
 	handled := make(chan int, 16)
 	b1 := e.broker(runtime.WithOwnerID("first"), runtime.WithShutdownTimeout(300*time.Millisecond))
-	_, err := subscribe(e, b1, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b1, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		if o.ID == 3 {
 			close(stuck)
 			<-ctx.Done() // cancelled when the shutdown timeout ends
@@ -383,9 +383,6 @@ func testUnacknowledgedRecordIsRedelivered(e *env) {
 		handled <- o.ID
 		return runtime.Ack()
 	}, runtime.StartAt(runtime.Horizon()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b1)
 	for i := range 6 {
 		e.publish(pub, order{ID: i, Customer: "alice"})
@@ -398,9 +395,7 @@ func testUnacknowledgedRecordIsRedelivered(e *env) {
 
 	h2, ch2 := collect()
 	b2 := e.broker(runtime.WithOwnerID("second"))
-	if _, err := subscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon()))
 	e.connect(b2)
 	if got := ids(receive(e, ch2, 3)); !slices.Equal(got, []int{3, 4, 5}) {
 		t.Fatalf("second owner got %v, want [3 4 5]: the unsettled record and what follows it", got)
@@ -419,16 +414,13 @@ func testRetryPublishesCopiesWithAttemptCount(e *env) {
 	e.createStream(orders, 1)
 	seen := make(chan runtime.Delivery, 8)
 	b := e.broker()
-	sub, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	sub := mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		if d.Attempt < 3 {
 			return runtime.OutcomeOf(errors.New("warehouse busy"))
 		}
 		return runtime.Ack()
 	}, runtime.MaxRetries(5))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	if err := p.Message(order{ID: 7, Customer: "alice"}).PartitionKey("alice").Header("trace", "t-1").Publish(e.ctx); err != nil {
@@ -473,20 +465,15 @@ func testDeadLetterCarriesReasonAndOrigin(e *env) {
 	e.createStream(dlq, 1)
 	attempts := make(chan runtime.Delivery, 8)
 	b := e.broker()
-	_, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		attempts <- d
 		if o.ID == 1 {
 			return runtime.Reject(errors.New("unknown customer"))
 		}
 		return runtime.OutcomeOf(errors.New("db down"))
 	}, runtime.MaxRetries(2), runtime.DeadLetter(dlq))
-	if err != nil {
-		t.Fatal(err)
-	}
 	dead, deadCh := collect()
-	if _, err := subscribe(e, b, dlq, dead); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, dlq, dead)
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	if err := p.Message(order{ID: 0, Customer: "alice"}).PartitionKey("alice").Header("trace", "t-0").Publish(e.ctx); err != nil {
@@ -549,13 +536,10 @@ func testRejectWithoutDeadLetterLogsAndCheckpoints(e *env) {
 	e.createStream(orders, 1)
 	seen := make(chan runtime.Delivery, 2)
 	b := e.broker()
-	sub, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	sub := mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		return runtime.Reject(errors.New("malformed order"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 1, Customer: "alice"})
 	d := receive(e, seen, 1)[0]
@@ -584,21 +568,17 @@ func testUndecodableRecordsAreRejected(e *env) {
 	e.createStream(dlq, 1)
 	h, ch := collect()
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, h, runtime.DeadLetter(dlq)); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, orders, h, runtime.DeadLetter(dlq))
 	// The dead letters did not decode as orders: a RawRecord reader of the
 	// same broker reads them, with their bytes, key, reason and origin.
 	letters := make(chan runtime.RawRecord, 4)
-	if _, err := subscribe(e, b, dlq, func(_ context.Context, rec runtime.RawRecord, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, dlq, func(_ context.Context, rec runtime.RawRecord, d runtime.Delivery) runtime.Outcome {
 		if rec.PartitionKey != d.PartitionKey {
 			t.Errorf("RawRecord key %q, delivery key %q", rec.PartitionKey, d.PartitionKey)
 		}
 		letters <- rec
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 
 	bad := [][]byte{
@@ -642,16 +622,13 @@ func testPanickingHandlerIsRetried(e *env) {
 	e.createStream(orders, 1)
 	attempts := make(chan int, 4)
 	b := e.broker()
-	_, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		attempts <- d.Attempt
 		if d.Attempt == 1 {
 			panic("inventory index out of range")
 		}
 		return runtime.Ack()
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 1, Customer: "alice"})
 	if got := receive(e, attempts, 2); !slices.Equal(got, []int{1, 2}) {
@@ -673,10 +650,7 @@ func testSeekToHorizonReplaysAndSeekAfterShutdownFails(e *env) {
 	e.createStream(orders, 1)
 	h, ch := collect()
 	b := e.broker()
-	sub, err := subscribe(e, b, orders, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub := mustSubscribe(e, b, orders, h)
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	for i := range 5 {
@@ -751,9 +725,7 @@ func TestGracefulStopsMidDrainNeitherLoseNorRepeat(t *testing.T) {
 			t.Fatalf("%d of %d records handled after %d restarts", handled(), n, stops)
 		}
 		b := e.broker()
-		if _, err := subscribe(e, b, orders, handle, runtime.StartAt(runtime.Horizon()), runtime.Workers(8), runtime.ByKey()); err != nil {
-			t.Fatal(err)
-		}
+		mustSubscribe(e, b, orders, handle, runtime.StartAt(runtime.Horizon()), runtime.Workers(8), runtime.ByKey())
 		if err := b.Connect(e.ctx); err != nil {
 			t.Fatalf("Connect: %v", err)
 		}
@@ -790,9 +762,7 @@ func testShutdownReleasesLeasesForTheNextBroker(e *env) {
 	e.createStream(orders, 2)
 	b1 := e.broker(runtime.WithOwnerID("first"))
 	h1, _ := collect()
-	if _, err := subscribe(e, b1, orders, h1); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b1, orders, h1)
 	e.connect(b1)
 	for _, l := range e.leases(orders) {
 		if l.Owner != "first" {
@@ -815,9 +785,7 @@ func testShutdownReleasesLeasesForTheNextBroker(e *env) {
 	start := time.Now()
 	b2 := e.broker(runtime.WithOwnerID("second"))
 	h2, ch2 := collect()
-	if _, err := subscribe(e, b2, orders, h2); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b2, orders, h2)
 	e.connect(b2)
 	for _, l := range e.leases(orders) {
 		if l.Owner != "second" {
@@ -846,9 +814,7 @@ func testSubscribeTwiceAfterConnectIsRefused(e *env) {
 	b := e.broker()
 	e.connect(b)
 	h, _ := collect()
-	if _, err := subscribe(e, b, orders, h); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, orders, h)
 	if _, err := subscribe(e, b, orders, h); !errors.Is(err, runtime.ErrInvalid) {
 		t.Fatalf("second Subscribe = %v, want ErrInvalid", err)
 	}
@@ -862,9 +828,7 @@ func testCreateIfMissingAfterConnect(e *env) {
 	b := e.broker()
 	e.connect(b)
 	h, ch := collect()
-	if _, err := subscribe(e, b, fresh, h, runtime.CreateIfMissing(3)); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, fresh, h, runtime.CreateIfMissing(3))
 	out, err := e.api.DescribeStreamSummary(e.ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(fresh)})
 	if err != nil || aws.ToInt32(out.StreamDescriptionSummary.OpenShardCount) != 3 {
 		t.Fatalf("DescribeStreamSummary: %+v, %v", out, err)
@@ -903,9 +867,7 @@ func testMissingDeadLetterStream(e *env) {
 		t.Fatalf("dead-letter stream: %+v, %v; want it created with one shard", out, err)
 	}
 	h, letters := collect()
-	if _, err := subscribe(e, b, dlq, h, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, dlq, h, runtime.StartAt(runtime.Horizon()))
 	e.publish(runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}), order{ID: 7, Customer: "alice"})
 	if got := receive(e, letters, 1); got[0].order.ID != 7 {
 		t.Fatalf("dead letter %+v, want order 7", got[0].order)
@@ -926,21 +888,16 @@ func testReplyOutcomePublishesTheReply(e *env) {
 	e.createStream(receiptStream, 2)
 	b := e.broker()
 	receipts := runtime.NewPublisher[receipt](b, runtime.PublisherSpec{Stream: receiptStream}, runtime.WithPartitionKey("receipts"))
-	_, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		return runtime.ReplyOutcome(ctx, receipts, receipt{Order: o.ID}, nil)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := make(chan runtime.Delivery, 8)
 	ids := make(chan int, 8)
-	if _, err := subscribe(e, b, receiptStream, func(_ context.Context, r receipt, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, receiptStream, func(_ context.Context, r receipt, d runtime.Delivery) runtime.Outcome {
 		got <- d
 		ids <- r.Order
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 	for i := range 3 {
@@ -973,12 +930,10 @@ func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
 
 	first := make(chan runtime.Delivery, 4)
 	b1 := e.broker(runtime.WithOwnerID("first"), runtime.WithShutdownTimeout(300*time.Millisecond))
-	if _, err := subscribe(e, b1, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b1, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		first <- d
 		return runtime.Retry()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b1)
 	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
 	orig := receive(e, first, 1)[0]
@@ -993,9 +948,7 @@ func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
 
 	h2, ch2 := collect()
 	b2 := e.broker(runtime.WithOwnerID("second"))
-	if _, err := subscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon())); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon()))
 	e.connect(b2)
 	got := receive(e, ch2, 1)[0]
 	if got.d.SequenceNumber != orig.SequenceNumber || got.d.Attempt != 1 {
@@ -1020,15 +973,13 @@ func testSplitAndMerge(e *env) {
 	)
 	all := make(chan struct{}, customers*rounds*perRound)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		mu.Lock()
 		got[o.Customer] = append(got[o.Customer], o.ID)
 		mu.Unlock()
 		all <- struct{}{}
 		return runtime.Ack()
-	}, runtime.Workers(4), runtime.ByKey()); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.Workers(4), runtime.ByKey())
 	e.connect(b)
 	pub := e.publisher(orders)
 	publishRound := func(r int) {
@@ -1104,7 +1055,7 @@ func TestSlowHandlerPausesTheReader(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		select {
 		case entered <- struct{}{}:
 		default:
@@ -1114,9 +1065,7 @@ func TestSlowHandlerPausesTheReader(t *testing.T) {
 		case <-ctx.Done():
 		}
 		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()), runtime.BatchSize(10)); err != nil {
-		t.Fatal(err)
-	}
+	}, runtime.StartAt(runtime.Horizon()), runtime.BatchSize(10))
 	e.connect(b)
 	defer close(release)
 	<-entered
@@ -1150,10 +1099,7 @@ func testStartAtTimeAndSeekToSequence(e *env) {
 
 	h, ch := collect()
 	b := e.broker()
-	sub, err := subscribe(e, b, orders, h, runtime.StartAt(runtime.AtTime(from)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub := mustSubscribe(e, b, orders, h, runtime.StartAt(runtime.AtTime(from)))
 	e.connect(b)
 	t.Cleanup(func() { // before the broker's shutdown: what each shard was doing
 		if t.Failed() {
@@ -1199,13 +1145,9 @@ func testFailedConnectCanBeRetried(e *env) {
 	e.createStream(payments, 1)
 	b := e.broker(runtime.WithOwnerID("svc"))
 	hp, chp := collect()
-	if _, err := subscribe(e, b, payments, hp); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, payments, hp)
 	ho, cho := collect()
-	if _, err := subscribe(e, b, orders, ho); err != nil {
-		t.Fatal(err)
-	}
+	mustSubscribe(e, b, orders, ho)
 	if err := b.Connect(e.ctx); !errors.Is(err, runtime.ErrStream) {
 		t.Fatalf("Connect with a missing stream = %v, want ErrStream", err)
 	}
@@ -1242,15 +1184,13 @@ func testAggregatedRecords(e *env) {
 	e.createStream(orders, 1)
 	seen := make(chan delivered, 8)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- delivered{o, d}
 		if o.ID == 2 && d.Attempt == 1 {
 			return runtime.Retry()
 		}
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 	var users []kpl.Record
 	for i, key := range []string{"alice", "bob", "carol"} {
@@ -1283,13 +1223,10 @@ func TestNoRetriesGivesUpAtOnce(t *testing.T) {
 	e.createStream(orders, 1)
 	attempts := make(chan int, 4)
 	b := e.broker()
-	sub, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	sub := mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		attempts <- d.Attempt
 		return runtime.OutcomeOf(errors.New("printer jammed"))
 	}, runtime.MaxRetries(0))
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.connect(b)
 	e.publish(e.publisher(orders), order{ID: 1, Customer: "alice"})
 	receive(e, attempts, 1)
@@ -1312,15 +1249,13 @@ func TestRetryCopyTooLargeIsGivenUp(t *testing.T) {
 	e.createStream(orders, 1)
 	seen := make(chan runtime.Delivery, 4)
 	b := e.broker()
-	if _, err := subscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		seen <- d
 		if o.ID == 1 {
 			return runtime.Retry()
 		}
 		return runtime.Ack()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	e.connect(b)
 	pub := e.publisher(orders)
 	key := "alice"
