@@ -110,11 +110,7 @@ func TestPartialFailureRetriedInOrder(t *testing.T) {
 		return nil
 	}
 	b := connected(t, f, fastRetries)
-	c, _ := b.connection()
-	bt, err := c.batcher("orders")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bt := batcherOf(t, b, "orders")
 
 	// Submit in a known order without waiting, so many records of one key
 	// are unresolved at once.
@@ -185,11 +181,7 @@ func TestWholeCallFailureRetriedInOrder(t *testing.T) {
 				return nil
 			}
 			b := connected(t, f, fastRetries, WithPublishLinger(time.Millisecond))
-			c, _ := b.connection()
-			bt, err := c.batcher("orders")
-			if err != nil {
-				t.Fatal(err)
-			}
+			bt := batcherOf(t, b, "orders")
 			// Submit without waiting, so each key has records queued behind
 			// the one in a failing call.
 			const perKey = 40
@@ -322,6 +314,20 @@ func connOf[T any](t *testing.T, p Publisher[T]) *conn {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// batcherOf is the batcher of stream on b's connection.
+func batcherOf(t *testing.T, b *Broker, stream string) *batcher {
+	t.Helper()
+	c, err := b.connection()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := c.batcher(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bt
 }
 
 // unresolved counts the records a stream's batcher holds.

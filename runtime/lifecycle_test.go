@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -59,9 +58,7 @@ func testStopReleasesLeasesForAnotherInstance(e *env) {
 	}
 	// Both shards are read by the other instance.
 	pub := e.publisher(orders)
-	for i := range 20 {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 0, 20)
 	shards := map[string]bool{}
 	for _, d := range receive(e, ch2, 20) {
 		shards[d.d.ShardID] = true
@@ -84,16 +81,12 @@ func testSubscribeOpensAtTheMomentItStarts(e *env) {
 	orders := e.stream("orders")
 	e.createStream(orders, 2)
 	pub := e.publisher(orders)
-	for i := range 20 {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 0, 20)
 	b := e.broker()
 	h, ch := collect()
 	mustSubscribe(e, b, orders, h)
 	e.connect(b)
-	for i := 100; i < 120; i++ {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 100, 120)
 	shards := map[string]bool{}
 	for _, d := range receive(e, ch, 20) {
 		if d.order.ID < 100 {

@@ -13,10 +13,11 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 )
 
-// deadLetters subscribes a raw reader to the dead-letter stream dl and
-// reports what each dead letter says.
+// deadLetters creates the dead-letter stream dl (one shard), subscribes a
+// raw reader to it and reports what each dead letter says.
 func deadLetters(e *env, dl string) <-chan runtime.DeadLetterInfo {
 	e.t.Helper()
+	e.createStream(dl, 1)
 	ch := make(chan runtime.DeadLetterInfo, 16)
 	b := e.broker()
 	mustSubscribe(e, b, dl, func(_ context.Context, rec runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {
@@ -80,7 +81,6 @@ func TestMiddlewareChangesTheOutcome(t *testing.T) {
 	e := newEnv(t)
 	stream, dl := e.stream("mw-change"), e.stream("mw-change-dl")
 	e.createStream(stream, 1)
-	e.createStream(dl, 1)
 	letters := deadLetters(e, dl)
 	permanent := func(next runtime.HandleFunc) runtime.HandleFunc {
 		return func(ctx context.Context, d runtime.Delivery, msg any) runtime.Outcome {
@@ -114,7 +114,6 @@ func TestMiddlewareRejectsWithoutCallingTheHandler(t *testing.T) {
 	e := newEnv(t)
 	stream, dl := e.stream("mw-reject"), e.stream("mw-reject-dl")
 	e.createStream(stream, 1)
-	e.createStream(dl, 1)
 	letters := deadLetters(e, dl)
 	needTenant := func(next runtime.HandleFunc) runtime.HandleFunc {
 		return func(ctx context.Context, d runtime.Delivery, msg any) runtime.Outcome {
@@ -154,7 +153,6 @@ func TestTimeoutCancelsTheHandlerAndRetries(t *testing.T) {
 	e := newEnv(t)
 	stream, dl := e.stream("mw-timeout"), e.stream("mw-timeout-dl")
 	e.createStream(stream, 1)
-	e.createStream(dl, 1)
 	letters := deadLetters(e, dl)
 	type call struct {
 		attempt int

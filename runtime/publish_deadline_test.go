@@ -101,6 +101,15 @@ func kinesaliteHole(t *testing.T) blackHole {
 // callTimeout is the PutRecords deadline of the deadline tests.
 const callTimeout = 300 * time.Millisecond
 
+// broker is a connected broker of the env whose PutRecords calls end at
+// callTimeout; the calls held are released before its Shutdown.
+func (bh blackHole) broker() *runtime.Broker {
+	b := bh.e.broker(runtime.WithPublishCallTimeout(callTimeout))
+	bh.e.connect(b)
+	bh.e.t.Cleanup(bh.release) // runs before the broker's Shutdown
+	return b
+}
+
 // Issue 9, scenario 11: a PutRecords call that is never answered ends at its
 // deadline, its record is sent again and stored, and its key is not wedged:
 // the key's next record follows, in order.
@@ -116,9 +125,7 @@ func testUnansweredPutRecordsIsRetried(bh blackHole) {
 	e, t := bh.e, bh.e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
-	b := e.broker(runtime.WithPublishCallTimeout(callTimeout))
-	e.connect(b)
-	t.Cleanup(bh.release) // runs before the broker's Shutdown
+	b := bh.broker()
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 
 	bh.open(1) // the first call falls in; the endpoint answers every later one
@@ -157,9 +164,7 @@ func testShutdownDoesNotWaitOutAnUnansweredCall(bh blackHole) {
 	e, t := bh.e, bh.e.t
 	orders := e.stream("orders")
 	e.createStream(orders, 1)
-	b := e.broker(runtime.WithPublishCallTimeout(callTimeout))
-	e.connect(b)
-	t.Cleanup(bh.release) // runs before the broker's Shutdown
+	b := bh.broker()
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 
 	bh.open(-1) // no call is ever answered

@@ -197,6 +197,20 @@ func testStatusCountsOutcomes(e *env) {
 	}
 }
 
+// holdingOrder acks every order, holding order id until release is closed
+// or its delivery's ctx ends.
+func holdingOrder(id int, release <-chan struct{}) runtime.Handler[order] {
+	return func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+		if o.ID == id {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return runtime.Ack()
+	}
+}
+
 // A stuck handler shows: its record in flight, the records behind it in
 // the lane queue, the checkpoint before it.
 func TestStatusShowsAStuckHandler(t *testing.T) { testStatusShowsAStuckHandler(newEnv(t)) }
@@ -210,15 +224,7 @@ func testStatusShowsAStuckHandler(e *env) {
 
 	release := make(chan struct{})
 	b := e.broker()
-	mustSubscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
-		if o.ID == 1 {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}
-		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()))
+	mustSubscribe(e, b, orders, holdingOrder(1, release), runtime.StartAt(runtime.Horizon()))
 	e.connect(b)
 	waitStatus(e, b, orders, "the first record checkpointed", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
 		return len(s.Shards) == 1 && s.Shards[0].Checkpoint != "" && s.Shards[0].Checkpoint == first[s.Shards[0].ShardID]
@@ -314,15 +320,7 @@ func testStatusAcrossASplit(e *env) {
 	e.createStream(orders, 1)
 	release := make(chan struct{})
 	b := e.broker()
-	mustSubscribe(e, b, orders, func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
-		if o.ID == 0 {
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}
-		return runtime.Ack()
-	}, runtime.StartAt(runtime.Horizon()))
+	mustSubscribe(e, b, orders, holdingOrder(0, release), runtime.StartAt(runtime.Horizon()))
 	e.connect(b)
 	_, last := e.putOrders(orders, 0, 1, 1)
 	var parent string

@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -74,9 +73,7 @@ func testApplicationNamesCannotShareALeaseNamespace(e *env) {
 	}
 	pub := e.publisher(orders)
 	const n = 5
-	for i := range n {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 0, n)
 	for i, app := range apps {
 		got := ids(receive(e, chans[i], n))
 		slices.Sort(got)

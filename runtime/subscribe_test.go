@@ -125,6 +125,15 @@ func (e *env) publish(p runtime.Publisher[order], o order) {
 	}
 }
 
+// publishRange publishes orders from..to-1 one after another, order i
+// under a customer of its own, c<i>.
+func (e *env) publishRange(p runtime.Publisher[order], from, to int) {
+	e.t.Helper()
+	for i := from; i < to; i++ {
+		e.publish(p, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
+	}
+}
+
 // leases returns the stream's leases as the store has them.
 func (e *env) leases(stream string) []lease.Lease {
 	e.t.Helper()
@@ -329,17 +338,13 @@ func testResumeFromCheckpointAfterRestart(e *env) {
 	b1 := e.broker(runtime.WithOwnerID("first"))
 	mustSubscribe(e, b1, orders, h1, runtime.StartAt(runtime.Horizon()))
 	e.connect(b1)
-	for i := range 20 {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 0, 20)
 	receive(e, ch1, 20)
 	if err := b1.Shutdown(e.ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 
-	for i := 20; i < 30; i++ {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 20, 30)
 	h2, ch2 := collect()
 	b2 := e.broker(runtime.WithOwnerID("second"))
 	mustSubscribe(e, b2, orders, h2, runtime.StartAt(runtime.Horizon()))
@@ -794,9 +799,7 @@ func testShutdownReleasesLeasesForTheNextBroker(e *env) {
 	}
 	// Records published after Connect returned are read.
 	pub := e.publisher(orders)
-	for i := range 10 {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 0, 10)
 	receive(e, ch2, 10)
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the second broker took %v", d)
@@ -900,9 +903,7 @@ func testReplyOutcomePublishesTheReply(e *env) {
 	})
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
-	for i := range 3 {
-		e.publish(p, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(p, 0, 3)
 	for _, d := range receive(e, got, 3) {
 		if d.PartitionKey != "receipts" {
 			t.Fatalf("receipt published under key %q, want the mount-site key", d.PartitionKey)
@@ -1087,15 +1088,11 @@ func testStartAtTimeAndSeekToSequence(e *env) {
 	orders := e.stream("orders")
 	e.createStream(orders, 2)
 	pub := e.publisher(orders)
-	for i := range 4 {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 0, 4)
 	time.Sleep(5 * time.Millisecond) // arrival times may be kept to the millisecond
 	from := time.Now()
 	time.Sleep(5 * time.Millisecond)
-	for i := 4; i < 8; i++ {
-		e.publish(pub, order{ID: i, Customer: fmt.Sprintf("c%d", i)})
-	}
+	e.publishRange(pub, 4, 8)
 
 	h, ch := collect()
 	b := e.broker()
