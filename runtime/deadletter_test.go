@@ -78,9 +78,7 @@ func TestUnpublishableKeysAreDeadLettered(t *testing.T) {
 
 func testUnpublishableKeysAreDeadLettered(e *env) {
 	t := e.t
-	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
-	e.createStream(orders, 1)
-	e.createStream(dlq, 1)
+	orders, dlq := e.newStream("orders", 1), e.newStream("orders-dlq", 1)
 	seen := make(chan runtime.Delivery, 16)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -134,8 +132,7 @@ func testUnpublishableKeysAreDeadLettered(e *env) {
 // Without a dead-letter stream such a record is logged and checkpointed past.
 func TestUnpublishableKeyWithoutDeadLetterIsCheckpointedPast(t *testing.T) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	seen := make(chan runtime.Delivery, 16)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -165,9 +162,7 @@ func TestLargestPoisonRecordIsDeadLetteredTruncated(t *testing.T) {
 
 func testLargestPoisonRecordIsDeadLetteredTruncated(e *env) {
 	t := e.t
-	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
-	e.createStream(orders, 1)
-	e.createStream(dlq, 1)
+	orders, dlq := e.newStream("orders", 1), e.newStream("orders-dlq", 1)
 	seen := make(chan runtime.Delivery, 4)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -207,8 +202,7 @@ func testLargestPoisonRecordIsDeadLetteredTruncated(e *env) {
 func TestRetryCopyRefusedByConfigurationWaitsInsteadOfGivingUp(t *testing.T) {
 	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
 	e := newEnvWith(t, srv)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	refused := refuseCopies(srv, orders, &types.KMSAccessDeniedException{Message: aws.String("injected")})
 	seen := make(chan runtime.Delivery, 8)
 	b := e.broker()
@@ -242,9 +236,7 @@ func TestCorruptAggregateIsDeadLetteredWithItsReason(t *testing.T) {
 
 func testCorruptAggregateIsDeadLettered(e *env) {
 	t := e.t
-	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
-	e.createStream(orders, 1)
-	e.createStream(dlq, 1)
+	orders, dlq := e.newStream("orders", 1), e.newStream("orders-dlq", 1)
 	seen := make(chan int, 4)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, _ runtime.Delivery) runtime.Outcome {

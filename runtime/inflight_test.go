@@ -30,8 +30,7 @@ func TestStuckHandlerBoundsTheShardsRecordsInFlight(t *testing.T) {
 	for _, byKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("by_key=%v", byKey), func(t *testing.T) {
 			e := newEnv(t)
-			orders := e.stream("orders")
-			e.createStream(orders, 1)
+			orders := e.newStream("orders", 1)
 			pub := e.publisher(orders)
 			e.publish(pub, order{ID: 0, Customer: "stuck"})
 			for i, k := 1, 0; i < backlog; k++ {

@@ -26,8 +26,7 @@ func TestKCLMigrationInProgressFailsConnect(t *testing.T) {
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")}
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dynamoURL) })
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	table := "kcl" + e.suffix
 	// The table as the KCL left it: created, then the migration state.
 	if err := leasetest.CreateKCLTable(e.ctx, ddb, table, "leaseKey"); err != nil {

@@ -10,8 +10,7 @@ import (
 // records over the shards (the last rung of the key ladder keeps no order).
 func TestUnkeyedRecordsSpreadOverTheShards(t *testing.T) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 4)
+	orders := e.newStream("orders", 4)
 	b := e.broker()
 	e.connect(b)
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})

@@ -21,8 +21,7 @@ func TestStopReleasesLeasesForAnotherInstance(t *testing.T) {
 
 func testStopReleasesLeasesForAnotherInstance(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	b1 := e.broker(runtime.WithOwnerID("first"))
 	h1, _ := collect()
 	sub1 := mustSubscribe(e, b1, orders, h1)
@@ -78,8 +77,7 @@ func TestSubscribeOpensAtTheMomentItStarts(t *testing.T) {
 
 func testSubscribeOpensAtTheMomentItStarts(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	pub := e.publisher(orders)
 	e.publishRange(pub, 0, 20)
 	b := e.broker()
@@ -146,8 +144,7 @@ func TestPublishersThatOutliveTheConnectionAreNotConnected(t *testing.T) {
 	for name, opts := range map[string][]runtime.PublishOption{"plain": nil, "aggregating": {runtime.WithAggregation(runtime.Aggregation{})}} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			orders := e.stream("orders")
-			e.createStream(orders, 2)
+			orders := e.newStream("orders", 2)
 			b := e.broker()
 			e.connect(b)
 			p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders}, opts...)

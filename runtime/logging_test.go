@@ -42,8 +42,7 @@ func TestDefaultLoggerSendsWarningsAndErrorsToSlogDefault(t *testing.T) {
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
 	e := newEnv(t)
-	stream := e.stream("visible")
-	e.createStream(stream, 1)
+	stream := e.newStream("visible", 1)
 	b := runtime.NewBroker(runtime.WithKinesisClient(e.api), runtime.WithLeaseStore(e.store),
 		runtime.WithOwnerID("instance-7"), runtime.WithCheckpointInterval(50*time.Millisecond))
 	mustSubscribe(e, b, stream, func(context.Context, order, runtime.Delivery) runtime.Outcome {
@@ -72,8 +71,7 @@ func TestDefaultLoggerSendsWarningsAndErrorsToSlogDefault(t *testing.T) {
 	var own syncBuffer
 	b2 := runtime.NewBroker(runtime.WithKinesisClient(e.api), runtime.WithLeaseStore(e.store),
 		runtime.WithLogger(slog.New(slog.NewJSONHandler(&own, nil))))
-	stream2 := e.stream("own-logger")
-	e.createStream(stream2, 1)
+	stream2 := e.newStream("own-logger", 1)
 	mustSubscribe(e, b2, stream2, func(context.Context, order, runtime.Delivery) runtime.Outcome {
 		return runtime.Reject(errors.New("no such customer"))
 	}, runtime.StartAt(runtime.Horizon()))
@@ -98,9 +96,7 @@ func TestLogsNameRecordsButHoldNoKeysPayloadsOrCredentials(t *testing.T) {
 		secretKey = "credential-secret-wJalrXUtnFEMI"
 	)
 	e := newEnv(t)
-	stream, dl := e.stream("private"), e.stream("private-dl")
-	e.createStream(stream, 2)
-	e.createStream(dl, 1)
+	stream, dl := e.newStream("private", 2), e.newStream("private-dl", 1)
 	awsCfg := aws.Config{Region: "eu-west-1", Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, "")}
 	var logs syncBuffer
 	b := runtime.NewBrokerFromConfig(awsCfg,

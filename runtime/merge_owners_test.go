@@ -27,8 +27,7 @@ func TestMergeOfParentsReadByTwoInstancesWaitsForBoth(t *testing.T) {
 
 func testMergeOfTwoOwners(t *testing.T, opts []runtime.Option) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	var (
 		mu  sync.Mutex
 		log []string // "key#id" in the order handlers finished

@@ -34,8 +34,7 @@ func deadLetters(e *env, dl string) <-chan runtime.DeadLetterInfo {
 // sees the decoded message, and the handler's outcome on the way back.
 func TestMiddlewareRunsInOrderFirstAddedOutermost(t *testing.T) {
 	e := newEnv(t)
-	stream := e.stream("mw-order")
-	e.createStream(stream, 1)
+	stream := e.newStream("mw-order", 1)
 	var mu sync.Mutex
 	var trail []string
 	note := func(s string) { mu.Lock(); trail = append(trail, s); mu.Unlock() }
@@ -187,8 +186,7 @@ func TestTimeoutCancelsTheHandlerAndRetries(t *testing.T) {
 // at Debug, both naming the record.
 func TestLogOutcomesSeesARecoveredPanicAsARetry(t *testing.T) {
 	e := newEnv(t)
-	stream := e.stream("mw-log")
-	e.createStream(stream, 1)
+	stream := e.newStream("mw-log", 1)
 	acked := make(chan struct{})
 	b := e.broker(runtime.WithMiddleware(runtime.LogOutcomes(nil)))
 	mustSubscribe(e, b, stream, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {

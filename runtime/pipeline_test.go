@@ -169,8 +169,7 @@ func TestReadyStaysOpenWhenConnectFails(t *testing.T) {
 // call, and the records published beside it are stored.
 func testOneBadKeyFailsAlone(e *env) {
 	t := e.t
-	stream := e.stream("badkey")
-	e.createStream(stream, 2)
+	stream := e.newStream("badkey", 2)
 	p := e.publisher(stream)
 	bad := strings.Repeat("\U0001F69A", 200)
 	errs := make([]error, 50)

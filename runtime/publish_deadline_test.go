@@ -123,8 +123,7 @@ func TestUnansweredPutRecordsIsRetriedAndTheKeyMovesOnKinesalite(t *testing.T) {
 
 func testUnansweredPutRecordsIsRetried(bh blackHole) {
 	e, t := bh.e, bh.e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	b := bh.broker()
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 
@@ -162,8 +161,7 @@ func TestShutdownDoesNotWaitOutAnUnansweredCallKinesalite(t *testing.T) {
 
 func testShutdownDoesNotWaitOutAnUnansweredCall(bh blackHole) {
 	e, t := bh.e, bh.e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	b := bh.broker()
 	p := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: orders})
 

@@ -32,8 +32,7 @@ func testLostPutRecordsAnswer(e *env, upstream string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 
 	// The runtime's own client, as an application gets it from an endpoint.
 	logs := &syncBuffer{}

@@ -17,8 +17,7 @@ import (
 // dropped twice.
 func TestRawReaderGetsUnreadableEnvelopes(t *testing.T) {
 	e := newEnv(t)
-	dlq := e.stream("dlq")
-	e.createStream(dlq, 1)
+	dlq := e.newStream("dlq", 1)
 	raws := make(chan runtime.RawRecord, 1)
 	b := e.broker()
 	mustSubscribe(e, b, dlq, func(_ context.Context, rec runtime.RawRecord, _ runtime.Delivery) runtime.Outcome {

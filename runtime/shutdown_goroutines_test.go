@@ -18,8 +18,7 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 	for name, opts := range map[string][]runtime.Option{"per-instance": nil, "per-lease": {runtime.WithPerLeaseRenewal()}} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			orders := e.stream("orders")
-			e.createStream(orders, 3)
+			orders := e.newStream("orders", 3)
 			base := goruntime.NumGoroutine()
 			b := e.broker(opts...)
 			h, ch := collect()

@@ -15,8 +15,7 @@ import (
 // were left (they are read again by the shards' next owner).
 func TestShutdownThatRunsOutOfTimeNamesWhatWasLeft(t *testing.T) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	pub := e.publisher(orders)
 	perShard := map[string]int{}
 	for i := range 40 {

@@ -154,8 +154,7 @@ func TestStatusShowsFailingReads(t *testing.T) {
 			}
 			srv := kinesistest.New(opts...)
 			e := newEnvWith(t, srv)
-			orders := e.stream("orders")
-			e.createStream(orders, 1)
+			orders := e.newStream("orders", 1)
 			var failing atomic.Bool
 			srv.InjectCallFault(func(c kinesistest.Call) error {
 				if failing.Load() && c.Stream == orders && (c.Op == kinesistest.OpGetRecords && !tc.renewal || c.Op == kinesistest.OpGetShardIterator) {
@@ -194,8 +193,7 @@ func TestStatusShowsFailingReads(t *testing.T) {
 func TestStatusShowsFailingFanOutReads(t *testing.T) {
 	srv := kinesistest.New()
 	e := newEnvWith(t, srv)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	var failing atomic.Bool
 	var refused atomic.Int64
 	srv.InjectCallFault(func(c kinesistest.Call) error {
@@ -268,8 +266,7 @@ func TestStatusShowsFailingFanOutReads(t *testing.T) {
 func TestStatusShowsShardsThatCannotBeOpened(t *testing.T) {
 	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
 	e := newEnvWith(t, srv)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	var failing atomic.Bool
 	srv.InjectCallFault(func(c kinesistest.Call) error {
 		if failing.Load() && c.Stream == orders && c.Op == kinesistest.OpGetShardIterator {

@@ -64,8 +64,7 @@ func TestStatusAfterDrainingAKnownWorkload(t *testing.T) {
 
 func testStatusAfterDrainingAKnownWorkload(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	count, last := e.putOrders(orders, 0, 60, 12)
 	if len(count) != 2 {
 		t.Fatalf("records landed on %d shards; the test needs both", len(count))
@@ -217,8 +216,7 @@ func TestStatusShowsAStuckHandler(t *testing.T) { testStatusShowsAStuckHandler(n
 
 func testStatusShowsAStuckHandler(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	_, last := e.putOrders(orders, 0, 1, 1)
 	first := last
 
@@ -250,8 +248,7 @@ func TestStatusAfterAHandoff(t *testing.T) { testStatusAfterAHandoff(newEnv(t)) 
 
 func testStatusAfterAHandoff(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	ack := func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }
 
 	a := e.broker(runtime.WithOwnerID("a"))
@@ -316,8 +313,7 @@ func TestStatusAcrossASplit(t *testing.T) { testStatusAcrossASplit(newEnv(t)) }
 
 func testStatusAcrossASplit(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	release := make(chan struct{})
 	b := e.broker()
 	mustSubscribe(e, b, orders, holdingOrder(0, release), runtime.StartAt(runtime.Horizon()))
@@ -375,8 +371,7 @@ func TestStatusAfterALostLease(t *testing.T) { testStatusAfterALostLease(newEnv(
 
 func testStatusAfterALostLease(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	b := e.broker(runtime.WithOwnerID("a"))
 	mustSubscribe(e, b, orders, func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() })
 	e.connect(b)

@@ -42,9 +42,7 @@ func TestApplicationNamesCannotShareALeaseNamespaceOnDynalite(t *testing.T) {
 
 func testApplicationNamesCannotShareALeaseNamespace(e *env) {
 	t := e.t
-	orders, audit := e.stream("orders"), e.stream("audit")
-	e.createStream(orders, 1)
-	e.createStream(audit, 1)
+	orders, audit := e.newStream("orders", 1), e.newStream("audit", 1)
 
 	for _, app := range []string{"team/" + orders, "team orders", string(make([]byte, 129))} {
 		bad := e.broker(runtime.WithApplication(app))

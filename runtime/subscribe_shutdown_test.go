@@ -89,9 +89,7 @@ func TestSubscribeDuringShutdownIsRefused(t *testing.T) {
 
 func testSubscribeDuringShutdown(t *testing.T, opts []runtime.Option) {
 	e := newEnv(t)
-	orders, audit := e.stream("orders"), e.stream("audit")
-	e.createStream(orders, 1)
-	e.createStream(audit, 1)
+	orders, audit := e.newStream("orders", 1), e.newStream("audit", 1)
 	b := e.broker(opts...)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -151,8 +149,7 @@ func testShutdownStopsASubscribeStillStarting(t *testing.T, opts []runtime.Optio
 	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
 	held := &heldDescribe{API: srv, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	e := newEnvWith(t, held)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	held.stream = orders // from now on
 	b := e.broker(opts...)
 	e.connect(b)

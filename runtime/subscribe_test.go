@@ -111,6 +111,15 @@ func (e *env) createStream(name string, shards int32) {
 	waitActive(e.ctx, e.t, e.api, name, "") // a live server creates streams asynchronously
 }
 
+// newStream creates a stream of shards named after base (made unique to
+// the test, as by stream) and returns its name.
+func (e *env) newStream(base string, shards int32) string {
+	e.t.Helper()
+	name := e.stream(base)
+	e.createStream(name, shards)
+	return name
+}
+
 // publisher is a connected broker that only publishes.
 func (e *env) publisher(stream string) runtime.Publisher[order] {
 	b := e.broker()
@@ -295,8 +304,7 @@ func TestPlainWorkersCanReorderOneKey(t *testing.T) { testPlainWorkersCanReorder
 
 func testPlainWorkersCanReorderOneKey(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	secondDone := make(chan struct{})
 	finished := make(chan int, 2)
 	b := e.broker()
@@ -330,8 +338,7 @@ func TestResumeFromCheckpointAfterRestart(t *testing.T) {
 
 func testResumeFromCheckpointAfterRestart(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	pub := e.publisher(orders)
 
 	h1, ch1 := collect()
@@ -372,8 +379,7 @@ func TestUnacknowledgedRecordIsRedelivered(t *testing.T) {
 
 func testUnacknowledgedRecordIsRedelivered(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	pub := e.publisher(orders)
 
 	stuck := make(chan struct{})
@@ -415,8 +421,7 @@ func TestRetryPublishesCopiesWithAttemptCount(t *testing.T) {
 
 func testRetryPublishesCopiesWithAttemptCount(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	seen := make(chan runtime.Delivery, 8)
 	b := e.broker()
 	sub := mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -465,9 +470,7 @@ func TestDeadLetterCarriesReasonAndOrigin(t *testing.T) {
 
 func testDeadLetterCarriesReasonAndOrigin(e *env) {
 	t := e.t
-	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
-	e.createStream(orders, 1)
-	e.createStream(dlq, 1)
+	orders, dlq := e.newStream("orders", 1), e.newStream("orders-dlq", 1)
 	attempts := make(chan runtime.Delivery, 8)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -537,8 +540,7 @@ func TestRejectWithoutDeadLetterLogsAndCheckpoints(t *testing.T) {
 
 func testRejectWithoutDeadLetterLogsAndCheckpoints(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	seen := make(chan runtime.Delivery, 2)
 	b := e.broker()
 	sub := mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -568,9 +570,7 @@ func TestUndecodableRecordsAreRejected(t *testing.T) { testUndecodableRecordsAre
 
 func testUndecodableRecordsAreRejected(e *env) {
 	t := e.t
-	orders, dlq := e.stream("orders"), e.stream("orders-dlq")
-	e.createStream(orders, 1)
-	e.createStream(dlq, 1)
+	orders, dlq := e.newStream("orders", 1), e.newStream("orders-dlq", 1)
 	h, ch := collect()
 	b := e.broker()
 	mustSubscribe(e, b, orders, h, runtime.DeadLetter(dlq))
@@ -623,8 +623,7 @@ func TestPanickingHandlerIsRetried(t *testing.T) { testPanickingHandlerIsRetried
 
 func testPanickingHandlerIsRetried(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	attempts := make(chan int, 4)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -651,8 +650,7 @@ func TestSeekToHorizonReplaysAndSeekAfterShutdownFails(t *testing.T) {
 
 func testSeekToHorizonReplaysAndSeekAfterShutdownFails(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	h, ch := collect()
 	b := e.broker()
 	sub := mustSubscribe(e, b, orders, h)
@@ -691,8 +689,7 @@ func testSeekToHorizonReplaysAndSeekAfterShutdownFails(e *env) {
 // order across the restarts.
 func TestGracefulStopsMidDrainNeitherLoseNorRepeat(t *testing.T) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	const n, keys = 6000, 40
 	entries := make([]types.PutRecordsRequestEntry, 0, 500)
 	for i := range n {
@@ -763,8 +760,7 @@ func TestShutdownReleasesLeasesForTheNextBroker(t *testing.T) {
 
 func testShutdownReleasesLeasesForTheNextBroker(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	b1 := e.broker(runtime.WithOwnerID("first"))
 	h1, _ := collect()
 	mustSubscribe(e, b1, orders, h1)
@@ -812,8 +808,7 @@ func TestSubscribeTwiceAfterConnectIsRefused(t *testing.T) {
 
 func testSubscribeTwiceAfterConnectIsRefused(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	b := e.broker()
 	e.connect(b)
 	h, _ := collect()
@@ -886,9 +881,7 @@ func TestReplyOutcomePublishesTheReply(t *testing.T) { testReplyOutcomePublishes
 
 func testReplyOutcomePublishesTheReply(e *env) {
 	t := e.t
-	orders, receiptStream := e.stream("orders"), e.stream("receipts")
-	e.createStream(orders, 1)
-	e.createStream(receiptStream, 2)
+	orders, receiptStream := e.newStream("orders", 1), e.newStream("receipts", 2)
 	b := e.broker()
 	receipts := runtime.NewPublisher[receipt](b, runtime.PublisherSpec{Stream: receiptStream}, runtime.WithPartitionKey("receipts"))
 	mustSubscribe(e, b, orders, func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -923,8 +916,7 @@ func testReplyOutcomePublishesTheReply(e *env) {
 func TestRetryCopyThatFailsToPublishKeepsTheOriginal(t *testing.T) {
 	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
 	e := newEnvWith(t, srv)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 
 	// The first put (the original) goes through; every retry copy is refused.
 	refused := refuseCopies(srv, orders, &types.InternalFailureException{Message: aws.String("injected")})
@@ -965,8 +957,7 @@ func TestSplitAndMergeDuringConsumptionKeepEachKeysOrder(t *testing.T) {
 
 func testSplitAndMerge(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	const customers, rounds, perRound = 30, 3, 10
 	var (
 		mu  sync.Mutex
@@ -1046,8 +1037,7 @@ func testSplitAndMerge(e *env) {
 func TestSlowHandlerPausesTheReader(t *testing.T) {
 	srv := kinesistest.New(kinesistest.WithLongPoll(time.Second))
 	e := newEnvWith(t, srv)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	pub := e.publisher(orders)
 	for i := range 2000 {
 		e.publish(pub, order{ID: i, Customer: "alice"})
@@ -1085,8 +1075,7 @@ func TestStartAtTimeAndSeekToSequence(t *testing.T) { testStartAtTimeAndSeekToSe
 
 func testStartAtTimeAndSeekToSequence(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 2)
+	orders := e.newStream("orders", 2)
 	pub := e.publisher(orders)
 	e.publishRange(pub, 0, 4)
 	time.Sleep(5 * time.Millisecond) // arrival times may be kept to the millisecond
@@ -1177,8 +1166,7 @@ func TestAggregatedRecordsAreDeliveredOneByOne(t *testing.T) {
 
 func testAggregatedRecords(e *env) {
 	t := e.t
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	seen := make(chan delivered, 8)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -1216,8 +1204,7 @@ func testAggregatedRecords(e *env) {
 // retries=0: a record that asks for a retry is given up at once.
 func TestNoRetriesGivesUpAtOnce(t *testing.T) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	attempts := make(chan int, 4)
 	b := e.broker()
 	sub := mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
@@ -1242,8 +1229,7 @@ func TestNoRetriesGivesUpAtOnce(t *testing.T) {
 // attempt header does not fit) is given up instead of blocking its shard.
 func TestRetryCopyTooLargeIsGivenUp(t *testing.T) {
 	e := newEnv(t)
-	orders := e.stream("orders")
-	e.createStream(orders, 1)
+	orders := e.newStream("orders", 1)
 	seen := make(chan runtime.Delivery, 4)
 	b := e.broker()
 	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
