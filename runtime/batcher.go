@@ -713,7 +713,11 @@ func (b *batcher) nextWake() (time.Time, bool) {
 func (b *batcher) failQueued() {
 	err := b.errorf(ErrNotConnected, nil)
 	for _, e := range b.retries {
-		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, e.failed.Load().err)) // set by retry
+		var cause error
+		if f := e.failed.Load(); f != nil { // set by retry; not by isolate, whose halves wait here too
+			cause = f.err
+		}
+		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, cause))
 	}
 	b.retries = nil
 	for b.ready.len() > 0 {
