@@ -1,0 +1,218 @@
+package runtime_test
+
+import (
+	"context"
+	"log/slog"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// sentMsg is one acknowledged publish and its receipt.
+type sentMsg struct {
+	key string
+	n   int
+	r   runtime.Receipt
+}
+
+// publishWhile publishes messages 0, 1, ... of each key, one goroutine per
+// key sending one after another through p, until stop is closed; it
+// returns what was acknowledged. A publish that fails is an error.
+func publishWhile(ctx context.Context, t *testing.T, p runtime.Publisher[aggMsg], keys []string, stop <-chan struct{}) func() []sentMsg {
+	var mu sync.Mutex
+	var sent []sentMsg
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := p.Message(aggMsg{Key: k, N: n}).PartitionKey(k).Send(ctx)
+				if err != nil {
+					t.Errorf("publish %s/%d: %v", k, n, err)
+					return
+				}
+				mu.Lock()
+				sent = append(sent, sentMsg{k, n, r})
+				mu.Unlock()
+			}
+		})
+	}
+	return func() []sentMsg {
+		wg.Wait()
+		return sent
+	}
+}
+
+// checkSent checks the stream against what was acknowledged: a reader
+// that drops every aggregate holding a key of another shard reads each
+// key's acknowledged messages once, in order, under its key, and nothing
+// else; and each receipt names a copy of its message stored on the shard
+// its key hashes to (at the receipt's sequence and sub-sequence number).
+func checkSent(ctx context.Context, t *testing.T, api kinesisapi.API, stream string, sent []sentMsg) {
+	t.Helper()
+	msgs, _ := readMessages(ctx, t, api, stream)
+	want := map[string]int{}
+	for _, m := range sent {
+		want[m.key] = max(want[m.key], m.n+1)
+	}
+	checkKeyed(t, msgs, want)
+	l, err := shard.List(ctx, api, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type at struct {
+		shard, seq string
+		sub        int64
+	}
+	stored := map[at]storedMsg{}
+	for _, m := range msgs {
+		stored[at{m.shard, m.seq, m.sub}] = m
+	}
+	for _, m := range sent {
+		got, ok := stored[at{m.r.ShardID, m.r.SequenceNumber, m.r.SubSequence}]
+		info, _ := l.Shard(m.r.ShardID)
+		switch {
+		case !ok:
+			t.Errorf("%s/%d: receipt %+v names no stored message", m.key, m.n, m.r)
+		case got.Key != m.key || got.N != m.n || got.key != m.key || m.r.PartitionKey != m.key:
+			t.Errorf("%s/%d: receipt %+v names %s/%d under %q", m.key, m.n, m.r, got.Key, got.N, got.key)
+		case !info.Range.Contains(shard.HashKeyOf(m.key)):
+			t.Errorf("%s/%d: receipt %+v names a shard its key does not hash to", m.key, m.n, m.r)
+		}
+	}
+}
+
+// TestAggregatedReshardBetweenARefusedPutAndItsRetry: every put is refused
+// (throttled) for a while, so each shard's aggregates wait out backoffs;
+// both shards are split meanwhile, and the refusals stop: the aggregates
+// retried land on the children (their ExplicitHashKey was the parent's),
+// and every acknowledged message is still read once, in order, on its
+// key's shard, each receipt naming it there. The reshard tests without
+// faults never have an aggregate retried across the split.
+func TestAggregatedReshardBetweenARefusedPutAndItsRetry(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	var refuse atomic.Bool
+	var refused atomic.Int64
+	s.InjectPutFault(func(string, string) error {
+		if refuse.Load() {
+			refused.Add(1)
+			return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+		}
+		return nil
+	})
+	logs := &syncBuffer{}
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries(),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))))
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{MaxBytes: 2000}))
+	stop := make(chan struct{})
+	wait := publishWhile(ctx, t, p, aggKeys(24), stop)
+	time.Sleep(50 * time.Millisecond)
+	refuse.Store(true)
+	for refused.Load() < 20 {
+		time.Sleep(time.Millisecond)
+	}
+	splitInHalf(ctx, t, s, stream, "shardId-000000000000")
+	splitInHalf(ctx, t, s, stream, "shardId-000000000001")
+	time.Sleep(20 * time.Millisecond)
+	refuse.Store(false)
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	sent := wait()
+	checkSent(ctx, t, s, stream, sent)
+	// Every put was refused from before the splits until after them: an
+	// aggregate that landed on a child was sent to its parent and retried.
+	if !strings.Contains(logs.String(), "landed on another shard") {
+		t.Errorf("no aggregate retried across the split landed on a child; log:\n%s", logs)
+	}
+	t.Logf("%d messages acknowledged, %d puts refused", len(sent), refused.Load())
+}
+
+// TestAggregatedKeysOnAShardBoundary splits a stream while publishing so
+// that one key's hash is exactly a child's starting hash key (the
+// ExplicitHashKey of every aggregate of that child) and another's exactly
+// its ending hash key: their messages, and their neighbours', are read
+// once each, in order, on their own shard, each receipt naming it there.
+// The other reshard tests split at the middle, where no key sits.
+func TestAggregatedKeysOnAShardBoundary(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedKeysOnAShardBoundary(t, s, runtime.WithKinesisClient(s))
+}
+
+func TestAggregatedKeysOnAShardBoundaryKinesalite(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedKeysOnAShardBoundary(t, api, opts...)
+}
+
+func testAggregatedKeysOnAShardBoundary(t *testing.T, s kinesisapi.API, opts ...runtime.Option) {
+	ctx := testContext(t, 60*time.Second)
+	stream := createStream(ctx, t, s, 1)
+	keys := aggKeys(24)
+	// Sorted by hash: first and last are neighbours in the middle.
+	slices.SortFunc(keys, func(a, b string) int {
+		ha, hb := shard.HashKeyOf(a), shard.HashKeyOf(b)
+		if ha.Less(hb) {
+			return -1
+		}
+		if hb.Less(ha) {
+			return 1
+		}
+		return 0
+	})
+	first, last := keys[len(keys)/2], keys[len(keys)/2+1]
+	b := connect(ctx, t, runtime.NewBroker(opts...))
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: time.Millisecond}))
+	stop := make(chan struct{})
+	wait := publishWhile(ctx, t, p, keys, stop)
+	split := func(id, at string) {
+		if _, err := s.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: &stream, ShardToSplit: &id, NewStartingHashKey: &at}); err != nil {
+			t.Fatalf("split %s at %s: %v", id, at, err)
+		}
+		waitActive(ctx, t, s, stream, " after a split")
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	// Shard 1 starts at first's hash; shard 2's first hash is last's plus one.
+	split("shardId-000000000000", shard.HashKeyOf(first).String())
+	end, _ := new(big.Int).SetString(shard.HashKeyOf(last).String(), 10)
+	split("shardId-000000000002", end.Add(end, big.NewInt(1)).String())
+	close(stop)
+	sent := wait()
+	checkSent(ctx, t, s, stream, sent)
+	l, err := shard.List(ctx, s, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := l.Shard("shardId-000000000003")
+	if info.StartingHashKey != shard.HashKeyOf(first).String() || info.EndingHashKey != shard.HashKeyOf(last).String() {
+		t.Fatalf("shard 3 spans %s..%s, want exactly %s's and %s's hashes", info.StartingHashKey, info.EndingHashKey, first, last)
+	}
+	n := map[string]int{}
+	for _, m := range sent {
+		if m.r.ShardID == "shardId-000000000003" {
+			n[m.key]++
+		}
+	}
+	if n[first] == 0 || n[last] == 0 {
+		t.Errorf("acknowledged on shard 3: %v; want messages of both boundary keys", n)
+	}
+}
