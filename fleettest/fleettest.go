@@ -1,7 +1,9 @@
 // Package fleettest proves that several OS processes of one service share a
 // stream through a DynamoDB lease table: fleet_test.go runs the worker
 // command (fleettest/worker) three times against kinesalite and dynalite,
-// kills one, stops another, and checks what every record went through.
+// kills one, stops another, and checks what every record went through
+// (TestFleet, polling; TestFleetFanOut, the same by enhanced fan-out on
+// kinesis-mock).
 //
 // This file is the protocol between the two: the message the test publishes
 // and the lines a worker prints.
@@ -39,8 +41,9 @@ func (h Handled) String() string {
 	return fmt.Sprintf("%s %s %d %s %s\n", h.Owner, h.Key, h.Index, h.Shard, h.Sequence)
 }
 
-// Stats is one metrics line of a worker: its lease-store calls so far.
-// Printed as "#stats owner unixNano writes checkpoints reads".
+// Stats is one metrics line of a worker: its lease-store calls so far, and
+// its Kinesis read calls. Printed as
+// "#stats owner unixNano writes checkpoints reads getrecords subscribes".
 type Stats struct {
 	Owner    string
 	UnixNano int64
@@ -51,11 +54,15 @@ type Stats struct {
 	// attribute; the rest are renewals, takes, releases and handoffs.
 	Checkpoints int64
 	Reads       int64 // GetItem, Scan, DescribeTable
+	// GetRecords and SubscribeToShard count the Kinesis calls that read
+	// records: a polling worker makes only the first, one reading by
+	// enhanced fan-out (nearly) only the second.
+	GetRecords, SubscribeToShard int64
 }
 
 // String formats s as the worker prints it, with a trailing newline.
 func (s Stats) String() string {
-	return fmt.Sprintf("#stats %s %d %d %d %d\n", s.Owner, s.UnixNano, s.Writes, s.Checkpoints, s.Reads)
+	return fmt.Sprintf("#stats %s %d %d %d %d %d %d\n", s.Owner, s.UnixNano, s.Writes, s.Checkpoints, s.Reads, s.GetRecords, s.SubscribeToShard)
 }
 
 // ParseLine reads one worker line: exactly one of the results is non-nil
@@ -63,10 +70,10 @@ func (s Stats) String() string {
 func ParseLine(line string) (*Handled, *Stats, error) {
 	f := strings.Fields(line)
 	if len(f) > 0 && f[0] == "#stats" {
-		if len(f) != 6 {
-			return nil, nil, fmt.Errorf("stats line %q: want 6 fields", line)
+		if len(f) != 8 {
+			return nil, nil, fmt.Errorf("stats line %q: want 8 fields", line)
 		}
-		var nums [4]int64
+		var nums [6]int64
 		for i, s := range f[2:] {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
@@ -74,7 +81,8 @@ func ParseLine(line string) (*Handled, *Stats, error) {
 			}
 			nums[i] = n
 		}
-		return nil, &Stats{Owner: f[1], UnixNano: nums[0], Writes: nums[1], Checkpoints: nums[2], Reads: nums[3]}, nil
+		return nil, &Stats{Owner: f[1], UnixNano: nums[0], Writes: nums[1], Checkpoints: nums[2], Reads: nums[3],
+			GetRecords: nums[4], SubscribeToShard: nums[5]}, nil
 	}
 	if len(f) != 5 {
 		return nil, nil, fmt.Errorf("line %q: want \"owner key index shard seq\"", line)

@@ -17,7 +17,7 @@ func TestParseLineRoundTrip(t *testing.T) {
 		t.Errorf("handled line (-want +got):\n%s", diff)
 	}
 
-	s := Stats{Owner: "w2", UnixNano: 1700000000000000000, Writes: 12, Checkpoints: 5, Reads: 7}
+	s := Stats{Owner: "w2", UnixNano: 1700000000000000000, Writes: 12, Checkpoints: 5, Reads: 7, GetRecords: 3, SubscribeToShard: 9}
 	gotH, gotS, err = ParseLine(s.String())
 	if err != nil || gotH != nil {
 		t.Fatalf("ParseLine(%q) = %v, %v, %v; want a stats line", s.String(), gotH, gotS, err)
@@ -34,8 +34,8 @@ func TestParseLineRejectsMalformed(t *testing.T) {
 		"too many":       "w1 key-1 3 shardId-0 123 extra",
 		"bad index":      "w1 key-1 x shardId-0 123",
 		"negative index": "w1 key-1 -1 shardId-0 123",
-		"short stats":    "#stats w1 1 2 3",
-		"bad stats":      "#stats w1 1 2 x 4",
+		"short stats":    "#stats w1 1 2 3 4",
+		"bad stats":      "#stats w1 1 2 x 4 5 6",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if h, s, err := ParseLine(line); err == nil {

@@ -5,8 +5,15 @@
 // or SIGINT (final checkpoints, leases released, exit status 0).
 //
 // Every -stats interval, and once more on exit, it prints
-// "#stats owner unixNano writes checkpoints reads": the DynamoDB calls its
-// lease store has made so far.
+// "#stats owner unixNano writes checkpoints reads getrecords subscribes":
+// the DynamoDB calls its lease store has made so far, and its GetRecords
+// and SubscribeToShard calls.
+//
+// With -fanout CONSUMER it reads by enhanced fan-out through that stream
+// consumer (runtime.FanOut), registering it when missing
+// (-create-if-missing); its Kinesis client then reads kinesis-mock's
+// subscriptions through kinesismock.Transport, which passes the service's
+// answers through unchanged.
 //
 // It publishes too when asked on its standard input ("publish first stride
 // keys from n pause", see fleettest.PublishCommand): each call bounded by
@@ -14,7 +21,7 @@
 // an error, "#pubdone owner" when the command's records are all published.
 //
 //	worker -kinesis-endpoint URL -dynamodb-endpoint URL -stream S -table T -owner ID \
-//	       [-failover 3s] [-renew 1s] [-sync 1s] [-checkpoint 1s]
+//	       [-failover 3s] [-renew 1s] [-sync 1s] [-checkpoint 1s] [-fanout CONSUMER [-create-if-missing SHARDS]]
 //
 // Endpoints default to $KINESIS_TEST_ENDPOINT and $DYNAMODB_TEST_ENDPOINT.
 package main
@@ -26,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -34,11 +42,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/kinesisgen/kinesisgen/fleettest"
 	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/kinesismock"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
@@ -54,6 +65,8 @@ type options struct {
 	region           string
 	verbose          bool
 	perLease         bool
+	fanout           string
+	createShards     int
 }
 
 func main() {
@@ -83,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&create, "create-table", false, "create the lease table when missing")
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
 	fs.BoolVar(&o.perLease, "per-lease", false, "renew every lease and ask for one per pass (runtime.WithPerLeaseRenewal)")
+	fs.StringVar(&o.fanout, "fanout", "", "read by enhanced fan-out through this stream consumer (runtime.FanOut)")
+	fs.IntVar(&o.createShards, "create-if-missing", 0, "create a missing stream with this many shards, and a missing -fanout consumer (runtime.CreateIfMissing)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -111,6 +126,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	storeOpts = append(storeOpts, lease.WithLogger(log))
 	store := lease.NewDynamoDB(ddb, o.table, storeOpts...)
 
+	// The SDK's default configuration, as runtime.WithEndpoint would load
+	// it, with the Kinesis read calls counted for the #stats lines.
+	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background(), awsconfig.WithRegion(o.region),
+		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: AWS config: %v\n", err)
+		return 1
+	}
+	awsCfg.HTTPClient = awshttp.NewBuildableClient() // the SDK client's own default
+	if o.fanout != "" {
+		// kinesis-mock's SubscribeToShard answers are unreadable to the
+		// SDK without it.
+		awsCfg.HTTPClient = kinesismock.HTTPClient()
+	}
+	calls := &countingHTTP{next: awsCfg.HTTPClient}
+	awsCfg.HTTPClient = calls
+
 	opts := []runtime.Option{
 		runtime.WithEndpoint(o.kinesis),
 		runtime.WithRegion(o.region),
@@ -128,7 +160,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.perLease {
 		opts = append(opts, runtime.WithPerLeaseRenewal())
 	}
-	b := runtime.NewBroker(opts...)
+	b := runtime.NewBrokerFromConfig(awsCfg, opts...)
 
 	out := &lineWriter{w: stdout}
 	bad := make(chan error, 1)
@@ -150,9 +182,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return runtime.Ack()
 	}
-	if _, err := runtime.Subscribe(b, o.stream, handle,
-		runtime.Workers(o.workers), runtime.ByKey(), runtime.StartAt(runtime.Horizon()),
-		runtime.HandlerName("fleettest.worker")); err != nil {
+	subOpts := []runtime.SubscribeOption{runtime.Workers(o.workers), runtime.ByKey(), runtime.StartAt(runtime.Horizon()),
+		runtime.HandlerName("fleettest.worker")}
+	if o.fanout != "" {
+		subOpts = append(subOpts, runtime.FanOut(o.fanout))
+	}
+	if o.createShards > 0 {
+		subOpts = append(subOpts, runtime.CreateIfMissing(int32(o.createShards)))
+	}
+	if _, err := runtime.Subscribe(b, o.stream, handle, subOpts...); err != nil {
 		fmt.Fprintf(stderr, "worker: subscribe: %v\n", err)
 		return 1
 	}
@@ -160,7 +198,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	printStats := func() { _ = out.print(ddb.stats(o.owner).String()) }
+	printStats := func() {
+		s := ddb.stats(o.owner)
+		s.GetRecords, s.SubscribeToShard = calls.getRecords.Load(), calls.subscribes.Load()
+		_ = out.print(s.String())
+	}
 	statsDone := make(chan struct{})
 	go func() {
 		defer close(statsDone)
@@ -189,7 +231,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	status := 0
 	done := make(chan error, 1)
 	go func() { done <- b.Run(runCtx) }()
-	var err error
 	select {
 	case err = <-done:
 	case berr := <-bad:
@@ -322,6 +363,23 @@ func (l *lineWriter) print(s string) error {
 	defer l.mu.Unlock()
 	_, err := io.WriteString(l.w, s)
 	return err
+}
+
+// countingHTTP counts the Kinesis calls that read records, by the
+// operation the request names.
+type countingHTTP struct {
+	next                   aws.HTTPClient
+	getRecords, subscribes atomic.Int64
+}
+
+func (c *countingHTTP) Do(req *http.Request) (*http.Response, error) {
+	switch req.Header.Get("X-Amz-Target") {
+	case "Kinesis_20131202.GetRecords":
+		c.getRecords.Add(1)
+	case "Kinesis_20131202.SubscribeToShard":
+		c.subscribes.Add(1)
+	}
+	return c.next.Do(req)
 }
 
 // countingDynamo counts the lease store's DynamoDB calls.
