@@ -70,16 +70,45 @@ func envDuration(name string, def time.Duration) time.Duration {
 // TestFleet runs three worker processes on one 4-shard stream with a
 // DynamoDB lease table, SIGKILLs one halfway through 20k records and
 // SIGTERMs another halfway through 10k more, and checks every record's fate.
+// The workers poll GetRecords.
 func TestFleet(t *testing.T) {
-	srv := fleetServer(t)
+	runFleet(t, fleetRun{server: fleetServer(t), perKey1: perKey1, perKey2: perKey2})
+}
+
+// TestFleetFanOut is TestFleet with the workers reading by enhanced fan-out
+// (runtime.FanOut), on kinesis-mock, the one local server with stream
+// consumers: the three workers race to register the consumer at start
+// (create_if_missing) and must end on one; the SIGKILL and the SIGTERM end
+// subscriptions that the survivors take over from the checkpoints, with
+// the duplicates, order and bounds TestFleet asserts (they are the lease
+// protocol's, the same whichever way a worker reads); and no worker polls.
+// The full record counts: about 75 s under -race, publishing most of it.
+func TestFleetFanOut(t *testing.T) {
+	runFleet(t, fleetRun{server: livetest.KinesisMock, fanout: "fleettest", perKey1: perKey1, perKey2: perKey2})
+}
+
+// fleetRun is one fleet scenario: the server, how the workers read, and
+// each key's records in the two batches.
+type fleetRun struct {
+	server           livetest.KinesisServer
+	fanout           string // the stream consumer the workers read through; "" polls
+	perKey1, perKey2 int
+}
+
+// runFleet is the body of TestFleet and TestFleetFanOut. With run.fanout it
+// also checks the consumer (checkConsumer) and that no worker polled, and
+// its summary line reads "FLEET fanout ... subscribes=N getrecords=0".
+func runFleet(t *testing.T, run fleetRun) {
+	srv := run.server
 	kinesisURL := srv.Endpoint(t)
 	dynamoURL := livetest.DynamoDBEndpoint(t)
 	bin := buildWorker(t)
+	perKey1, perKey2 := run.perKey1, run.perKey2
 
 	// About 25 s on kinesalite at the short timing. The bound is a fixed
 	// part for the waits that do not depend on the server's speed (failover,
-	// handoff, balancing) and a part for the 30k records that scales with
-	// the server's measured throughput, so a slower server (kinesis-mock
+	// handoff, balancing) and a part for the records that scales with the
+	// server's measured throughput, so a slower server (kinesis-mock
 	// handles a fraction of kinesalite's records a second) gets the time it
 	// needs and a stall still fails.
 	perRecord := measurePerRecord(t, kinesisURL)
@@ -89,6 +118,7 @@ func TestFleet(t *testing.T) {
 	defer cancel()
 
 	f := newFleet(t, bin, kinesisURL, dynamoURL, "fleet")
+	f.fanout = run.fanout
 	f.setup(ctx)
 
 	for _, owner := range []string{"w1", "w2", "w3"} {
@@ -104,6 +134,9 @@ func TestFleet(t *testing.T) {
 		return len(ls) == shards && len(load) == 3 && slices.Min(slices.Collect(maps.Values(load))) >= 1 && f.allLive(load)
 	})
 	t.Logf("all shards owned after %v, balanced after %v: %s", owned.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), describe(balanced))
+	if f.fanout != "" {
+		f.checkConsumer(ctx) // every worker owns a shard: each has its consumer
+	}
 
 	idle := f.measureWrites(ctx, balanced)
 
@@ -158,22 +191,91 @@ func TestFleet(t *testing.T) {
 	}
 
 	// What a user cares about.
-	r := f.check(victim, killedAt, inherited, stopped)
+	r := f.check(victim, killedAt, inherited, stopped, perKey1+perKey2)
 	if failoverTook > 2*failover {
 		t.Errorf("shards of the killed worker owned again after %v, want within 2 × failover = %v", failoverTook, 2*failover)
 	}
 	if handoffTook >= failover {
 		t.Errorf("shards of the stopped worker moved after %v, want before the failover time %v (released, not expired)", handoffTook, failover)
 	}
-	t.Logf("FLEET failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d stored_twice=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
+	summary := fmt.Sprintf("failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d stored_twice=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
 		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful, r.storedTwice,
 		idle.writesPerSec, busy.writesPerSec, busy.checkpointsPerSec, idle.readsPerSec)
+	if f.fanout == "" {
+		t.Logf("FLEET %s", summary)
+		return
+	}
+	// The records came by fan-out, not by polling: no shard closed, so
+	// no GetRecords call confirmed a shard's end either.
+	var getRecords, subscribes int64
+	for _, s := range f.lastStats() {
+		getRecords += s.GetRecords
+		subscribes += s.SubscribeToShard
+	}
+	if getRecords != 0 {
+		t.Errorf("the workers made %d GetRecords calls; reading by fan-out, of shards none of which closed, they make none", getRecords)
+	}
+	if subscribes < shards {
+		t.Errorf("the workers made %d SubscribeToShard calls, want at least one per shard (%d)", subscribes, shards)
+	}
+	t.Logf("FLEET fanout %s subscribes=%d getrecords=%d", summary, subscribes, getRecords)
+}
+
+// checkConsumer checks that the workers, which all started at once with
+// create_if_missing, ended on one stream consumer, registered by one of
+// them.
+func (f *fleet) checkConsumer(ctx context.Context) {
+	t := f.t
+	t.Helper()
+	sum, err := f.kc.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &f.stream})
+	if err != nil {
+		t.Fatalf("describe stream: %v", err)
+	}
+	out, err := f.kc.ListStreamConsumers(ctx, &kinesis.ListStreamConsumersInput{StreamARN: sum.StreamDescriptionSummary.StreamARN})
+	if err != nil {
+		t.Fatalf("list stream consumers: %v", err)
+	}
+	var names []string
+	for _, c := range out.Consumers {
+		names = append(names, aws.ToString(c.ConsumerName)+"="+string(c.ConsumerStatus))
+	}
+	if len(out.Consumers) != 1 || aws.ToString(out.Consumers[0].ConsumerName) != f.fanout {
+		t.Errorf("stream consumers %v, want %s alone", names, f.fanout)
+	}
+	registered := 0
+	f.mu.Lock()
+	for _, p := range f.procs {
+		b, err := os.ReadFile(p.stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		registered += bytes.Count(b, []byte(`msg="stream consumer registered"`))
+	}
+	f.mu.Unlock()
+	if registered != 1 {
+		t.Errorf("%d workers logged registering the consumer, want 1: the others find it registered", registered)
+	}
+	t.Logf("stream consumers %v, registered by %d of the %d workers", names, registered, len(f.procs))
+}
+
+// lastStats is the latest stats line of every worker.
+func (f *fleet) lastStats() []Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last []Stats
+	for _, ss := range f.stats {
+		if len(ss) > 0 {
+			last = append(last, ss[len(ss)-1])
+		}
+	}
+	return last
 }
 
 // fleetWorkFactor is how many times the probe's time per record the fleet
 // may take per record: the fleet also kills, stops and hands over. Measured
 // on a quiet machine: kinesalite 0.29 ms a record (records part about 9 s,
-// the fleet 21 s in all), kinesis-mock 1.88 ms (about 56 s, the fleet 112 s).
+// the fleet 21 s in all), kinesis-mock 1.88 ms (about 56 s, the fleet 112 s);
+// under -race with fan-out, kinesis-mock 0.71 ms (about 64 s, the fleet 73 s).
 const fleetWorkFactor = 3
 
 // fleetServer is the Kinesis server TestFleet runs on: kinesalite, or the
@@ -313,6 +415,7 @@ type fleet struct {
 
 	logPrefix string // of the workers' stderr files (FLEETTEST_LOGDIR)
 	perLease  bool   // workers run with -per-lease (as FLEETTEST_PER_LEASE does)
+	fanout    string // workers read by enhanced fan-out through this consumer, registering it if missing
 
 	mu       sync.Mutex
 	procs    map[string]*proc
@@ -408,7 +511,11 @@ func (f *fleet) setup(ctx context.Context) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = f.kc.DeleteStream(cctx, &kinesis.DeleteStreamInput{StreamName: &f.stream})
+		del := &kinesis.DeleteStreamInput{StreamName: &f.stream}
+		if f.fanout != "" {
+			del.EnforceConsumerDeletion = aws.Bool(true) // the workers' consumer
+		}
+		_, _ = f.kc.DeleteStream(cctx, del)
 		_, _ = ddb.DeleteTable(cctx, &dynamodb.DeleteTableInput{TableName: &f.table})
 	})
 }
@@ -444,6 +551,10 @@ func (f *fleet) startOn(owner, kinesisURL, dynamoURL string) {
 	if f.perLease || os.Getenv("FLEETTEST_PER_LEASE") != "" {
 		// The lease behaviour before issue 17, for side-by-side figures.
 		cmd.Args = append(cmd.Args, "-per-lease")
+	}
+	if f.fanout != "" {
+		// The stream exists: -create-if-missing registers the consumer.
+		cmd.Args = append(cmd.Args, "-fanout", f.fanout, "-create-if-missing", fmt.Sprint(shards))
 	}
 	cmd.Stderr = errFile
 	dieWithTest(cmd)
@@ -882,20 +993,20 @@ type result struct {
 //     exactly the records the killed worker handled past the last checkpoint
 //     it wrote on its shards: what it had in flight, never more;
 //   - so no record handled by the gracefully stopped worker is handled again.
-func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]string, stopped string) result {
+func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]string, stopped string, perKey int) result {
 	t := f.t
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var res result
 	for k := range keys {
-		for i := range perKey1 + perKey2 {
+		for i := range perKey {
 			if len(f.seen[record{KeyName(k), i}]) == 0 {
 				t.Errorf("record %s/%d was never handled", KeyName(k), i)
 			}
 		}
 	}
-	if len(f.seen) != keys*(perKey1+perKey2) {
-		t.Errorf("%d distinct records handled, published %d", len(f.seen), keys*(perKey1+perKey2))
+	if len(f.seen) != keys*perKey {
+		t.Errorf("%d distinct records handled, published %d", len(f.seen), keys*perKey)
 	}
 
 	// A record is stored twice when the publisher sent it again after a
