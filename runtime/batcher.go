@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -324,10 +326,11 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 	f := e.failed.Load()
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) || e.state.Load() == entryAbandoned {
 		// Never sent, or waiting out a backoff (abandoned now, or by the
-		// runtime when it came to send it after the ctx ended): nothing of
-		// it will be written.
+		// runtime when it came to send it after the ctx ended): nothing
+		// more of it will be written (an attempt that got no answer may
+		// have been: f says so).
 		if f != nil {
-			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", f.attempts, e.ctx.Err(), f.err))
+			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts%s: %w; last error: %w", f.attempts, f.written(), e.ctx.Err(), f.err))
 		}
 		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", e.ctx.Err()))
 	}
@@ -346,6 +349,43 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 type failure struct {
 	attempts int
 	err      error
+	// unanswered: an attempt got no answer (its connection failed, its
+	// deadline passed), so the service may have stored the record.
+	unanswered bool
+}
+
+// written is what a caller told that the entry will not be sent again
+// must hear about the attempts made: nothing, unless one may have stored
+// the record.
+func (f *failure) written() string {
+	if f.unanswered {
+		return " (an attempt that got no answer may have been written)"
+	}
+	return ""
+}
+
+// notSentAgain is the cause a shutdown reports for an entry it fails
+// before its next attempt.
+func (f *failure) notSentAgain() error {
+	if f.unanswered {
+		return fmt.Errorf("not sent again; an attempt that got no answer may have been written; last error: %w", f.err)
+	}
+	return f.err
+}
+
+// unanswered says whether a failed call may have stored its records: the
+// service did not answer it (the connection failed after the request may
+// have gone out, the call's deadline passed, a shutdown cancelled it). A
+// refused connection, a failed DNS lookup or missing credentials sent
+// nothing.
+func unanswered(err error) bool {
+	if _, answered := errors.AsType[smithy.APIError](err); answered {
+		return false
+	}
+	if _, dns := errors.AsType[*net.DNSError](err); dns {
+		return false
+	}
+	return !isAccess(err) && !errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func (b *batcher) errorf(kind, cause error) *Error {
@@ -595,6 +635,9 @@ func (b *batcher) settle(r callResult, now time.Time) {
 		kind, retry := classifyCallError(r.err)
 		if b.ctx.Err() != nil {
 			kind, retry = ErrNotConnected, false // a shutdown ran out of time and cancelled the call
+			if unanswered(r.err) {
+				r.err = fmt.Errorf("cancelled by the shutdown (the records may have been written): %w", r.err)
+			}
 		}
 		if kind == ErrPublish && !retry && len(r.batch) > 1 && refusedForOneEntry(r.err) {
 			b.isolate(r.batch, r.err, now)
@@ -603,7 +646,7 @@ func (b *batcher) settle(r callResult, now time.Time) {
 		cause := fmt.Errorf("PutRecords: %w", r.err) // one for the batch: errors are immutable
 		for _, e := range r.batch {
 			if retry {
-				b.retry(e, cause, now)
+				b.retry(e, cause, unanswered(r.err), now)
 			} else {
 				b.resolve(e, Receipt{}, b.errorf(kind, cause))
 			}
@@ -623,7 +666,7 @@ func (b *batcher) settle(r callResult, now time.Time) {
 		}
 		cause := &EntryError{Code: *res.ErrorCode, Message: deref(res.ErrorMessage)}
 		if retryableCode(cause.Code) {
-			b.retry(e, cause, now)
+			b.retry(e, cause, false, now)
 		} else {
 			b.resolve(e, Receipt{}, b.errorf(ErrPublish, cause))
 		}
@@ -632,15 +675,20 @@ func (b *batcher) settle(r callResult, now time.Time) {
 
 // retry schedules a failed entry after a capped exponential backoff with
 // full jitter; its key stays blocked meanwhile. An entry whose caller has
-// gone, or whose batcher is closing, is failed instead.
-func (b *batcher) retry(e *entry, cause error, now time.Time) {
+// gone, or whose batcher is closing, is failed instead. unanswered says
+// that the attempt may have stored the record.
+func (b *batcher) retry(e *entry, cause error, unanswered bool, now time.Time) {
 	e.attempts++
+	f := &failure{attempts: e.attempts, err: cause, unanswered: unanswered}
+	if prev := e.failed.Load(); prev != nil {
+		f.unanswered = f.unanswered || prev.unanswered
+	}
 	if b.ctx.Err() != nil {
-		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, cause))
+		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, f.notSentAgain()))
 		return
 	}
 	if err := e.ctx.Err(); err != nil {
-		b.resolve(e, Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts: %w; last error: %w", e.attempts, err, cause)))
+		b.resolve(e, Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts%s: %w; last error: %w", e.attempts, f.written(), err, cause)))
 		return
 	}
 	backoff := b.cfg.retryBase << min(e.attempts-1, 20)
@@ -651,7 +699,7 @@ func (b *batcher) retry(e *entry, cause error, now time.Time) {
 	if b.retriedEntry != nil {
 		b.cfg.tel.putRetried.Add(context.Background(), 1, b.retriedEntry)
 	}
-	e.failed.Store(&failure{attempts: e.attempts, err: cause})
+	e.failed.Store(f)
 	b.log.Debug("kinesis publish retry", "stream", b.stream, "partition_key_md5", keyDigest(e.key), "attempt", e.attempts, "err", cause)
 	e.state.Store(entryQueued)
 	b.retries = append(b.retries, e)
@@ -715,7 +763,7 @@ func (b *batcher) failQueued() {
 	for _, e := range b.retries {
 		var cause error
 		if f := e.failed.Load(); f != nil { // set by retry; not by isolate, whose halves wait here too
-			cause = f.err
+			cause = f.notSentAgain()
 		}
 		b.resolve(e, Receipt{}, b.errorf(ErrNotConnected, cause))
 	}

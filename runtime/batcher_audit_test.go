@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 )
 
@@ -71,5 +76,102 @@ func TestShutdownWhileARefusedRequestIsSplit(t *testing.T) {
 	}
 	if got := len(f.records()); got != 0 {
 		t.Errorf("%d records stored, want none: every request was refused", got)
+	}
+}
+
+// lostAnswers is the fake Kinesis whose first call is stored and then
+// answered with a transport error (the connection reset after the service
+// stored the records), or, with hold, not answered until the call's
+// context ends.
+type lostAnswers struct {
+	*fakeKinesis
+	hold bool
+
+	mu   sync.Mutex
+	lost bool
+}
+
+func (l *lostAnswers) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	l.mu.Lock()
+	first := !l.lost
+	l.lost = true
+	l.mu.Unlock()
+	out, err := l.fakeKinesis.PutRecords(ctx, in, opts...)
+	if !first || err != nil {
+		return out, err
+	}
+	if l.hold {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("send request: %w", syscall.ECONNRESET)
+}
+
+// slowRetries makes a failed entry wait a minute before it is sent again,
+// so that whatever ends its wait (its caller, a shutdown) ends it first.
+func slowRetries(c *config) { c.batch.retryBase, c.batch.retryMax = time.Minute, time.Minute }
+
+// A record whose first attempt was stored but whose answer was lost
+// waits out a backoff; when its caller gives up, or a shutdown fails it,
+// meanwhile, its error must say that it may have been written (it was),
+// never only that the runtime gave up on it or was not connected. One
+// whose attempt was refused (throttled) was not written and is not said
+// to be.
+func TestGivingUpAfterALostAnswerSaysTheRecordMayBeStored(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		hold      bool // the answer never comes: the shutdown cancels the call
+		shutdown  bool // a shutdown ends the wait, not the caller
+		throttled bool // the first attempt is refused, not lost
+	}{
+		{name: "caller gives up during the backoff"},
+		{name: "shutdown during the backoff", shutdown: true},
+		{name: "shutdown cancels the unanswered call", hold: true, shutdown: true},
+		{name: "caller gives up after a refusal", throttled: true},
+		{name: "shutdown after a refusal", throttled: true, shutdown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &lostAnswers{fakeKinesis: newFake(), hold: tc.hold}
+			if tc.throttled {
+				l.lost = true // no lost answer: the first attempt is refused instead
+				l.entryFault = func(call int, _ types.PutRecordsRequestEntry) *string {
+					if call == 0 {
+						return aws.String("ProvisionedThroughputExceededException")
+					}
+					return nil
+				}
+			}
+			b := NewBroker(WithKinesisClient(l), slowRetries)
+			if err := b.Connect(testCtx(t)); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+			p := NewPublisher[order](b, PublisherSpec{Stream: "orders"})
+			ctx := testCtx(t)
+			if !tc.shutdown {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+			}
+			done := make(chan error, 1)
+			go func() { done <- p.Message(order{ID: 1}).PartitionKey("alice").Publish(ctx) }()
+			waitFor(t, func() bool { return len(l.callSizes()) == 1 })
+			if tc.shutdown {
+				if !tc.hold {
+					time.Sleep(20 * time.Millisecond) // the lost answer is in: waiting out its backoff
+				}
+				sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				_ = b.Shutdown(sctx)
+			}
+			err := <-done
+			if err == nil {
+				t.Fatal("publish returned nil")
+			}
+			t.Logf("publish: %v", err)
+			if stored := len(l.records()) == 1; stored != strings.Contains(err.Error(), "may have been written") {
+				t.Errorf("record stored: %v; error: %v; want it to say the record may have been written exactly when it was", stored, err)
+			}
+		})
 	}
 }
