@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"slices"
@@ -214,5 +216,90 @@ func testAggregatedKeysOnAShardBoundary(t *testing.T, s kinesisapi.API, opts ...
 	}
 	if n[first] == 0 || n[last] == 0 {
 		t.Errorf("acknowledged on shard 3: %v; want messages of both boundary keys", n)
+	}
+}
+
+// TestShutdownWithAStartAllBatchHalfInAnAggregate shuts the broker down
+// while one StartAll batch's aggregate is held in flight and the next
+// batch waits, some of it in the shard's open aggregate, some behind its
+// keys' messages in flight: Shutdown returns once the held put does,
+// every Wait returns, and each message's result is the truth: a receipt
+// naming where it is stored, or an error and nothing stored.
+// TestAggregatedShutdownUnderLoad checks only that what was acknowledged
+// is stored.
+func TestShutdownWithAStartAllBatchHalfInAnAggregate(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAll)
+	s.InjectPutFault(func(_, key string) error {
+		if key == "customer-000" {
+			once.Do(func() { close(held) })
+			<-release
+		}
+		return nil
+	})
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{InFlightWait: time.Minute}))
+	keys := aggKeys(10)
+	var sent []sentMsg // in submission order, as the receipts come
+	var pending []*runtime.Pending
+	start := func(n int, keys []string) {
+		msgs := make([]*runtime.Message[aggMsg], 0, len(keys))
+		for _, k := range keys {
+			msgs = append(msgs, p.Message(aggMsg{Key: k, N: n}).PartitionKey(k))
+			sent = append(sent, sentMsg{key: k, n: n})
+		}
+		pending = append(pending, runtime.StartAll(ctx, msgs))
+	}
+	start(0, keys[:5]) // customer-000 first: its aggregate is held
+	<-held
+	for n := 1; n < 4; n++ {
+		start(n, keys) // customer-000..004 behind their messages in flight, 005..009 in the open aggregate
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- b.Shutdown(ctx) }()
+	time.Sleep(50 * time.Millisecond) // the shutdown has failed what was queued
+	releaseAll()
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	var receipts []runtime.Receipt
+	failed := map[string]bool{}
+	for i, pd := range pending {
+		r, err := pd.Wait()
+		receipts = append(receipts, r...)
+		if err != nil && !errors.Is(err, runtime.ErrNotConnected) {
+			t.Errorf("batch %d: %v, want ErrNotConnected errors only", i, err)
+		}
+	}
+	var acked []sentMsg
+	for i, m := range sent {
+		if receipts[i] == (runtime.Receipt{}) {
+			failed[fmt.Sprint(m.key, "/", m.n)] = true
+			continue
+		}
+		m.r = receipts[i]
+		acked = append(acked, m)
+	}
+	stored := storedKeyN(ctx, t, s, stream)
+	for _, m := range stored {
+		if failed[m] {
+			t.Errorf("%s is stored, and its Wait reported an error", m)
+		}
+	}
+	if len(stored) != len(acked) {
+		t.Errorf("stored %v; %d messages acknowledged", stored, len(acked))
+	}
+	checkSent(ctx, t, s, stream, acked)
+	if len(acked) == 0 || len(failed) == 0 {
+		t.Errorf("%d messages stored, %d failed: want both", len(acked), len(failed))
 	}
 }
