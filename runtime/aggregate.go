@@ -683,6 +683,7 @@ func (a *aggregator) dispatch(now time.Time) {
 // whether anything of it is left to send (send then hands it to the
 // batcher).
 func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
+	head := u.items[0].key // the key route bounded the aggregate with
 	live := u.items[:0]
 	for _, e := range u.items {
 		if e.state.Load() == entryInFlight || !e.withdraw() && e.state.CompareAndSwap(entryQueued, entryInFlight) {
@@ -711,10 +712,12 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 				u.b.Add(e.key, e.data)
 			}
 		}
-		// The record's own key is its first message's, as the KPL does;
-		// the ExplicitHashKey puts it on the shard.
+		// The record's own key is its first message's, as the KPL does,
+		// even when that message was dropped: MaxBytes was counted with
+		// it, and the next message's key may be longer. The
+		// ExplicitHashKey puts the record on the shard.
 		u.buf = u.b.AppendTo(a.takeBuf(u.b.Size()))
-		u.rec = unorderedRecord{key: u.items[0].key, hashKey: u.sh.hashKey, data: u.buf}
+		u.rec = unorderedRecord{key: head, hashKey: u.sh.hashKey, data: u.buf}
 		u.b.Reset()
 		a.spare = append(a.spare, u.b)
 		u.b = nil

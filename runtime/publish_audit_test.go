@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -301,5 +303,76 @@ func TestShutdownWithAStartAllBatchHalfInAnAggregate(t *testing.T) {
 	checkSent(ctx, t, s, stream, acked)
 	if len(acked) == 0 || len(failed) == 0 {
 		t.Errorf("%d messages stored, %d failed: want both", len(acked), len(failed))
+	}
+}
+
+// TestAggregateWhoseFirstMessageIsWithdrawnKeepsItsBound: an aggregate's
+// record goes under its first message's key, and its messages are
+// packed up to MaxBytes less that key. When that first message is
+// withdrawn (its caller gave up) before the aggregate is sent, the next
+// message's key heads the record; the record must still be within
+// MaxBytes, data plus key (the service refuses a record over 1 MiB so
+// counted, which with MaxBytes at its 1 MiB maximum would fail every
+// message of the aggregate).
+func TestAggregateWhoseFirstMessageIsWithdrawnKeepsItsBound(t *testing.T) {
+	const maxBytes = 2000
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := holdPuts(ctx, t, "hot", time.Minute, runtime.WithAggregation(runtime.Aggregation{MaxBytes: maxBytes, InFlightWait: time.Minute}))
+	hot := runtime.StartAll(ctx, []*runtime.Message[aggMsg]{h.msg("hot", 0)})
+	<-h.held // the shard's aggregates now fill while hot 0's is in flight
+
+	// "a" opens the shard's next aggregate, and is given up.
+	aCtx, giveUp := context.WithCancel(ctx)
+	first := runtime.StartAll(aCtx, []*runtime.Message[aggMsg]{h.msg("a", 0)})
+	time.Sleep(20 * time.Millisecond) // routed into the open aggregate
+	giveUp()
+	checkNotSent(t, "the first message, given up", 1, first)
+
+	// Messages of a 256-byte key fill the aggregate to its bound as packed
+	// with "a" first (as the aggregator sized it); one more seals it.
+	long := strings.Repeat("k", 256)
+	var kb kpl.Builder
+	data := func(m aggMsg) []byte { d, _ := json.Marshal(m); return d }
+	kb.Add("a", data(aggMsg{Key: "a", N: 0}))
+	limit := maxBytes - len("a")
+	var msgs []*runtime.Message[aggMsg]
+	for n := 0; ; n++ {
+		m := aggMsg{Key: long, N: n, Pad: strings.Repeat("x", 300)}
+		if kb.SizeWith(long, data(m)) > limit {
+			// The largest pad that fits exactly, then one that cannot.
+			for m.Pad = strings.Repeat("x", 300); len(m.Pad) > 0 && kb.SizeWith(long, data(m)) > limit; m.Pad = m.Pad[1:] {
+			}
+			kb.Add(long, data(m))
+			msgs = append(msgs, h.p.Message(m).PartitionKey(long))
+			msgs = append(msgs, h.msg(long, n+1))
+			break
+		}
+		kb.Add(long, data(m))
+		msgs = append(msgs, h.p.Message(m).PartitionKey(long))
+	}
+	// The full aggregate goes at once; the last message, in the next one,
+	// waits for hot 0.
+	pd := runtime.StartAll(ctx, msgs)
+	time.Sleep(20 * time.Millisecond)
+	h.release()
+	if _, err := hot.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.Wait(); err != nil {
+		t.Errorf("publish of the 256-byte key: %v", err)
+	}
+	recs, err := h.s.Records(h.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if n := len(r.Data) + len(aws.ToString(r.PartitionKey)); kpl.IsAggregated(r.Data) && n > maxBytes {
+			t.Errorf("aggregate of %d bytes with its key %.8s..., over the %d-byte bound", n, aws.ToString(r.PartitionKey), maxBytes)
+		}
+	}
+	stored := storedKeyN(ctx, t, h.s, h.stream)
+	if slices.Contains(stored, "a/0") {
+		t.Errorf("stored %v: the message given up is among them", stored)
 	}
 }
