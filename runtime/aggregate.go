@@ -47,7 +47,9 @@ const DefaultAggregateBytes = 50 << 10
 // least once). A put that finds no stream is an ErrStream error for its
 // messages, and the shard map is dropped: the next messages wait for a
 // listing, which fails them while the stream is gone and routes them by
-// the new shards if it is created again. A message too
+// the new shards if it is created again. A listing the service refuses
+// for good (an identity not allowed to list shards, say) fails the
+// messages waiting for it, as a refused put would. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
 type Aggregation struct {
@@ -372,7 +374,8 @@ func (a *aggregator) queued() int {
 // line for routing, each key's in its order, ahead of the messages that
 // arrived since (they are younger). Nothing is in flight, so nothing sent
 // can overtake what is re-routed. A listing that fails is tried again
-// after a backoff; a stream that does not exist fails every queued message.
+// after a backoff; a stream that does not exist, or a listing the service
+// refuses for good (access denied, say), fails every queued message.
 func (a *aggregator) relist(now time.Time) {
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	l, err := shard.List(ctx, a.client, a.stream)
@@ -392,6 +395,18 @@ func (a *aggregator) relist(now time.Time) {
 		var nf *types.ResourceNotFoundException
 		if errors.As(err, &nf) {
 			a.failQueued(a.bt.errorf(ErrStream, fmt.Errorf("ListShards: %w", err)))
+			a.listFail = 0
+			return
+		}
+		if kind, retry := classifyCallError(err); !retry && !a.landedWaiting() {
+			// Refused for good (an identity that may put records but not
+			// list shards, a stream name the service rejects): retried, the
+			// messages would wait out their contexts (with none, for ever)
+			// while the refusal showed in warnings only. They fail as a
+			// refused PutRecords would; the next ones list again. (An
+			// aggregate stored on another shard, which only a listing can
+			// settle, is not failed: its messages may be read.)
+			a.failQueued(a.bt.errorf(kind, fmt.Errorf("ListShards: %w", err)))
 			a.listFail = 0
 			return
 		}
@@ -433,6 +448,19 @@ func (a *aggregator) relist(now time.Time) {
 		a.log.Info("kinesis aggregating publisher: shard map listed again", "stream", a.stream, "shards", len(open))
 	}
 	a.shards, a.stale = open, false
+}
+
+// landedWaiting says whether an aggregate stored on a shard other than
+// the one it was sent to waits for a listing to say whether it stands.
+func (a *aggregator) landedWaiting() bool {
+	for _, sh := range a.shards {
+		for _, u := range sh.sealed {
+			if u.landed != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // builder returns an empty builder, reusing one whose aggregate was

@@ -376,3 +376,57 @@ func TestAggregateWhoseFirstMessageIsWithdrawnKeepsItsBound(t *testing.T) {
 		t.Errorf("stored %v: the message given up is among them", stored)
 	}
 }
+
+// TestAggregatedPublishWhoseListingIsRefused: an aggregating publisher
+// lists the shards before it routes anything. When the service refuses
+// that listing for good (an identity allowed to put records but not to
+// list shards, or a stream name it rejects), each publish fails at once
+// with the refusal (ErrPublish, and ErrAccess for an access refusal), as
+// a refused PutRecords does, instead of waiting out its ctx, with none for
+// ever, while the refusals showed only as warnings; nothing is put, and
+// once the listing is allowed the publisher works.
+func TestAggregatedPublishWhoseListingIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		access bool
+	}{
+		{"access denied", &types.AccessDeniedException{Message: aws.String("not authorized to perform: kinesis:ListShards")}, true},
+		{"invalid argument", &types.InvalidArgumentException{Message: aws.String("injected")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t, 30*time.Second)
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 2)
+			var refuse atomic.Bool
+			refuse.Store(true)
+			s.InjectCallFault(func(c kinesistest.Call) error {
+				if c.Op == kinesistest.OpListShards && refuse.Load() {
+					return tc.err
+				}
+				return nil
+			})
+			b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k", Aggregate: true})
+			for n := range 2 { // the first publish, and one after the refusal
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := p.Publish(pctx, aggMsg{Key: "k", N: n})
+				cancel()
+				if !errors.Is(err, runtime.ErrPublish) || errors.Is(err, runtime.ErrAccess) != tc.access ||
+					errors.Is(err, context.DeadlineExceeded) || !strings.Contains(fmt.Sprint(err), "ListShards") {
+					t.Errorf("publish %d: %v; want ErrPublish with the listing's refusal (ErrAccess: %v), at once", n, err, tc.access)
+				}
+			}
+			if n := s.Calls(kinesistest.OpPutRecords); n != 0 {
+				t.Errorf("%d PutRecords calls, want none: nothing could be routed", n)
+			}
+			refuse.Store(false)
+			if err := p.Publish(ctx, aggMsg{Key: "k", N: 2}); err != nil {
+				t.Fatalf("publish once the listing is allowed: %v", err)
+			}
+			if got := storedKeyN(ctx, t, s, stream); !slices.Equal(got, []string{"k/2"}) {
+				t.Errorf("stored %v, want [k/2]", got)
+			}
+		})
+	}
+}
