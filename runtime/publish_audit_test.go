@@ -430,3 +430,96 @@ func TestAggregatedPublishWhoseListingIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSendAllReceiptsUnderThrottling: two of every three attempts of each
+// record are refused (throttled) while five rounds of 30 keys go out in
+// one SendAll: each key's messages are stored once, in order, and each
+// receipt names where its message is stored, plain or aggregated (a
+// retried aggregate's messages get the receipt of the attempt that
+// stored it). The receipt tests ran without faults.
+func TestSendAllReceiptsUnderThrottling(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
+			ctx := testContext(t, 30*time.Second)
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 4)
+			var mu sync.Mutex
+			attempts := map[string]int{}
+			s.InjectPutFault(func(_, key string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if attempts[key]++; attempts[key]%3 != 0 {
+					return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+				}
+				return nil
+			})
+			b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
+			keys := aggKeys(30)
+			var msgs []*runtime.Message[aggMsg]
+			for n := range 5 {
+				for _, k := range keys {
+					msgs = append(msgs, p.Message(aggMsg{Key: k, N: n}).PartitionKey(k))
+				}
+			}
+			receipts, err := runtime.SendAll(ctx, msgs)
+			if err != nil {
+				t.Fatalf("SendAll: %v", err)
+			}
+			checkRounds(ctx, t, s, stream, keys, receipts)
+		})
+	}
+}
+
+// TestAggregatedMergeWhilePublishingReceipts merges the two shards of a
+// stream while 24 keys publish, the puts in flight held until after the
+// merge: the aggregates sent to a parent land on the child, which holds all their keys, and stand (not sent again), with
+// the receipt of where they landed: every acknowledged message is read
+// once, in order, and each receipt names it on its key's shard.
+// TestAggregatedMergeWhilePublishing does not check receipts.
+func TestAggregatedMergeWhilePublishingReceipts(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	// The puts that arrive while gate is set wait for it: they were sent
+	// before the merge and are stored after it.
+	var gate atomic.Pointer[chan struct{}]
+	var held atomic.Int64
+	s.InjectPutFault(func(string, string) error {
+		if g := gate.Load(); g != nil {
+			held.Add(1)
+			<-*g
+		}
+		return nil
+	})
+	logs := &syncBuffer{}
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))))
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: 2 * time.Millisecond}))
+	stop := make(chan struct{})
+	wait := publishWhile(ctx, t, p, aggKeys(24), stop)
+	time.Sleep(50 * time.Millisecond)
+	g := make(chan struct{})
+	gate.Store(&g)
+	for held.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	mergeBoth(ctx, t, s, stream, nil)
+	gate.Store(nil)
+	close(g)
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	sent := wait()
+	checkSent(ctx, t, s, stream, sent)
+	merged := 0
+	for _, m := range sent {
+		if m.r.ShardID == "shardId-000000000002" {
+			merged++
+		}
+	}
+	if merged == 0 || merged == len(sent) {
+		t.Errorf("%d of %d messages acknowledged on the merged shard: want some before the merge and some after", merged, len(sent))
+	}
+	if !strings.Contains(logs.String(), "landed on another shard") {
+		t.Errorf("no aggregate sent before the merge landed on the child; log:\n%s", logs)
+	}
+}
