@@ -523,3 +523,87 @@ func TestAggregatedMergeWhilePublishingReceipts(t *testing.T) {
 		t.Errorf("no aggregate sent before the merge landed on the child; log:\n%s", logs)
 	}
 }
+
+// TestDeadlinesAcrossRetriesAreTruthful publishes 300 messages, each of
+// its own key and each with a deadline of 0 to 15 ms, while the first
+// two attempts of every record are refused (throttled) and the retries
+// come within milliseconds: deadlines end before a message is sent, in a
+// backoff, as a backoff ends, and in flight. Whatever the moment, each
+// result is the truth: nil with a receipt naming the stored message; an
+// error that does not say the message may have been written, and nothing
+// stored; or "may have been written". Plain and aggregated.
+func TestDeadlinesAcrossRetriesAreTruthful(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
+			ctx := testContext(t, 30*time.Second)
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 2)
+			var mu sync.Mutex
+			attempts := map[string]int{}
+			s.InjectPutFault(func(_, key string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if attempts[key]++; attempts[key] <= 2 {
+					return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+				}
+				return nil
+			})
+			b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{InFlightWait: -1}))
+			if !agg {
+				p = runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream})
+			}
+			keys := aggKeys(300)
+			type result struct {
+				r   runtime.Receipt
+				err error
+			}
+			results := make([]result, len(keys))
+			var wg sync.WaitGroup
+			for i, k := range keys {
+				wg.Go(func() {
+					mctx, cancel := context.WithTimeout(ctx, time.Duration(i%16)*time.Millisecond)
+					defer cancel()
+					r, err := p.Message(aggMsg{Key: k}).PartitionKey(k).Send(mctx)
+					results[i] = result{r, err}
+				})
+			}
+			wg.Wait()
+			// Let whatever is still on its way (an aggregate whose callers
+			// gave up while it was in flight) land before reading.
+			if err := p.Message(aggMsg{Key: "last"}).PartitionKey("last").Publish(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			count := map[string]int{}
+			for _, res := range results {
+				switch {
+				case res.err == nil:
+					count["stored"]++
+				case strings.Contains(res.err.Error(), "may have been written"):
+					count["may have been written"]++
+				default:
+					count["not written"]++
+				}
+			}
+			msgs, _ := readMessages(ctx, t, s, stream)
+			stored := map[string][]storedMsg{}
+			for _, m := range msgs {
+				stored[m.Key] = append(stored[m.Key], m)
+			}
+			for i, res := range results {
+				k, at := keys[i], stored[keys[i]]
+				switch {
+				case len(at) > 1:
+					t.Errorf("%s stored %d times", k, len(at))
+				case res.err == nil && (len(at) != 1 || at[0].shard != res.r.ShardID || at[0].seq != res.r.SequenceNumber ||
+					at[0].sub != res.r.SubSequence || at[0].key != k || res.r.PartitionKey != k):
+					t.Errorf("%s: receipt %+v; stored %+v", k, res.r, at)
+				case res.err != nil && !strings.Contains(res.err.Error(), "may have been written") && len(at) != 0:
+					t.Errorf("%s: %v; and it is stored", k, res.err)
+				}
+			}
+			t.Logf("results: %v", count)
+		})
+	}
+}
