@@ -607,3 +607,95 @@ func TestDeadlinesAcrossRetriesAreTruthful(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownUnderThrottlingIsTruthful shuts the broker down while 64
+// keys publish without pause and every record's first two attempts are
+// refused (throttled): records queued, in a backoff and in flight when
+// it comes. Each result is the truth: nil with the stored message's
+// receipt, or an error and nothing stored (unless it says the message
+// may have been written); each key's stored messages are a prefix of
+// what it published, in order. Plain and aggregated.
+// TestAggregatedShutdownUnderLoad has no refusals and checks only what
+// was acknowledged.
+func TestShutdownUnderThrottlingIsTruthful(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregate=%v", agg), func(t *testing.T) {
+			ctx := testContext(t, 30*time.Second)
+			s := kinesistest.New()
+			stream := createStream(ctx, t, s, 2)
+			var mu sync.Mutex
+			attempts := map[string]int{}
+			s.InjectPutFault(func(_, key string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if attempts[key]++; attempts[key]%3 != 0 {
+					return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
+				}
+				return nil
+			})
+			b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
+			if err := b.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var opts []runtime.PublishOption
+			if agg {
+				opts = append(opts, runtime.WithAggregation(runtime.Aggregation{}))
+			}
+			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, opts...)
+			type result struct {
+				n   int
+				r   runtime.Receipt
+				err error
+			}
+			keys := aggKeys(64)
+			results := make([][]result, len(keys))
+			var wg sync.WaitGroup
+			for i, k := range keys {
+				wg.Go(func() {
+					for n := 0; ; n++ {
+						r, err := p.Message(aggMsg{Key: k, N: n}).PartitionKey(k).Send(ctx)
+						results[i] = append(results[i], result{n, r, err})
+						if err != nil {
+							return
+						}
+					}
+				})
+			}
+			time.Sleep(50 * time.Millisecond)
+			if err := b.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			msgs, _ := readMessages(ctx, t, s, stream)
+			stored := map[string][]storedMsg{}
+			for _, m := range msgs {
+				stored[m.Key] = append(stored[m.Key], m)
+			}
+			acked := 0
+			for i, k := range keys {
+				res, at := results[i], stored[k]
+				for j, m := range at {
+					if m.N != j {
+						t.Errorf("%s: stored %d as its message %d", k, m.N, j)
+					}
+				}
+				for _, r := range res {
+					switch {
+					case r.err == nil:
+						acked++
+						if r.n >= len(at) || at[r.n].seq != r.r.SequenceNumber || at[r.n].shard != r.r.ShardID || at[r.n].sub != r.r.SubSequence {
+							t.Errorf("%s/%d: receipt %+v, not where it is stored", k, r.n, r.r)
+						}
+					case !errors.Is(r.err, runtime.ErrNotConnected):
+						t.Errorf("%s/%d: %v, want ErrNotConnected", k, r.n, r.err)
+					case !strings.Contains(r.err.Error(), "may have been written") && r.n < len(at):
+						t.Errorf("%s/%d: %v; and it is stored", k, r.n, r.err)
+					}
+				}
+			}
+			if acked == 0 {
+				t.Error("nothing was stored before the shutdown")
+			}
+		})
+	}
+}
