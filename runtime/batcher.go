@@ -323,13 +323,14 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 		return e.result()
 	case <-ctxDone:
 	}
-	f := e.failed.Load()
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) || e.state.Load() == entryAbandoned {
 		// Never sent, or waiting out a backoff (abandoned now, or by the
 		// runtime when it came to send it after the ctx ended): nothing
 		// more of it will be written (an attempt that got no answer may
-		// have been: f says so).
-		if f != nil {
+		// have been: f says so). f is read after the state is settled: an
+		// attempt that failed just before it was abandoned has recorded
+		// its failure by then.
+		if f := e.failed.Load(); f != nil {
 			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts%s: %w; last error: %w", f.attempts, f.written(), e.ctx.Err(), f.err))
 		}
 		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", e.ctx.Err()))
@@ -339,7 +340,7 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 		return e.result()
 	default:
 	}
-	if f != nil {
+	if f := e.failed.Load(); f != nil {
 		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while attempt %d was in flight (the record may have been written); last error: %w", e.ctx.Err(), f.attempts+1, f.err))
 	}
 	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", e.ctx.Err()))
