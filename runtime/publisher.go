@@ -217,7 +217,11 @@ func (p *publisher[T]) publishAll(ctx context.Context, msgs []T) error {
 // errors of the messages that failed, joined. The messages are submitted
 // in slice order, so records of one key keep that order; a message that
 // cannot be encoded or keyed fails alone. The messages may come from
-// different publishers.
+// different publishers. Plain and aggregating publishers (or aggregating
+// ones with different settings) order a key apart, so a message whose key
+// the batch last sent through a publisher of the other kind is submitted
+// once that message is resolved: each key keeps its slice order either
+// way, at the cost of a wait where a key changes kind.
 func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt, err error) {
 	return submitAll(ctx, len(msgs), true, func(i int) (*publisher[T], T, string, bool, Headers) {
 		m := msgs[i]
@@ -230,7 +234,10 @@ func SendAll[T any](ctx context.Context, msgs []*Message[T]) (receipts []Receipt
 // would have returned. A goroutine can so keep a batch on its way while it
 // builds and submits the next, as a KPL producer adds records while earlier
 // ones are in flight; submission order is publish order, so a key's
-// messages keep their order across batches too. msgs is not kept: it may
+// messages keep their order across batches too, when they go through
+// publishers of one kind (within a batch, always: where a key changes
+// between plain and aggregating publishers, StartAll waits as SendAll
+// does before it goes on). msgs is not kept: it may
 // be reused once StartAll returns. ctx bounds the messages as it bounds
 // SendAll's, whether or not anyone waits: a message not yet sent when ctx
 // ends is never sent (Wait, if called, says "not sent" for it). With a
@@ -282,6 +289,10 @@ func submitAll[T any](ctx context.Context, n int, receipts bool, at func(i int) 
 // startAll submits the n messages that at names, in order.
 func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (p *publisher[T], msg T, key string, hasKey bool, h Headers)) *Pending {
 	pd := &Pending{n: n, receipts: receipts, queued: make([]queuedSend, 0, n)}
+	var lines keyLines
+	if mixesRoutes(n, at) {
+		lines = keyLines{}
+	}
 	for i := range n {
 		p, msg, key, hasKey, h := at(i)
 		t := p.tel
@@ -291,8 +302,10 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		}
 		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h)
 		if err == nil {
+			lines.await(ctx, rec)
 			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
 			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
+				lines.add(rec, q.e)
 				pd.queued = append(pd.queued, q)
 				continue
 			}
@@ -303,6 +316,68 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		pd.errs = append(pd.errs, err)
 	}
 	return pd
+}
+
+// A key's records are kept in order by the route they take: the stream's
+// batcher for plain records, an aggregator (one per Aggregation setting)
+// for aggregated ones. Routes do not order a key between them, so a batch
+// that sends one key by two routes waits, before each message that changes
+// its key's route, until the key's last message is resolved.
+
+// mixesRoutes says whether the n messages that at names take more than one
+// route.
+func mixesRoutes[T any](n int, at func(i int) (*publisher[T], T, string, bool, Headers)) bool {
+	if n < 2 {
+		return false
+	}
+	first, _, _, _, _ := at(0)
+	for i := 1; i < n; i++ {
+		if p, _, _, _, _ := at(i); !sameRoute(p.aggregate, first.aggregate) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameRoute says whether records of publishers with these aggregation
+// settings (nil: plain) go the same way.
+func sameRoute(a, b *Aggregation) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// keyLines is, per stream and key, the route and entry of a batch's last
+// message; nil when the batch takes one route.
+type keyLines map[streamKey]lineEnd
+
+type streamKey struct{ stream, key string }
+
+type lineEnd struct {
+	route *Aggregation
+	e     *entry
+}
+
+// await waits, when rec's key last went by another route, until that
+// message is resolved (or ctx ends, which withdraws what follows).
+func (l keyLines) await(ctx context.Context, rec Outgoing) {
+	if l == nil {
+		return
+	}
+	last, ok := l[streamKey{rec.Stream, rec.PartitionKey}]
+	if !ok || sameRoute(last.route, rec.aggregate) {
+		return
+	}
+	select {
+	case sig := <-last.e.done:
+		last.e.done <- sig // done holds one signal, which Wait reads later
+	case <-ctx.Done():
+	}
+}
+
+// add records e as rec's key's last message.
+func (l keyLines) add(rec Outgoing, e *entry) {
+	if l != nil {
+		l[streamKey{rec.Stream, rec.PartitionKey}] = lineEnd{route: rec.aggregate, e: e}
+	}
 }
 
 // observed says whether any of the queued messages has telemetry.
