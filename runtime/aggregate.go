@@ -837,9 +837,8 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 			a.log.Info("kinesis aggregating publisher: an aggregate landed on another shard (resharded?); sending its messages again",
 				"stream", a.stream, "shard", u.sh.id, "landed", r.r.ShardID, "messages", len(u.items))
 			if a.isClosing() {
-				err := a.bt.errorf(ErrNotConnected, fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again during shutdown", r.r.ShardID, u.sh.id))
 				a.release(u, now)
-				a.resolveAll(u.items, Receipt{}, err)
+				a.resolveAll(u.items, Receipt{}, landedError(a.bt.errorf(ErrNotConnected, nil), u.sh.id, r.r.ShardID))
 				return
 			}
 			u.landed = &r.r
@@ -894,6 +893,10 @@ func (a *aggregator) failQueued(err error) {
 	a.unrouted = a.unrouted[:0]
 	for _, sh := range a.shards {
 		for _, u := range sh.sealed {
+			if u.landed != nil {
+				a.resolveAll(u.items, Receipt{}, landedError(err, sh.id, u.landed.ShardID))
+				continue
+			}
 			a.resolveAll(u.items, Receipt{}, err)
 		}
 		if sh.open != nil {
@@ -910,6 +913,25 @@ func (a *aggregator) failQueued(err error) {
 		}
 		sh.waiting = 0
 	}
+}
+
+// landedError is err, a failure of an aggregate's messages, for an
+// aggregate that was stored on a shard other than the one it was sent to
+// and is not sent again: its messages are in the stream, where a reader
+// may or may not take them (only a listing could tell whether the shard it
+// landed on covers their keys), so the error must not read as "not
+// stored".
+func landedError(err error, sent, landed string) error {
+	e, ok := err.(*Error)
+	if !ok {
+		return err
+	}
+	landedErr := *e
+	landedErr.Err = fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)
+	if e.Err != nil {
+		landedErr.Err = fmt.Errorf("%w: %w", landedErr.Err, e.Err)
+	}
+	return &landedErr
 }
 
 // nextWake is when run must look again without any event: a lingering

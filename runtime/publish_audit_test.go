@@ -699,3 +699,80 @@ func TestShutdownUnderThrottlingIsTruthful(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownAfterAMergeUnderAnAggregateInFlight: an aggregate sent to a
+// shard is held while its shard is merged with the other, then lands on
+// the merged child; Shutdown comes either before it lands or while it
+// waits for the listing that would say whether it stands (refused here).
+// The publisher cannot list the shards any more to learn that the child
+// holds every key of it, so its caller gets ErrNotConnected; but the
+// message is stored and will be read, so the error must say where it
+// landed rather than read as "not connected" alone.
+func TestShutdownAfterAMergeUnderAnAggregateInFlight(t *testing.T) {
+	for _, listingRefused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listing refused=%v", listingRefused), func(t *testing.T) {
+			testShutdownAfterAMergeUnderAnAggregateInFlight(t, listingRefused)
+		})
+	}
+}
+
+func testShutdownAfterAMergeUnderAnAggregateInFlight(t *testing.T, listingRefused bool) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAll)
+	s.InjectPutFault(func(_, key string) error {
+		if key == "customer-000" {
+			once.Do(func() { close(held) })
+			<-release
+		}
+		return nil
+	})
+	b := runtime.NewBroker(runtime.WithKinesisClient(s))
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})
+	r := make(chan error, 1)
+	go func() { r <- p.Message(aggMsg{Key: "customer-000"}).PartitionKey("customer-000").Publish(ctx) }()
+	<-held
+	if _, err := s.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: &stream,
+		ShardToMerge: aws.String("shardId-000000000000"), AdjacentShardToMerge: aws.String("shardId-000000000001")}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(ctx, t, s, stream, " after a merge")
+	shut := make(chan error, 1)
+	if listingRefused {
+		var listings atomic.Int32
+		s.InjectCallFault(func(c kinesistest.Call) error {
+			if c.Op == kinesistest.OpListShards {
+				listings.Add(1)
+				return &types.LimitExceededException{Message: aws.String("injected")}
+			}
+			return nil
+		})
+		releaseAll()
+		for listings.Load() == 0 { // landed, and waiting for a listing
+			time.Sleep(5 * time.Millisecond)
+		}
+		go func() { shut <- b.Shutdown(context.Background()) }()
+	} else {
+		go func() { shut <- b.Shutdown(context.Background()) }()
+		time.Sleep(50 * time.Millisecond)
+		releaseAll()
+	}
+	<-shut
+	err := <-r
+	s.InjectCallFault(nil)
+	got := storedKeyN(ctx, t, s, stream)
+	t.Logf("publish: %v; stored %v", err, got)
+	if len(got) != 1 {
+		t.Fatalf("stored %v, want the one message (on the merged child)", got)
+	}
+	if err != nil && (!errors.Is(err, runtime.ErrNotConnected) || !strings.Contains(err.Error(), "landed on shard shardId-000000000002")) {
+		t.Errorf("publish stored on the merged child failed with %v, want ErrNotConnected saying it landed on shardId-000000000002", err)
+	}
+}
