@@ -643,14 +643,9 @@ func TestAggregatedPublishInsideAHandler(t *testing.T) {
 	}
 }
 
-// TestAggregatedPublishUnderThrottling: two of every three puts of an
-// aggregate are refused as throttled; every message is stored once, on its
-// key's shard, each key in order, also a hot key whose aggregates queue
-// behind its own retried one.
-func TestAggregatedPublishUnderThrottling(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
-	s := kinesistest.New()
-	stream := createStream(ctx, t, s, 4)
+// throttleTwoOfThree refuses two of every three puts of each partition
+// key (an aggregate's record key) as throttled.
+func throttleTwoOfThree(s *kinesistest.Server) {
 	var mu sync.Mutex
 	attempts := map[string]int{}
 	s.InjectPutFault(func(_, key string) error {
@@ -661,6 +656,17 @@ func TestAggregatedPublishUnderThrottling(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAggregatedPublishUnderThrottling: two of every three puts of an
+// aggregate are refused as throttled; every message is stored once, on its
+// key's shard, each key in order, also a hot key whose aggregates queue
+// behind its own retried one.
+func TestAggregatedPublishUnderThrottling(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 4)
+	throttleTwoOfThree(s)
 	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
 	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})}
 	// A hot key in small aggregates: many of its units queue behind the

@@ -443,16 +443,7 @@ func TestSendAllReceiptsUnderThrottling(t *testing.T) {
 			ctx := testContext(t, 30*time.Second)
 			s := kinesistest.New()
 			stream := createStream(ctx, t, s, 4)
-			var mu sync.Mutex
-			attempts := map[string]int{}
-			s.InjectPutFault(func(_, key string) error {
-				mu.Lock()
-				defer mu.Unlock()
-				if attempts[key]++; attempts[key]%3 != 0 {
-					return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
-				}
-				return nil
-			})
+			throttleTwoOfThree(s)
 			b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries()))
 			p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream, Aggregate: agg})
 			keys := aggKeys(30)
@@ -623,16 +614,7 @@ func TestShutdownUnderThrottlingIsTruthful(t *testing.T) {
 			ctx := testContext(t, 30*time.Second)
 			s := kinesistest.New()
 			stream := createStream(ctx, t, s, 2)
-			var mu sync.Mutex
-			attempts := map[string]int{}
-			s.InjectPutFault(func(_, key string) error {
-				mu.Lock()
-				defer mu.Unlock()
-				if attempts[key]++; attempts[key]%3 != 0 {
-					return &types.ProvisionedThroughputExceededException{Message: aws.String("injected")}
-				}
-				return nil
-			})
+			throttleTwoOfThree(s)
 			b := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.FastRetries())
 			if err := b.Connect(ctx); err != nil {
 				t.Fatal(err)
