@@ -927,9 +927,9 @@ func landedError(err error, sent, landed string) error {
 		return err
 	}
 	landedErr := *e
-	landedErr.Err = fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)
+	landedErr.Err = maybeStored{fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)}
 	if e.Err != nil {
-		landedErr.Err = fmt.Errorf("%w: %w", landedErr.Err, e.Err)
+		landedErr.Err = maybeStored{fmt.Errorf("%w: %w", landedErr.Err, e.Err)}
 	}
 	return &landedErr
 }

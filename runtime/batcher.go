@@ -331,7 +331,7 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 		// attempt that failed just before it was abandoned has recorded
 		// its failure by then.
 		if f := e.failed.Load(); f != nil {
-			return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts%s: %w; last error: %w", f.attempts, f.written(), e.ctx.Err(), f.err))
+			return Receipt{}, b.errorf(ErrPublish, f.gaveUp(e.ctx.Err()))
 		}
 		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", e.ctx.Err()))
 	}
@@ -341,9 +341,9 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 	default:
 	}
 	if f := e.failed.Load(); f != nil {
-		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while attempt %d was in flight (the record may have been written); last error: %w", e.ctx.Err(), f.attempts+1, f.err))
+		return Receipt{}, b.errorf(ErrPublish, maybeStored{fmt.Errorf("%w while attempt %d was in flight (the record may have been written); last error: %w", e.ctx.Err(), f.attempts+1, f.err)})
 	}
-	return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("%w while the record was in flight: it may have been written", e.ctx.Err()))
+	return Receipt{}, b.errorf(ErrPublish, maybeStored{fmt.Errorf("%w while the record was in flight: it may have been written", e.ctx.Err())})
 }
 
 // failure is an entry's retry history, as its caller reports it.
@@ -355,21 +355,21 @@ type failure struct {
 	unanswered bool
 }
 
-// written is what a caller told that the entry will not be sent again
-// must hear about the attempts made: nothing, unless one may have stored
-// the record.
-func (f *failure) written() string {
+// gaveUp is the cause reported for an entry whose caller's ctx ended
+// (ctxErr) before its next attempt: the attempts made, and whether one
+// may have stored the record.
+func (f *failure) gaveUp(ctxErr error) error {
 	if f.unanswered {
-		return " (an attempt that got no answer may have been written)"
+		return maybeStored{fmt.Errorf("gave up after %d attempts (an attempt that got no answer may have been written): %w; last error: %w", f.attempts, ctxErr, f.err)}
 	}
-	return ""
+	return fmt.Errorf("gave up after %d attempts: %w; last error: %w", f.attempts, ctxErr, f.err)
 }
 
 // notSentAgain is the cause a shutdown reports for an entry it fails
 // before its next attempt.
 func (f *failure) notSentAgain() error {
 	if f.unanswered {
-		return fmt.Errorf("not sent again; an attempt that got no answer may have been written; last error: %w", f.err)
+		return maybeStored{fmt.Errorf("not sent again; an attempt that got no answer may have been written; last error: %w", f.err)}
 	}
 	return f.err
 }
@@ -637,7 +637,7 @@ func (b *batcher) settle(r callResult, now time.Time) {
 		if b.ctx.Err() != nil {
 			kind, retry = ErrNotConnected, false // a shutdown ran out of time and cancelled the call
 			if unanswered(r.err) {
-				r.err = fmt.Errorf("cancelled by the shutdown (the records may have been written): %w", r.err)
+				r.err = maybeStored{fmt.Errorf("cancelled by the shutdown (the records may have been written): %w", r.err)}
 			}
 		}
 		if kind == ErrPublish && !retry && len(r.batch) > 1 && refusedForOneEntry(r.err) {
@@ -689,7 +689,7 @@ func (b *batcher) retry(e *entry, cause error, unanswered bool, now time.Time) {
 		return
 	}
 	if err := e.ctx.Err(); err != nil {
-		b.resolve(e, Receipt{}, b.errorf(ErrPublish, fmt.Errorf("gave up after %d attempts%s: %w; last error: %w", e.attempts, f.written(), err, cause)))
+		b.resolve(e, Receipt{}, b.errorf(ErrPublish, f.gaveUp(err)))
 		return
 	}
 	backoff := b.cfg.retryBase << min(e.attempts-1, 20)

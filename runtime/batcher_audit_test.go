@@ -169,8 +169,10 @@ func TestGivingUpAfterALostAnswerSaysTheRecordMayBeStored(t *testing.T) {
 				t.Fatal("publish returned nil")
 			}
 			t.Logf("publish: %v", err)
-			if stored := len(l.records()) == 1; stored != strings.Contains(err.Error(), "may have been written") {
-				t.Errorf("record stored: %v; error: %v; want it to say the record may have been written exactly when it was", stored, err)
+			stored := len(l.records()) == 1
+			if stored != strings.Contains(err.Error(), "may have been written") || stored != errors.Is(err, ErrMayBeStored) {
+				t.Errorf("record stored: %v; error: %v (ErrMayBeStored: %v); want it to say the record may have been written, and match ErrMayBeStored, exactly when it was",
+					stored, err, errors.Is(err, ErrMayBeStored))
 			}
 		})
 	}

@@ -40,6 +40,16 @@ var (
 	// (ErrStream too), a publish (ErrPublish) or a lease table call
 	// (ErrLease). A publish fails on it at once: retrying does not mend it.
 	ErrAccess = errors.New("kinesis: access")
+	// ErrMayBeStored: a publish failed after an attempt whose outcome is
+	// unknown, so the service may have stored the record (publishing it
+	// again may store it twice, which at-least-once allows): its connection
+	// broke or its deadline passed after the request went out, the caller
+	// gave up or Shutdown came while it was in flight, or an aggregate
+	// landed on a shard it was not sent to. errors.Is(err, ErrMayBeStored)
+	// matches such an *Error of kind ErrPublish or ErrNotConnected; its
+	// text says so too. A failure the service answered (a refusal) does not
+	// match.
+	ErrMayBeStored = errors.New("kinesis: may be stored")
 )
 
 // Error is a failure with the operation, stream and shard it concerns.
@@ -77,7 +87,18 @@ func (e *Error) Error() string {
 
 func (e *Error) Is(target error) bool {
 	return target == e.Kind || target == ErrTransport && isTransport(e.Err) ||
-		target == ErrAccess && isAccess(e.Err)
+		target == ErrAccess && isAccess(e.Err) || target == ErrMayBeStored && isMaybeStored(e.Err)
+}
+
+// maybeStored marks a publish failure's cause after which the record may
+// be stored (ErrMayBeStored).
+type maybeStored struct{ error }
+
+func (m maybeStored) Unwrap() error { return m.error }
+
+func isMaybeStored(err error) bool {
+	_, ok := errors.AsType[maybeStored](err)
+	return ok
 }
 
 // isTransport says whether err is a failure to reach the service, as

@@ -571,7 +571,7 @@ func TestDeadlinesAcrossRetriesAreTruthful(t *testing.T) {
 				switch {
 				case res.err == nil:
 					count["stored"]++
-				case strings.Contains(res.err.Error(), "may have been written"):
+				case errors.Is(res.err, runtime.ErrMayBeStored):
 					count["may have been written"]++
 				default:
 					count["not written"]++
@@ -590,7 +590,7 @@ func TestDeadlinesAcrossRetriesAreTruthful(t *testing.T) {
 				case res.err == nil && (len(at) != 1 || at[0].shard != res.r.ShardID || at[0].seq != res.r.SequenceNumber ||
 					at[0].sub != res.r.SubSequence || at[0].key != k || res.r.PartitionKey != k):
 					t.Errorf("%s: receipt %+v; stored %+v", k, res.r, at)
-				case res.err != nil && !strings.Contains(res.err.Error(), "may have been written") && len(at) != 0:
+				case res.err != nil && !errors.Is(res.err, runtime.ErrMayBeStored) && len(at) != 0:
 					t.Errorf("%s: %v; and it is stored", k, res.err)
 				}
 			}
@@ -670,7 +670,7 @@ func TestShutdownUnderThrottlingIsTruthful(t *testing.T) {
 						}
 					case !errors.Is(r.err, runtime.ErrNotConnected):
 						t.Errorf("%s/%d: %v, want ErrNotConnected", k, r.n, r.err)
-					case !strings.Contains(r.err.Error(), "may have been written") && r.n < len(at):
+					case !errors.Is(r.err, runtime.ErrMayBeStored) && r.n < len(at):
 						t.Errorf("%s/%d: %v; and it is stored", k, r.n, r.err)
 					}
 				}
@@ -754,7 +754,7 @@ func testShutdownAfterAMergeUnderAnAggregateInFlight(t *testing.T, listingRefuse
 	if len(got) != 1 {
 		t.Fatalf("stored %v, want the one message (on the merged child)", got)
 	}
-	if err != nil && (!errors.Is(err, runtime.ErrNotConnected) || !strings.Contains(err.Error(), "landed on shard shardId-000000000002")) {
-		t.Errorf("publish stored on the merged child failed with %v, want ErrNotConnected saying it landed on shardId-000000000002", err)
+	if err != nil && (!errors.Is(err, runtime.ErrNotConnected) || !errors.Is(err, runtime.ErrMayBeStored) || !strings.Contains(err.Error(), "landed on shard shardId-000000000002")) {
+		t.Errorf("publish stored on the merged child failed with %v, want ErrNotConnected and ErrMayBeStored, saying it landed on shardId-000000000002", err)
 	}
 }
