@@ -42,7 +42,9 @@
 // matches one of the Err* sentinels with
 // errors.Is, and *Error says which stream and shard it concerns. An error
 // whose cause is a credential the SDK could not get, or an identity or
-// permission the service refused, matches ErrAccess besides its own kind.
+// permission the service refused, matches ErrAccess besides its own kind;
+// a publish that failed after an attempt whose outcome is unknown (the
+// record may be stored) matches ErrMayBeStored.
 //
 // # For generated code
 //
