@@ -1,11 +1,37 @@
 package runtime
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+)
 
-// JSON is the default Codec: encoding/json.
+// JSON is the default Codec: encoding/json, but for a null payload.
 var JSON Codec = jsonCodec{}
 
 type jsonCodec struct{}
 
-func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
-func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+func (jsonCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal is json.Unmarshal, except that a payload of null into a type
+// that cannot be nil (a struct, a number, a string) is an error:
+// encoding/json leaves the value as it was, so a handler would get a zero
+// message for a record that holds none. Into a pointer, map, slice or
+// interface, null is nil, as encoding/json makes it.
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		if t := reflect.TypeOf(v); t != nil && t.Kind() == reflect.Pointer && !nilable(t.Elem().Kind()) {
+			return fmt.Errorf("json: null, and a %s cannot be nil", t.Elem())
+		}
+	}
+	return json.Unmarshal(data, v)
+}
+
+func nilable(k reflect.Kind) bool {
+	switch k {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface:
+		return true
+	}
+	return false
+}

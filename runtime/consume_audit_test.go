@@ -452,3 +452,49 @@ func TestRetryCopyComesAfterItsKeysLaterRecords(t *testing.T) {
 		t.Fatalf("%d of alice's deliveries ran at once, want 1", m)
 	}
 }
+
+// A payload of JSON null is undecodable for a message type that cannot be
+// nil: encoding/json would leave the message as it was, and the handler
+// would get a zero order for a record that holds none. The record is
+// rejected like any undecodable one, and the next record of the shard is
+// handled.
+func TestNullPayloadIsNotHandedOverAsAZeroValue(t *testing.T) {
+	e := newEnv(t)
+	orders := e.newStream("orders", 1)
+	h, ch := collect()
+	b := e.broker()
+	mustSubscribe(e, b, orders, h, runtime.StartAt(runtime.Horizon()))
+	e.connect(b)
+	for _, data := range []string{"null", " null\n", `{"id":2,"customer":"y"}`} {
+		if _, err := e.api.PutRecord(e.ctx, &kinesis.PutRecordInput{StreamName: aws.String(orders), PartitionKey: aws.String("x"), Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := receive(e, ch, 1)[0]; got.order.ID != 2 {
+		t.Fatalf("handler got %+v from a null payload, want it rejected", got.order)
+	}
+}
+
+// Into a type that can be nil, null is nil, as encoding/json makes it;
+// into one that cannot, it is an error naming the type.
+func TestJSONCodecNull(t *testing.T) {
+	var p *order
+	if err := runtime.JSON.Unmarshal([]byte("null"), &p); err != nil || p != nil {
+		t.Errorf("null into *order: %v, %v; want nil, no error", p, err)
+	}
+	m := map[string]int{"a": 1}
+	if err := runtime.JSON.Unmarshal([]byte("null"), &m); err != nil || m != nil {
+		t.Errorf("null into a map: %v, %v; want nil, no error", m, err)
+	}
+	var o order
+	if err := runtime.JSON.Unmarshal([]byte("null"), &o); err == nil || !strings.Contains(err.Error(), "runtime_test.order cannot be nil") {
+		t.Errorf("null into order: %v; want an error saying an order cannot be nil", err)
+	}
+	var n int
+	if err := runtime.JSON.Unmarshal([]byte(" null "), &n); err == nil {
+		t.Error("null into an int: no error")
+	}
+	if err := runtime.JSON.Unmarshal([]byte(`{"id":3}`), &o); err != nil || o.ID != 3 {
+		t.Errorf("an object: %+v, %v", o, err)
+	}
+}
