@@ -193,6 +193,7 @@ func TestHeaderTag(t *testing.T) {
 		{`kinesis:""`, "", true, true},
 		{`kinesis:"a b"`, "", true, true},
 		{`kinesis:"a,omitempty"`, "", true, true},
+		{`kinesis:"kinesisgen-attempt"`, "", true, true}, // the runtime's own
 	}
 	for _, tt := range tests {
 		name, ok, err := HeaderTag(tt.tag)

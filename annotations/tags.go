@@ -17,7 +17,8 @@ import (
 // kinds, bools (or named types of them) and time.Time (RFC 3339 text); a zero
 // value is left out when encoding and a missing header decodes as the zero
 // value. Header names are 1 to 128 characters of letters, digits, '-', '_'
-// and '.'; "partition-key" is the record's partition key.
+// and '.', not starting with "kinesisgen-" (the runtime's own headers);
+// "partition-key" is the record's partition key.
 const TagKey = "kinesis"
 
 // HeaderTag parses a struct field's tag. ok is false when the field has no
@@ -33,6 +34,9 @@ func HeaderTag(tag string) (name string, ok bool, err error) {
 	}
 	if !ValidHeaderName(name) {
 		return "", true, fmt.Errorf("kinesis tag %q: %s", value, rules.HeaderNameRule)
+	}
+	if rules.ReservedHeader(name) {
+		return "", true, fmt.Errorf("kinesis tag %q: header names starting with %s are the runtime's own", value, rules.ReservedHeaderPrefix)
 	}
 	return name, true, nil
 }

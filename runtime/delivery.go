@@ -26,7 +26,9 @@ import (
 
 // Headers the runtime writes on records it republishes. The attempt header
 // travels on retry copies and is read back into Delivery.Attempt (it is not
-// among a Delivery's headers); the others travel on dead letters.
+// among a Delivery's headers); the others travel on dead letters. Names
+// starting with "kinesisgen-" are the runtime's own: a publish that sets
+// one is refused.
 const (
 	AttemptHeader          = "kinesisgen-attempt"
 	DeadLetterReasonHeader = "kinesisgen-reason"

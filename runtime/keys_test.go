@@ -113,7 +113,9 @@ func TestPublishInsideAHandlerInheritsTheHandledKey(t *testing.T) {
 }
 
 // TestHeadersAreCheckedAtPublish: header names follow the generator's tag
-// rule and values must be text, checked before any I/O.
+// rule, are not the runtime's own (a publisher that set the attempt header
+// would have a subscriber count its retries from it), and values must be
+// text, checked before any I/O.
 func TestHeadersAreCheckedAtPublish(t *testing.T) {
 	tests := []struct {
 		name, header, value string
@@ -126,6 +128,9 @@ func TestHeadersAreCheckedAtPublish(t *testing.T) {
 		{name: "non-ASCII name", header: "trâce", value: "v"},
 		{name: "129-character name", header: strings.Repeat("h", 129), value: "v"},
 		{name: "invalid UTF-8 value", header: "trace", value: "a\xffb"},
+		{name: "the attempt header", header: AttemptHeader, value: "99"},
+		{name: "a dead letter's reason header", header: DeadLetterReasonHeader, value: "forged"},
+		{name: "the runtime's prefix in another case", header: "Kinesisgen-Attempt", value: "99"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -110,12 +111,28 @@ func ValidHeaderName(s string) bool {
 // HeaderNameRule is the rule of ValidHeaderName, for error messages.
 const HeaderNameRule = "a header name is 1 to 128 characters of letters, digits, '-', '_' and '.'"
 
+// ReservedHeaderPrefix starts the names of the headers the runtime writes
+// itself (a retry copy's attempt count, a dead letter's reason and origin):
+// a publisher that set one would change how its record is read, such as
+// the attempt a subscriber counts its retries from.
+const ReservedHeaderPrefix = "kinesisgen-"
+
+// ReservedHeader reports whether name is the runtime's own (its prefix, in
+// any case).
+func ReservedHeader(name string) bool {
+	return len(name) >= len(ReservedHeaderPrefix) && strings.EqualFold(name[:len(ReservedHeaderPrefix)], ReservedHeaderPrefix)
+}
+
 // Header reports why a header cannot be published: a name outside
-// ValidHeaderName, or a value that is not valid UTF-8 (header values are
-// text; a delivery hands them over as strings).
+// ValidHeaderName or one of the runtime's own (ReservedHeader), or a value
+// that is not valid UTF-8 (header values are text; a delivery hands them
+// over as strings).
 func Header(name, value string) error {
 	if !ValidHeaderName(name) {
 		return fmt.Errorf("header name %s: %s", KeyPrefix(name), HeaderNameRule)
+	}
+	if ReservedHeader(name) {
+		return fmt.Errorf("header name %s: names starting with %s are the runtime's own", name, ReservedHeaderPrefix)
 	}
 	if !utf8.ValidString(value) {
 		return fmt.Errorf("header %s: value %s is not valid UTF-8", name, KeyPrefix(value))

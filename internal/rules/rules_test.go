@@ -70,6 +70,10 @@ func TestHeader(t *testing.T) {
 		{strings.Repeat("h", 128), "v", true},
 		{strings.Repeat("h", 129), "v", false},
 		{"trace", "\xff", false},
+		{"kinesisgen-attempt", "1", false}, // the runtime's own
+		{"KinesisGen-Reason", "r", false},
+		{"kinesisgen", "v", true},
+		{"my-kinesisgen-x", "v", true},
 	} {
 		if err := Header(tt.name, tt.value); (err == nil) != tt.ok {
 			t.Errorf("Header(%q, %q) = %v, want ok %v", tt.name, tt.value, err, tt.ok)
