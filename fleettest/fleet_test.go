@@ -82,9 +82,12 @@ func TestFleet(t *testing.T) {
 // subscriptions that the survivors take over from the checkpoints, with
 // the duplicates, order and bounds TestFleet asserts (they are the lease
 // protocol's, the same whichever way a worker reads); and no worker polls.
-// The full record counts: about 75 s under -race, publishing most of it.
+// It runs a fifth of TestFleet's records (4k, then 2k): under make test
+// the runtime package's live tests share the one kinesis-mock, which the
+// full 30k kept from answering within their 10 s call bound (a CI run
+// failed so). The kill and the stop still land in the middle of handling.
 func TestFleetFanOut(t *testing.T) {
-	runFleet(t, fleetRun{server: livetest.KinesisMock, fanout: "fleettest", perKey1: perKey1, perKey2: perKey2})
+	runFleet(t, fleetRun{server: livetest.KinesisMock, fanout: "fleettest", perKey1: perKey1 / 5, perKey2: perKey2 / 5})
 }
 
 // fleetRun is one fleet scenario: the server, how the workers read, and
