@@ -24,6 +24,19 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 )
 
+// awaitDeadLetters waits (within e's deadline) until the dead-letter
+// stream dlq holds a record, and returns what it holds.
+func awaitDeadLetters(e *env, srv *kinesistest.Server, dlq string) []runtime.RawRecord {
+	e.t.Helper()
+	for {
+		letters := storedDeadLetters(e, srv, dlq)
+		if len(letters) > 0 || e.ctx.Err() != nil {
+			return letters
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // storedDeadLetters reads the dead-letter stream dlq back from srv, without a
 // consumer.
 func storedDeadLetters(e *env, srv *kinesistest.Server, dlq string) []runtime.RawRecord {
@@ -109,12 +122,7 @@ func TestDeadLetterThatFailsToPublishIsReadAgainByTheNextOwner(t *testing.T) {
 	if !slices.Equal(again, []int{4, 5, 6, 7, 8}) {
 		t.Fatalf("second owner handled %v, want [4 5 6 7 8]: the unsettled record and what follows it, nothing acked before it", again)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var letters []runtime.RawRecord
-	for len(letters) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		letters = storedDeadLetters(e, srv, dlq)
-	}
+	letters := awaitDeadLetters(e, srv, dlq)
 	if len(letters) != 1 {
 		t.Fatalf("%d dead letters after the second owner, want 1", len(letters))
 	}
@@ -218,14 +226,9 @@ func TestPanickingMiddlewareRetriesThenDeadLetters(t *testing.T) {
 	if got := receive(e, ch, 1)[0].order.ID; got != 2 {
 		t.Fatalf("handler got order %d, want only 2", got)
 	}
-	var letters []runtime.RawRecord
-	for len(letters) == 0 {
-		select {
-		case <-e.ctx.Done():
-			t.Fatal("no dead letter")
-		case <-time.After(20 * time.Millisecond):
-		}
-		letters = storedDeadLetters(e, srv, dlq)
+	letters := awaitDeadLetters(e, srv, dlq)
+	if len(letters) == 0 {
+		t.Fatal("no dead letter")
 	}
 	dl, _ := letters[0].DeadLetter()
 	if !strings.Contains(dl.Reason, "panicked: middleware exploded") || dl.Attempts != 2 || letters[0].PartitionKey != "boom" {
@@ -267,14 +270,9 @@ func TestMiddlewareHandingAnotherTypeIsDeadLettered(t *testing.T) {
 	if got := receive(e, ch, 1)[0].order.ID; got != 2 {
 		t.Fatalf("handler got order %d, want only 2", got)
 	}
-	var letters []runtime.RawRecord
-	for len(letters) == 0 {
-		select {
-		case <-e.ctx.Done():
-			t.Fatal("no dead letter")
-		case <-time.After(20 * time.Millisecond):
-		}
-		letters = storedDeadLetters(e, srv, dlq)
+	letters := awaitDeadLetters(e, srv, dlq)
+	if len(letters) == 0 {
+		t.Fatal("no dead letter")
 	}
 	dl, _ := letters[0].DeadLetter()
 	if !strings.Contains(dl.Reason, "*runtime_test.order") || dl.Attempts != 1 {
