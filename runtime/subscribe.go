@@ -85,7 +85,9 @@ func (d Delivery) Headers() Headers {
 	return out
 }
 
-// Outcome is what a handler decided about a delivery.
+// Outcome is what a handler decided about a delivery. The zero Outcome is
+// Ack: a middleware that returns Outcome{} instead of next's outcome acks
+// the record.
 type Outcome struct {
 	kind outcomeKind
 	err  error
