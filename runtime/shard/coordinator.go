@@ -105,7 +105,8 @@ type Config struct {
 	// ConsumerARN, when set, reads every shard by enhanced fan-out through
 	// this registered stream consumer (SubscribeToShard) instead of
 	// polling GetRecords: Poll, BatchSize and
-	// GetRecordsOptions do not apply. Leases, checkpoints, the sink and
+	// GetRecordsOptions apply only to the GetRecords that confirms the end
+	// of a closed shard whose subscription never ends (kinesis-mock). Leases, checkpoints, the sink and
 	// resharding are the same.
 	ConsumerARN string
 	// OnFail, when set, is called once when the coordinator stops reading

@@ -149,17 +149,11 @@ func (c *Coordinator) checkEnd(ctx context.Context, o *owned, s *session, f *fee
 		if reads > 0 && !sleep(ctx, minPoll) {
 			return at, true
 		}
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		var out *kinesis.GetRecordsOutput
-		out, err = c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(it), Limit: aws.Int32(firstReadLimit(c.cfg.BatchSize))})
-		cancel()
-		if err != nil {
+		if out, err = c.getRecords(ctx, it, firstReadLimit(c.cfg.BatchSize)); err != nil {
 			break
 		}
-		if derr := f.deliver(out.Records); derr != nil {
-			if ctx.Err() == nil && !errors.Is(derr, errFenced) {
-				sinkFailed(log, o, s, derr)
-			}
+		if !handOut(ctx, log, o, s, f, out.Records) {
 			return at, true
 		}
 		if n := len(out.Records); n > 0 {

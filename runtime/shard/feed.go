@@ -143,6 +143,21 @@ func (f *feed) flush() error {
 	return err
 }
 
+// handOut delivers the records of one read through f and reports whether
+// the reader goes on: not when the lease was fenced or ctx ended (nothing
+// of the read is handed out), nor when the sink failed (the session ends,
+// see sinkFailed).
+func handOut(ctx context.Context, log *slog.Logger, o *owned, s *session, f *feed, recs []types.Record) bool {
+	err := f.deliver(recs)
+	if err == nil {
+		return true
+	}
+	if ctx.Err() == nil && !errors.Is(err, errFenced) {
+		sinkFailed(log, o, s, err)
+	}
+	return false
+}
+
 // sinkFailed ends session s after the sink broke its contract: its
 // generation is dropped and the next pass reopens the shard at its
 // checkpoint.

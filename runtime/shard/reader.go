@@ -105,9 +105,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 			continue
 		}
 		began := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		out, err := c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)}, c.cfg.GetRecordsOptions...)
-		cancel()
+		out, err := c.getRecords(ctx, iter, limit)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -161,10 +159,7 @@ func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter strin
 		if out.MillisBehindLatest != nil {
 			st.ObserveBehind(*out.MillisBehindLatest)
 		}
-		if err := f.deliver(out.Records); err != nil {
-			if ctx.Err() == nil && !errors.Is(err, errFenced) {
-				sinkFailed(log, o, s, err)
-			}
+		if !handOut(ctx, log, o, s, f, out.Records) {
 			return
 		}
 		if out.NextShardIterator == nil {
@@ -405,4 +400,12 @@ func nextReadLimit(batch, limit int32, records, users int) int32 {
 		return batch
 	}
 	return max(1, min(batch, int32(int64(batch)*int64(records)/int64(users))))
+}
+
+// getRecords is one GetRecords call of a reader, bounded like any Kinesis
+// call, with the configured per-call options.
+func (c *Coordinator) getRecords(ctx context.Context, iter string, limit int32) (*kinesis.GetRecordsOutput, error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return c.cfg.Client.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(limit)}, c.cfg.GetRecordsOptions...)
 }
