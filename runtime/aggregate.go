@@ -926,11 +926,12 @@ func landedError(err error, sent, landed string) error {
 	if !ok {
 		return err
 	}
-	landedErr := *e
-	landedErr.Err = maybeStored{fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)}
+	cause := fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)
 	if e.Err != nil {
-		landedErr.Err = maybeStored{fmt.Errorf("%w: %w", landedErr.Err, e.Err)}
+		cause = fmt.Errorf("%w: %w", cause, e.Err)
 	}
+	landedErr := *e
+	landedErr.Err = maybeStored{cause}
 	return &landedErr
 }
 
