@@ -37,6 +37,24 @@ func awaitDeadLetters(e *env, srv *kinesistest.Server, dlq string) []runtime.Raw
 	}
 }
 
+// badThenFine publishes order 1 of customer bad and order 2 of another,
+// checks that the handler (reporting on ch) gets order 2 only, and returns
+// the dead letters once order 1's is stored.
+func badThenFine(e *env, srv *kinesistest.Server, orders, dlq string, ch <-chan delivered, bad string) []runtime.RawRecord {
+	e.t.Helper()
+	pub := e.publisher(orders)
+	e.publish(pub, order{ID: 1, Customer: bad})
+	e.publish(pub, order{ID: 2, Customer: "fine"})
+	if got := receive(e, ch, 1)[0].order.ID; got != 2 {
+		e.t.Fatalf("handler got order %d, want only 2", got)
+	}
+	letters := awaitDeadLetters(e, srv, dlq)
+	if len(letters) == 0 {
+		e.t.Fatal("no dead letter")
+	}
+	return letters
+}
+
 // storedDeadLetters reads the dead-letter stream dlq back from srv, without a
 // consumer.
 func storedDeadLetters(e *env, srv *kinesistest.Server, dlq string) []runtime.RawRecord {
@@ -220,16 +238,7 @@ func TestPanickingMiddlewareRetriesThenDeadLetters(t *testing.T) {
 	b := e.broker()
 	mustSubscribe(e, b, orders, h, runtime.DeadLetter(dlq), runtime.MaxRetries(1), runtime.Use(boom))
 	e.connect(b)
-	pub := e.publisher(orders)
-	e.publish(pub, order{ID: 1, Customer: "boom"})
-	e.publish(pub, order{ID: 2, Customer: "fine"})
-	if got := receive(e, ch, 1)[0].order.ID; got != 2 {
-		t.Fatalf("handler got order %d, want only 2", got)
-	}
-	letters := awaitDeadLetters(e, srv, dlq)
-	if len(letters) == 0 {
-		t.Fatal("no dead letter")
-	}
+	letters := badThenFine(e, srv, orders, dlq, ch, "boom")
 	dl, _ := letters[0].DeadLetter()
 	if !strings.Contains(dl.Reason, "panicked: middleware exploded") || dl.Attempts != 2 || letters[0].PartitionKey != "boom" {
 		t.Fatalf("dead letter %+v under %q; want the panic as reason after 2 attempts", dl, letters[0].PartitionKey)
@@ -264,16 +273,7 @@ func TestMiddlewareHandingAnotherTypeIsDeadLettered(t *testing.T) {
 	b := e.broker()
 	mustSubscribe(e, b, orders, h, runtime.DeadLetter(dlq), runtime.Use(swap))
 	e.connect(b)
-	pub := e.publisher(orders)
-	e.publish(pub, order{ID: 1, Customer: "swap"})
-	e.publish(pub, order{ID: 2, Customer: "fine"})
-	if got := receive(e, ch, 1)[0].order.ID; got != 2 {
-		t.Fatalf("handler got order %d, want only 2", got)
-	}
-	letters := awaitDeadLetters(e, srv, dlq)
-	if len(letters) == 0 {
-		t.Fatal("no dead letter")
-	}
+	letters := badThenFine(e, srv, orders, dlq, ch, "swap")
 	dl, _ := letters[0].DeadLetter()
 	if !strings.Contains(dl.Reason, "*runtime_test.order") || dl.Attempts != 1 {
 		t.Fatalf("dead letter %+v; want a reason naming the mistyped message", dl)
