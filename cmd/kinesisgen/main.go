@@ -100,8 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	status := 0
 	for _, f := range slices.Concat(res.Files, res.Contracts) {
-		if old, err := os.ReadFile(f.Path); err == nil && bytes.Equal(old, f.Content) {
-			continue // unchanged: keep its modification time
+		if old, err := os.ReadFile(f.Path); err == nil && bytes.Equal(gen.LF(old), f.Content) {
+			continue // unchanged (a CRLF checkout's too): keep it and its modification time
 		}
 		if err := os.WriteFile(f.Path, f.Content, 0o644); err != nil {
 			fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
@@ -133,6 +133,7 @@ func checkFiles(res *gen.Result, rel func(string) string, stderr io.Writer) int 
 	status := 0
 	for _, f := range slices.Concat(res.Files, res.Contracts) {
 		old, err := os.ReadFile(f.Path)
+		old = gen.LF(old) // a CRLF checkout of an up-to-date file is up to date
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			fmt.Fprintf(stderr, "%s: missing; run go generate\n", rel(f.Path))

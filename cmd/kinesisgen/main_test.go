@@ -247,3 +247,45 @@ func TestHelp(t *testing.T) {
 		t.Errorf("bad flag: exit %d, want 2", code)
 	}
 }
+
+// TestCRLFCheckout: a checkout with core.autocrlf=true has every file with
+// CRLF line ends, the generated file and the lock included. The generator
+// still knows its own file, -check passes, and a run rewrites nothing.
+func TestCRLFCheckout(t *testing.T) {
+	useModuleEnv(t)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders})
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	crlf := map[string][]byte{}
+	for _, name := range []string{"orders.go", gen.FileName, "kinesis.lock.json"} {
+		p := filepath.Join(dir, "orders", name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crlf[name] = bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n"))
+		if err := os.WriteFile(p, crlf[name], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 0 || stderr != "" {
+		t.Errorf("-check of a CRLF checkout: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Errorf("generate in a CRLF checkout: exit %d, stderr %q", code, stderr)
+	}
+	for name, want := range crlf {
+		if got, _ := os.ReadFile(filepath.Join(dir, "orders", name)); !bytes.Equal(got, want) {
+			t.Errorf("%s was rewritten although only its line ends differ", name)
+		}
+	}
+	// A real change is still out of date, and its diff is not every line.
+	edited := bytes.Replace(crlf[gen.FileName], []byte("func Mount("), []byte("// edited\r\nfunc Mount("), 1)
+	if err := os.WriteFile(filepath.Join(dir, "orders", gen.FileName), edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.Contains(stderr, "\n-// edited\n") || strings.Count(stderr, "\n-") > 2 {
+		t.Errorf("-check after an edit of a CRLF file: exit %d, stderr %q", code, stderr)
+	}
+}

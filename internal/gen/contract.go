@@ -26,6 +26,7 @@ func contracts(cfg Config, dir string, models []*pkgModel, res *Result, diags *d
 		}
 		lockPath := filepath.Join(filepath.Dir(m.genPath), kcontract.LockFile)
 		src, err := os.ReadFile(lockPath)
+		src = LF(src) // a CRLF checkout's lock reads the same
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			src = nil

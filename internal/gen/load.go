@@ -145,8 +145,20 @@ func hasLock(files []string) bool {
 	return err == nil
 }
 
+// isGenerated reports whether src starts with Header on its own line; a
+// checkout with CRLF line ends (core.autocrlf) keeps the file kinesisgen's.
 func isGenerated(src []byte) bool {
-	return bytes.HasPrefix(src, []byte(Header+"\n"))
+	return bytes.HasPrefix(src, []byte(Header+"\n")) || bytes.HasPrefix(src, []byte(Header+"\r\n"))
+}
+
+// LF returns src with its CRLF line ends made LF: what kinesisgen reads
+// back from disk is compared as text, so that a CRLF checkout of an
+// unchanged file is up to date.
+func LF(src []byte) []byte {
+	if !bytes.Contains(src, []byte("\r\n")) {
+		return src
+	}
+	return bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n"))
 }
 
 // The go/types messages that a missing generated file causes, with the
