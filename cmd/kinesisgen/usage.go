@@ -47,6 +47,14 @@ contracts (kinesis.lock.json, -lock, -asyncapi):
   the go:generate line (go tool kinesisgen -asyncapi asyncapi.yaml) to keep
   it next to the code; -check -asyncapi FILE fails when it is out of date.
 
+platforms:
+  kinesis_gen.go is one file for every GOOS, GOARCH, build tag and cgo
+  setting, and the same whatever configuration kinesisgen runs under (it
+  loads cgo files with cgo on; no C compiler is needed). Markers and kinesis
+  tags in a file that only some builds compile (a //go:build line, a name
+  ending in _GOOS or _GOARCH, an import of "C") are an error everywhere:
+  declare them in a file that every build compiles.
+
 Mount and receivers:
   kinesis_gen.go has one Mount per package, registering every subscriber of
   the package. Subscribers may be methods: Mount then takes, after b, a

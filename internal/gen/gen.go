@@ -114,7 +114,8 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
-	loaded, err := load(dir, cfg.Env, patterns)
+	env := loaderEnv(cfg.Env)
+	loaded, err := load(dir, env, patterns)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 	// A package may use what is generated for itself, for another package
 	// of the run, or for a dependency whose kinesis_gen.go is not written
 	// yet (go generate reaches it later); those type errors are forgiven.
-	if err := outlineDependencies(loaded.pkgs, outlines, dir, cfg.Env); err != nil {
+	if err := outlineDependencies(loaded.pkgs, outlines, dir, env); err != nil {
 		return nil, err
 	}
 	for _, p := range loaded.pkgs {

@@ -33,6 +33,7 @@ type loadedPkg struct {
 	userGen    bool   // kinesis_gen.go exists without Header: the user's file
 	typeErrs   []types.Error
 	otherErrs  []packages.Error
+	constraint constraints // why only some builds compile a file, by name
 }
 
 const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo
@@ -76,7 +77,7 @@ func load(dir string, env []string, patterns []string) (*loadResult, error) {
 	}
 	res := &loadResult{took: time.Since(start)}
 	for _, p := range pkgs {
-		lp := &loadedPkg{Package: p, typeErrs: p.TypeErrors}
+		lp := &loadedPkg{Package: p, typeErrs: p.TypeErrors, constraint: constraints{}}
 		if len(p.GoFiles) > 0 {
 			lp.genPath = filepath.Join(filepath.Dir(p.GoFiles[0]), FileName)
 		} else if p.Dir != "" {
@@ -92,6 +93,9 @@ func load(dir string, env []string, patterns []string) (*loadResult, error) {
 			switch {
 			case e.Kind == packages.TypeError:
 				// Kept as p.TypeErrors, with structured positions.
+			case strings.Contains(e.Msg, "build constraints exclude all Go files"):
+				// Nothing of the package is compiled in this configuration;
+				// the markers of its files are reported from source.
 			case e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "# "+p.PkgPath+"\n"):
 				// The compiler's view of this package while building export
 				// data: it saw the stale or missing kinesis_gen.go. The type
@@ -122,7 +126,7 @@ func prefilter(dir string, env []string, patterns []string) ([]string, error) {
 	}
 	var paths []string
 	for _, p := range pkgs {
-		if len(p.Errors) > 0 || hasLock(p.GoFiles) || slices.ContainsFunc(p.GoFiles, func(name string) bool {
+		if len(p.Errors) > 0 || hasLock(p.GoFiles) || slices.ContainsFunc(slices.Concat(p.GoFiles, p.IgnoredFiles), func(name string) bool {
 			src, err := os.ReadFile(name)
 			if err != nil {
 				return true // let the full load report it
@@ -253,7 +257,7 @@ func (p *loadedPkg) report(outlines map[string]*outline, diags *diagnostics) {
 		diags.add(parsePos(e.Pos, p), "%s", e.Msg)
 	}
 	for _, e := range p.typeErrs {
-		if !p.forgiven(e, outlines) {
+		if !p.forgiven(e, outlines) && !cgoImportError(e.Msg) {
 			diags.add(e.Fset.Position(e.Pos), "%s", e.Msg)
 		}
 	}

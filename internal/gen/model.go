@@ -117,6 +117,7 @@ type markedDecl struct {
 // can still be forgiven against what would be generated.
 func buildModel(p *loadedPkg, diags *diagnostics) *pkgModel {
 	m := &pkgModel{pkg: p, genPath: p.genPath, ownGenFile: p.ownGenFile, byName: map[string]*message{}, contractOf: map[string]*contract{}}
+	checkIgnoredFiles(p, diags)
 	if p.Types == nil || p.TypesInfo == nil {
 		return m
 	}
@@ -171,6 +172,7 @@ func collect(p *loadedPkg, diags *diagnostics) []*markedDecl {
 			continue
 		}
 		docs := map[*ast.CommentGroup]bool{}
+		constrained := p.constraint.of(filename)
 		parse := func(doc *ast.CommentGroup) []annotations.Marker {
 			if doc == nil {
 				return nil
@@ -180,6 +182,10 @@ func collect(p *loadedPkg, diags *diagnostics) []*markedDecl {
 			for _, c := range doc.List {
 				mk, ds := annotations.ParseComment(p.Fset.Position(c.Slash), c.Text)
 				diags.addAll(ds)
+				if mk != nil && constrained != "" {
+					constrainedMarker(diags, mk, constrained)
+					continue
+				}
 				if mk != nil && len(ds) == 0 {
 					ms = append(ms, mk)
 				} else if mk != nil {
@@ -316,6 +322,14 @@ func (m *pkgModel) findContracts(diags *diagnostics) {
 			continue
 		}
 		c := &contract{name: name, obj: tn}
+		if why := p.constraint.of(p.Fset.Position(tn.Pos()).Filename); why != "" {
+			for i := range st.NumFields() {
+				if _, tagged, _ := annotations.HeaderTag(st.Tag(i)); tagged {
+					constrainedTag(diags, p.Fset.Position(st.Field(i).Pos()), st.Field(i).Name(), name, why)
+				}
+			}
+			continue
+		}
 		seen := map[string]bool{}
 		anyTagged := false
 		for i := range st.NumFields() {

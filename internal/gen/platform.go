@@ -1,0 +1,195 @@
+package gen
+
+import (
+	"go/ast"
+	"go/build/constraint"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kinesisgen/kinesisgen/annotations"
+)
+
+// kinesis_gen.go is one file for every GOOS, GOARCH, build tag and cgo
+// setting: it carries no build constraint, and a run's result may not
+// depend on the configuration it runs under. So markers and kinesis tags are
+// refused in files that only some builds compile (a //go:build line, a
+// _GOOS or _GOARCH file name, an import of "C"), under every configuration
+// alike: those compiled in this one are checked as they are collected, the
+// others (the package's IgnoredFiles) are read from source. The package
+// itself is loaded with cgo on whatever CGO_ENABLED says, so a package's
+// portable files that use its cgo files type-check the same everywhere.
+
+// loaderEnv is env (nil: the process's) with cgo on. A machine without a
+// C compiler still loads: the import of "C" then fails alone, and that
+// error is forgiven (see cgoImportError).
+func loaderEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	return append(slices.Clip(env), "CGO_ENABLED=1")
+}
+
+// cgoImportError reports whether msg is go/types failing to import "C",
+// which happens when cgo cannot run; kinesisgen never needs C's names.
+func cgoImportError(msg string) bool { return strings.HasPrefix(msg, "could not import C (") }
+
+// constraintOf says why only some builds compile the file named filename
+// with source src, or "" when every build does.
+func constraintOf(filename string, src []byte) string {
+	f, err := parser.ParseFile(token.NewFileSet(), filename, src, parser.ImportsOnly|parser.ParseComments)
+	if err != nil {
+		return ""
+	}
+	for _, g := range f.Comments {
+		if g.Pos() >= f.Package {
+			break
+		}
+		for _, c := range g.List {
+			if constraint.IsGoBuild(c.Text) || constraint.IsPlusBuild(c.Text) {
+				return "a file that only some builds compile (" + c.Text + ")"
+			}
+		}
+	}
+	if part := platformSuffix(filepath.Base(filename)); part != "" {
+		return "a file that only some builds compile (its name ends in " + part + ")"
+	}
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "C" {
+			return `a file that imports "C", which only cgo builds compile`
+		}
+	}
+	return ""
+}
+
+// platformSuffix returns the _GOOS, _GOARCH or _GOOS_GOARCH that ends the
+// file name (before .go and _test), as go/build reads it, or "".
+func platformSuffix(name string) string {
+	name = strings.TrimSuffix(strings.TrimSuffix(name, ".go"), "_test")
+	parts := strings.Split(name, "_")
+	if len(parts) < 2 {
+		return ""
+	}
+	n := len(parts)
+	if n >= 3 && knownOS[parts[n-2]] && knownArch[parts[n-1]] {
+		return "_" + parts[n-2] + "_" + parts[n-1]
+	}
+	if knownOS[parts[n-1]] || knownArch[parts[n-1]] {
+		return "_" + parts[n-1]
+	}
+	return ""
+}
+
+// constraints caches constraintOf by file name for one run.
+type constraints map[string]string
+
+func (c constraints) of(filename string) string {
+	if why, ok := c[filename]; ok {
+		return why
+	}
+	src, err := os.ReadFile(filename)
+	why := ""
+	if err == nil {
+		why = constraintOf(filename, src)
+	}
+	c[filename] = why
+	return why
+}
+
+// constrainedMarker reports a marker in a file that only some builds compile.
+func constrainedMarker(diags *diagnostics, mk annotations.Marker, why string) {
+	hint := ""
+	if mk.MarkerName() == "subscriber" {
+		hint = " (it may call platform-specific code)"
+	}
+	diags.add(mk.Position(), "%s%s in %s; kinesis_gen.go is the same file for every build, so put the declaration in a file that every build compiles%s", annotations.Prefix, mk.MarkerName(), why, hint)
+}
+
+// constrainedTag reports a kinesis-tagged field in such a file.
+func constrainedTag(diags *diagnostics, pos token.Position, field, typ, why string) {
+	diags.add(pos, "kinesis tag on field %s of %s in %s; kinesis_gen.go is the same file for every build, so put the header contract in a file that every build compiles", field, typ, why)
+}
+
+// checkIgnoredFiles reports the markers and kinesis tags of the package's
+// files that this configuration does not compile; every configuration
+// reports them, from source.
+func checkIgnoredFiles(p *loadedPkg, diags *diagnostics) {
+	for _, name := range p.IgnoredFiles {
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil || !relevantRE.Match(src) {
+			continue
+		}
+		why := constraintOf(name, src)
+		if why == "" {
+			why = "a file that this build does not compile"
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			continue // the builds that compile it report it
+		}
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				if !annotations.IsMarker(c.Text) {
+					continue
+				}
+				if mk, ds := annotations.ParseComment(fset.Position(c.Slash), c.Text); mk != nil {
+					constrainedMarker(diags, mk, why)
+				} else {
+					diags.addAll(ds)
+				}
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				return true
+			}
+			for _, fld := range st.Fields.List {
+				if fld.Tag == nil {
+					continue
+				}
+				tag, err := strconv.Unquote(fld.Tag.Value)
+				if err != nil {
+					continue
+				}
+				if _, tagged, _ := annotations.HeaderTag(tag); tagged {
+					fname := "(embedded)"
+					if len(fld.Names) > 0 {
+						fname = fld.Names[0].Name
+					}
+					constrainedTag(diags, fset.Position(fld.Pos()), fname, ts.Name.Name, why)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// The GOOS and GOARCH values that go/build reads in file names (its syslist).
+var (
+	knownOS = set("aix", "android", "darwin", "dragonfly", "freebsd", "hurd", "illumos", "ios", "js", "linux", "nacl",
+		"netbsd", "openbsd", "plan9", "solaris", "wasip1", "windows", "zos")
+	knownArch = set("386", "amd64", "amd64p32", "arm", "armbe", "arm64", "arm64be", "loong64", "mips", "mipsle", "mips64",
+		"mips64le", "mips64p32", "mips64p32le", "ppc", "ppc64", "ppc64le", "riscv", "riscv64", "s390", "s390x", "sparc",
+		"sparc64", "wasm")
+)
+
+func set(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
