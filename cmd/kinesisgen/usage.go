@@ -53,7 +53,9 @@ platforms:
   loads cgo files with cgo on; no C compiler is needed). Markers and kinesis
   tags in a file that only some builds compile (a //go:build line, a name
   ending in _GOOS or _GOARCH, an import of "C") are an error everywhere:
-  declare them in a file that every build compiles.
+  declare them in a file that every build compiles. Markers in _test.go files
+  are an error too (kinesis_gen.go is compiled without them): in a test,
+  publish and subscribe with runtime.NewPublisher and runtime.Subscribe.
 
 Mount and receivers:
   kinesis_gen.go has one Mount per package, registering every subscriber of

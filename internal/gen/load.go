@@ -126,7 +126,13 @@ func prefilter(dir string, env []string, patterns []string) ([]string, error) {
 	}
 	var paths []string
 	for _, p := range pkgs {
-		if len(p.Errors) > 0 || hasLock(p.GoFiles) || slices.ContainsFunc(slices.Concat(p.GoFiles, p.IgnoredFiles), func(name string) bool {
+		var tests []string
+		if len(p.GoFiles) > 0 {
+			tests, _ = filepath.Glob(filepath.Join(filepath.Dir(p.GoFiles[0]), "*_test.go"))
+		} else if p.Dir != "" {
+			tests, _ = filepath.Glob(filepath.Join(p.Dir, "*_test.go"))
+		}
+		if len(p.Errors) > 0 || hasLock(p.GoFiles) || slices.ContainsFunc(slices.Concat(p.GoFiles, p.IgnoredFiles, tests), func(name string) bool {
 			src, err := os.ReadFile(name)
 			if err != nil {
 				return true // let the full load report it

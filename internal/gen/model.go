@@ -118,6 +118,7 @@ type markedDecl struct {
 func buildModel(p *loadedPkg, diags *diagnostics) *pkgModel {
 	m := &pkgModel{pkg: p, genPath: p.genPath, ownGenFile: p.ownGenFile, byName: map[string]*message{}, contractOf: map[string]*contract{}}
 	checkIgnoredFiles(p, diags)
+	checkTestFiles(p, diags)
 	if p.Types == nil || p.TypesInfo == nil {
 		return m
 	}

@@ -137,44 +137,85 @@ func checkIgnoredFiles(p *loadedPkg, diags *diagnostics) {
 		}
 		for _, g := range f.Comments {
 			for _, c := range g.List {
-				if !annotations.IsMarker(c.Text) {
-					continue
-				}
-				if mk, ds := annotations.ParseComment(fset.Position(c.Slash), c.Text); mk != nil {
+				mk, ds := annotations.ParseComment(fset.Position(c.Slash), c.Text)
+				diags.addAll(ds)
+				if mk != nil {
 					constrainedMarker(diags, mk, why)
-				} else {
-					diags.addAll(ds)
 				}
 			}
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			ts, ok := n.(*ast.TypeSpec)
-			if !ok {
-				return true
-			}
-			st, ok := ts.Type.(*ast.StructType)
-			if !ok {
-				return true
-			}
-			for _, fld := range st.Fields.List {
-				if fld.Tag == nil {
-					continue
-				}
-				tag, err := strconv.Unquote(fld.Tag.Value)
-				if err != nil {
-					continue
-				}
-				if _, tagged, _ := annotations.HeaderTag(tag); tagged {
-					fname := "(embedded)"
-					if len(fld.Names) > 0 {
-						fname = fld.Names[0].Name
-					}
-					constrainedTag(diags, fset.Position(fld.Pos()), fname, ts.Name.Name, why)
-				}
-			}
-			return true
-		})
+		forEachTag(fset, f, func(pos token.Position, field, typ string) { constrainedTag(diags, pos, field, typ, why) })
 	}
+}
+
+// checkTestFiles reports the markers of the package's _test.go files:
+// kinesis_gen.go is compiled without them, so it cannot declare what they
+// ask for. A mistyped marker is reported as in any other file.
+func checkTestFiles(p *loadedPkg, diags *diagnostics) {
+	for _, name := range testFiles(p) {
+		src, err := os.ReadFile(name)
+		if err != nil || !relevantRE.Match(src) {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			continue // go test reports it
+		}
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				mk, ds := annotations.ParseComment(fset.Position(c.Slash), c.Text)
+				diags.addAll(ds)
+				if mk != nil {
+					diags.add(mk.Position(), "%s%s in a _test.go file: kinesisgen generates only for the files go build compiles; declare it in a non-test file of the package, or publish and subscribe in the test with runtime.NewPublisher and runtime.Subscribe", annotations.Prefix, mk.MarkerName())
+				}
+			}
+		}
+	}
+}
+
+// testFiles lists the _test.go files beside the package's files, whatever
+// their build constraints.
+func testFiles(p *loadedPkg) []string {
+	if p.genPath == "" {
+		return nil
+	}
+	names, _ := filepath.Glob(filepath.Join(filepath.Dir(p.genPath), "*_test.go"))
+	return slices.DeleteFunc(names, func(n string) bool {
+		b := filepath.Base(n)
+		return strings.HasPrefix(b, ".") || strings.HasPrefix(b, "_")
+	})
+}
+
+// forEachTag calls fn for each kinesis-tagged field of the struct types of f.
+func forEachTag(fset *token.FileSet, f *ast.File, fn func(pos token.Position, field, typ string)) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			return true
+		}
+		for _, fld := range st.Fields.List {
+			tag, err := "", error(nil)
+			if fld.Tag != nil {
+				tag, err = strconv.Unquote(fld.Tag.Value)
+			}
+			if err != nil || tag == "" {
+				continue
+			}
+			if _, tagged, _ := annotations.HeaderTag(tag); tagged {
+				name := "(embedded)"
+				if len(fld.Names) > 0 {
+					name = fld.Names[0].Name
+				}
+				fn(fset.Position(fld.Pos()), name, ts.Name.Name)
+			}
+		}
+		return true
+	})
 }
 
 // The GOOS and GOARCH values that go/build reads in file names (its syslist).
