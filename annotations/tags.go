@@ -18,7 +18,10 @@ import (
 // value is left out when encoding and a missing header decodes as the zero
 // value. Header names are 1 to 128 characters of letters, digits, '-', '_'
 // and '.', not starting with "kinesisgen-" (the runtime's own headers);
-// "partition-key" is the record's partition key.
+// "partition-key" is the record's partition key. Its field is a string or
+// integer kind (not a bool or time.Time) and is always written: its zero
+// value (the empty string, 0) is no key, which is an error at publish, not
+// the key "0" nor a fall to a process-unique key.
 const TagKey = "kinesis"
 
 // HeaderTag parses a struct field's tag. ok is false when the field has no

@@ -114,9 +114,6 @@ func emitEncodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 			}
 		case kindBool:
 			cond, value = field.Clone(), jen.Lit("true")
-			if hf.header == partitionKeyHeader {
-				value = jen.Qual("strconv", "FormatBool").Call(jen.Bool().Call(field.Clone()))
-			}
 		case kindInt:
 			cond = field.Clone().Op("!=").Lit(0)
 			value = jen.Qual("strconv", "FormatInt").Call(jen.Int64().Call(field.Clone()), jen.Lit(10))
@@ -127,10 +124,16 @@ func emitEncodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 			cond = jen.Op("!").Add(field.Clone()).Dot("IsZero").Call()
 			value = field.Clone().Dot("Format").Call(jen.Qual("time", "RFC3339Nano"))
 		}
-		if hf.header == partitionKeyHeader {
+		if hf.header == partitionKeyHeader && hf.kind == kindString {
 			// The key field is always written: an empty key is then an error
 			// at publish, not a silent fall to a process-unique key.
 			body = append(body, set(value))
+			continue
+		}
+		if hf.header == partitionKeyHeader {
+			// A zero number is no key, as an empty string is: written
+			// empty, it is the same error at publish, never the key "0".
+			body = append(body, jen.If(cond).Block(set(value)).Else().Block(set(jen.Lit(""))))
 			continue
 		}
 		body = append(body, jen.If(cond).Block(set(value)))

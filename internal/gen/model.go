@@ -355,6 +355,12 @@ func (m *pkgModel) findContracts(diags *diagnostics) {
 				diags.add(pos, "header field %s has type %s; a header field is a string, integer or bool kind, or time.Time", f.Name(), types.TypeString(f.Type(), types.RelativeTo(p.Types)))
 				continue
 			}
+			if header == partitionKeyHeader && (hf.kind == kindBool || hf.kind == kindTime) {
+				// A bool could only ever key "true" (false is no key), and a
+				// time's text is a poor key: both spread nothing.
+				diags.add(pos, "partition-key field %s has type %s; a partition key is a string or integer kind (its zero value is no key: an error at publish)", f.Name(), types.TypeString(f.Type(), types.RelativeTo(p.Types)))
+				continue
+			}
 			if seen[header] {
 				diags.add(pos, "header %q is named by two fields of %s", header, name)
 				continue
