@@ -25,6 +25,11 @@ import (
 // (4) inside a handler, the key of the record being handled, so a reply or
 // a publish with the handler's ctx keeps the key's order; (5) a
 // process-unique key. A key that is given but empty is an error.
+//
+// The message's own fields never key its publish nor travel as headers: a
+// kinesis:"..." tag on one is an error, unless the marker says headers=X
+// with X the message type itself (then publish with .Headers(msg)). To key
+// by a field, publish with pub.Message(msg).PartitionKey(msg.Field).
 type Message struct {
 	Pos    token.Position            // where the marker starts
 	KeyPos map[string]token.Position // where each key given starts, by key
