@@ -62,10 +62,11 @@ type Message struct {
 	Aggregate bool `marker:"aggregate,flag"`
 
 	// Shared says that other message types are published to this stream
-	// too, on purpose. Without it two //kinesis:message types of one
-	// package on one stream are an error, as a subscriber decodes every
-	// record of its stream as one type: mark each of them shared, and read
-	// the stream with a type that accepts them all, or with runtime.RawRecord.
+	// too, on purpose. Without it two //kinesis:message types on one
+	// stream (of one package, or of two packages of one run) are an error,
+	// as a subscriber decodes every record of its stream as one type: mark
+	// each of them shared, and read the stream with a type that accepts them
+	// all, or with runtime.RawRecord.
 	Shared bool `marker:"shared,flag"`
 }
 

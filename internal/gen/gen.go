@@ -138,6 +138,9 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 	for _, p := range loaded.pkgs {
 		p.report(outlines, &diags)
 	}
+	if err := checkAcrossPackages(models, dir, env, &diags); err != nil {
+		return nil, err
+	}
 	if len(diags.list) == 0 {
 		for _, m := range models {
 			switch {
