@@ -220,7 +220,7 @@ func TestHandWrittenKinesisGenIsKept(t *testing.T) {
 func TestDiagnosticsWriteNothing(t *testing.T) {
 	useModuleEnv(t)
 	bad := strings.Replace(orders, "workers=2", "workers=two", 1)
-	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": bad, "good/good.go": strings.Replace(orders, "package orders", "package good", 1)})
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": bad, "good/good.go": strings.NewReplacer("package orders", "package good", "stream=orders", "stream=good").Replace(orders)})
 	code, _, stderr := kinesisgen(t, dir, "./...")
 	if want := "orders/orders.go:12:36: workers=two: not a whole number\n"; code != 1 || stderr != want {
 		t.Errorf("exit %d, stderr %q; want 1, %q", code, stderr, want)
