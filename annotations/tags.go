@@ -16,7 +16,10 @@ import (
 // EncodeHeaders and DecodeHeaders methods. Tagged fields are strings, integer
 // kinds, bools (or named types of them) and time.Time (RFC 3339 text); a zero
 // value is left out when encoding and a missing header decodes as the zero
-// value. Header names are 1 to 128 characters of letters, digits, '-', '_'
+// value. The tagged fields of an embedded struct, by value or by pointer, are
+// headers of the embedding contract too: a nil pointer embed sends none of
+// its headers (its partition-key field's is written empty), and decoding
+// allocates it when one of its headers came. Header names are 1 to 128 characters of letters, digits, '-', '_'
 // and '.', not starting with "kinesisgen-" (the runtime's own headers);
 // "partition-key" is the record's partition key. Its field is a string or
 // integer kind (not a bool or time.Time) and is always written: its zero

@@ -102,8 +102,24 @@ func emitEncodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 	h, dst := n.fresh("h"), n.fresh("dst")
 	var body []jen.Code
 	for _, hf := range c.fields {
-		field := jen.Id(h).Dot(hf.goName)
+		field := selector(h, hf.path, len(hf.path)).Dot(hf.fieldName())
 		set := func(value jen.Code) jen.Code { return jen.Id(dst).Index(jen.Lit(hf.header)).Op("=").Add(value) }
+		// guard wraps what writes the field in a nil check of each pointer
+		// embedded on its way: a nil embed sends none of its headers, but
+		// the key field's header is still written, empty.
+		guard := func(stmt jen.Code) jen.Code {
+			for i := len(hf.path) - 1; i >= 0; i-- {
+				if !hf.path[i].ptr {
+					continue
+				}
+				g := jen.If(selector(h, hf.path, i+1).Op("!=").Nil()).Block(stmt)
+				if hf.header == partitionKeyHeader {
+					g = g.Else().Block(set(jen.Lit("")))
+				}
+				stmt = g
+			}
+			return stmt
+		}
 		var cond, value jen.Code
 		switch hf.kind {
 		case kindString:
@@ -127,16 +143,16 @@ func emitEncodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 		if hf.header == partitionKeyHeader && hf.kind == kindString {
 			// The key field is always written: an empty key is then an error
 			// at publish, not a silent fall to a process-unique key.
-			body = append(body, set(value))
+			body = append(body, guard(set(value)))
 			continue
 		}
 		if hf.header == partitionKeyHeader {
 			// A zero number is no key, as an empty string is: written
 			// empty, it is the same error at publish, never the key "0".
-			body = append(body, jen.If(cond).Block(set(value)).Else().Block(set(jen.Lit(""))))
+			body = append(body, guard(jen.If(cond).Block(set(value)).Else().Block(set(jen.Lit("")))))
 			continue
 		}
-		body = append(body, jen.If(cond).Block(set(value)))
+		body = append(body, guard(jen.If(cond).Block(set(value))))
 	}
 	f.Comment("EncodeHeaders writes the tagged fields of h into dst; zero values are left out,")
 	f.Comment("except the partition key's, which is always written.")
@@ -166,7 +182,7 @@ func emitDecodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 	num, boolean, stamp := n.fresh("n"), n.fresh("b"), n.fresh("t")
 	var body []jen.Code
 	for _, hf := range c.fields {
-		field := jen.Id(h).Dot(hf.goName)
+		field := selector(h, hf.path, len(hf.path)).Dot(hf.fieldName())
 		fail := jen.If(jen.Id(err).Op("!=").Nil()).Block(jen.Return(runtimeError("ErrDecode", jen.Lit("header "+hf.header), jen.Id(err))))
 		x := num
 		switch hf.kind {
@@ -203,6 +219,17 @@ func emitDecodeHeaders(f *jen.File, m *pkgModel, c *contract) {
 			stmts = append(stmts, jen.List(jen.Id(x), jen.Id(err)).Op(":=").Qual("time", "Parse").Call(jen.Qual("time", "RFC3339Nano"), jen.Id(v)), fail,
 				field.Clone().Op("=").Id(x))
 		}
+		// A header of a nil pointer embed allocates it, just before the
+		// field is set.
+		var alloc []jen.Code
+		for i, step := range hf.path {
+			if step.ptr {
+				at := selector(h, hf.path, i+1)
+				alloc = append(alloc, jen.If(at.Clone().Op("==").Nil()).Block(at.Clone().Op("=").Op("&").Add(m.typeCode(step.named)).Values()))
+			}
+		}
+		last := stmts[len(stmts)-1]
+		stmts = append(append(stmts[:len(stmts)-1], alloc...), last)
 		body = append(body, jen.If(jen.List(jen.Id(v), jen.Id(ok)).Op(":=").Id(src).Index(jen.Lit(hf.header)), jen.Id(ok)).Block(stmts...))
 	}
 	body = append(body, jen.Return(jen.Nil()))
@@ -478,6 +505,15 @@ func groupImports(src []byte) []byte {
 		return src
 	}
 	return []byte(s[:start] + strings.Join(std, "\n") + "\n\n" + strings.Join(other, "\n") + s[end:])
+}
+
+// selector renders recv.S1.S2...Sn for the first n embedded steps of path.
+func selector(recv string, path []embedStep, n int) *jen.Statement {
+	sel := jen.Id(recv)
+	for _, s := range path[:n] {
+		sel = sel.Dot(s.name)
+	}
+	return sel
 }
 
 // field renders "Name: value" in a composite literal, in the order given.

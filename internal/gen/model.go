@@ -58,7 +58,61 @@ const (
 	kindTime
 )
 
+// embedStep is one embedded struct field on the way from a header
+// contract to a tagged field of a struct it embeds.
+type embedStep struct {
+	name  string       // the embedded field's name
+	ptr   bool         // embedded as *T: nil on encode is absent, allocated on decode
+	named *types.Named // T
+	pos   token.Pos    // the embedded field
+}
+
+// embeddedStruct returns the step into f when f is an embedded struct (or
+// pointer to struct) of a defined type.
+func embeddedStruct(f *types.Var) (embedStep, *types.Struct, bool) {
+	if !f.Embedded() {
+		return embedStep{}, nil, false
+	}
+	t := types.Unalias(f.Type())
+	ptr := false
+	if pt, ok := t.(*types.Pointer); ok {
+		t, ptr = types.Unalias(pt.Elem()), true
+	}
+	named, ok := t.(*types.Named)
+	if !ok || named.TypeArgs().Len() > 0 {
+		return embedStep{}, nil, false
+	}
+	st, ok := named.Underlying().(*types.Struct)
+	if !ok {
+		return embedStep{}, nil, false
+	}
+	return embedStep{name: f.Name(), ptr: ptr, named: named, pos: f.Pos()}, st, true
+}
+
+// pathName is the field's name as Go selects it from the contract: Base.Tenant.
+func pathName(path []embedStep, name string) string {
+	var b strings.Builder
+	for _, s := range path {
+		b.WriteString(s.name + ".")
+	}
+	return b.String() + name
+}
+
+// reachable reports whether code of pkg can select f through path.
+func reachable(pkg *types.Package, path []embedStep, f *types.Var) bool {
+	if !f.Exported() && f.Pkg() != pkg {
+		return false
+	}
+	for _, s := range path {
+		if !token.IsExported(s.name) && s.named.Obj().Pkg() != pkg {
+			return false
+		}
+	}
+	return true
+}
+
 type headerField struct {
+	path   []embedStep // the embedded fields it is reached through, outermost first
 	goName string
 	header string
 	kind   fieldKind
@@ -334,41 +388,59 @@ func (m *pkgModel) findContracts(diags *diagnostics) {
 		}
 		seen := map[string]bool{}
 		anyTagged := false
-		for i := range st.NumFields() {
-			f := st.Field(i)
-			header, tagged, err := annotations.HeaderTag(st.Tag(i))
-			if !tagged {
-				continue
+		// walk adds the tagged fields of st, reached from the contract
+		// through the embedded fields of path.
+		var walk func(st *types.Struct, path []embedStep, visiting map[*types.Named]bool)
+		walk = func(st *types.Struct, path []embedStep, visiting map[*types.Named]bool) {
+			for i := range st.NumFields() {
+				f := st.Field(i)
+				header, tagged, err := annotations.HeaderTag(st.Tag(i))
+				if !tagged {
+					if step, sub, ok := embeddedStruct(f); ok && !visiting[step.named] {
+						visiting[step.named] = true
+						walk(sub, append(slices.Clip(path), step), visiting)
+						delete(visiting, step.named)
+					}
+					continue
+				}
+				anyTagged = true
+				pos := p.Fset.Position(f.Pos())
+				goName := pathName(path, f.Name())
+				if err != nil {
+					diags.add(pos, "field %s: %v", goName, err)
+					continue
+				}
+				if f.Embedded() {
+					diags.add(pos, "embedded field %s cannot be a header; name the field", goName)
+					continue
+				}
+				if !reachable(p.Types, path, f) {
+					// Reported at the embedding, the part of it this package can change.
+					diags.add(p.Fset.Position(path[0].pos), "header field %s of %s is unexported in another package, so kinesisgen cannot set it; name the embedded field (its headers are then not %s's)", goName, name, name)
+					continue
+				}
+				hf, ok := headerFieldOf(f, header)
+				hf.goName, hf.path = goName, slices.Clone(path)
+				hf.pos, hf.at = pos, f.Pos()
+				if !ok {
+					diags.add(pos, "header field %s has type %s; a header field is a string, integer or bool kind, or time.Time", goName, types.TypeString(f.Type(), types.RelativeTo(p.Types)))
+					continue
+				}
+				if header == partitionKeyHeader && (hf.kind == kindBool || hf.kind == kindTime) {
+					// A bool could only ever key "true" (false is no key), and a
+					// time's text is a poor key: both spread nothing.
+					diags.add(pos, "partition-key field %s has type %s; a partition key is a string or integer kind (its zero value is no key: an error at publish)", goName, types.TypeString(f.Type(), types.RelativeTo(p.Types)))
+					continue
+				}
+				if seen[header] {
+					diags.add(pos, "header %q is named by two fields of %s", header, name)
+					continue
+				}
+				seen[header] = true
+				c.fields = append(c.fields, hf)
 			}
-			anyTagged = true
-			pos := p.Fset.Position(f.Pos())
-			if err != nil {
-				diags.add(pos, "field %s: %v", f.Name(), err)
-				continue
-			}
-			if f.Embedded() {
-				diags.add(pos, "embedded field %s cannot be a header; name the field", f.Name())
-				continue
-			}
-			hf, ok := headerFieldOf(f, header)
-			hf.pos, hf.at = pos, f.Pos()
-			if !ok {
-				diags.add(pos, "header field %s has type %s; a header field is a string, integer or bool kind, or time.Time", f.Name(), types.TypeString(f.Type(), types.RelativeTo(p.Types)))
-				continue
-			}
-			if header == partitionKeyHeader && (hf.kind == kindBool || hf.kind == kindTime) {
-				// A bool could only ever key "true" (false is no key), and a
-				// time's text is a poor key: both spread nothing.
-				diags.add(pos, "partition-key field %s has type %s; a partition key is a string or integer kind (its zero value is no key: an error at publish)", f.Name(), types.TypeString(f.Type(), types.RelativeTo(p.Types)))
-				continue
-			}
-			if seen[header] {
-				diags.add(pos, "header %q is named by two fields of %s", header, name)
-				continue
-			}
-			seen[header] = true
-			c.fields = append(c.fields, hf)
 		}
+		walk(st, nil, map[*types.Named]bool{named: true})
 		if !anyTagged {
 			continue
 		}
@@ -377,7 +449,9 @@ func (m *pkgModel) findContracts(diags *diagnostics) {
 			continue
 		}
 		for _, method := range []string{"EncodeHeaders", "DecodeHeaders"} {
-			if obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(named), true, p.Types, method); obj != nil && !m.inGenFile(obj.Pos()) {
+			// Only a method of the type itself: one promoted from an
+			// embedded contract is shadowed by the generated one.
+			if obj, index, _ := types.LookupFieldOrMethod(types.NewPointer(named), true, p.Types, method); obj != nil && len(index) == 1 && !m.inGenFile(obj.Pos()) {
 				diags.add(p.Fset.Position(obj.Pos()), "%s.%s is declared here; kinesisgen generates it for the header contract %s", name, method, name)
 			}
 		}
@@ -388,6 +462,14 @@ func (m *pkgModel) findContracts(diags *diagnostics) {
 
 func (m *pkgModel) inGenFile(pos token.Pos) bool {
 	return m.ownGenFile && m.pkg.Fset.Position(pos).Filename == m.genPath
+}
+
+// fieldName is the field's own name, without the embedded path.
+func (hf headerField) fieldName() string {
+	if i := strings.LastIndexByte(hf.goName, '.'); i >= 0 {
+		return hf.goName[i+1:]
+	}
+	return hf.goName
 }
 
 func headerFieldOf(f *types.Var, header string) (headerField, bool) {
