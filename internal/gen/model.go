@@ -543,7 +543,7 @@ func (m *pkgModel) addMessage(d *markedDecl, mk *annotations.Message, diags *dia
 			return
 		}
 	}
-	m.checkOwnTags(msg, named.Underlying().(*types.Struct), diags)
+	m.checkOwnTags(msg, diags)
 	m.messages = append(m.messages, msg)
 	m.byName[msg.name] = msg
 }
@@ -552,33 +552,28 @@ func (m *pkgModel) addMessage(d *markedDecl, mk *annotations.Message, diags *dia
 // marker does not name the message itself as its headers=: a publish of it
 // neither sends those fields as headers nor keys by them, so the tag would
 // do nothing.
-func (m *pkgModel) checkOwnTags(msg *message, st *types.Struct, diags *diagnostics) {
-	if msg.headers != nil && msg.headers.name == msg.name {
+func (m *pkgModel) checkOwnTags(msg *message, diags *diagnostics) {
+	own := m.contractOf[msg.name] // its tagged fields, embedded ones too
+	if own == nil || (msg.headers != nil && msg.headers.name == msg.name) {
 		return
 	}
-	for i := range st.NumFields() {
-		f := st.Field(i)
-		header, tagged, err := annotations.HeaderTag(st.Tag(i))
-		if !tagged || err != nil || f.Embedded() {
-			continue // reported with the contract
-		}
-		pos := m.pkg.Fset.Position(f.Pos())
-		if header == partitionKeyHeader {
+	for _, f := range own.fields {
+		if f.header == partitionKeyHeader {
 			fix := fmt.Sprintf("add headers=%s to its marker and publish with pub.Message(msg).Headers(msg)", msg.name)
 			if msg.headers != nil {
 				fix = "move the field to its header contract " + msg.headers.name
 			}
-			diags.add(pos, "field %s of //kinesis:message %s is tagged kinesis:%q, but a message's own fields do not key its publish (it takes its key from elsewhere, often a process-unique key): key each publish with pub.Message(msg).PartitionKey(msg.%s), or %s",
-				f.Name(), msg.name, header, f.Name(), fix)
+			diags.add(f.pos, "field %s of //kinesis:message %s is tagged kinesis:%q, but a message's own fields do not key its publish (it takes its key from elsewhere, often a process-unique key): key each publish with pub.Message(msg).PartitionKey(msg.%s), or %s",
+				f.goName, msg.name, f.header, f.goName, fix)
 			continue
 		}
 		if msg.headers != nil {
-			diags.add(pos, "field %s of //kinesis:message %s is tagged kinesis:%q, but a message's own fields are not sent as headers: move the field to its header contract %s",
-				f.Name(), msg.name, header, msg.headers.name)
+			diags.add(f.pos, "field %s of //kinesis:message %s is tagged kinesis:%q, but a message's own fields are not sent as headers: move the field to its header contract %s",
+				f.goName, msg.name, f.header, msg.headers.name)
 			continue
 		}
-		diags.add(pos, "field %s of //kinesis:message %s is tagged kinesis:%q, but a message's own fields are not sent as headers: add headers=%s to its marker and publish with pub.Message(msg).Headers(msg), or move the field to a header contract",
-			f.Name(), msg.name, header, msg.name)
+		diags.add(f.pos, "field %s of //kinesis:message %s is tagged kinesis:%q, but a message's own fields are not sent as headers: add headers=%s to its marker and publish with pub.Message(msg).Headers(msg), or move the field to a header contract",
+			f.goName, msg.name, f.header, msg.name)
 	}
 }
 

@@ -26,3 +26,16 @@ type Ship struct {
 type Self struct {
 	Customer string `kinesis:"partition-key"`
 }
+
+// Tenant is embedded by Account.
+type Tenant struct {
+	Name string `kinesis:"tenant"`
+}
+
+// Account's embedded tag is not sent either.
+//
+//kinesis:message stream=accounts
+type Account struct {
+	Tenant
+	ID int
+}
