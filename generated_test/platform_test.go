@@ -104,7 +104,8 @@ func TestSameOnEveryPlatform(t *testing.T) {
 		{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0"},
 		{"GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0"},
 		{"GOOS=windows", "GOARCH=amd64", "CGO_ENABLED=0"},
-		{"GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=1", "CC=/nonexistent/cc"}, // cgo on, no C compiler
+		{"GOOS=linux", "GOARCH=amd64", "CGO_ENABLED=0", "CC=/nonexistent/cc"}, // cgo off, no C compiler to turn it on
+		{"GOOS=darwin", "GOARCH=amd64", "CC=/nonexistent/cc"},                 // cgo off by default: no C compiler
 	}
 	type outcome struct {
 		Files       map[string]string

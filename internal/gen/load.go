@@ -262,7 +262,16 @@ func (p *loadedPkg) report(outlines map[string]*outline, diags *diagnostics) {
 	for _, e := range p.otherErrs {
 		diags.add(parsePos(e.Pos, p), "%s", e.Msg)
 	}
+	var fromCgo map[string]bool
 	for _, e := range p.typeErrs {
+		if s := undefinedRE.FindStringSubmatch(e.Msg); s != nil && s[1] == "" {
+			if fromCgo == nil {
+				fromCgo = cgoNames(p)
+			}
+			if fromCgo[s[2]] {
+				continue // declared in a cgo file, which cgo builds compile
+			}
+		}
 		if !p.forgiven(e, outlines) && !cgoImportError(e.Msg) {
 			diags.add(e.Fset.Position(e.Pos), "%s", e.Msg)
 		}

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,23 +21,80 @@ import (
 // refused in files that only some builds compile (a //go:build line, a
 // _GOOS or _GOARCH file name, an import of "C"), under every configuration
 // alike: those compiled in this one are checked as they are collected, the
-// others (the package's IgnoredFiles) are read from source. The package
-// itself is loaded with cgo on whatever CGO_ENABLED says, so a package's
-// portable files that use its cgo files type-check the same everywhere.
+// others (the package's IgnoredFiles) are read from source. Packages load
+// with cgo on when a C compiler is there, whatever CGO_ENABLED says, so a
+// package's portable files that use its cgo files type-check the same
+// everywhere; without one, the names those files would have from the cgo
+// files are forgiven (see cgoNames).
 
-// loaderEnv is env (nil: the process's) with cgo on. A machine without a
-// C compiler still loads: the import of "C" then fails alone, and that
-// error is forgiven (see cgoImportError).
+// loaderEnv is env (nil: the process's) with cgo on when the go command
+// has it off but can find its C compiler. Forcing cgo on without a C
+// compiler would fail to build the export data of every package that
+// depends on runtime/cgo (net, os/user), so then it stays off.
 func loaderEnv(env []string) []string {
 	if env == nil {
 		env = os.Environ()
+	}
+	cmd := exec.Command("go", "env", "CGO_ENABLED", "CC")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		return env // the load reports what is wrong with the go command
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || lines[0] == "1" {
+		return env
+	}
+	cc := strings.Fields(lines[1])
+	if len(cc) == 0 {
+		return env
+	}
+	if _, err := exec.LookPath(cc[0]); err != nil {
+		return env
 	}
 	return append(slices.Clip(env), "CGO_ENABLED=1")
 }
 
 // cgoImportError reports whether msg is go/types failing to import "C",
-// which happens when cgo cannot run; kinesisgen never needs C's names.
+// which happens when cgo is on but cannot run; kinesisgen never needs C's
+// names.
 func cgoImportError(msg string) bool { return strings.HasPrefix(msg, "could not import C (") }
+
+// cgoNames returns the package-level names declared in the package's cgo
+// files that this configuration does not compile (cgo off): the uses of
+// them in its other files are not errors of the package.
+func cgoNames(p *loadedPkg) map[string]bool {
+	names := map[string]bool{}
+	for _, name := range p.IgnoredFiles {
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+		if err != nil || f.Name.Name != p.Name || !slices.ContainsFunc(f.Imports, func(s *ast.ImportSpec) bool { return s.Path.Value == `"C"` }) {
+			continue
+		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					names[d.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						names[s.Name.Name] = true
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							names[n.Name] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return names
+}
 
 // constraintOf says why only some builds compile the file named filename
 // with source src, or "" when every build does.
