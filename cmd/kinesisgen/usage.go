@@ -50,7 +50,8 @@ contracts (kinesis.lock.json, -lock, -asyncapi):
 platforms:
   kinesis_gen.go is one file for every GOOS, GOARCH, build tag and cgo
   setting, and the same whatever configuration kinesisgen runs under (it
-  loads cgo files with cgo on; no C compiler is needed). Markers and kinesis
+  loads cgo files with cgo on when a C compiler is there, and without one
+  accepts the other files' uses of their names). Markers and kinesis
   tags in a file that only some builds compile (a //go:build line, a name
   ending in _GOOS or _GOARCH, an import of "C") are an error everywhere:
   declare them in a file that every build compiles. Markers in _test.go files
