@@ -208,7 +208,7 @@ func TestForgivesDependency(t *testing.T) {
 	for _, d := range res.Diagnostics {
 		got = append(got, d.String())
 	}
-	want := []string{"main.go:16:13: undefined: orders.NewRefundPublisher"}
+	want := []string{"main.go:19:13: undefined: orders.NewRefundPublisher"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("diagnostics (-want +got):\n%s", diff)
 	}

@@ -810,14 +810,23 @@ func (m *pkgModel) checkHeadersParam(h *handler, v *types.Var, fail func(token.P
 	}
 }
 
-// hasHeaderTags reports whether t is a struct with a kinesis field tag.
+// hasHeaderTags reports whether t is a struct with a kinesis field tag, its
+// own or one of a struct it embeds.
 func hasHeaderTags(t *types.Named) bool {
+	return tagsBelow(t, map[*types.Named]bool{})
+}
+
+func tagsBelow(t *types.Named, visiting map[*types.Named]bool) bool {
 	st, ok := t.Underlying().(*types.Struct)
-	if !ok {
+	if !ok || visiting[t] {
 		return false
 	}
+	visiting[t] = true
 	for i := range st.NumFields() {
 		if _, tagged, _ := annotations.HeaderTag(st.Tag(i)); tagged {
+			return true
+		}
+		if step, _, ok := embeddedStruct(st.Field(i)); ok && tagsBelow(step.named, visiting) {
 			return true
 		}
 	}

@@ -74,6 +74,18 @@ func outlineDependencies(pkgs []*loadedPkg, outlines map[string]*outline, dir st
 // outlineFromSource reads the markers and header tags of a package's files.
 func outlineFromSource(files []string) *outline {
 	o := &outline{names: map[string]bool{}, contracts: map[string]bool{}}
+	// A struct that embeds a contract of the package (T or *T) is one too.
+	embeds := map[string][]string{}
+	defer func() {
+		for changed := true; changed; {
+			changed = false
+			for name, inner := range embeds {
+				if !o.contracts[name] && slices.ContainsFunc(inner, func(n string) bool { return o.contracts[n] }) {
+					o.contracts[name], changed = true, true
+				}
+			}
+		}
+	}()
 	fset := token.NewFileSet()
 	for _, name := range files {
 		src, err := os.ReadFile(name)
@@ -103,8 +115,9 @@ func outlineFromSource(files []string) *outline {
 					if hasMarker(fset, doc, "message") {
 						o.names[publisherFunc(ts.Name.Name)] = true
 					}
-					if st, ok := ts.Type.(*ast.StructType); ok && taggedStruct(st) {
-						o.contracts[ts.Name.Name] = true
+					if st, ok := ts.Type.(*ast.StructType); ok {
+						o.contracts[ts.Name.Name] = taggedStruct(st)
+						embeds[ts.Name.Name] = embeddedNames(st)
 					}
 				}
 			}
@@ -137,4 +150,22 @@ func taggedStruct(st *ast.StructType) bool {
 		}
 	}
 	return false
+}
+
+// embeddedNames are the names of the package's types that st embeds.
+func embeddedNames(st *ast.StructType) []string {
+	var names []string
+	for _, f := range st.Fields.List {
+		if len(f.Names) > 0 {
+			continue
+		}
+		t := f.Type
+		if star, ok := t.(*ast.StarExpr); ok {
+			t = star.X
+		}
+		if id, ok := t.(*ast.Ident); ok {
+			names = append(names, id.Name)
+		}
+	}
+	return names
 }

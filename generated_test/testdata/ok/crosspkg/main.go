@@ -18,5 +18,8 @@ func main() {
 	_ = orders.NewOrderPublisher(b)
 	var k orders.Key
 	_ = k.DecodeHeaders(nil)
+	var w orders.Wrapped
+	_ = w.DecodeHeaders(nil)
+	var _ runtime.HeaderDecoder = &w
 	var _ runtime.HeaderEncoder = k
 }

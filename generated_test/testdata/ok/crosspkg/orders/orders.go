@@ -12,3 +12,9 @@ type Key struct {
 
 //kinesis:subscriber stream=orders
 func Post(ctx context.Context, msg Order) error { _ = NewOrderPublisher; return nil }
+
+// Wrapped is a header contract by what it embeds.
+type Wrapped struct {
+	*Key
+	Note string
+}
