@@ -46,6 +46,8 @@ func Measure() Sample { return Sample{Size: size()} }
 `,
 	"native/cgo.go": "package native\n\n// static int sz(void) { return 4; }\nimport \"C\"\n\nfunc size() int { return int(C.sz()) }\n",
 
+	"winonly/w_windows.go": "package winonly\n\n// W exists on Windows only.\n//\n//kinesis:message stream=winonly\ntype W struct{}\n",
+
 	"guarded/guarded.go": `package guarded
 
 import "context"
@@ -131,6 +133,7 @@ func TestSameOnEveryPlatform(t *testing.T) {
 				"guarded/cmsg.go:8:1: //kinesis:message in a file that imports \"C\", which only cgo builds compile; kinesis_gen.go is the same file for every build, so put the declaration in a file that every build compiles",
 				"guarded/handle_linux.go:7:1: //kinesis:subscriber in a file that only some builds compile (its name ends in _linux); kinesis_gen.go is the same file for every build, so put the declaration in a file that every build compiles (it may call platform-specific code)",
 				"guarded/meta.go:7:2: kinesis tag on field Trace of Meta in a file that only some builds compile (//go:build !windows); kinesis_gen.go is the same file for every build, so put the header contract in a file that every build compiles",
+				"winonly/w_windows.go:5:1: //kinesis:message in a file that only some builds compile (its name ends in _windows); kinesis_gen.go is the same file for every build, so put the declaration in a file that every build compiles",
 			}
 			if diff := cmp.Diff(want, got.Diagnostics); diff != "" {
 				t.Errorf("%v: diagnostics (-want +got):\n%s", c, diff)
@@ -144,8 +147,10 @@ func TestSameOnEveryPlatform(t *testing.T) {
 
 	// Without the refused package, the others generate, and what is
 	// written vets and builds under each configuration.
-	if err := os.RemoveAll(filepath.Join(dir, "guarded")); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"guarded", "winonly"} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	res, err := gen.Generate(gen.Config{Dir: dir, Env: gentest.Env()}, "./...")
 	if err != nil || len(res.Diagnostics) > 0 || len(res.Files) != 2 {

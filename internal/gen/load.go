@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -122,6 +123,9 @@ func prefilter(dir string, env []string, patterns []string) ([]string, error) {
 		return nil, err
 	}
 	if len(pkgs) == 0 {
+		if excluded := excludedPackages(dir, patterns, nil); len(excluded) > 0 {
+			return excluded, nil
+		}
 		return nil, fmt.Errorf("%s matched no packages (is %s inside a Go module?)", strings.Join(patterns, " "), dir)
 	}
 	var paths []string
@@ -142,7 +146,60 @@ func prefilter(dir string, env []string, patterns []string) ([]string, error) {
 			paths = append(paths, p.PkgPath)
 		}
 	}
-	return paths, nil
+	return append(paths, excludedPackages(dir, patterns, pkgs)...), nil
+}
+
+// excludedPackages returns, as directory patterns, the package directories
+// below the relative wildcard patterns that go list leaves out because this
+// configuration compiles none of their files, when one of those files has
+// a marker or a kinesis tag: another configuration would see them, so this
+// one reports them too (see checkIgnoredFiles).
+func excludedPackages(dir string, patterns []string, listed []*packages.Package) []string {
+	seen := map[string]bool{}
+	for _, p := range listed {
+		for _, f := range slices.Concat(p.GoFiles, p.IgnoredFiles, p.OtherFiles) {
+			seen[filepath.Dir(f)] = true
+		}
+	}
+	var out []string
+	for _, pat := range patterns {
+		root, ok := strings.CutSuffix(pat, "...")
+		if !ok || !(root == "" || strings.HasPrefix(root, "./") || strings.HasPrefix(root, "../") || filepath.IsAbs(root)) {
+			continue // an import path pattern: what go list saw is all
+		}
+		root = filepath.Join(dir, strings.TrimSuffix(root, "/"))
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			name := d.Name()
+			if path != root && (name == "testdata" || name == "vendor" || name == "node_modules" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // another module
+				}
+			}
+			if seen[path] {
+				return nil
+			}
+			files, _ := filepath.Glob(filepath.Join(path, "*.go"))
+			if slices.ContainsFunc(files, func(f string) bool {
+				if strings.HasSuffix(f, "_test.go") {
+					return false
+				}
+				src, err := os.ReadFile(f)
+				return err == nil && relevantRE.Match(src)
+			}) {
+				if rel, err := filepath.Rel(dir, path); err == nil {
+					out = append(out, "./"+filepath.ToSlash(rel))
+				}
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 // hasLock reports whether the package of files keeps a contract lock: its
