@@ -42,41 +42,57 @@ func (d *deliveries) all() []delivery {
 	return append([]delivery(nil), d.log...)
 }
 
-// checkpoints is a lease store that logs the sequence-number checkpoints
-// that were stored, per shard and owner.
+// checkpoints is a lease store that logs the checkpoints that were stored,
+// per shard and owner, each with how many deliveries d had logged by then.
 type checkpoints struct {
 	lease.Store
+	d  *deliveries
 	mu sync.Mutex
-	by map[[2]string][]string // {shard, owner} -> sequence numbers stored
+	by map[[2]string][]storedCheckpoint // {shard, owner} -> checkpoints stored
 }
 
-func newCheckpoints(inner lease.Store) (*checkpoints, lease.Store) {
-	c := &checkpoints{Store: inner, by: map[[2]string][]string{}}
+type storedCheckpoint struct {
+	cp    string
+	after int // deliveries logged before it was stored
+}
+
+func newCheckpoints(inner lease.Store, d *deliveries) (*checkpoints, lease.Store) {
+	c := &checkpoints{Store: inner, d: d, by: map[[2]string][]storedCheckpoint{}}
 	return c, withMembers(c, inner)
 }
 
 func (c *checkpoints) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
 	nl, err := c.Store.Checkpoint(ctx, l, cp, sub)
 	if err == nil {
+		c.d.mu.Lock()
+		n := len(c.d.log)
+		c.d.mu.Unlock()
 		c.mu.Lock()
 		k := [2]string{l.ShardID, l.Owner}
-		c.by[k] = append(c.by[k], cp)
+		c.by[k] = append(c.by[k], storedCheckpoint{cp, n})
 		c.mu.Unlock()
 	}
 	return nl, err
 }
 
-// covered reports whether owner stored a checkpoint of shardID at or past
-// seq, or one that is not a sequence number and ends the shard.
-func (c *checkpoints) covered(shardID, owner, seq string) (string, bool) {
+// covered reports whether an owner had stored a checkpoint of shardID at
+// or past seq (or SHARD_END) before the delivery at index i of the log: no
+// owner reads the shard from before it after that (a take is conditional
+// on the lease as last written).
+func (c *checkpoints) covered(shardID, seq string, i int) (string, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, cp := range c.by[[2]string{shardID, owner}] {
-		if cp == lease.CheckpointShardEnd || isDecimal(cp) && seqCmp(cp, seq) >= 0 {
-			return cp, true
+	for k, list := range c.by {
+		if k[0] != shardID {
+			continue
+		}
+		for _, s := range list {
+			if s.after <= i && (s.cp == lease.CheckpointShardEnd || isDecimal(s.cp) && seqCmp(s.cp, seq) >= 0) {
+				return k[1], s.cp, true
+			}
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 func isDecimal(s string) bool {
@@ -101,16 +117,16 @@ func seqCmp(a, b string) int {
 // published as "key:n" (want: how many per key) even when leases were lost
 // on the way (lost: how many; a fence on a loaded machine): nothing is
 // lost; each key's records are first delivered in publish order; and a
-// record is delivered again only after a lease was lost, and only one
-// that the owner that first delivered it had not checkpointed (its stored
-// checkpoints of the shard are all before it: its settlement never
-// counted). It returns how many records were delivered more than once.
+// record is delivered again only after a lease was lost, and only one no
+// owner had checkpointed (every checkpoint of its shard stored by then is
+// before it: its settlement never counted). It returns how many records
+// were delivered more than once.
 func checkUnderFences(t *testing.T, d *deliveries, cps *checkpoints, want map[string]int, lost uint64) (dups int) {
 	t.Helper()
 	first := map[recordID]delivery{}
 	next := map[string]int{} // per key: the record whose first delivery is due
 	again := map[recordID]bool{}
-	for _, x := range d.all() {
+	for i, x := range d.all() {
 		key, nstr, _ := strings.Cut(x.data, ":")
 		n, _ := strconv.Atoi(nstr)
 		if _, ok := want[key]; !ok {
@@ -125,19 +141,18 @@ func checkUnderFences(t *testing.T, d *deliveries, cps *checkpoints, want map[st
 			next[key] = max(next[key], n+1)
 			continue
 		}
-		if again[x.id] {
-			continue // checked at its first repeat
+		if !again[x.id] {
+			dups++
 		}
 		again[x.id] = true
-		dups++
 		if lost == 0 {
 			t.Errorf("record %s/%s (%s) delivered again (by %s, first by %s) while no lease was lost: a graceful handoff or stop repeated it",
 				x.id.shard, x.id.seq, x.data, x.owner, f.owner)
 			continue
 		}
-		if cp, ok := cps.covered(x.id.shard, f.owner, x.id.seq); ok {
-			t.Errorf("record %s/%s (%s) delivered again (by %s), though %s, which first delivered it, had checkpointed it (%s)",
-				x.id.shard, x.id.seq, x.data, x.owner, f.owner, cp)
+		if by, cp, ok := cps.covered(x.id.shard, x.id.seq, i); ok {
+			t.Errorf("record %s/%s (%s) delivered again (by %s; first by %s), though %s had checkpointed it (%s) before",
+				x.id.shard, x.id.seq, x.data, x.owner, f.owner, by, cp)
 		}
 	}
 	for k, n := range want {

@@ -235,16 +235,23 @@ func TestHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
 func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
 	cols := newCollectors(2)
 	cols[0].hold = func(*shard.Record) bool { return true } // a's handler is stuck
-	cfgA := e.config("a", cols[0].sink)
-	countersA := new(shard.LeaseCounters)
-	cfgA.Counters = countersA
+	log := &deliveries{}
+	cps, leases := newCheckpoints(e.store, log)
+	cfgA, cfgB := e.config("a", log.wrap("a", cols[0].sink)), e.config("b", log.wrap("b", cols[1].sink))
+	cfgA.Leases, cfgB.Leases = leases, leases
+	var counters [2]shard.LeaseCounters
+	cfgA.Counters, cfgB.Counters = &counters[0], &counters[1]
 	a := e.start(cfgA)
 	want := map[string]int{}
 	e.publish(want, 20, 20)
 	cols[0].waitN(t, 20)
-	b := e.start(e.config("b", cols[1].sink))
-	eventually(t, 20*time.Second, "a postpones the handoff", func() bool { return countersA.Postponed.Load() > 0 })
-	if got := b.Reading(); len(got) != 0 {
+	b := e.start(cfgB)
+	// (A lease a lost on the way, fenced on a loaded machine, is taken as a
+	// crash failover takes it: no handoff to postpone.)
+	eventually(t, 20*time.Second, "a postpones the handoff", func() bool {
+		return counters[0].Postponed.Load() > 0 || counters[0].Lost.Load() > 0
+	})
+	if got := b.Reading(); len(got) != 0 && counters[0].Lost.Load() == 0 {
 		t.Fatalf("b reads %v while a's handlers still run their records", got)
 	}
 	cols[0].mu.Lock()
@@ -256,8 +263,19 @@ func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
 	eventually(t, 20*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
 	e.publish(want, 20, 20)
 	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
-	cols[1].wait(t, 20*time.Second, "all 40 records", func([]*shard.Record) bool { return len(all()) >= 40 })
-	checkKeyOrder(t, all(), want)
+	cols[1].wait(t, 20*time.Second, "all 40 records", func([]*shard.Record) bool {
+		seen := map[recordID]bool{}
+		for _, r := range all() {
+			seen[idOf(r)] = true
+		}
+		return len(seen) >= 40
+	})
+	// Graceful: nothing twice, unless a lease was lost on the way (a fence
+	// on a loaded machine, with the short failover time of these tests).
+	lost := counters[0].Lost.Load() + counters[1].Lost.Load()
+	if dups := checkUnderFences(t, log, cps, want, lost); lost > 0 {
+		t.Logf("%d leases lost: %d records delivered again, none checkpointed before", lost, dups)
+	}
 }
 
 // Issue 9, scenario 2: a shard opened at Latest whose GetRecords fail long
