@@ -29,10 +29,11 @@ type owned struct {
 	handing   bool      // a handoff to another owner is under way
 	finished  bool      // SHARD_END is written
 	wrote     time.Time // last successful mutation: it renewed the lease too
-	// stuck is the first unsettled record of the last postponed handoff:
-	// while it is still the first, a new request is postponed at once,
-	// without stopping the reader again (see startHandoff).
-	stuck *mark
+	// stuck is the first unsettled record of the last postponed handoff,
+	// in generation stuckIn: while it is still the first, a new request is
+	// postponed at once, without stopping the reader again (startHandoff).
+	stuck   *mark
+	stuckIn *watermark
 
 	// The self-fence (issue 9, scenario 3). until is when the lease may
 	// look expired to another instance, less a margin: the send time of
@@ -396,7 +397,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		return
 	}
 	s := o.sess
-	if s != nil && o.stuck != nil {
+	if s != nil && o.stuck != nil && o.stuckIn == s.wm {
 		if first, out := s.wm.firstPending(); out && first == *o.stuck {
 			o.mu.Unlock()
 			c.postpone(o, nil, to, s.wm.pending())
@@ -442,7 +443,7 @@ func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) 
 	o.mu.Lock()
 	if s != nil {
 		if first, out := s.wm.firstPending(); out {
-			o.stuck = &first
+			o.stuck, o.stuckIn = &first, s.wm
 		}
 		c.resumeLocked(o, s)
 		o.setHanding(false)
