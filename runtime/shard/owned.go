@@ -470,7 +470,7 @@ func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) 
 // s (stopped) handed out, in s's generation; o.mu is held. Nothing is read
 // twice and the records of s still in flight move the checkpoint.
 func (c *Coordinator) resumeLocked(o *owned, s *session) {
-	if o.gone || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() {
+	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() {
 		return
 	}
 	from := s.from

@@ -57,56 +57,66 @@ func (h *handling) hold(owner string, d func() time.Duration) func(*shard.Record
 // ran them.)
 func TestJoinDuringSlowHandlerPostponesTheHandoff(t *testing.T) {
 	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
-		const slow = 3 * time.Second // handlers run this long; Handoff/2 is 1 s
 		e, _ := memEnvIn(t, 2, l)
-		ids := e.shards()
-		h := &handling{t: t, active: map[recordID]string{}}
-		cols := newCollectors(2)
-		var mu sync.Mutex
-		slowA := true
-		cols[0].hold = h.hold("a", func() time.Duration {
-			mu.Lock()
-			defer mu.Unlock()
-			if slowA {
-				return slow
-			}
-			return 0
-		})
-		cols[1].hold = h.hold("b", func() time.Duration { return 0 })
-		countersA := new(shard.LeaseCounters)
-		cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
-		cfgA.Counters = countersA
-		for _, c := range []*shard.Config{&cfgA, &cfgB} {
-			c.Renew, c.Failover = 100*time.Millisecond, 2*time.Second // Handoff: 2 s
-		}
-		a := e.start(cfgA)
-		eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
-		want := map[string]int{}
-		e.publish(want, 10, 5)
-		cols[0].waitN(t, 10) // a handles all 10, each for 3 s
-
-		b := e.start(cfgB)
-		eventually(t, 5*time.Second, "a begins a handoff", func() bool { return handingOver(a) != "" })
-		mu.Lock()
-		slowA = false // records a handles from now on settle at once
-		mu.Unlock()
-		eventually(t, 3*slow, "a 1/1 split", func() bool { return len(a.Owned()) == 1 && len(b.Reading()) == 1 })
-		e.publish(want, 10, 5)
-		all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
-		cols[0].wait(t, 10*time.Second, "all 20 records", func([]*shard.Record) bool { return len(all()) >= 20 })
-		time.Sleep(500 * time.Millisecond) // a duplicate would arrive by now
-		checkKeyOrder(t, all(), want)
-		h.mu.Lock()
-		twice := h.twice
-		h.mu.Unlock()
-		if twice > 0 {
-			t.Fatalf("%d records handled by two instances at the same time", twice)
-		}
-		if n, p := countersA.HandedOver.Load(), countersA.Postponed.Load(); n != 1 || p == 0 {
-			t.Errorf("a handed over %d leases after postponing %d handoffs, want 1 after at least 1", n, p)
-		}
-		t.Logf("a postponed %d handoffs, then handed 1 lease over", countersA.Postponed.Load())
+		testJoinDuringSlowHandler(t, e)
 	})
+	// By enhanced fan-out: the reader that goes on after a postponement
+	// subscribes again after the last record it handed out.
+	t.Run("fan-out", func(t *testing.T) {
+		e, _ := fanEnv(t, 2)
+		testJoinDuringSlowHandler(t, e)
+	})
+}
+
+func testJoinDuringSlowHandler(t *testing.T, e *env) {
+	const slow = 3 * time.Second // handlers run this long; Handoff/2 is 1 s
+	ids := e.shards()
+	h := &handling{t: t, active: map[recordID]string{}}
+	cols := newCollectors(2)
+	var mu sync.Mutex
+	slowA := true
+	cols[0].hold = h.hold("a", func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		if slowA {
+			return slow
+		}
+		return 0
+	})
+	cols[1].hold = h.hold("b", func() time.Duration { return 0 })
+	countersA := new(shard.LeaseCounters)
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	cfgA.Counters = countersA
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, 2*time.Second // Handoff: 2 s
+	}
+	a := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 10, 5)
+	cols[0].waitN(t, 10) // a handles all 10, each for 3 s
+
+	b := e.start(cfgB)
+	eventually(t, 5*time.Second, "a begins a handoff", func() bool { return handingOver(a) != "" })
+	mu.Lock()
+	slowA = false // records a handles from now on settle at once
+	mu.Unlock()
+	eventually(t, 3*slow, "a 1/1 split", func() bool { return len(a.Owned()) == 1 && len(b.Reading()) == 1 })
+	e.publish(want, 10, 5)
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	cols[0].wait(t, 10*time.Second, "all 20 records", func([]*shard.Record) bool { return len(all()) >= 20 })
+	time.Sleep(500 * time.Millisecond) // a duplicate would arrive by now
+	checkKeyOrder(t, all(), want)
+	h.mu.Lock()
+	twice := h.twice
+	h.mu.Unlock()
+	if twice > 0 {
+		t.Fatalf("%d records handled by two instances at the same time", twice)
+	}
+	if n, p := countersA.HandedOver.Load(), countersA.Postponed.Load(); n != 1 || p == 0 {
+		t.Errorf("a handed over %d leases after postponing %d handoffs, want 1 after at least 1", n, p)
+	}
+	t.Logf("a postponed %d handoffs, then handed 1 lease over", countersA.Postponed.Load())
 }
 
 // A handler that never returns holds its own shard: the owner postpones
