@@ -82,8 +82,12 @@ func TestFanOutNewOwnerTakesAFrozenOwnersSubscriptionOver(t *testing.T) {
 // subscription back from the new owner 5 s later, and again after it.
 // (Before the fix it subscribed again at once and held the lease on.)
 func TestFanOutOwnerTakenOverLetsTheLeaseGo(t *testing.T) {
+	fanBackends(t, testFanOutOwnerTakenOver)
+}
+
+func testFanOutOwnerTakenOver(t *testing.T, newEnv newFanEnv) {
 	const takeover = time.Second
-	e, srv := fanEnv(t, 1, kinesistest.WithSubscriptionTakeover(takeover))
+	e, srv := newEnv(t, 1, kinesistest.WithSubscriptionTakeover(takeover))
 	e.liveness = shard.LivenessPerInstance // at rest, a writes nothing that would find the lease lost
 	id := e.shards()[0]
 	col := newCollector()
