@@ -25,7 +25,7 @@ type pkgModel struct {
 	receivers  []*receiver // by type name
 	byName     map[string]*message
 	contractOf map[string]*contract
-	reserved   map[string]bool // for namers: built on first use
+	fileNames  *fileNames // the generated file's names: built on first use
 }
 
 func (m *pkgModel) empty() bool {

@@ -1,0 +1,5 @@
+package clash
+
+// errors is declared on Windows only: the generated file, the same on every
+// platform, must import package errors under another name everywhere.
+var errors = "windows"
