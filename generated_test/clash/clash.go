@@ -22,10 +22,14 @@ var Calls = make(chan any, 100)
 
 // events is a package-level name like the package of ev.Shipped: the file
 // imports that package as ev, and so must the generated file.
+//
+//lint:ignore U1000 declared for its name only
 var events = "events"
 
 // runtime and runtime_ take the generated file's runtime import name and its
 // first fallback.
+//
+//lint:ignore U1000 declared for their names only
 var runtime, runtime_ = "runtime", "runtime_"
 
 // Orders is a receiver whose Mount parameter would be named orders, like the
