@@ -581,7 +581,25 @@ func (p *randPkg) source() string {
 				replies = append(replies, f)
 			}
 		}
-		marker := "//kinesis:subscriber stream=" + h.stream + " start_at=horizon"
+		// Options, some of which make the generated file use package time.
+		marker := "//kinesis:subscriber stream=" + h.stream
+		if p.chance(50) {
+			marker += " start_at=horizon"
+		} else {
+			marker += " start_at=2020-01-02T03:04:05.5Z"
+		}
+		if p.chance(30) {
+			marker += " workers=2"
+			if p.chance(50) {
+				marker += " by_key"
+			}
+		}
+		if p.chance(30) {
+			marker += " batch=50 poll=250ms"
+		}
+		if p.chance(20) {
+			marker += " retries=3"
+		}
 		var result, ret string
 		switch k := p.r.IntN(4); {
 		case k == 0:
