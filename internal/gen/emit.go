@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/token"
 	"go/types"
@@ -17,7 +18,18 @@ import (
 
 // emit renders the kinesis_gen.go of one package. Everything is emitted in
 // the model's sorted order, so two runs give the same bytes.
-func emit(m *pkgModel) ([]byte, error) {
+func emit(m *pkgModel) (src []byte, err error) {
+	defer func() {
+		// typeCode's refusal of a package that names() did not see: a bug
+		// of the generator, reported as the error of the run.
+		if r := recover(); r != nil {
+			bug, ok := r.(emitBug)
+			if !ok {
+				panic(r)
+			}
+			src, err = nil, errors.New(string(bug))
+		}
+	}()
 	f := jen.NewFilePathName(m.pkg.PkgPath, m.pkg.Name)
 	f.HeaderComment(Header[len("// "):])
 	f.HeaderComment("Regenerate with go generate (//go:generate go tool kinesisgen) or kinesisgen in this directory.")
@@ -390,6 +402,9 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	return opts
 }
 
+// emitBug is a panic of emit that Generate returns as its error.
+type emitBug string
+
 // typeCode renders a type; types of the package itself render bare.
 func (m *pkgModel) typeCode(t types.Type) *jen.Statement {
 	switch t := types.Unalias(t).(type) {
@@ -400,7 +415,7 @@ func (m *pkgModel) typeCode(t types.Type) *jen.Statement {
 		}
 		if _, ok := m.names().imports[obj.Pkg().Path()]; !ok && obj.Pkg() != m.pkg.Types {
 			// typePackages must have seen it, or jen would name the import.
-			panic("kinesisgen: no import name for " + obj.Pkg().Path())
+			panic(emitBug("no import name for " + obj.Pkg().Path()))
 		}
 		return jen.Qual(obj.Pkg().Path(), obj.Name())
 	case *types.Basic:

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/kinesisgen/kinesisgen/annotations"
 )
 
 // The generated file's identifiers are all named here. An import name
@@ -124,6 +126,28 @@ func (m *pkgModel) typePackages() map[string]string {
 		for _, hf := range c.fields {
 			add(hf.typ)
 		}
+		// Embedded structs too, with their fields: what the file says of
+		// a header reached through an embed may name their types.
+		var walk func(t types.Type, seen map[types.Type]bool)
+		walk = func(t types.Type, seen map[types.Type]bool) {
+			if p, ok := types.Unalias(t).(*types.Pointer); ok {
+				t = p.Elem()
+			}
+			st, ok := t.Underlying().(*types.Struct)
+			if !ok || seen[t] {
+				return
+			}
+			seen[t] = true
+			for i := range st.NumFields() {
+				if f := st.Field(i); f.Embedded() {
+					add(f.Type())
+					walk(f.Type(), seen)
+				} else if _, tagged, _ := annotations.HeaderTag(st.Tag(i)); tagged {
+					add(f.Type())
+				}
+			}
+		}
+		walk(c.obj.Type(), map[types.Type]bool{})
 	}
 	return pkgs
 }
