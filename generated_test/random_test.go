@@ -2,6 +2,7 @@ package generatedtest
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"go/format"
@@ -23,7 +24,7 @@ import (
 
 var (
 	randomSeed  = flag.Uint64("seed", 0, "TestRandomPackages: run this seed only")
-	randomCount = flag.Int("random", 24, "TestRandomPackages: how many seeded packages")
+	randomCount = flag.Int("random", 16, "TestRandomPackages: how many seeded packages")
 )
 
 // TestRandomPackages generates random packages within the marker grammar —
@@ -129,7 +130,9 @@ func TestRandomPackages(t *testing.T) {
 	generated := time.Since(start)
 	run := func(args ...string) {
 		t.Helper()
-		cmd := exec.Command("go", args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir, cmd.Env = dir, gentest.Env()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			failed("go "+strings.Join(args, " ")+": "+err.Error(), string(out))
