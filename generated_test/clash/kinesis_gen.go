@@ -6,7 +6,7 @@ package clash
 import (
 	"context"
 	errors_ "errors"
-	"fmt"
+	fmt_ "fmt"
 
 	ctx "github.com/kinesisgen/kinesisgen/generated_test/clash/ctx"
 	d "github.com/kinesisgen/kinesisgen/generated_test/clash/d"
@@ -75,7 +75,7 @@ func Mount(b *runtime_2.Broker, orders1 *Orders) error {
 	if _, err := runtime_2.Subscribe[msg.Hdr](b, "clash.hdr", func(ctx1 context.Context, msg1 msg.Hdr, d1 runtime_2.Delivery) runtime_2.Outcome {
 		return runtime_2.OutcomeOf(OnHdr(ctx1, msg1))
 	}, runtime_2.HandlerName("clash.OnHdr")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnHdr: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnHdr: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[Jot](b, "clash.jots", func(ctx1 context.Context, msg1 Jot, d1 runtime_2.Delivery) runtime_2.Outcome {
 		var headers1 d.Meta
@@ -84,7 +84,7 @@ func Mount(b *runtime_2.Broker, orders1 *Orders) error {
 		}
 		return runtime_2.OutcomeOf(OnJot(ctx1, msg1, headers1))
 	}, runtime_2.HandlerName("clash.OnJot")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnJot: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnJot: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[Memo](b, "clash.memos", func(ctx1 context.Context, msg1 Memo, d1 runtime_2.Delivery) runtime_2.Outcome {
 		var headers1 ctx.Meta
@@ -93,7 +93,7 @@ func Mount(b *runtime_2.Broker, orders1 *Orders) error {
 		}
 		return runtime_2.OutcomeOf(OnMemo(ctx1, msg1, headers1))
 	}, runtime_2.HandlerName("clash.OnMemo")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnMemo: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnMemo: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[Note](b, "clash.notes", func(ctx1 context.Context, msg1 Note, d1 runtime_2.Delivery) runtime_2.Outcome {
 		var headers1 msg.Hdr
@@ -102,7 +102,7 @@ func Mount(b *runtime_2.Broker, orders1 *Orders) error {
 		}
 		return runtime_2.OutcomeOf(OnNote(ctx1, msg1, headers1))
 	}, runtime_2.HandlerName("clash.OnNote")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnNote: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnNote: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[Scrap](b, "clash.scraps", func(ctx1 context.Context, msg1 Scrap, d1 runtime_2.Delivery) runtime_2.Outcome {
 		var headers1 headers.All
@@ -111,12 +111,12 @@ func Mount(b *runtime_2.Broker, orders1 *Orders) error {
 		}
 		return runtime_2.OutcomeOf(OnScrap(ctx1, msg1, headers1))
 	}, runtime_2.HandlerName("clash.OnScrap")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnScrap: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnScrap: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[events_.Shipped](b, "clash.shipped", func(ctx1 context.Context, msg1 events_.Shipped, d1 runtime_2.Delivery) runtime_2.Outcome {
 		return runtime_2.OutcomeOf(OnShipped(ctx1, msg1))
 	}, runtime_2.HandlerName("clash.OnShipped")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnShipped: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnShipped: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[Tagged](b, "clash.tagged", func(ctx1 context.Context, msg1 Tagged, d1 runtime_2.Delivery) runtime_2.Outcome {
 		var headers1 Key
@@ -125,12 +125,12 @@ func Mount(b *runtime_2.Broker, orders1 *Orders) error {
 		}
 		return runtime_2.OutcomeOf(OnTagged(ctx1, msg1, headers1))
 	}, runtime_2.HandlerName("clash.OnTagged")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.OnTagged: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.OnTagged: %w", err))
 	}
 	if _, err := runtime_2.Subscribe[orders.Placed](b, "clash.placed", func(ctx1 context.Context, msg1 orders.Placed, d1 runtime_2.Delivery) runtime_2.Outcome {
 		return runtime_2.OutcomeOf(orders1.OnPlaced(ctx1, msg1))
 	}, runtime_2.HandlerName("clash.Orders.OnPlaced")); err != nil {
-		errs = append(errs, fmt.Errorf("clash.Orders.OnPlaced: %w", err))
+		errs = append(errs, fmt_.Errorf("clash.Orders.OnPlaced: %w", err))
 	}
 	return errors_.Join(errs...)
 }
