@@ -103,6 +103,12 @@ var compatCases = []struct {
 		want:   []string{`in.go:14:2: field Customer of Order (JSON "customer") changed from a JSON string to a JSON array: records already on stream orders hold a JSON string, which the new type cannot decode`},
 	},
 	{
+		name:   "int_slice_to_bytes",
+		before: strings.Replace(order, "Customer string", "Customer []int16", 1),
+		after:  strings.Replace(order, "Customer string", "Customer []byte", 1),
+		want:   []string{`in.go:14:2: field Customer of Order (JSON "customer") changed from a JSON array to []byte: records already on stream orders hold a JSON array, which the new type cannot decode`},
+	},
+	{
 		name:   "field_array_to_scalar",
 		before: strings.Replace(order, "Customer string", "Customer []string", 1),
 		after:  order,
@@ -232,6 +238,8 @@ var compatCases = []struct {
 		after: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tRegion   string `kinesis:\"region\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n"},
 	{name: "header_became_string", before: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tCount    int32  `kinesis:\"count\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n",
 		after: "\ntype Key struct {\n\tCustomer string `kinesis:\"partition-key\"`\n\tCount    string `kinesis:\"count\"`\n}\n\n//kinesis:message stream=orders headers=Key\ntype Order struct{ ID int64 }\n"},
+	// encoding/json decodes an array of numbers into a byte slice too.
+	{name: "byte_array_to_bytes", before: strings.Replace(order, "Customer string", "Customer [4]uint8", 1), after: strings.Replace(order, "Customer string", "Customer []byte", 1)},
 	{name: "recursive_unchanged", before: "\n//kinesis:message stream=trees\ntype Node struct {\n\tKids []Node `json:\"kids\"`\n}\n",
 		after: "\n// Node is a tree.\n//\n//kinesis:message stream=trees\ntype Node struct {\n\tKids []Node `json:\"kids\"`\n\tName string `json:\"name,omitempty\"`\n}\n"},
 }

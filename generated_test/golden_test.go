@@ -31,7 +31,7 @@ func TestGolden(t *testing.T) {
 	if len(res.Remove) != 0 {
 		t.Errorf("Remove = %v, want none", res.Remove)
 	}
-	wantDirs := []string{"embedded", "headers", "keys", "numkey", "publishonly", "shapes"}
+	wantDirs := []string{"clash/ctx", "clash/d", "clash", "clash/msg", "embedded", "headers", "keys", "numkey", "odd", "publishonly", "shapes"}
 	var gotDirs []string
 	for _, f := range res.Files {
 		rel, _ := filepath.Rel(mustAbs(t, "."), f.Path)

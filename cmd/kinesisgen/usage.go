@@ -64,5 +64,7 @@ Mount and receivers:
   pointer to one value of each receiver type, sorted by type name and named
   after it. Methods of Service and Ledger give
       func Mount(b *runtime.Broker, ledger *Ledger, service *Service) error
-  and a nil receiver is a runtime.ErrInvalid error.
+  and a nil receiver is a runtime.ErrInvalid error. A method declared on an
+  alias (type Svc = Service) is Service's. A name that the package or an
+  import of kinesis_gen.go already uses gets a suffix (orders1, runtime_).
 `

@@ -156,6 +156,11 @@ func (c *comparer) schema(oldS, curS *Schema, at site) {
 		return
 	case ok == "integer" && nk == "number":
 		return // an integer decodes into a float
+	case ok == "array" && nk == "string" && n.ContentEncoding == "base64" && byteItems(o.Items, c.old.Definitions):
+		// encoding/json decodes an array of numbers into a byte slice as
+		// well as base64 (and a lock written before slices of named byte
+		// types were described as base64 said array for the same type).
+		return
 	case ok != nk:
 		changed(fmt.Sprintf("hold a JSON %s, which the new type cannot decode", ok))
 		return
@@ -199,6 +204,15 @@ func (c *comparer) schema(oldS, curS *Schema, at site) {
 		}
 		c.object(o, n, site{pos: cmp.Or(n.pos, at.pos), what: at.what})
 	}
+}
+
+// byteItems reports whether items describes integers within 0..255.
+func byteItems(items *Schema, defs map[string]*Schema) bool {
+	if items == nil {
+		return false
+	}
+	it, _ := resolve(items, defs)
+	return kind(it) == "integer" && within(it, &Schema{Minimum: "0", Maximum: "255"})
 }
 
 // within reports whether the integer range of o fits in that of n.

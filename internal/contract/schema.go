@@ -198,8 +198,16 @@ func (d *deriver) schema(t types.Type, at where) *Schema {
 	case *types.Struct:
 		return d.object(u, nil, at)
 	case *types.Slice:
-		if b, ok := types.Unalias(u.Elem()).(*types.Basic); ok && b.Kind() == types.Byte {
-			return &Schema{Type: TypeSet{"string", "null"}, ContentEncoding: "base64"}
+		// encoding/json writes base64 for a slice of any byte kind, named
+		// or not, unless the element marshals itself; an array is always
+		// a JSON array.
+		elem := types.Unalias(u.Elem())
+		if b, ok := elem.Underlying().(*types.Basic); ok && b.Kind() == types.Byte && !implements(elem, jsonMarshaler) && !implements(elem, textMarshaler) {
+			s := &Schema{Type: TypeSet{"string", "null"}, ContentEncoding: "base64"}
+			if _, named := elem.(*types.Named); named {
+				s.GoType = "[]" + d.typeName(elem)
+			}
+			return s
 		}
 		return &Schema{Type: TypeSet{"array", "null"}, Items: d.schema(u.Elem(), at)}
 	case *types.Array:

@@ -33,6 +33,18 @@ func (t propText) MarshalText() ([]byte, error) { return []byte{'a' + t.A%26, 'a
 
 func (t *propText) UnmarshalText(b []byte) error { return nil }
 
+// propOctet is a named byte type: encoding/json writes a slice of it as
+// base64, like []byte, but an array of it as numbers.
+type propOctet byte
+
+type propOctets []propOctet
+
+// propTextOctet is a byte type with MarshalText: a slice of it is an array
+// of its texts, not base64.
+type propTextOctet byte
+
+func (o propTextOctet) MarshalText() ([]byte, error) { return []byte{'a' + byte(o)%26}, nil }
+
 type propJSON struct{ N int }
 
 // MarshalJSON writes a value that is not an object, as such types may.
@@ -86,6 +98,10 @@ type propMessage struct {
 	Data     []byte            `json:"data"`
 	Fixed    [3]int32          `json:"fixed"`
 	Bytes    [2]byte           `json:"bytes"`
+	Octets   []propOctet       `json:"octets"`
+	NamedOct propOctets        `json:"named_octets"`
+	OctArray [2]propOctet      `json:"oct_array"`
+	TextOcts []propTextOctet   `json:"text_octets"`
 	Tags     []string          `json:"tags"`
 	Attrs    map[string]int    `json:"attrs"`
 	ByInt    map[int]string    `json:"by_int"`
@@ -161,7 +177,7 @@ func TestSchemaAcceptsEncodingJSON(t *testing.T) {
 	}
 
 	// The validator is not a pushover: values of the wrong shape fail.
-	for _, bad := range []string{`{"id":"1"}`, `{"small":300}`, `{"at":"yesterday"}`, `{"data":"**"}`, `{"fixed":[1,2]}`, `{"by_int":{"x":"y"}}`, `{"name":"n"}`} {
+	for _, bad := range []string{`{"id":"1"}`, `{"small":300}`, `{"at":"yesterday"}`, `{"data":"**"}`, `{"octets":[1,2]}`, `{"oct_array":"AQI="}`, `{"text_octets":"AQI="}`, `{"fixed":[1,2]}`, `{"by_int":{"x":"y"}}`, `{"name":"n"}`} {
 		var doc any
 		dec := json.NewDecoder(strings.NewReader(bad))
 		dec.UseNumber()

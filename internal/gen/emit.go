@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/token"
 	"go/types"
@@ -17,17 +18,22 @@ import (
 
 // emit renders the kinesis_gen.go of one package. Everything is emitted in
 // the model's sorted order, so two runs give the same bytes.
-func emit(m *pkgModel) ([]byte, error) {
+func emit(m *pkgModel) (src []byte, err error) {
+	defer func() {
+		// typeCode's refusal of a package that names() did not see: a bug
+		// of the generator, reported as the error of the run.
+		if r := recover(); r != nil {
+			bug, ok := r.(emitBug)
+			if !ok {
+				panic(r)
+			}
+			src, err = nil, errors.New(string(bug))
+		}
+	}()
 	f := jen.NewFilePathName(m.pkg.PkgPath, m.pkg.Name)
 	f.HeaderComment(Header[len("// "):])
 	f.HeaderComment("Regenerate with go generate (//go:generate go tool kinesisgen) or kinesisgen in this directory.")
-	f.ImportName(runtimePath, "runtime")
-	// An import must not be shadowed by a package-level name of the package.
-	for _, imp := range []struct{ path, name string }{{"context", "context"}, {"errors", "errors"}, {"fmt", "fmt"}, {"strconv", "strconv"}, {"time", "time"}, {runtimePath, "runtime"}} {
-		if m.pkg.Types.Scope().Lookup(imp.name) != nil {
-			f.ImportAlias(imp.path, imp.name+"_")
-		}
-	}
+	m.names().register(f)
 	emitVersionGuard(f)
 	for _, msg := range m.messages {
 		emitPublisher(f, m, msg)
@@ -426,6 +432,9 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	return opts
 }
 
+// emitBug is a panic of emit that Generate returns as its error.
+type emitBug string
+
 // typeCode renders a type; types of the package itself render bare.
 func (m *pkgModel) typeCode(t types.Type) *jen.Statement {
 	switch t := types.Unalias(t).(type) {
@@ -433,6 +442,10 @@ func (m *pkgModel) typeCode(t types.Type) *jen.Statement {
 		obj := t.Obj()
 		if obj.Pkg() == nil {
 			return jen.Id(obj.Name())
+		}
+		if _, ok := m.names().imports[obj.Pkg().Path()]; !ok && obj.Pkg() != m.pkg.Types {
+			// typePackages must have seen it, or jen would name the import.
+			panic(emitBug("no import name for " + obj.Pkg().Path()))
 		}
 		return jen.Qual(obj.Pkg().Path(), obj.Name())
 	case *types.Basic:
@@ -450,21 +463,9 @@ type namer struct {
 }
 
 // namer returns a namer that avoids every package-level name of the package,
-// the names the generated file declares, and the imports it uses.
+// the names the generated file declares, and the names of its imports.
 func (m *pkgModel) namer() *namer {
-	if m.reserved == nil {
-		m.reserved = map[string]bool{}
-		for _, name := range m.pkg.Types.Scope().Names() {
-			m.reserved[name] = true
-		}
-		for _, msg := range m.messages {
-			m.reserved[msg.publisherFunc] = true
-		}
-		for _, name := range []string{"Mount", "context", "errors", "fmt", "strconv", "time", "runtime"} {
-			m.reserved[name] = true
-		}
-	}
-	return &namer{reserved: m.reserved, taken: map[string]bool{}}
+	return &namer{reserved: m.names().reserved, taken: map[string]bool{}}
 }
 
 func (n *namer) fresh(base string) string {

@@ -26,7 +26,7 @@ type pkgModel struct {
 	receivers  []*receiver // by type name
 	byName     map[string]*message
 	contractOf map[string]*contract
-	reserved   map[string]bool // for namers: built on first use
+	fileNames  *fileNames // the generated file's names: built on first use
 }
 
 func (m *pkgModel) empty() bool {
@@ -672,9 +672,11 @@ func (m *pkgModel) addHandler(d *markedDecl, mk *annotations.Subscriber, diags *
 		fail(pos, "handler %s cannot be generic", fn.Name())
 	}
 	if r := sig.Recv(); r != nil {
-		t := r.Type()
+		// A receiver may be declared through an alias (type Svc = Service):
+		// the method is the aliased type's, and Mount takes that.
+		t := types.Unalias(r.Type())
 		if ptr, ok := t.(*types.Pointer); ok {
-			t = ptr.Elem()
+			t = types.Unalias(ptr.Elem())
 		}
 		named, ok := t.(*types.Named)
 		switch {
