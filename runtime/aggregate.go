@@ -47,8 +47,14 @@ const DefaultAggregateBytes = 50 << 10
 // least once). A put that finds no stream is an ErrStream error for its
 // messages, and the shard map is dropped: the next messages wait for a
 // listing, which fails them while the stream is gone and routes them by
-// the new shards if it is created again. A listing the service refuses
-// for good (an identity not allowed to list shards, say) fails the
+// the new shards if it is created again. A stream deleted and created
+// again while the publisher is idle fails no put, and the new stream's
+// shards may bear the old ids with other ranges: a publisher whose map
+// was last known to be right a second ago or more lists the shards again
+// before routing, and an aggregate answered later than that is settled
+// by a listing, as one that landed elsewhere is (a reader that checks no
+// ranges reads the messages of an aggregate sent again twice). A listing
+// the service refuses for good (an identity not allowed to list shards, say) fails the
 // messages waiting for it, as a refused put would. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
@@ -157,7 +163,13 @@ type aggregator struct {
 	staleRun int       // aggregates misplaced since one landed where it was sent
 	listFail int       // consecutive failed listings
 	listAt   time.Time // when the next listing may run
-	spare    []*kpl.Builder
+	// confirmedAt is a time at which the stream was the one the shard map
+	// was listed from: the start of that listing, or the send of an
+	// aggregate known to be stored in that stream. A put answered less
+	// than aggMapTrust after it was processed in that stream too (see
+	// aggMapTrust); a later one is checked by a listing.
+	confirmedAt time.Time
+	spare       []*kpl.Builder
 	// reuse says that the client copies a record's data before PutRecords
 	// returns and keeps none of it (the SDK's *kinesis.Client: its
 	// serializer writes the request body before it sends), so that an
@@ -216,10 +228,13 @@ type aggUnit struct {
 	plain   bool
 	sent    bool
 	rec     unorderedRecord // the record to put, between claim and send
+	sentAt  time.Time       // when it was handed to the batcher
 	buf     []byte          // the encoded aggregate, from claim until its call is done
 	// landed is set when the unit was stored on a shard other than the
-	// one it was sent to: the next listing decides whether that shard
-	// holds all its keys (the unit stands) or it is sent again.
+	// one it was sent to, or on that shard but too long after the map was
+	// confirmed (the stream may have been created again, the shard id
+	// reused with another range): the next listing decides whether that
+	// shard holds all its keys (the unit stands) or it is sent again.
 	landed *Receipt
 }
 
@@ -323,6 +338,14 @@ func (a *aggregator) run() {
 			}
 		} else {
 			now := time.Now()
+			if a.shards != nil && !a.stale && now.Sub(a.confirmedAt) >= aggMapTrust && (len(a.unrouted) > 0 || a.queued() > 0) {
+				// Idle long enough for the stream to have been deleted and
+				// created again, its shard ids reused with other ranges:
+				// an aggregate routed by the old map could land on a shard
+				// of the expected id that does not hold its keys, and
+				// nothing in the answer would say so. List first.
+				a.stale = true
+			}
 			if (a.shards == nil || a.stale) && a.inFlight == 0 && len(a.unrouted)+a.queued() > 0 && !now.Before(a.listAt) {
 				a.relist(now)
 			}
@@ -417,6 +440,7 @@ func (a *aggregator) relist(now time.Time) {
 		return
 	}
 	a.listFail, a.listAt = 0, time.Time{}
+	a.confirmedAt = now // the stream listed was this one at some time after now
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
 	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
@@ -445,9 +469,19 @@ func (a *aggregator) relist(now time.Time) {
 	}
 	a.unrouted = append(back, a.unrouted...)
 	if a.shards != nil {
-		a.log.Info("kinesis aggregating publisher: shard map listed again", "stream", a.stream, "shards", len(open))
+		level := slog.LevelInfo
+		if sameShards(a.shards, open) {
+			level = slog.LevelDebug // the check of an idle publisher's map, most likely
+		}
+		a.log.Log(a.ctx, level, "kinesis aggregating publisher: shard map listed again", "stream", a.stream, "shards", len(open))
 	}
 	a.shards, a.stale = open, false
+}
+
+// sameShards says whether two shard maps have the same shards, by id and
+// range.
+func sameShards(x, y []*aggShard) bool {
+	return slices.EqualFunc(x, y, func(a, b *aggShard) bool { return a.id == b.id && a.rng == b.rng })
 }
 
 // landedWaiting says whether an aggregate stored on a shard other than
@@ -751,6 +785,7 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 		u.b = nil
 	}
 	u.sent = true
+	u.sentAt = now
 	u.sh.inFlight++
 	a.inFlight++
 	return true
@@ -846,10 +881,45 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 			return
 		}
 	}
+	if !u.plain && now.Sub(a.confirmedAt) >= aggMapTrust {
+		// Answered too long after the stream was last known to be the
+		// one the map was listed from: it may have been deleted and
+		// created again, and the shard of this id may not hold these
+		// keys (a reader skips a sub-record whose key is not in its
+		// shard's range). A listing started now says whether it stands,
+		// as for an aggregate that landed elsewhere. A plain record is
+		// routed by the service, by its own key: it is where it belongs.
+		a.stale = true
+		if a.isClosing() {
+			a.release(u, now)
+			a.resolveAll(u.items, Receipt{}, landedError(a.bt.errorf(ErrNotConnected, nil), u.sh.id, r.r.ShardID))
+			return
+		}
+		u.landed = &r.r
+		u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
+		return
+	}
+	if now.Sub(a.confirmedAt) < aggMapTrust && u.sentAt.After(a.confirmedAt) {
+		a.confirmedAt = u.sentAt // stored in the map's stream, after sentAt
+	}
 	a.staleRun = 0
 	a.release(u, now)
 	a.stored(u, r.r)
 }
+
+// aggMapTrust is how long after a time the stream was known to be the one
+// its shard map was listed from an aggregate's answer is trusted to come
+// from that stream (and so to be on a shard holding its keys): deleting a
+// stream and creating it again takes the service longer (each step
+// passes through a DELETING or CREATING state of seconds), so a put
+// processed less than that after the stream was known is in it (or fails
+// with ResourceNotFoundException). Publishers that go on sending confirm
+// the map with each answer; one idle for longer lists the shards before it
+// routes, and an answer that comes later than that waits for a listing.
+// A server that deletes and creates a stream again faster than this
+// (kinesalite and kinesis-mock without delays) can misplace an
+// aggregate sent in that window unnoticed.
+const aggMapTrust = time.Second
 
 // stored resolves the messages of a unit stored as r.
 func (a *aggregator) stored(u *aggUnit, r Receipt) {
@@ -927,6 +997,9 @@ func landedError(err error, sent, landed string) error {
 		return err
 	}
 	cause := fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)
+	if landed == sent {
+		cause = fmt.Errorf("the aggregate landed on shard %s long after its shard map was listed (the stream may have been created again since, with other ranges under the same ids), and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed)
+	}
 	if e.Err != nil {
 		cause = fmt.Errorf("%w: %w", cause, e.Err)
 	}
