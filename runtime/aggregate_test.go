@@ -1638,6 +1638,35 @@ func testAggregatedStreamRecreatedWhileIdle(t *testing.T, api kinesisapi.API, op
 	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
 }
 
+// TestAggregatedMapCheckedOnlyAfterIdling bounds what the re-creation
+// check costs: a publisher that keeps publishing confirms its shard map
+// with each answer and lists the shards once in 2.5 s; one idle for over
+// a second lists them once before its next aggregate, and does not send
+// anything again (the stream is the same).
+func TestAggregatedMapCheckedOnlyAfterIdling(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))}
+	keys := aggKeys(8)
+	n := 0
+	for start := time.Now(); time.Since(start) < 2500*time.Millisecond; n++ {
+		publishKeyed(ctx, t, p, keys, n, n+1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := s.Calls(kinesistest.OpListShards); got != 1 {
+		t.Errorf("%d ListShards calls over 2.5 s of publishing, want 1", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	publishKeyed(ctx, t, p, keys, n, n+1)
+	if got := s.Calls(kinesistest.OpListShards); got != 2 {
+		t.Errorf("%d ListShards calls after an idle second, want 2", got)
+	}
+	msgs, _ := readMessages(ctx, t, s, stream)
+	checkKeyed(t, msgs, eachKey(keys, n+1))
+}
+
 // TestAggregatedStreamRecreatedUnderAnAggregateInFlight holds the
 // aggregates of a busy publisher in the server while their stream is
 // deleted and created again with 3 shards, and lets them through seconds
