@@ -412,6 +412,9 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		// original was (or will be) handled here once already.
 		if app != r.s.b.s.cfg.app {
 			rec.Count(shard.Skipped)
+			if t := r.tel; t != nil && t.metrics {
+				t.handled.Add(context.Background(), 1, r.obs.outcome[skipped])
+			}
 			return true
 		}
 		delete(headers, ApplicationHeader)
