@@ -159,10 +159,11 @@ type aggregator struct {
 	unrouted []*entry    // waiting for a shard map, in arrival order
 	shards   []*aggShard // open shards, by range start; nil before the first listing
 	inFlight int
-	stale    bool      // an aggregate landed on a shard it was not sent to: list again
-	staleRun int       // aggregates misplaced since one landed where it was sent
-	listFail int       // consecutive failed listings
-	listAt   time.Time // when the next listing may run
+	stale    bool          // an aggregate landed on a shard it was not sent to: list again
+	staleRun int           // aggregates misplaced since one landed where it was sent
+	trust    time.Duration // aggMapTrust
+	listFail int           // consecutive failed listings
+	listAt   time.Time     // when the next listing may run
 	// confirmedAt is a time at which the stream was the one the shard map
 	// was listed from: the start of that listing, or the send of an
 	// aggregate known to be stored in that stream. A put answered less
@@ -248,7 +249,7 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &aggregator{
 		bt: bt, client: client, stream: stream, cfg: cfg, log: log,
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, trust: aggMapTrust,
 		wake:    make(chan struct{}, 1),
 		results: make(chan aggResult, 16),
 		done:    make(chan struct{}),
@@ -338,7 +339,7 @@ func (a *aggregator) run() {
 			}
 		} else {
 			now := time.Now()
-			if a.shards != nil && !a.stale && now.Sub(a.confirmedAt) >= aggMapTrust && (len(a.unrouted) > 0 || a.queued() > 0) {
+			if a.shards != nil && !a.stale && now.Sub(a.confirmedAt) >= a.trust && (len(a.unrouted) > 0 || a.queued() > 0) {
 				// Idle long enough for the stream to have been deleted and
 				// created again, its shard ids reused with other ranges:
 				// an aggregate routed by the old map could land on a shard
@@ -881,7 +882,7 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 			return
 		}
 	}
-	if !u.plain && now.Sub(a.confirmedAt) >= aggMapTrust {
+	if !u.plain && now.Sub(a.confirmedAt) >= a.trust {
 		// Answered too long after the stream was last known to be the
 		// one the map was listed from: it may have been deleted and
 		// created again, and the shard of this id may not hold these
@@ -899,7 +900,7 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 		u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
 		return
 	}
-	if now.Sub(a.confirmedAt) < aggMapTrust && u.sentAt.After(a.confirmedAt) {
+	if now.Sub(a.confirmedAt) < a.trust && u.sentAt.After(a.confirmedAt) {
 		a.confirmedAt = u.sentAt // stored in the map's stream, after sentAt
 	}
 	a.staleRun = 0
@@ -918,8 +919,9 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 // routes, and an answer that comes later than that waits for a listing.
 // A server that deletes and creates a stream again faster than this
 // (kinesalite and kinesis-mock without delays) can misplace an
-// aggregate sent in that window unnoticed.
-const aggMapTrust = time.Second
+// aggregate sent in that window unnoticed. (A variable for the tests that
+// need a map left stale across a slow reshard; an aggregator reads it once.)
+var aggMapTrust = time.Second
 
 // stored resolves the messages of a unit stored as r.
 func (a *aggregator) stored(u *aggUnit, r Receipt) {
