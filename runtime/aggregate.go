@@ -170,7 +170,12 @@ type aggregator struct {
 	// than aggMapTrust after it was processed in that stream too (see
 	// aggMapTrust); a later one is checked by a listing.
 	confirmedAt time.Time
-	spare       []*kpl.Builder
+	// pending are aggregates answered too late after confirmedAt to be
+	// trusted: stored on the shard they were sent to, unless the stream
+	// was created again meanwhile. Their keys stay busy until a listing
+	// started after their answers settles them (verify).
+	pending []*aggUnit
+	spare   []*kpl.Builder
 	// reuse says that the client copies a record's data before PutRecords
 	// returns and keeps none of it (the SDK's *kinesis.Client: its
 	// serializer writes the request body before it sends), so that an
@@ -339,18 +344,20 @@ func (a *aggregator) run() {
 			}
 		} else {
 			now := time.Now()
-			if a.shards != nil && !a.stale && now.Sub(a.confirmedAt) >= a.trust && (len(a.unrouted) > 0 || a.queued() > 0) {
+			if a.shards != nil && !a.stale && !now.Before(a.listAt) &&
+				(len(a.pending) > 0 || a.idle(now) && (len(a.unrouted) > 0 || a.queued() > 0)) {
 				// Idle long enough for the stream to have been deleted and
-				// created again, its shard ids reused with other ranges:
-				// an aggregate routed by the old map could land on a shard
-				// of the expected id that does not hold its keys, and
-				// nothing in the answer would say so. List first.
-				a.stale = true
+				// created again, its shard ids reused with other ranges
+				// (an aggregate routed by the old map could land on a
+				// shard of the expected id that does not hold its keys,
+				// and nothing in the answer would say so), or aggregates
+				// answered that late: list first.
+				a.verify(now)
 			}
-			if (a.shards == nil || a.stale) && a.inFlight == 0 && len(a.unrouted)+a.queued() > 0 && !now.Before(a.listAt) {
+			if (a.shards == nil || a.stale) && a.inFlight == 0 && (len(a.unrouted)+a.queued() > 0 || len(a.pending) > 0) && !now.Before(a.listAt) {
 				a.relist(now)
 			}
-			if a.shards != nil && !a.stale {
+			if a.shards != nil && !a.stale && !a.idle(now) {
 				a.routeAll(now)
 				a.dispatch(now)
 			}
@@ -401,6 +408,57 @@ func (a *aggregator) queued() int {
 // after a backoff; a stream that does not exist, or a listing the service
 // refuses for good (access denied, say), fails every queued message.
 func (a *aggregator) relist(now time.Time) {
+	if l, open, ok := a.list(now); ok {
+		a.remap(now, l, open)
+	}
+}
+
+// idle says whether the stream was last known to be the one the map was
+// listed from too long ago to route by the map (see aggMapTrust).
+func (a *aggregator) idle(now time.Time) bool { return now.Sub(a.confirmedAt) >= a.trust }
+
+// verify lists the shards while the map is not known to be stale: the
+// publisher was idle, or aggregates were answered too late to be trusted
+// (pending). A listing started after their answers that shows the map
+// unchanged says they are stored where their keys are read, and confirms
+// the map for the next aggregates; a changed map is taken as after a
+// reshard (relist), its pending aggregates settled by where they landed.
+func (a *aggregator) verify(now time.Time) {
+	l, open, ok := a.list(now)
+	if !ok {
+		return
+	}
+	if !sameShards(a.shards, open) {
+		a.log.Info("kinesis aggregating publisher: the shard map changed while idle (stream created again?)", "stream", a.stream, "shards", len(open))
+		if a.inFlight == 0 {
+			a.remap(now, l, open)
+		} else {
+			a.stale = true // remapped once what is in flight has returned
+		}
+		return
+	}
+	for _, u := range a.pending {
+		if !a.holdsAll(l, u.landed.ShardID, u.items) {
+			// Not on a shard of the map: settled by the next listing
+			// (relist), which sends it again.
+			u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
+			a.stale = true
+			continue
+		}
+		r := *u.landed
+		a.release(u, now)
+		a.stored(u, r)
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
+}
+
+// list lists the shards, the open ones sorted by range start, and notes
+// the listing's start as a time the stream was the one listed. A listing
+// that fails is tried again after a backoff; a stream that does not
+// exist, or a listing the service refuses for good (access denied, say),
+// fails every queued message.
+func (a *aggregator) list(now time.Time) (*shard.Lineage, []*aggShard, bool) {
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	l, err := shard.List(ctx, a.client, a.stream)
 	cancel()
@@ -420,7 +478,10 @@ func (a *aggregator) relist(now time.Time) {
 		if errors.As(err, &nf) {
 			a.failQueued(a.bt.errorf(ErrStream, fmt.Errorf("ListShards: %w", err)))
 			a.listFail = 0
-			return
+			if a.shards != nil {
+				a.stale = true // the next messages list again
+			}
+			return nil, nil, false
 		}
 		if kind, retry := classifyCallError(err); !retry && !a.landedWaiting() {
 			// Refused for good (an identity that may put records but not
@@ -432,19 +493,37 @@ func (a *aggregator) relist(now time.Time) {
 			// settle, is not failed: its messages may be read.)
 			a.failQueued(a.bt.errorf(kind, fmt.Errorf("ListShards: %w", err)))
 			a.listFail = 0
-			return
+			return nil, nil, false
 		}
 		a.listFail++
 		backoff := min(50*time.Millisecond<<min(a.listFail-1, 10), 5*time.Second)
 		a.listAt = now.Add(backoff)
 		a.log.Warn("kinesis aggregating publisher: listing shards failed; retrying", "stream", a.stream, "attempt", a.listFail, "err", err)
-		return
+		return nil, nil, false
 	}
 	a.listFail, a.listAt = 0, time.Time{}
 	a.confirmedAt = now // the stream listed was this one at some time after now
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
+	return l, open, true
+}
+
+// remap takes the shard map of listing l (open, sorted) and puts every
+// queued message back in line for routing, each key's in its order, ahead
+// of the messages that arrived since (they are younger); nothing is in
+// flight. An aggregate stored on a shard that holds all its keys stands;
+// any other goes again.
+func (a *aggregator) remap(now time.Time, l *shard.Lineage, open []*aggShard) {
 	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
+	for _, u := range a.pending {
+		if a.holdsAll(l, u.landed.ShardID, u.items) {
+			a.stored(u, *u.landed)
+			continue
+		}
+		back = append(back, u.items...)
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
 	for _, sh := range a.shards {
 		units := sh.sealed
 		if sh.open != nil {
@@ -486,8 +565,12 @@ func sameShards(x, y []*aggShard) bool {
 }
 
 // landedWaiting says whether an aggregate stored on a shard other than
-// the one it was sent to waits for a listing to say whether it stands.
+// the one it was sent to, or answered too late, waits for a listing to
+// say whether it stands.
 func (a *aggregator) landedWaiting() bool {
+	if len(a.pending) > 0 {
+		return true
+	}
 	for _, sh := range a.shards {
 		for _, u := range sh.sealed {
 			if u.landed != nil {
@@ -888,16 +971,15 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 		// created again, and the shard of this id may not hold these
 		// keys (a reader skips a sub-record whose key is not in its
 		// shard's range). A listing started now says whether it stands,
-		// as for an aggregate that landed elsewhere. A plain record is
-		// routed by the service, by its own key: it is where it belongs.
-		a.stale = true
+		// A plain record is routed by the service, by its own key: it is
+		// where it belongs.
 		if a.isClosing() {
 			a.release(u, now)
 			a.resolveAll(u.items, Receipt{}, landedError(a.bt.errorf(ErrNotConnected, nil), u.sh.id, r.r.ShardID))
 			return
 		}
 		u.landed = &r.r
-		u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
+		a.pending = append(a.pending, u)
 		return
 	}
 	if now.Sub(a.confirmedAt) < a.trust && u.sentAt.After(a.confirmedAt) {
@@ -958,6 +1040,11 @@ func (a *aggregator) resolve(e *entry, r Receipt, err error) {
 // failQueued fails every message not in flight: unrouted, in a unit not
 // sent, or in a key's line. Only the keys of units in flight stay tracked.
 func (a *aggregator) failQueued(err error) {
+	for _, u := range a.pending {
+		a.resolveAll(u.items, Receipt{}, landedError(err, u.sh.id, u.landed.ShardID))
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
 	for _, e := range a.unrouted {
 		a.resolve(e, Receipt{}, err)
 	}
@@ -1013,22 +1100,35 @@ func landedError(err error, sent, landed string) error {
 // nextWake is when run must look again without any event: a lingering
 // unit's deadline, or the next listing attempt.
 func (a *aggregator) nextWake() (time.Time, bool) {
-	var at time.Time
-	if (a.shards == nil || a.stale) && !a.listAt.IsZero() && a.inFlight == 0 {
-		at = a.listAt
+	if a.shards == nil || a.stale {
+		if a.inFlight == 0 {
+			return a.listAt, !a.listAt.IsZero()
+		}
+		return time.Time{}, false
 	}
-	if a.shards != nil && !a.stale {
-		for _, sh := range a.shards {
-			if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
-				continue
-			}
-			t := sh.openedAt.Add(a.cfg.Linger)
-			if sh.inFlight > 0 {
-				t = sh.openedAt.Add(max(a.cfg.Linger, a.cfg.InFlightWait))
-			}
-			if at.IsZero() || t.Before(at) {
-				at = t
-			}
+	var at time.Time
+	now := time.Now()
+	idle := a.idle(now)
+	if len(a.pending) > 0 || idle && (len(a.unrouted) > 0 || a.queued() > 0) {
+		// A listing is due (verify): now, or after its backoff.
+		at = a.listAt
+		if at.Before(now) {
+			at = now
+		}
+	}
+	if idle {
+		return at, !at.IsZero() // nothing is routed before that listing
+	}
+	for _, sh := range a.shards {
+		if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
+			continue
+		}
+		t := sh.openedAt.Add(a.cfg.Linger)
+		if sh.inFlight > 0 {
+			t = sh.openedAt.Add(max(a.cfg.Linger, a.cfg.InFlightWait))
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
 		}
 	}
 	return at, !at.IsZero()

@@ -1671,6 +1671,60 @@ func TestAggregatedMapCheckedOnlyAfterIdling(t *testing.T) {
 	checkKeyed(t, msgs, eachKey(keys, n+1))
 }
 
+// TestAggregatedLateAnswerOnAnUnchangedStream holds one key's aggregate
+// in the server for 1.5 s, past the time an answer is trusted without a
+// listing, while other keys go on publishing: they are not held back, the
+// late aggregate is settled by one listing as stored (not sent again),
+// and every message is in the stream once.
+func TestAggregatedLateAnswerOnAnUnchangedStream(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))}
+	keys := aggKeys(8)
+	publishKeyed(ctx, t, p, keys, 0, 1)
+
+	var hold atomic.Bool
+	hold.Store(true)
+	held, release := make(chan struct{}), make(chan struct{})
+	heldOnce := sync.OnceFunc(func() { close(held) })
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAll)
+	s.InjectPutFault(func(_, key string) error {
+		if key == keys[0] && hold.CompareAndSwap(true, false) {
+			heldOnce()
+			<-release
+		}
+		return nil
+	})
+	slow := make(chan error, 1)
+	go func() { slow <- p.Publish(ctx, aggMsg{Key: keys[0], N: 1}) }()
+	<-held
+	// The other keys publish one after another meanwhile.
+	start := time.Now()
+	rounds := 1
+	for ; time.Since(start) < 1500*time.Millisecond; rounds++ {
+		publishKeyed(ctx, t, p, keys[1:], rounds, rounds+1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rounds < 5 {
+		t.Errorf("the other keys published %d rounds in 1.5 s while one aggregate was held, want them not held back", rounds)
+	}
+	releaseAll()
+	if err := <-slow; err != nil {
+		t.Fatalf("the late aggregate's publish: %v", err)
+	}
+	want := eachKey(keys[1:], rounds)
+	want[keys[0]] = 2
+	msgs, _ := readMessages(ctx, t, s, stream)
+	checkKeyed(t, msgs, want)
+	if len(msgs) != 2+7*rounds {
+		t.Errorf("%d messages in the stream, want %d: the late aggregate was sent again", len(msgs), 2+7*rounds)
+	}
+	t.Logf("%d rounds of the other keys while one was held; %d ListShards calls", rounds, s.Calls(kinesistest.OpListShards))
+}
+
 // TestAggregatedStreamRecreatedUnderAnAggregateInFlight holds the
 // aggregates of a busy publisher in the server while their stream is
 // deleted and created again with 3 shards, and lets them through seconds
