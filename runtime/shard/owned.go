@@ -26,7 +26,7 @@ type owned struct {
 	persisted uint64    // sess.wm version last written to the store
 	handing   bool      // a handoff to another owner is under way
 	finished  bool      // SHARD_END is written
-	wrote     time.Time // last successful mutation: it renewed the lease too
+	wrote     time.Time // send time of the last successful mutation: it renewed the lease from then
 
 	// The self-fence (issue 9, scenario 3). until is when the lease may
 	// look expired to another instance, less a margin: the send time of
@@ -130,8 +130,8 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 		sent := time.Now()
 		l, err := f(o.l)
 		if err == nil {
-			o.wrote = time.Now()
-			o.setLease(l, o.wrote)
+			o.wrote = sent
+			o.setLease(l, time.Now())
 			c.renewed(o, sent)
 			return l, nil
 		}

@@ -1,0 +1,146 @@
+package shard_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// slowStore is a lease store whose calls take time on the way in and on the
+// way out, as a slow DynamoDB's do: a call lands (is carried out) after in,
+// and its answer arrives out later. A call whose deadline ends before it
+// lands does nothing; one whose deadline ends after it landed has done its
+// work, but its caller is told it failed (a late answer). Both are zero
+// until a test sets them.
+type slowStore struct {
+	lease.Store
+	m       lease.MemberStore
+	in, out atomic.Int64 // nanoseconds
+	// beatsOnly slows only the member calls (heartbeats, members reads).
+	beatsOnly bool
+}
+
+func newSlowStore(s lease.Store) *slowStore {
+	m, _ := s.(lease.MemberStore)
+	return &slowStore{Store: s, m: m}
+}
+
+func (s *slowStore) set(in, out time.Duration) {
+	s.in.Store(int64(in))
+	s.out.Store(int64(out))
+}
+
+// wait waits d unless ctx ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slowStore) call(ctx context.Context, member bool, op func() error) error {
+	if s.beatsOnly && !member {
+		return op()
+	}
+	if err := wait(ctx, time.Duration(s.in.Load())); err != nil {
+		return &lease.Error{Op: "slow store", Err: err} // never landed
+	}
+	err := op()
+	if werr := wait(ctx, time.Duration(s.out.Load())); werr != nil {
+		return &lease.Error{Op: "slow store", Err: werr} // landed; the answer came too late
+	}
+	return err
+}
+
+func (s *slowStore) List(ctx context.Context, ns string) (ls []lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { ls, err = s.Store.List(ctx, ns); return err })
+	return ls, err
+}
+
+func (s *slowStore) Get(ctx context.Context, key string) (l lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { l, err = s.Store.Get(ctx, key); return err })
+	return l, err
+}
+
+func (s *slowStore) Take(ctx context.Context, l lease.Lease, owner string) (nl lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Take(ctx, l, owner); return err })
+	return nl, err
+}
+
+func (s *slowStore) Renew(ctx context.Context, l lease.Lease) (nl lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Renew(ctx, l); return err })
+	return nl, err
+}
+
+func (s *slowStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (nl lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Checkpoint(ctx, l, cp, sub); return err })
+	return nl, err
+}
+
+func (s *slowStore) Release(ctx context.Context, l lease.Lease) (nl lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Release(ctx, l); return err })
+	return nl, err
+}
+
+func (s *slowStore) RequestHandoff(ctx context.Context, l lease.Lease, to string) (nl lease.Lease, err error) {
+	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.RequestHandoff(ctx, l, to); return err })
+	return nl, err
+}
+
+func (s *slowStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	return s.call(ctx, true, func() error { return s.m.Heartbeat(ctx, ns, m) })
+}
+
+func (s *slowStore) Members(ctx context.Context, ns string) (ms []lease.Member, err error) {
+	err = s.call(ctx, true, func() (err error) { ms, err = s.m.Members(ctx, ns); return err })
+	return ms, err
+}
+
+func (s *slowStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	return s.call(ctx, true, func() error { return s.m.Leave(ctx, ns, owner, beat) })
+}
+
+// Issue 29, defect 7: a lease store that answers every call within the
+// runtime's own call deadline (Failover/3), however slowly, never fences a
+// live owner. (Before the fix the next heartbeat was sent Renew after the
+// last one's answer: at 80% of the deadline a call, each landed after the
+// fence the one before had set, and the owner fenced its leases every
+// cycle while the others saw it alive.)
+func TestSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T) {
+	eachLiveness(t, testSlowLeaseStoreWithinTheDeadlineNeverFences)
+}
+
+func testSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 2, l)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = store
+	// The issue's timing, halved: a 1.5 s failover, a call deadline of
+	// 0.5 s, the renewal a third of the failover.
+	cfg.Renew, cfg.Failover = 500*time.Millisecond, 1500*time.Millisecond
+	cfg.Counters = new(shard.LeaseCounters)
+	c := e.start(cfg)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
+	store.set(200*time.Millisecond, 200*time.Millisecond) // 0.4 s a call: 80% of the deadline
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := cfg.Counters.Lost.Load(); n != 0 {
+			t.Fatalf("a fenced %d leases with every call answered within its deadline (reads %v)", n, c.Reading())
+		}
+	}
+	if got := c.Reading(); !slices.Equal(got, ids) {
+		t.Fatalf("a reads %v, want %v", got, ids)
+	}
+}
