@@ -82,7 +82,15 @@ func (v memberView) liveOwners() []string {
 // readMembers reads the namespace's members and judges who is alive.
 // A beat's clock starts when the read that shows it has returned, after
 // the write was sent: so no owner is judged dead before its own fence.
+// Its age is judged at the time the read was sent, never at when its
+// answer was processed: an answer read just before a pause (GC, SIGSTOP,
+// a frozen VM) and processed after it shows what was alive before the
+// pause, and would make every beat it shows unchanged look a pause old
+// (issue 29, defect 6). The store answered after that send, so a beat
+// that stood still for Failover up to the send stood still at least that
+// long.
 func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
+	sent := time.Now()
 	ms, err := c.members.Members(ctx, c.cfg.Namespace)
 	if err != nil {
 		return memberView{}, &Error{Op: "lease members", Stream: c.cfg.Stream, Err: err}
@@ -96,7 +104,7 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 	}
 	c.beats.observe(beats, now)
 	for i, m := range ms {
-		if !c.beats.stale(beats[i], now, c.cfg.Failover) {
+		if !c.beats.stale(beats[i], sent, c.cfg.Failover) {
 			v.live[m.Owner] = true
 		}
 	}

@@ -514,6 +514,7 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	c.mu.Unlock()
 	took := false
 	for key, at := range asked {
+		sent := time.Now() // the read's age is judged at its send (askedOwnerDead)
 		l, err := c.cfg.Leases.Get(ctx, key)
 		drop := false
 		switch {
@@ -526,7 +527,7 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 		case l.ForeignOwner:
 			// A KCL worker took it since: it is taken only once it expires.
 			drop = true
-		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l):
+		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l, sent):
 			// Dead mid-handoff: it will neither release the lease nor
 			// read on, so the handoff time is no reason to wait.
 			c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
@@ -571,9 +572,12 @@ func (c *Coordinator) takeAsked(ctx context.Context, l lease.Lease) bool {
 // dead (fenceAfter), and the take is conditional on the counter read. A
 // live owner never looks dead, however slow its handoff: it is forced, if
 // ever, only after the handoff time (mayForce).
-func (c *Coordinator) askedOwnerDead(l lease.Lease) bool {
+//
+// sent is when l was read: its age is judged then, not when its answer
+// was processed (see readMembers).
+func (c *Coordinator) askedOwnerDead(l lease.Lease, sent time.Time) bool {
 	c.mu.Lock()
 	view := c.view // readMembers replaces the maps, never writes them
 	c.mu.Unlock()
-	return c.expired(l, view, time.Now())
+	return c.expired(l, view, sent)
 }

@@ -144,3 +144,76 @@ func testSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T, l shard.Livene
 		t.Fatalf("a reads %v, want %v", got, ids)
 	}
 }
+
+// pausedReads is a store whose members read, once armed, is answered and
+// then held for pause before its caller gets it: the process froze (a GC
+// pause, SIGSTOP, a VM) just after the answer arrived. It holds a read
+// that shows of watch the beat the read before showed, so that the
+// reader's clock for that beat started before the pause.
+type pausedReads struct {
+	memberWrap
+	watch  string
+	pause  time.Duration
+	armed  atomic.Bool
+	paused atomic.Bool
+	last   atomic.Int64 // watch's beat in the last answer
+}
+
+func (s *pausedReads) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	ms, err := s.memberWrap.Members(ctx, ns)
+	if err != nil {
+		return ms, err
+	}
+	for _, m := range ms {
+		if m.Owner != s.watch {
+			continue
+		}
+		if s.last.Swap(m.Beat) == m.Beat && s.armed.CompareAndSwap(true, false) {
+			time.Sleep(s.pause) // frozen: the answer is read after the thaw
+			s.paused.Store(true)
+		}
+	}
+	return ms, nil
+}
+
+// Issue 29, defect 6: an instance whose members read was answered just
+// before a pause does not judge the others dead by it after the thaw: a
+// beat's age is counted to when the read was sent, not to when its answer
+// was processed. (Before the fix every beat the read showed unchanged
+// looked a pause old, and the paused instance took a live owner's leases.)
+//
+// (With liveness per lease the take is conditional on the counter the
+// listing showed, which a live owner moved during the pause: the take
+// fails.)
+func TestMembersReadBeforeAPauseTakesNoLiveLease(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	m, _ := lease.MembersOf(e.store)
+	store := &pausedReads{memberWrap: memberWrap{Store: e.store, m: m}, watch: "b"}
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	cfgA.Counters, cfgB.Counters = new(shard.LeaseCounters), new(shard.LeaseCounters)
+	// b beats every 200 ms, a reads the members every 100 ms or so: some
+	// of a's reads show b's beat unchanged.
+	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, time.Second
+	cfgB.Renew, cfgB.Failover = 200*time.Millisecond, time.Second
+	store.pause = 3 * cfgA.Failover
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	taken := cfgA.Counters.Taken.Load()
+	store.armed.Store(true)
+	eventually(t, 10*time.Second, "a's members read paused", store.paused.Load)
+	time.Sleep(cfgA.Failover) // a's next passes
+	// (b writes nothing at rest: it finds out only at its next write.)
+	if n := cfgA.Counters.Taken.Load() - taken; n != 0 {
+		var owners []string
+		for _, id := range ids {
+			owners = append(owners, e.lease(id).Owner)
+		}
+		t.Fatalf("a took %d leases of b, alive throughout, after its paused members read (owners now %v; b reads %v)", n, owners, cb.Reading())
+	}
+}
