@@ -271,7 +271,16 @@ type Coordinator struct {
 	// instances starting beside this one to create (startCreates); the
 	// next pass lists, and creates those still missing.
 	awaiting map[string]lease.Lease
-	beat     atomic.Int64 // the member entry's beat
+	// beat is the member entry's beat. A heartbeat writes a new one only
+	// once a heartbeat of the last one was confirmed (answered without
+	// error); until then it writes the same one again, so the others see
+	// the beat stand still while this owner cannot confirm it is alive
+	// (beatFirst, beatNew: guarded by beatMu, which serialises
+	// heartbeats).
+	beat      atomic.Int64
+	beatMu    sync.Mutex
+	beatFirst time.Time // when the current beat was first sent
+	beatNew   bool      // the current beat was confirmed: the next heartbeat writes a new one
 	// starting: the first pass has not ended, and the member entry says
 	// so (lease.Member.Starting): a fleet's start gives leases to create
 	// only to the members that are starting (startOwners).
@@ -363,7 +372,7 @@ func New(cfg Config) (*Coordinator, error) {
 		stats:    make(map[string]*Stats),
 		start:    cfg.Start,
 		obs:      newObserver(),
-		beats:    newObserver(),
+		beats:    &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover},
 		epoch:    time.Now(),
 		kick:     make(chan bool, 1),
 	}

@@ -21,8 +21,9 @@ type slowStore struct {
 	lease.Store
 	m       lease.MemberStore
 	in, out atomic.Int64 // nanoseconds
-	// beatsOnly slows only the member calls (heartbeats, members reads).
-	beatsOnly bool
+	// failLanded makes every call that landed answer with an error (a
+	// server error after the write was carried out).
+	failLanded atomic.Bool
 }
 
 func newSlowStore(s lease.Store) *slowStore {
@@ -50,10 +51,7 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (s *slowStore) call(ctx context.Context, member bool, op func() error) error {
-	if s.beatsOnly && !member {
-		return op()
-	}
+func (s *slowStore) call(ctx context.Context, op func() error) error {
 	if err := wait(ctx, time.Duration(s.in.Load())); err != nil {
 		return &lease.Error{Op: "slow store", Err: err} // never landed
 	}
@@ -61,55 +59,58 @@ func (s *slowStore) call(ctx context.Context, member bool, op func() error) erro
 	if werr := wait(ctx, time.Duration(s.out.Load())); werr != nil {
 		return &lease.Error{Op: "slow store", Err: werr} // landed; the answer came too late
 	}
+	if err == nil && s.failLanded.Load() {
+		return &lease.Error{Op: "slow store", Err: errThrottled} // landed; answered with an error
+	}
 	return err
 }
 
 func (s *slowStore) List(ctx context.Context, ns string) (ls []lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { ls, err = s.Store.List(ctx, ns); return err })
+	err = s.call(ctx, func() (err error) { ls, err = s.Store.List(ctx, ns); return err })
 	return ls, err
 }
 
 func (s *slowStore) Get(ctx context.Context, key string) (l lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { l, err = s.Store.Get(ctx, key); return err })
+	err = s.call(ctx, func() (err error) { l, err = s.Store.Get(ctx, key); return err })
 	return l, err
 }
 
 func (s *slowStore) Take(ctx context.Context, l lease.Lease, owner string) (nl lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Take(ctx, l, owner); return err })
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Take(ctx, l, owner); return err })
 	return nl, err
 }
 
 func (s *slowStore) Renew(ctx context.Context, l lease.Lease) (nl lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Renew(ctx, l); return err })
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Renew(ctx, l); return err })
 	return nl, err
 }
 
 func (s *slowStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (nl lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Checkpoint(ctx, l, cp, sub); return err })
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Checkpoint(ctx, l, cp, sub); return err })
 	return nl, err
 }
 
 func (s *slowStore) Release(ctx context.Context, l lease.Lease) (nl lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.Release(ctx, l); return err })
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Release(ctx, l); return err })
 	return nl, err
 }
 
 func (s *slowStore) RequestHandoff(ctx context.Context, l lease.Lease, to string) (nl lease.Lease, err error) {
-	err = s.call(ctx, false, func() (err error) { nl, err = s.Store.RequestHandoff(ctx, l, to); return err })
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.RequestHandoff(ctx, l, to); return err })
 	return nl, err
 }
 
 func (s *slowStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
-	return s.call(ctx, true, func() error { return s.m.Heartbeat(ctx, ns, m) })
+	return s.call(ctx, func() error { return s.m.Heartbeat(ctx, ns, m) })
 }
 
 func (s *slowStore) Members(ctx context.Context, ns string) (ms []lease.Member, err error) {
-	err = s.call(ctx, true, func() (err error) { ms, err = s.m.Members(ctx, ns); return err })
+	err = s.call(ctx, func() (err error) { ms, err = s.m.Members(ctx, ns); return err })
 	return ms, err
 }
 
 func (s *slowStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
-	return s.call(ctx, true, func() error { return s.m.Leave(ctx, ns, owner, beat) })
+	return s.call(ctx, func() error { return s.m.Leave(ctx, ns, owner, beat) })
 }
 
 // Issue 29, defect 7: a lease store that answers every call within the
@@ -215,5 +216,62 @@ func TestMembersReadBeforeAPauseTakesNoLiveLease(t *testing.T) {
 			owners = append(owners, e.lease(id).Owner)
 		}
 		t.Fatalf("a took %d leases of b, alive throughout, after its paused members read (owners now %v; b reads %v)", n, owners, cb.Reading())
+	}
+}
+
+// Issue 29, defect 2: an owner whose lease-store calls land but are
+// answered after their deadline (slow, not failed) cannot confirm its
+// heartbeats and fences itself; the others must then see it dead, and
+// read its shards, within about twice the failover time. (Before the fix
+// they saw its beat move with every write that landed and counted it
+// alive, so nobody read its shards while the slowness lasted.)
+//
+// The same holds for calls that land and are answered with an error, and
+// for calls that never land (slower than the deadline).
+func TestLateAnsweredHeartbeatsLeaveNoShardUnread(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(s *slowStore)
+	}{
+		{"late", func(s *slowStore) { s.set(0, time.Second) }}, // lands at once, answered after the deadline (1/3 s)
+		{"failed", func(s *slowStore) { s.failLanded.Store(true) }},
+		{"never", func(s *slowStore) { s.set(time.Second, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testLateAnsweredHeartbeatsLeaveNoShardUnread(t, tc.set) })
+	}
+}
+
+func testLateAnsweredHeartbeatsLeaveNoShardUnread(t *testing.T, slow func(*slowStore)) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	slow(store)
+	late := time.Now()
+	for {
+		aReads, bReads := ca.Reading(), cb.Reading()
+		for _, id := range aReads {
+			if slices.Contains(bReads, id) {
+				t.Fatalf("a and b both read %s", id)
+			}
+		}
+		if len(bReads) == len(ids) && len(aReads) == 0 {
+			t.Logf("b reads every shard %v after a's answers turned late", time.Since(late).Round(time.Millisecond))
+			return
+		}
+		if time.Since(late) > 2*cfgA.Failover+cfgA.Failover/2 {
+			t.Fatalf("%v after a's answers turned late: a reads %v, b %v; want b to read all", time.Since(late).Round(time.Millisecond), aReads, bReads)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
