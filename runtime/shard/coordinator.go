@@ -45,9 +45,21 @@ func (r *Record) Settle() {
 }
 
 // Stale reports whether settling r can no longer matter: its reader lost the
-// lease, handed it over or was repositioned by a seek. The record will be (or
-// was) delivered again from the shard's checkpoint; a lane may skip it.
-func (r *Record) Stale() bool { return r.wm != nil && r.wm.discard.Load() }
+// lease, handed it over or was repositioned by a seek, or the lease is past
+// its fence by this process's monotonic clock (after a pause, before the
+// fence's timer has run). The record will be (or was) delivered again from
+// the shard's checkpoint; a lane must not hand it to a handler.
+func (r *Record) Stale() bool { return r.wm != nil && (r.wm.discard.Load() || r.wm.expired()) }
+
+// Lease returns a context that ends when the lease r was read under is
+// lost, fenced or released: a handler's context is cancelled then, since
+// another instance may be handling the record already.
+func (r *Record) Lease() context.Context {
+	if r.wm == nil || r.wm.lost == nil {
+		return context.Background()
+	}
+	return r.wm.lost
+}
 
 // Sink receives a reader's records in shard order, a run at a time. It may
 // block (backpressure: the shard's reader waits). It returns how many of rs,

@@ -215,9 +215,16 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 	if c.members != nil {
 		until = min(until, c.beatUntil.Load())
 	}
+	now := int64(time.Since(c.epoch))
 	for {
 		cur := o.until.Load()
 		if until <= cur {
+			return
+		}
+		if cur != 0 && now >= cur {
+			// Past its fence already: the lease is fenced by the clock
+			// (Record.Stale says so), whether or not the timer has run;
+			// a renewal answered after a pause must not revive it.
 			return
 		}
 		if o.until.CompareAndSwap(cur, until) {
@@ -226,6 +233,11 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 	}
 	o.timer.Reset(time.Duration(until) - time.Since(c.epoch))
 }
+
+// fenceLate delays every fence's timer callback (nanoseconds; tests only,
+// export_test.go): after a pause the timers may run after the lanes and
+// readers have resumed, which a test cannot otherwise arrange.
+var fenceLate atomic.Int64
 
 // fenceIfExpired fences o when its fence time has passed without a
 // successful write: the owner can no longer be sure nobody else has taken
@@ -236,6 +248,9 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 // (leftBehind) and takes it back (its reader then starts over from the
 // checkpoint) or releases it (takeBack, releaseLeftovers).
 func (c *Coordinator) fenceIfExpired(o *owned) {
+	if d := fenceLate.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	if o.fctx.Err() != nil {
 		return // released or lost already
 	}

@@ -555,6 +555,7 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	sctx, cancel := context.WithCancel(c.ctx)
 	wm := newWatermark()
 	wm.st = o.st
+	wm.until, wm.epoch, wm.lost = &o.until, c.epoch, o.fctx
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
 	if o.gone || o.handing || o.fctx.Err() != nil {

@@ -275,3 +275,50 @@ func testLateAnsweredHeartbeatsLeaveNoShardUnread(t *testing.T, slow func(*slowS
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Issue 29, defect 5: after a pause longer than the fence time (here: a
+// slow handler while nothing of the owner's lands, and fence timers that
+// run late, as they may after SIGCONT), no record waiting in a lane is
+// handed to a handler: Record.Stale reads the monotonic clock against the
+// lease's fence itself. The handler's Lease context ends once the fence
+// has run. (Before the fix Stale read a flag that only the fence's timer
+// set: every record queued behind the slow one went to the handler after
+// another instance had taken the shard.)
+func TestPausedOwnerHandsNoRecordOutPastItsLease(t *testing.T) {
+	restore := shard.DelayFences(2 * time.Second)
+	defer restore()
+	e, _ := memEnv(t, 1)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	queue := make(chan shard.Record, 1000) // the lane: records wait here for the handler
+	sink := func(_ context.Context, rs []shard.Record) (int, error) {
+		for _, r := range rs {
+			queue <- r
+		}
+		return len(rs), nil
+	}
+	cfgA, cfgB := e.config("a", sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	e.publish(map[string]int{}, 20, 4)
+	first := <-queue
+	// The slow handler runs on the first record; meanwhile nothing of a
+	// reaches the store (a pause, to the others), and b takes the shard.
+	store.set(time.Hour, 0)
+	cb := e.start(cfgB)
+	eventually(t, 5*time.Second, "b takes the shard", func() bool { return slices.Equal(cb.Reading(), ids) })
+	first.Settle()
+	if len(queue) == 0 {
+		t.Fatal("no record waits behind the slow one; the test means some to")
+	}
+	for n := len(queue); n > 0; n-- {
+		if r := <-queue; !r.Stale() {
+			t.Fatalf("record %s/%s handed to a's handler after b took the shard (its lease fenced by the clock, its timer not yet run)", r.ShardID, r.SequenceNumber)
+		}
+	}
+	eventually(t, 5*time.Second, "the handler's lease context ends", func() bool { return first.Lease().Err() != nil })
+}
