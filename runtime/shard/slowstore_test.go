@@ -322,3 +322,66 @@ func TestPausedOwnerHandsNoRecordOutPastItsLease(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "the handler's lease context ends", func() bool { return first.Lease().Err() != nil })
 }
+
+// halfThrottled refuses every other heartbeat, checkpoint and members
+// read, without carrying it out (a throttled DynamoDB).
+type halfThrottled struct {
+	*slowStore
+	on                      atomic.Bool
+	beats, writes, readings atomic.Int64
+}
+
+func (s *halfThrottled) throttled(calls *atomic.Int64) bool { return s.on.Load() && calls.Add(1)%2 == 0 }
+
+func (s *halfThrottled) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if s.throttled(&s.beats) {
+		return &lease.Error{Op: "heartbeat", Err: errThrottled}
+	}
+	return s.slowStore.Heartbeat(ctx, ns, m)
+}
+
+func (s *halfThrottled) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	if s.throttled(&s.writes) {
+		return lease.Lease{}, &lease.Error{Op: "checkpoint", Err: errThrottled}
+	}
+	return s.slowStore.Checkpoint(ctx, l, cp, sub)
+}
+
+func (s *halfThrottled) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if s.throttled(&s.readings) {
+		return nil, &lease.Error{Op: "members", Err: errThrottled}
+	}
+	return s.slowStore.Members(ctx, ns)
+}
+
+// Issue 29, defect 2's rule seen from the other side: an owner half of
+// whose lease calls are throttled, and the rest slow, confirms enough
+// heartbeats to stay alive: it is never fenced, and the others never take
+// its shards.
+func TestHalfThrottledOwnerStaysAlive(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	store := &halfThrottled{slowStore: newSlowStore(e.store)}
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	cfgA.Counters, cfgB.Counters = new(shard.LeaseCounters), new(shard.LeaseCounters)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 300*time.Millisecond, 1500*time.Millisecond
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(ca.Reading()) == 4 })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	lost, taken := cfgA.Counters.Lost.Load(), cfgB.Counters.Taken.Load()
+	store.set(100*time.Millisecond, 100*time.Millisecond)
+	store.on.Store(true)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := cfgA.Counters.Lost.Load() - lost; n != 0 {
+			t.Fatalf("a, half its calls throttled, lost %d leases (a reads %v, b %v)", n, ca.Reading(), cb.Reading())
+		}
+		if n := cfgB.Counters.Taken.Load() - taken; n != 0 {
+			t.Fatalf("b took %d of a's leases while a was alive", n)
+		}
+	}
+}
