@@ -867,6 +867,14 @@ func (c *Coordinator) heartLoop() {
 				retry = 0
 				next = every - time.Since(sent)
 			}
+			// The next heartbeat goes early enough to be confirmed within
+			// a call deadline before the fence: after failures the fence
+			// counts from the first send of the beat (heartbeat), and
+			// waiting the whole interval would let it pass. (Past the
+			// fence there is nothing to save: the backoff stands.)
+			if left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch); left > 0 {
+				next = min(next, max(left-c.cfg.leaseCallTimeout(), c.cfg.Renew/10))
+			}
 			t.Reset(max(next, 0))
 		}
 	}
