@@ -416,9 +416,9 @@ type fleet struct {
 	kc              *kinesis.Client
 	namespace       string
 
-	logPrefix string // of the workers' stderr files (FLEETTEST_LOGDIR)
-	perLease  bool   // workers run with -per-lease (as FLEETTEST_PER_LEASE does)
-	fanout    string // workers read by enhanced fan-out through this consumer, registering it if missing
+	logPrefix string        // of the workers' stderr files (FLEETTEST_LOGDIR)
+	perLease  bool          // workers run with -per-lease (as FLEETTEST_PER_LEASE does)
+	fanout    string        // workers read by enhanced fan-out through this consumer, registering it if missing
 	slow      time.Duration // each handling takes this long (the workers' -slow)
 
 	mu       sync.Mutex
