@@ -208,7 +208,7 @@ func (s *Server) RegisterStreamConsumer(ctx context.Context, in *kinesis.Registe
 	if st.consumers[cname] != nil {
 		return nil, opError(op.String(), inUse("Consumer %s under stream %s under account %s already exists.", cname, st.name, s.cfg.account))
 	}
-	if len(st.consumers) >= s.cfg.consumerLimit {
+	if len(st.consumers)+st.queueCount >= s.cfg.consumerLimit {
 		return nil, opError(op.String(), limitExceeded("Stream %s under account %s has reached its limit of %d consumers.", st.name, s.cfg.account, s.cfg.consumerLimit))
 	}
 	// The ARN's epoch is the registration second; a name registered again

@@ -116,6 +116,22 @@ var operations = map[string]operation{
 	"DescribeStreamConsumer":   op((*Server).DescribeStreamConsumer),
 	"ListStreamConsumers":      op((*Server).ListStreamConsumers),
 	"DeregisterStreamConsumer": op((*Server).DeregisterStreamConsumer),
+
+	"UpdateMaxRecordSize":                    op((*Server).UpdateMaxRecordSize),
+	"UpdateStreamRecordDistributionStrategy": op((*Server).UpdateStreamRecordDistributionStrategy),
+
+	"CreateQueue":                            op((*Server).CreateQueue),
+	"DescribeQueue":                          op((*Server).DescribeQueue),
+	"ListQueues":                             op((*Server).ListQueues),
+	"UpdateQueue":                            op((*Server).UpdateQueue),
+	"DeleteQueue":                            op((*Server).DeleteQueue),
+	"ReceiveQueueRecords":                    op((*Server).ReceiveQueueRecords),
+	"AcknowledgeQueueRecords":                op((*Server).AcknowledgeQueueRecords),
+	"UpdateQueueRecordsVisibility":           op((*Server).UpdateQueueRecordsVisibility),
+	"ReceiveDeadLetterQueueRecords":          op((*Server).ReceiveDeadLetterQueueRecords),
+	"AcknowledgeDeadLetterQueueRecords":      op((*Server).AcknowledgeDeadLetterQueueRecords),
+	"RestoreDeadLetterQueueRecords":          op((*Server).RestoreDeadLetterQueueRecords),
+	"UpdateDeadLetterQueueRecordsVisibility": op((*Server).UpdateDeadLetterQueueRecordsVisibility),
 }
 
 const targetPrefix = "Kinesis_20131202."
