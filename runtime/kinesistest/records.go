@@ -19,9 +19,9 @@ import (
 const (
 	maxRecordSize    = maxRecordKiB << 10 // data plus key of one record on any stream (MaxRecordSizeInKiB lowers it)
 	maxPutRequest    = 10 << 20           // data plus keys of one PutRecords call
-	maxPutEntries    = 500      // entries of one PutRecords call
-	maxGetRecords    = 10000    // records of one GetRecords answer
-	maxGetBytes      = 10 << 20 // data of one GetRecords answer
+	maxPutEntries    = 500                // entries of one PutRecords call
+	maxGetRecords    = 10000              // records of one GetRecords answer
+	maxGetBytes      = 10 << 20           // data of one GetRecords answer
 	defaultGetRecord = maxGetRecords
 )
 
