@@ -121,7 +121,7 @@ type ShardStats struct {
 // ShardStats returns the counters of a shard; ok is false when the stream or
 // shard does not exist.
 func (s *Server) ShardStats(stream, shardID string) (ShardStats, bool) {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return ShardStats{}, false
 	}

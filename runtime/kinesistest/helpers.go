@@ -29,7 +29,7 @@ func (s *Server) AddOnDemandStream(name string) error {
 // with attrs (nil: the service's defaults) and returns its ARN; it is
 // CreateQueue without the SDK ceremony, for test setup.
 func (s *Server) AddQueue(stream, name string, attrs *types.QueueAttributes) (string, error) {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return "", err
 	}
@@ -50,7 +50,7 @@ func (s *Server) AddQueue(stream, name string, attrs *types.QueueAttributes) (st
 // SplitInHalf splits an open shard at the middle of its hash-key range, the
 // usual way to double a stream's capacity.
 func (s *Server) SplitInHalf(stream, shardID string) error {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ type StoredRecord struct {
 // as a read. Tests use it to see what was published (a dead-letter stream,
 // say) without running a consumer.
 func (s *Server) Records(stream string) ([]StoredRecord, error) {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return nil, err
 	}

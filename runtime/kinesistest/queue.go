@@ -36,6 +36,7 @@ const (
 // acknowledged (or leaves retention).
 type queue struct {
 	st      *stream
+	account string // the queue's own: its creator's, whoever owns the stream
 	name    string
 	arn     string
 	epoch   uint64 // tells receipt handles of a deleted queue from a later one's
@@ -279,7 +280,10 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 		streamARN = in.StreamConfigurationList[0].StreamARN
 	}
 	if f := s.callFault.Load(); f != nil {
-		sname, _ := streamName(nil, streamARN)
+		var sname string
+		if streamARN != nil {
+			sname, _ = s.resolveARN(*streamARN)
+		}
 		if err := (*f)(Call{Op: op, Stream: sname, Queue: name}); err != nil {
 			return fail(err)
 		}
@@ -331,7 +335,8 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 		st: st, name: name, epoch: s.epochs.Add(1), created: now, active: now.Add(s.cfg.queueActivation), start: start,
 		vis: vis, maxReceives: maxReceives, cursors: map[int]uint64{}, entries: map[uint64]*qentry{},
 	}
-	q.arn = queueARN(s.cfg.region, s.cfg.account, q.epoch)
+	q.account = s.caller(ctx)
+	q.arn = queueARN(s.cfg.region, q.account, q.epoch)
 	switch start.Type {
 	case types.QueueStartingPositionTypeLatest:
 		q.pos = st.counter.Load() + 1
@@ -345,17 +350,17 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 	defer st.cmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur := s.streams[st.name]; cur != st {
-		return fail(notFound("Stream %s under account %s not found.", st.name, s.cfg.account))
+	if cur := s.streams[st.key]; cur != st {
+		return fail(notFound("Stream %s under account %s not found.", st.name, st.account))
 	}
 	for _, other := range s.queues {
-		if other.name == name {
-			return fail(inUse("Queue %s under account %s already exists.", name, s.cfg.account))
+		if other.name == name && other.account == q.account {
+			return fail(inUse("Queue %s under account %s already exists.", name, q.account))
 		}
 	}
 	st.purgeLocked(now)
 	if len(st.consumers)+st.queueCount >= s.cfg.consumerLimit {
-		return fail(limitExceeded("Stream %s under account %s has reached its limit of %d registered consumers and queues.", st.name, s.cfg.account, s.cfg.consumerLimit))
+		return fail(limitExceeded("Stream %s under account %s has reached its limit of %d registered consumers and queues.", st.name, st.account, s.cfg.consumerLimit))
 	}
 	st.queueCount++
 	s.queues[q.arn] = q
@@ -383,7 +388,7 @@ func (s *Server) DescribeQueue(ctx context.Context, in *kinesis.DescribeQueueInp
 	return &kinesis.DescribeQueueOutput{QueueDescription: q.describe(s.now(), s)}, nil
 }
 
-// ListQueues lists the account's queues in ARN order, optionally those of
+// ListQueues lists the caller's account's queues in ARN order, optionally those of
 // one stream, MaxResults (default and at most 100) at a time.
 func (s *Server) ListQueues(ctx context.Context, in *kinesis.ListQueuesInput, _ ...func(*kinesis.Options)) (*kinesis.ListQueuesOutput, error) {
 	const op = OpListQueues
@@ -406,10 +411,11 @@ func (s *Server) ListQueues(ctx context.Context, in *kinesis.ListQueuesInput, _ 
 		filter[aws.ToString(f.StreamARN)] = true
 	}
 	now := s.now()
+	account := s.caller(ctx)
 	s.mu.RLock()
 	var qs []*queue
 	for arn, q := range s.queues {
-		if arn > after && (filter == nil || filter[q.st.arn(s.cfg)]) && s.streams[q.st.name] == q.st {
+		if arn > after && q.account == account && (filter == nil || filter[q.st.arn(s.cfg)]) && s.streams[q.st.key] == q.st {
 			qs = append(qs, q)
 		}
 	}

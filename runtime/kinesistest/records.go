@@ -93,7 +93,7 @@ func (s *Server) append(st *stream, h hashKey, kd []byte, keyLen int, now time.T
 		}
 		if s.cfg.throttle && !sh.admitPut(now, len(kd)) {
 			sh.mu.Unlock()
-			return sh, 0, throttled(sh, st.name, s.cfg.account)
+			return sh, 0, throttled(sh, st.name, st.account)
 		}
 		arrival := now.UnixNano()
 		if n := sh.log.len(); n > 0 {
@@ -314,7 +314,7 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 // sh: GetShardIterator's rules and errors, shared with SubscribeToShard.
 func (s *Server) position(st *stream, sh *shard, typ types.ShardIteratorType, seq *string, ts *time.Time, now time.Time) (iterator, error) {
 	var err error
-	it := iterator{stream: st.name, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
+	it := iterator{stream: st.key, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
 	atSeq := func(after bool) error {
 		if seq == nil {
 			return invalidArg("StartingSequenceNumber is required for %s", typ)
@@ -388,8 +388,8 @@ func (s *Server) resolveIterator(raw *string) (iterator, *stream, *shard, error)
 // gone is the ResourceNotFoundException a reader of st gets once st has been
 // deleted or replaced by a later stream of the same name; nil while it lives.
 func (s *Server) gone(st *stream) error {
-	if cur, err := s.lookup(st.name); err != nil || cur != st {
-		return notFound("Stream %s under account %s not found.", st.name, s.cfg.account)
+	if cur, err := s.lookup(st.key); err != nil || cur != st {
+		return notFound("Stream %s under account %s not found.", st.name, st.account)
 	}
 	return nil
 }

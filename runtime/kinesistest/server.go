@@ -195,6 +195,8 @@ func (s *Server) now() time.Time { return s.cfg.now().UTC() }
 // record paths never take a stream-wide lock.
 type stream struct {
 	name    string
+	account string
+	key     string // in Server.streams: see streamKey
 	epoch   uint64
 	created time.Time
 	mode    types.StreamMode
@@ -220,7 +222,7 @@ type stream struct {
 }
 
 func (st *stream) arn(c config) string {
-	return fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", c.region, c.account, st.name)
+	return fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", c.region, st.account, st.name)
 }
 
 func (st *stream) shard(index int) *shard {
@@ -254,30 +256,17 @@ func validStreamName(s string) bool {
 	return true
 }
 
-// streamName resolves the stream a request names by StreamName or StreamARN.
-func streamName(name, arn *string) (string, error) {
-	switch {
-	case name != nil && *name != "":
-		if !validStreamName(*name) {
-			return "", validation("1 validation error detected: Value '%s' at 'streamName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and length 1-128", *name)
-		}
-		return *name, nil
-	case arn != nil && *arn != "":
-		i := strings.LastIndex(*arn, ":stream/")
-		if i < 0 || !validStreamName((*arn)[i+8:]) {
-			return "", invalidArg("StreamARN %q is not a stream ARN", *arn)
-		}
-		return (*arn)[i+8:], nil
-	}
-	return "", invalidArg("either StreamName or StreamARN must be provided")
-}
-
-func (s *Server) lookup(name string) (*stream, error) {
+// lookup finds a stream by its key (streamKey).
+func (s *Server) lookup(key string) (*stream, error) {
 	s.mu.RLock()
-	st := s.streams[name]
+	st := s.streams[key]
 	s.mu.RUnlock()
 	if st == nil {
-		return nil, notFound("Stream %s under account %s not found.", name, s.cfg.account)
+		account, name, ok := strings.Cut(key, "/")
+		if !ok {
+			account, name = s.cfg.account, key
+		}
+		return nil, notFound("Stream %s under account %s not found.", name, account)
 	}
 	return st, nil
 }
@@ -301,7 +290,7 @@ func (s *Server) begin(ctx context.Context, op Op, streamName, shardID string) e
 // StreamARN and runs begin with it; a bad name fails the call only after
 // begin has counted it and consulted the call fault.
 func (s *Server) beginStream(ctx context.Context, op Op, name, arn *string, shardID string) (string, error) {
-	resolved, nameErr := streamName(name, arn)
+	resolved, nameErr := s.resolve(ctx, name, arn)
 	if err := s.begin(ctx, op, resolved, shardID); err != nil {
 		return "", err
 	}
@@ -344,7 +333,7 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 		return nil, opError(op.String(), err)
 	}
 	now := s.now()
-	st := &stream{name: name, epoch: s.epochs.Add(1), created: now, mode: mode, consumers: map[string]*consumer{}, lastEpoch: map[string]int64{}}
+	st := &stream{name: aws.ToString(in.StreamName), account: s.caller(ctx), key: name, epoch: s.epochs.Add(1), created: now, mode: mode, consumers: map[string]*consumer{}, lastEpoch: map[string]int64{}}
 	st.maxRecordKiB.Store(aws.ToInt32(in.MaxRecordSizeInKiB))
 	if in.MaxRecordSizeInKiB == nil {
 		st.maxRecordKiB.Store(defaultRecordKiB)
