@@ -49,7 +49,9 @@ func admit(st *stream, key *string, data []byte) (string, error) {
 	}
 	k := aws.ToString(key)
 	if n, limit := len(k)+len(data), st.recordLimit(); n > limit {
-		return "", validation("1 validation error detected: Value at 'data' failed to satisfy constraint: the record's data and partition key (%d bytes) must not exceed the stream's maximum record size of %d KiB", n, limit>>10)
+		// Over the stream's limit but within the shape's 10 MiB: a check of
+		// the stream, not of the request's shape (as kinesis-mock answers).
+		return "", invalidArg("Record size %d (data plus partition key) exceeds the stream's maximum record size of %d KiB.", n, limit>>10)
 	}
 	return k, nil
 }
