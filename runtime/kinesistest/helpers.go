@@ -123,3 +123,44 @@ func concat(segs [][]record) []record {
 	}
 	return out
 }
+
+// QueueCounts is what a queue holds, by delivery state.
+type QueueCounts struct {
+	Visible      int // live records a receive would return now
+	InFlight     int // live records received and not yet acknowledged nor visible again
+	DeadLetters  int // dead letters not in flight
+	DeadInFlight int // dead letters received and held
+}
+
+// QueueCounts counts a queue's records by state (records written since
+// the last receive included), without receiving any; ok is false when no
+// queue has the ARN. Tests use it to see what a consumer left behind: in
+// flight at shutdown, or dead letters.
+func (s *Server) QueueCounts(queueARN string) (QueueCounts, bool) {
+	s.mu.RLock()
+	q := s.queues[queueARN]
+	s.mu.RUnlock()
+	if q == nil {
+		return QueueCounts{}, false
+	}
+	now := s.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s.ingestLocked(q, now)
+	q.expireLocked(laneNormal, now)
+	q.expireLocked(laneDead, now)
+	var c QueueCounts
+	for _, e := range q.entries {
+		switch {
+		case e.lane == laneNormal && e.inflight:
+			c.InFlight++
+		case e.lane == laneNormal:
+			c.Visible++
+		case e.inflight:
+			c.DeadInFlight++
+		default:
+			c.DeadLetters++
+		}
+	}
+	return c, true
+}

@@ -1,6 +1,7 @@
 package kinesistest_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ func TestQueueVisibilityAndDeadLetters(t *testing.T) {
 	}
 	recs := receive(2)
 	receive(0) // in flight
+	if c, ok := s.QueueCounts(arn); !ok || c != (kinesistest.QueueCounts{InFlight: 2}) {
+		t.Fatalf("QueueCounts with 2 in flight: %+v %v", c, ok)
+	}
 	for _, r := range recs {
 		if string(r.Data) == "fine" {
 			ack, err := s.AcknowledgeQueueRecords(ctx, &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &arn, Entries: []types.AcknowledgeQueueRecordsRequestEntry{{ReceiptHandle: r.ReceiptHandle}}})
@@ -58,6 +62,9 @@ func TestQueueVisibilityAndDeadLetters(t *testing.T) {
 	}
 	c.Advance(11 * time.Second)
 	receive(0) // received twice: now a dead letter
+	if c, _ := s.QueueCounts(arn); c != (kinesistest.QueueCounts{DeadLetters: 1}) {
+		t.Fatalf("QueueCounts with 1 dead letter: %+v", c)
+	}
 	dl, err := s.ReceiveDeadLetterQueueRecords(ctx, &kinesis.ReceiveDeadLetterQueueRecordsInput{QueueARN: &arn, WaitTimeSeconds: aws.Int32(0)})
 	if err != nil || len(dl.QueueRecords) != 1 || string(dl.QueueRecords[0].Data) != "poison" {
 		t.Fatalf("dead letters: %v %+v", err, dl)
@@ -69,5 +76,66 @@ func TestQueueVisibilityAndDeadLetters(t *testing.T) {
 	back := receive(1)
 	if aws.ToInt32(back[0].ReceiveCount) != 1 {
 		t.Fatalf("restored record received with count %d, want 1", aws.ToInt32(back[0].ReceiveCount))
+	}
+}
+
+// A queue delivers the records of shards made by a split as well as its
+// parents', stops delivering records that left retention, and an
+// AT_TIMESTAMP queue starts at its time.
+func TestQueueReshardRetentionAndTimestamp(t *testing.T) {
+	ctx := testCtx(t)
+	c := newClock()
+	s := kinesistest.New(kinesistest.WithClock(c.Now), kinesistest.WithRetention(time.Hour))
+	if err := s.AddOnDemandStream("q"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "q", "a", "old")
+	c.Advance(time.Minute)
+	mid := c.Now()
+	arn, err := s.AddQueue("q", "all", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := s.CreateQueue(ctx, &kinesis.CreateQueueInput{QueueName: aws.String("since"), StreamConfigurationList: []types.QueueStreamConfiguration{{
+		StreamARN:        d.StreamDescriptionSummary.StreamARN,
+		StartingPosition: &types.QueueStartingPosition{Type: types.QueueStartingPositionTypeAtTimestamp, Timestamp: &mid},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SplitInHalf("q", "shardId-000000000000"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		put(t, s, "q", fmt.Sprintf("k%d", i), "new")
+	}
+	count := func(arn string) map[string]int {
+		got := map[string]int{}
+		for {
+			out, err := s.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: &arn, WaitTimeSeconds: aws.Int32(0), VisibilityTimeoutSeconds: aws.Int32(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.QueueRecords) == 0 {
+				return got
+			}
+			for _, r := range out.QueueRecords {
+				got[string(r.Data)]++
+			}
+		}
+	}
+	if got := count(arn); got["old"] != 1 || got["new"] != 20 {
+		t.Errorf("TRIM_HORIZON queue across a split received %v, want old 1 and new 20", got)
+	}
+	if got := count(aws.ToString(at.QueueDescription.QueueARN)); got["old"] != 0 || got["new"] != 20 {
+		t.Errorf("AT_TIMESTAMP queue received %v, want new 20 only", got)
+	}
+	c.Advance(2 * time.Hour) // past retention and every visibility timeout
+	if got := count(arn); len(got) != 0 {
+		t.Errorf("records past retention were delivered: %v", got)
 	}
 }
