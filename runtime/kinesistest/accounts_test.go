@@ -63,3 +63,57 @@ func TestStreamsOfOtherAccounts(t *testing.T) {
 		})
 	}
 }
+
+// A fan-out consumer and a queue of one account on another account's
+// stream, by its ARN.
+func TestConsumerAndQueueOnOtherAccountsStream(t *testing.T) {
+	const other = "111122223333"
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	them := s.As(other)
+	if _, err := them.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), StreamModeDetails: &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}}); err != nil {
+		t.Fatal(err)
+	}
+	arn := "arn:aws:kinesis:us-east-1:" + other + ":stream/orders"
+	reg, err := s.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: &arn, ConsumerName: aws.String("billing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carn := aws.ToString(reg.Consumer.ConsumerARN)
+	if want := arn + "/consumer/billing:"; len(carn) <= len(want) || carn[:len(want)] != want {
+		t.Fatalf("consumer ARN %s, want it under %s", carn, arn)
+	}
+	q, err := s.CreateQueue(ctx, &kinesis.CreateQueueInput{QueueName: aws.String("work"), StreamConfigurationList: []types.QueueStreamConfiguration{{StreamARN: &arn}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qarn := aws.ToString(q.QueueDescription.QueueARN)
+	if want := "arn:aws:kinesis:us-east-1:000000000000:queue/"; qarn[:len(want)] != want {
+		t.Errorf("queue ARN %s, want one of the creator's account", qarn)
+	}
+	p, err := them.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("k"), Data: []byte("o1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &carn, ShardId: p.ShardId, StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := sub.GetStream()
+	defer es.Close()
+	ev := <-es.Events()
+	if e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent); !ok || len(e.Value.Records) != 1 || string(e.Value.Records[0].Data) != "o1" {
+		t.Fatalf("subscription event %#v", ev)
+	}
+	out, err := s.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: &qarn, WaitTimeSeconds: aws.Int32(0)})
+	if err != nil || len(out.QueueRecords) != 1 || string(out.QueueRecords[0].Data) != "o1" {
+		t.Fatalf("the queue on the other account's stream: %v, %+v", err, out)
+	}
+	// The owner lists no queue of ours; we list ours.
+	if l, _ := them.ListQueues(ctx, &kinesis.ListQueuesInput{}); len(l.QueueSummaries) != 0 {
+		t.Errorf("the stream's owner lists %d queues of another account", len(l.QueueSummaries))
+	}
+	if l, _ := s.ListQueues(ctx, &kinesis.ListQueuesInput{}); len(l.QueueSummaries) != 1 {
+		t.Errorf("the queue's account lists %d queues", len(l.QueueSummaries))
+	}
+}

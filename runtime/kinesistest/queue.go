@@ -224,6 +224,15 @@ func (q *queue) describe(now time.Time, s *Server) *types.QueueDescription {
 	}
 }
 
+// keyOrNil is a queue record's PartitionKey: absent for a record an AUTO
+// stream took without one.
+func keyOrNil(k string) *string {
+	if k == "" {
+		return nil
+	}
+	return aws.String(k)
+}
+
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -686,7 +695,7 @@ func (s *Server) takeLocked(q *queue, ln int, limit int, vis int32, now time.Tim
 			ApproximateArrivalTimestamp: &arrival,
 			Data:                        clone(e.rec.data()),
 			FirstReceiveTimestamp:       &first,
-			PartitionKey:                aws.String(e.rec.key()),
+			PartitionKey:                keyOrNil(e.rec.key()),
 			ReceiptHandle:               aws.String(receipt{epoch: q.epoch, lane: ln, counter: e.rec.counter, nonce: e.nonce}.encode()),
 			ReceiveCount:                aws.Int32(e.receives),
 			RecordId:                    aws.String(formatSeq(e.rec.counter, e.shard)),
