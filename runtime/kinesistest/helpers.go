@@ -101,7 +101,8 @@ func (s *Server) Records(stream string) ([]StoredRecord, error) {
 	return out, nil
 }
 
-// Streams returns the names of the existing streams, sorted.
+// Streams returns the names of the existing streams, sorted; a stream of
+// another account than the server's is ACCOUNT/NAME.
 func (s *Server) Streams() []string {
 	s.mu.RLock()
 	out := make([]string, 0, len(s.streams))

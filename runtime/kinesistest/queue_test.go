@@ -2,6 +2,7 @@ package kinesistest_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,5 +138,82 @@ func TestQueueReshardRetentionAndTimestamp(t *testing.T) {
 	c.Advance(2 * time.Hour) // past retention and every visibility timeout
 	if got := count(arn); len(got) != 0 {
 		t.Errorf("records past retention were delivered: %v", got)
+	}
+}
+
+// Eight consumers receiving and acknowledging at once while a producer
+// writes: every record is delivered, none to two consumers at once, and
+// the queue ends empty.
+func TestQueueConcurrentConsumers(t *testing.T) {
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	if err := s.AddOnDemandStream("q"); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := s.AddQueue("q", "work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				out, err := s.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: &arn, WaitTimeSeconds: aws.Int32(1)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(out.QueueRecords) == 0 {
+					continue
+				}
+				in := &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &arn}
+				mu.Lock()
+				for _, r := range out.QueueRecords {
+					seen[string(r.Data)]++
+					in.Entries = append(in.Entries, types.AcknowledgeQueueRecordsRequestEntry{ReceiptHandle: r.ReceiptHandle})
+				}
+				mu.Unlock()
+				res, err := s.AcknowledgeQueueRecords(ctx, in)
+				if err != nil || len(res.Failed) != 0 {
+					t.Errorf("ack: %v %+v", err, res)
+					return
+				}
+			}
+		})
+	}
+	for i := range n {
+		put(t, s, "q", fmt.Sprintf("k%d", i%37), fmt.Sprintf("r%d", i))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		got := len(seen)
+		mu.Unlock()
+		if got == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d of %d records delivered", len(seen), n)
+	}
+	for d, c := range seen {
+		if c != 1 {
+			t.Errorf("record %s delivered %d times (visibility 30 s, acknowledged at once)", d, c)
+		}
+	}
+	if c, _ := s.QueueCounts(arn); c != (kinesistest.QueueCounts{}) {
+		t.Errorf("queue not empty: %+v", c)
 	}
 }
