@@ -665,11 +665,16 @@ func (s *Server) takeLocked(q *queue, ln int, limit int, vis int32, now time.Tim
 	var out []types.QueueRecord
 	var again []*qentry
 	taken := 0
+	before := q.nonce
 	for taken < len(l.ready) && len(out) < limit {
 		e := l.ready[taken]
 		taken++
-		if q.entries[e.rec.counter] != e || e.inflight || e.lane != ln {
-			continue // acknowledged, or moved since it was queued here
+		// A record's entry may be listed twice (a restored dead letter
+		// that died again is queued anew while its old place remains):
+		// skip it unless it is still this lane's, visible and not taken
+		// by this very call (with visibility 0 it stays visible).
+		if q.entries[e.rec.counter] != e || e.inflight || e.lane != ln || e.nonce > before {
+			continue // acknowledged, moved or taken since it was queued here
 		}
 		if e.rec.arrival < cutoff {
 			delete(q.entries, e.rec.counter) // past retention: the queue stops delivering it

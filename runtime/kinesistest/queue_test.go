@@ -217,3 +217,45 @@ func TestQueueConcurrentConsumers(t *testing.T) {
 		t.Errorf("queue not empty: %+v", c)
 	}
 }
+
+// A dead letter restored and dead again is received once per call, also
+// with visibility 0 (it was listed twice in the dead letters' queue).
+func TestQueueDeadLetterDiedTwiceReceivedOnce(t *testing.T) {
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	if err := s.AddOnDemandStream("q"); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := s.AddQueue("q", "work", &types.QueueAttributes{DeadLetterConfiguration: &types.DeadLetterConfiguration{TargetType: types.TargetTypeBuiltIn, MaxReceiveCount: aws.Int32(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "q", "k", "poison")
+	kill := func() {
+		t.Helper()
+		out, err := s.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: &arn, WaitTimeSeconds: aws.Int32(0)})
+		if err != nil || len(out.QueueRecords) != 1 {
+			t.Fatalf("receive: %v %+v", err, out)
+		}
+		if _, err := s.UpdateQueueRecordsVisibility(ctx, &kinesis.UpdateQueueRecordsVisibilityInput{QueueARN: &arn, Entries: []types.UpdateQueueRecordsVisibilityRequestEntry{{ReceiptHandle: out.QueueRecords[0].ReceiptHandle, VisibilityTimeoutSeconds: aws.Int32(0)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := func() []types.QueueRecord {
+		t.Helper()
+		out, err := s.ReceiveDeadLetterQueueRecords(ctx, &kinesis.ReceiveDeadLetterQueueRecordsInput{QueueARN: &arn, WaitTimeSeconds: aws.Int32(0), VisibilityTimeoutSeconds: aws.Int32(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.QueueRecords
+	}
+	kill()
+	d := dead() // visibility 0: still a visible dead letter
+	if _, err := s.RestoreDeadLetterQueueRecords(ctx, &kinesis.RestoreDeadLetterQueueRecordsInput{QueueARN: &arn, Entries: []types.RestoreDeadLetterQueueRecordsRequestEntry{{ReceiptHandle: d[0].ReceiptHandle}}}); err != nil {
+		t.Fatal(err)
+	}
+	kill()
+	if got := dead(); len(got) != 1 {
+		t.Fatalf("one dead letter received %d times in one call", len(got))
+	}
+}
