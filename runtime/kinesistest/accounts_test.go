@@ -54,6 +54,11 @@ func TestStreamsOfOtherAccounts(t *testing.T) {
 				t.Fatalf("GetRecords by ARN: %v, %+v", err, got)
 			}
 			west := "arn:aws:kinesis:us-west-2:" + other + ":stream/" + name
+			_, err = c.home.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, StreamARN: &west})
+			wantAs[*types.ResourceNotFoundException](t, "GetRecords with an ARN of another region", err)
+			ours := "arn:aws:kinesis:us-east-1:000000000000:stream/" + name
+			_, err = c.home.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, StreamARN: &ours})
+			wantAs[*types.InvalidArgumentException](t, "GetRecords with the ARN of another stream than the iterator's", err)
 			_, err = c.home.PutRecord(ctx, &kinesis.PutRecordInput{StreamARN: &west, PartitionKey: aws.String("k"), Data: []byte("x")})
 			wantAs[*types.ResourceNotFoundException](t, "an ARN of another region", err)
 			_, err = c.home.PutRecord(ctx, &kinesis.PutRecordInput{StreamARN: aws.String("arn:aws:kinesis:us-east-1:12:stream/" + name), PartitionKey: aws.String("k"), Data: []byte("x")})

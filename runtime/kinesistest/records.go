@@ -429,6 +429,17 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 	if resolveErr != nil {
 		return nil, opError(op.String(), resolveErr)
 	}
+	if in.StreamARN != nil && *in.StreamARN != "" {
+		// The ARN must name the iterator's stream: one of another region
+		// or account is not found, another stream's is refused.
+		key, err := s.resolveARN(*in.StreamARN)
+		if err != nil {
+			return nil, opError(op.String(), err)
+		}
+		if key != it.stream {
+			return nil, opError(op.String(), invalidArg("The shard iterator is not of stream %s.", *in.StreamARN))
+		}
+	}
 	limit := defaultGetRecord
 	if in.Limit != nil {
 		limit = int(*in.Limit)
