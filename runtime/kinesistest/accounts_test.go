@@ -76,10 +76,13 @@ func TestConsumerAndQueueOnOtherAccountsStream(t *testing.T) {
 	ctx := testCtx(t)
 	s := kinesistest.New()
 	them := s.As(other)
-	if _, err := them.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), StreamModeDetails: &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}}); err != nil {
+	arn := "arn:aws:kinesis:us-east-1:" + other + ":stream/orders"
+	if err := s.AddOnDemandStream(arn); err != nil {
 		t.Fatal(err)
 	}
-	arn := "arn:aws:kinesis:us-east-1:" + other + ":stream/orders"
+	if got := s.Streams(); len(got) != 1 || got[0] != other+"/orders" {
+		t.Fatalf("Streams() = %v, want [%s/orders]", got, other)
+	}
 	reg, err := s.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: &arn, ConsumerName: aws.String("billing")})
 	if err != nil {
 		t.Fatal(err)

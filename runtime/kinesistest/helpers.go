@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,17 +13,41 @@ import (
 )
 
 // AddStream creates an ACTIVE stream with shards evenly split shards; it is
-// CreateStream without the SDK ceremony, for test setup.
+// CreateStream without the SDK ceremony, for test setup. name may be a
+// stream ARN: the stream is then created in the ARN's account.
 func (s *Server) AddStream(name string, shards int) error {
-	_, err := s.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
+	ctx, name, err := s.creating(name)
+	if err != nil {
+		return err
+	}
+	_, err = s.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), ShardCount: aws.Int32(int32(shards))})
 	return err
 }
 
 // AddOnDemandStream creates an ACTIVE on-demand stream (4 shards, as the
 // service starts one), the kind that takes queues and AUTO placement.
+// name may be a stream ARN, as for AddStream.
 func (s *Server) AddOnDemandStream(name string) error {
-	_, err := s.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(name), StreamModeDetails: &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}})
+	ctx, name, err := s.creating(name)
+	if err != nil {
+		return err
+	}
+	_, err = s.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String(name), StreamModeDetails: &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}})
 	return err
+}
+
+// creating is the context and name to create the stream a helper names by
+// name or ARN with.
+func (s *Server) creating(nameOrARN string) (context.Context, string, error) {
+	ctx := context.Background()
+	if !strings.HasPrefix(nameOrARN, "arn:") {
+		return ctx, nameOrARN, nil
+	}
+	m := streamARNForm.FindStringSubmatch(nameOrARN)
+	if m == nil || m[1] != s.cfg.region {
+		return nil, "", invalidArg("%q is not a stream ARN of region %s", nameOrARN, s.cfg.region)
+	}
+	return AsAccount(ctx, m[2]), m[3], nil
 }
 
 // AddQueue creates a queue delivering stream's records from TRIM_HORIZON
