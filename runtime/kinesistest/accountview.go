@@ -134,3 +134,9 @@ func (v accountView) RestoreDeadLetterQueueRecords(ctx context.Context, in *kine
 func (v accountView) UpdateDeadLetterQueueRecordsVisibility(ctx context.Context, in *kinesis.UpdateDeadLetterQueueRecordsVisibilityInput, optFns ...func(*kinesis.Options)) (*kinesis.UpdateDeadLetterQueueRecordsVisibilityOutput, error) {
 	return v.s.UpdateDeadLetterQueueRecordsVisibility(AsAccount(ctx, v.account), in, optFns...)
 }
+
+// WaitForRecords is the server's: an iterator names its stream whatever
+// the account.
+func (v accountView) WaitForRecords(ctx context.Context, shardIterator string) error {
+	return v.s.WaitForRecords(ctx, shardIterator)
+}
