@@ -324,7 +324,7 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 		if start.Timestamp.After(now) {
 			return fail(invalidArg("The starting timestamp %s is in the future", start.Timestamp.Format(time.RFC3339)))
 		}
-		t := maxTime(*start.Timestamp, now.Add(-s.cfg.retention))
+		t := maxTime(*start.Timestamp, now.Add(-s.cfg.retention)) // the effective position, once ACTIVE
 		start.Timestamp = &t
 	default:
 		return fail(validation("1 validation error detected: Value '%s' at 'startingPosition.type' failed to satisfy constraint: Member must satisfy enum value set: [TRIM_HORIZON, LATEST, AT_TIMESTAMP]", start.Type))
@@ -375,7 +375,13 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 	s.queues[q.arn] = q
 	d := q.describe(now, s)
 	d.QueueStatus = types.QueueStatusCreating
-	d.StreamConfigurationList[0].StartingPosition = &start
+	// While CREATING the service echoes what was asked: the timestamp
+	// given for AT_TIMESTAMP, none for the others.
+	given := types.QueueStartingPosition{Type: start.Type}
+	if sc.StartingPosition != nil {
+		given.Timestamp = sc.StartingPosition.Timestamp
+	}
+	d.StreamConfigurationList[0].StartingPosition = &given
 	return &kinesis.CreateQueueOutput{QueueDescription: d}, nil
 }
 
