@@ -40,6 +40,7 @@ var knownImports = map[string]string{
 	"log":         "log",
 	"os":          "os",
 	"slog":        "log/slog",
+	"sql":         "database/sql",
 	"testing":     "testing",
 	"time":        "time",
 	"aws":         "github.com/aws/aws-sdk-go-v2/aws",
