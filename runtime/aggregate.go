@@ -52,6 +52,16 @@ const DefaultAggregateBytes = 50 << 10
 // messages waiting for it, as a refused put would. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
+//
+// On a stream whose record distribution strategy is AUTO the service
+// places every record on a shard of its choosing, ignoring partition and
+// explicit hash keys: the publisher does not pretend to route keys. It
+// packs messages into aggregates whatever their keys, puts them without
+// an ExplicitHashKey and takes them as stored wherever they land (readers
+// of an AUTO stream filter no sub-record by hash range). It reads the
+// strategy with each shard listing and every aggDistributionEvery, and a
+// switch re-routes what is queued, as a reshard does; a key's messages
+// keep their publish order across aggregates either way.
 type Aggregation struct {
 	// MaxBytes bounds one aggregated record, data plus partition key
 	// (default DefaultAggregateBytes; at most MaxRecordSize).
@@ -157,7 +167,14 @@ type aggregator struct {
 	staleRun int       // aggregates misplaced since one landed where it was sent
 	listFail int       // consecutive failed listings
 	listAt   time.Time // when the next listing may run
-	spare    []*kpl.Builder
+	// auto: the stream was AUTO at the last look (shards is then one bin
+	// holding every key, anyShard). distAt is when the strategy is read
+	// again, distOut that a read is out (its answer comes on distCh).
+	auto    bool
+	distAt  time.Time
+	distOut bool
+	distCh  chan distAnswer
+	spare   []*kpl.Builder
 	// reuse says that the client copies a record's data before PutRecords
 	// returns and keeps none of it (the SDK's *kinesis.Client: its
 	// serializer writes the request body before it sends), so that an
@@ -236,6 +253,7 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 		ctx: ctx, cancel: cancel,
 		wake:    make(chan struct{}, 1),
 		results: make(chan aggResult, 16),
+		distCh:  make(chan distAnswer, 1),
 		done:    make(chan struct{}),
 	}
 	_, a.reuse = client.(*kinesis.Client)
@@ -330,6 +348,10 @@ func (a *aggregator) run() {
 				a.routeAll(now)
 				a.dispatch(now)
 			}
+			if a.shards != nil && !a.distOut && !now.Before(a.distAt) {
+				a.distOut = true
+				go func() { a.distCh <- a.describe() }()
+			}
 		}
 		var timerC <-chan time.Time
 		if at, ok := a.nextWake(); ok && !closing {
@@ -338,6 +360,13 @@ func (a *aggregator) run() {
 		}
 		select {
 		case <-a.wake:
+		case d := <-a.distCh:
+			a.distOut = false
+			a.distAt = time.Now().Add(aggDistributionEvery)
+			if d.ok && d.auto != a.auto {
+				a.log.Warn("kinesis aggregating publisher: the stream's record distribution strategy changed; routing again", "stream", a.stream, "auto", d.auto)
+				a.stale = true // the next listing re-routes what is queued
+			}
 		case r := <-a.results:
 			a.settle(r, time.Now())
 			// Take every other result that is in too before dispatching,
@@ -417,6 +446,14 @@ func (a *aggregator) relist(now time.Time) {
 		return
 	}
 	a.listFail, a.listAt = 0, time.Time{}
+	if d := a.describe(); d.ok {
+		a.auto = d.auto
+	}
+	a.distAt = now.Add(aggDistributionEvery)
+	if a.auto {
+		// The service picks the shard: one bin for every key.
+		open = []*aggShard{{rng: shard.HashRange{End: shard.HashKey{Hi: math.MaxUint64, Lo: math.MaxUint64}}}}
+	}
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
 	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
@@ -825,8 +862,9 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
 	}
-	// A backend that names no shard (none that we know of) is trusted.
-	if r.r.ShardID != u.sh.id && r.r.ShardID != "" {
+	// A backend that names no shard (none that we know of) is trusted; on
+	// an AUTO stream (u.sh.id "") any shard is where it belongs.
+	if r.r.ShardID != u.sh.id && r.r.ShardID != "" && u.sh.id != "" {
 		a.stale = true
 		// A listing that still shows the old map (a reshard in progress)
 		// would send the aggregate to the same closed shard: back off.
@@ -942,6 +980,9 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 	if (a.shards == nil || a.stale) && !a.listAt.IsZero() && a.inFlight == 0 {
 		at = a.listAt
 	}
+	if a.shards != nil && !a.distOut && (at.IsZero() || a.distAt.Before(at)) {
+		at = a.distAt
+	}
 	if a.shards != nil && !a.stale {
 		for _, sh := range a.shards {
 			if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
@@ -957,4 +998,27 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 		}
 	}
 	return at, !at.IsZero()
+}
+
+// aggDistributionEvery is how often an aggregating publisher reads its
+// stream's record distribution strategy between listings: the default
+// shard-sync period of subscribers.
+const aggDistributionEvery = 10 * time.Second
+
+// distAnswer is what a read of the stream's distribution strategy found;
+// ok is false when the read failed (the last known strategy stands).
+type distAnswer struct{ auto, ok bool }
+
+// describe reads whether the stream is AUTO.
+func (a *aggregator) describe() distAnswer {
+	ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
+	defer cancel()
+	out, err := a.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &a.stream})
+	if err != nil || out.StreamDescriptionSummary == nil {
+		if err != nil && a.ctx.Err() == nil {
+			a.log.Warn("kinesis aggregating publisher: reading the stream's record distribution strategy failed", "stream", a.stream, "err", err)
+		}
+		return distAnswer{}
+	}
+	return distAnswer{auto: out.StreamDescriptionSummary.RecordDistributionStrategy == types.RecordDistributionStrategyAuto, ok: true}
 }

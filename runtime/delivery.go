@@ -201,9 +201,14 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner)
-	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	fresh, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
 	if err != nil {
 		return err
+	}
+	if s.set.byKey && autoDistribution(sum) {
+		// The service places an AUTO stream's records on any shard: one
+		// key's records are on many, read by many owners, in no order.
+		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: errors.New("by_key on a stream whose record distribution strategy is AUTO: the service ignores partition keys, so no key's records stay in order; subscribe without by_key, or switch the stream to USER_PARTITION_KEY")}
 	}
 	start := s.set.start
 	if fresh && start.Kind == shard.Latest {
@@ -226,7 +231,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		if create.shards > 0 {
 			create.shards = 1
 		}
-		if _, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl)); err != nil {
+		if _, _, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl)); err != nil {
 			return err
 		}
 	}
@@ -270,7 +275,14 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Checkpoint: cfg.checkpointEvery,
 		Sink:       r.lanes.submit,
 		OnFail:     func(err error) { s.b.startFail(s, r, err) },
-		Counters:   &s.b.s.leaseCounts,
+		OnDistribution: func(auto bool) {
+			if auto && s.set.byKey {
+				// Refused at start (above); switched while running, it
+				// goes on with each shard's order only.
+				r.log.Error("the stream's record distribution strategy is now AUTO: by_key no longer keeps one key's messages in order (only each shard's); subscribe without by_key, or switch the stream back to USER_PARTITION_KEY")
+			}
+		},
+		Counters: &s.b.s.leaseCounts,
 		// With fan-out every shard is read by SubscribeToShard instead.
 		ConsumerARN: consumerARN,
 		// In every lane mode a shard has at most this many records out

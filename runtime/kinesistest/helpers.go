@@ -18,6 +18,22 @@ func (s *Server) AddStream(name string, shards int) error {
 	return err
 }
 
+// SetRecordDistribution switches an on-demand stream's record distribution
+// strategy (UpdateStreamRecordDistributionStrategy without the ceremony):
+// with auto, new records are spread over the open shards, keys ignored;
+// stored records stay where they are.
+func (s *Server) SetRecordDistribution(stream string, auto bool) error {
+	st, err := s.lookup(stream)
+	if err != nil {
+		return err
+	}
+	if st.mode != types.StreamModeOnDemand {
+		return invalidArg("stream %s is not in ON_DEMAND mode", stream)
+	}
+	st.auto.Store(auto)
+	return nil
+}
+
 // SplitInHalf splits an open shard at the middle of its hash-key range, the
 // usual way to double a stream's capacity.
 func (s *Server) SplitInHalf(stream, shardID string) error {

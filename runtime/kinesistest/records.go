@@ -61,6 +61,9 @@ func (s *Server) append(st *stream, h hashKey, kd []byte, keyLen int, now time.T
 		open := *st.open.Load()
 		// The open shards cover the whole key space in contiguous ranges.
 		i := sort.Search(len(open), func(i int) bool { return !open[i].end.less(h) })
+		if st.auto.Load() {
+			i = int(st.spread.Add(1) % uint64(len(open)))
+		}
 		sh := open[i]
 		sh.mu.Lock()
 		if sh.closed {

@@ -193,6 +193,10 @@ type stream struct {
 	open atomic.Pointer[[]*shard] // sorted by hash range: the routing table
 
 	counter atomic.Uint64 // source of sequence numbers
+	// auto: the AUTO record distribution strategy (on-demand only): records
+	// are spread over the open shards round-robin, keys ignored.
+	auto   atomic.Bool
+	spread atomic.Uint64
 
 	cmu       sync.Mutex // guards the consumers and their subscriptions
 	consumers map[string]*consumer
@@ -308,6 +312,9 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 			return nil, opError(op.String(), validation("ShardCount is not allowed for a stream in ON_DEMAND mode"))
 		}
 	}
+	if in.RecordDistributionStrategy == types.RecordDistributionStrategyAuto && mode != types.StreamModeOnDemand {
+		return nil, opError(op.String(), invalidArg("The AUTO record distribution strategy needs a stream in ON_DEMAND mode"))
+	}
 	if in.ShardCount != nil {
 		n = int(*in.ShardCount)
 	}
@@ -319,6 +326,7 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 	}
 	now := s.now()
 	st := &stream{name: name, epoch: s.epochs.Add(1), created: now, mode: mode, consumers: map[string]*consumer{}, lastEpoch: map[string]int64{}}
+	st.auto.Store(in.RecordDistributionStrategy == types.RecordDistributionStrategyAuto)
 	shards := make([]*shard, n)
 	for i, r := range evenRanges(n) {
 		shards[i] = newShard(i, r[0], r[1], formatSeq(0, i), time.Time{})
@@ -377,16 +385,24 @@ func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.Describe
 	st.purgeLocked(s.now())
 	consumers := len(st.consumers)
 	st.cmu.Unlock()
+	var strategy types.RecordDistributionStrategy // only on-demand streams report one
+	if st.mode == types.StreamModeOnDemand {
+		strategy = types.RecordDistributionStrategyUserPartitionKey
+		if st.auto.Load() {
+			strategy = types.RecordDistributionStrategyAuto
+		}
+	}
 	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
-		StreamName:              aws.String(st.name),
-		StreamARN:               aws.String(st.arn(s.cfg)),
-		StreamStatus:            types.StreamStatusActive,
-		StreamModeDetails:       &types.StreamModeDetails{StreamMode: st.mode},
-		OpenShardCount:          aws.Int32(int32(len(*st.open.Load()))),
-		RetentionPeriodHours:    aws.Int32(hours),
-		StreamCreationTimestamp: &created,
-		EncryptionType:          types.EncryptionTypeNone,
-		ConsumerCount:           aws.Int32(int32(consumers)),
-		EnhancedMonitoring:      []types.EnhancedMetrics{{}},
+		RecordDistributionStrategy: strategy,
+		StreamName:                 aws.String(st.name),
+		StreamARN:                  aws.String(st.arn(s.cfg)),
+		StreamStatus:               types.StreamStatusActive,
+		StreamModeDetails:          &types.StreamModeDetails{StreamMode: st.mode},
+		OpenShardCount:             aws.Int32(int32(len(*st.open.Load()))),
+		RetentionPeriodHours:       aws.Int32(hours),
+		StreamCreationTimestamp:    &created,
+		EncryptionType:             types.EncryptionTypeNone,
+		ConsumerCount:              aws.Int32(int32(consumers)),
+		EnhancedMonitoring:         []types.EnhancedMetrics{{}},
 	}}, nil
 }

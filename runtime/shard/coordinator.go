@@ -118,6 +118,11 @@ type Config struct {
 	// with others: a broker's subscriptions count together); else it
 	// counts them on its own. Status reads them too.
 	Counters *LeaseCounters
+	// OnDistribution, when set, is told the stream's record distribution
+	// strategy (auto: AUTO) at the first shard listing that reads it and
+	// whenever a later listing finds it changed (within one Sync). It is
+	// called from the sync loop and must not block.
+	OnDistribution func(auto bool)
 }
 
 const (
@@ -291,6 +296,7 @@ type Coordinator struct {
 	beating    sync.WaitGroup       // the heartbeat loop
 	workers    sync.WaitGroup       // readers and handoffs
 	kick       chan bool            // wake the sync loop; true asks for a re-listing
+	dist       atomic.Pointer[distribution]
 }
 
 type runState int

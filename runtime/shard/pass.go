@@ -55,6 +55,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			c.mu.Lock()
 			c.lineage = lin
 			c.mu.Unlock()
+			c.describeDistribution(ctx)
 		}
 	}
 	var view memberView
