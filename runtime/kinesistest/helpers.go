@@ -18,26 +18,39 @@ func (s *Server) AddStream(name string, shards int) error {
 	return err
 }
 
-// SetRecordDistribution switches an on-demand stream's record distribution
-// strategy (UpdateStreamRecordDistributionStrategy without the ceremony):
-// with auto, new records are spread over the open shards, keys ignored;
-// stored records stay where they are.
-func (s *Server) SetRecordDistribution(stream string, auto bool) error {
-	st, err := s.lookup(stream)
+// AddOnDemandStream creates an ACTIVE on-demand stream (4 shards, as the
+// service starts one), the kind that takes queues and AUTO placement.
+func (s *Server) AddOnDemandStream(name string) error {
+	_, err := s.CreateStream(context.Background(), &kinesis.CreateStreamInput{StreamName: aws.String(name), StreamModeDetails: &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}})
+	return err
+}
+
+// AddQueue creates a queue delivering stream's records from TRIM_HORIZON
+// with attrs (nil: the service's defaults) and returns its ARN; it is
+// CreateQueue without the SDK ceremony, for test setup.
+func (s *Server) AddQueue(stream, name string, attrs *types.QueueAttributes) (string, error) {
+	st, err := s.find(stream)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if st.mode != types.StreamModeOnDemand {
-		return invalidArg("stream %s is not in ON_DEMAND mode", stream)
+	out, err := s.CreateQueue(context.Background(), &kinesis.CreateQueueInput{
+		QueueName:       aws.String(name),
+		QueueAttributes: attrs,
+		StreamConfigurationList: []types.QueueStreamConfiguration{{
+			StreamARN:        aws.String(st.arn(s.cfg)),
+			StartingPosition: &types.QueueStartingPosition{Type: types.QueueStartingPositionTypeTrimHorizon},
+		}},
+	})
+	if err != nil {
+		return "", err
 	}
-	st.auto.Store(auto)
-	return nil
+	return aws.ToString(out.QueueDescription.QueueARN), nil
 }
 
 // SplitInHalf splits an open shard at the middle of its hash-key range, the
 // usual way to double a stream's capacity.
 func (s *Server) SplitInHalf(stream, shardID string) error {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return err
 	}
@@ -63,7 +76,7 @@ type StoredRecord struct {
 // as a read. Tests use it to see what was published (a dead-letter stream,
 // say) without running a consumer.
 func (s *Server) Records(stream string) ([]StoredRecord, error) {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return nil, err
 	}

@@ -700,8 +700,9 @@ func TestThrottling(t *testing.T) {
 	if out := putBatch(); aws.ToInt32(out.FailedRecordCount) != 0 {
 		t.Fatalf("next second: %d failed, want 0", aws.ToInt32(out.FailedRecordCount))
 	}
-	// Bytes: a maximal record fits alone, not with another.
-	big := make([]byte, 1<<20)
+	// Bytes: a maximal record (data plus key 1 MiB) fits alone, not with
+	// another.
+	big := make([]byte, 1<<20-len("k"))
 	clk.Advance(time.Second)
 	put(t, s, "th", "k", string(big))
 	_, err = s.PutRecord(testCtx(t), &kinesis.PutRecordInput{StreamName: aws.String("th"), PartitionKey: aws.String("k"), Data: []byte("x")})

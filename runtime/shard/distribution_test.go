@@ -102,6 +102,24 @@ func TestKPLSubRecordsOnAutoStreamAreAllDelivered(t *testing.T) {
 	}
 }
 
+// setAuto switches e's stream to AUTO, or back to USER_PARTITION_KEY.
+func setAuto(t *testing.T, e *env, srv *kinesistest.Server, auto bool) {
+	t.Helper()
+	sum, err := srv.DescribeStreamSummary(e.ctx(5*time.Second), &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(e.stream)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strategy := types.RecordDistributionStrategyUserPartitionKey
+	if auto {
+		strategy = types.RecordDistributionStrategyAuto
+	}
+	if _, err := srv.UpdateStreamRecordDistributionStrategy(e.ctx(5*time.Second), &kinesis.UpdateStreamRecordDistributionStrategyInput{
+		StreamARN: sum.StreamDescriptionSummary.StreamARN, RecordDistributionStrategy: strategy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func missing(want, got []string) []string {
 	var out []string
 	for _, w := range want {
@@ -141,9 +159,7 @@ func TestDistributionSwitchWhileRunning(t *testing.T) {
 	}
 	waitSeen(false)
 
-	if err := srv.SetRecordDistribution(e.stream, true); err != nil {
-		t.Fatal(err)
-	}
+	setAuto(t, e, srv, true)
 	waitSeen(true)
 	wantA := putAggregates(t, e, "a", 8)
 	slices.Sort(wantA)
@@ -151,9 +167,7 @@ func TestDistributionSwitchWhileRunning(t *testing.T) {
 		t.Fatalf("after the switch to AUTO: missing %v", missing(wantA, got))
 	}
 
-	if err := srv.SetRecordDistribution(e.stream, false); err != nil {
-		t.Fatal(err)
-	}
+	setAuto(t, e, srv, false)
 	waitSeen(false)
 	// The filter resumes for records that arrive after the switch was seen,
 	// less clock skew (a second in process).
