@@ -521,6 +521,9 @@ func checkSubscriber(m any, keyPos map[string]token.Position) []Diagnostic {
 			ds = append(ds, Diagnostic{pos, "by_key needs workers=N (the number of lanes)"})
 		}
 	}
+	if pos, ok := keyPos["max_record_size"]; ok && !s.CreateIfMissing.Set() {
+		ds = append(ds, Diagnostic{pos, "max_record_size sets the record size of the streams create_if_missing creates; it needs create_if_missing"})
+	}
 	if pos, ok := keyPos["partition_key"]; ok && !s.Reply {
 		ds = append(ds, Diagnostic{pos, "partition_key on a subscriber is the key of its replies; it needs reply"})
 	}

@@ -88,6 +88,8 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:subscriber stream=x poll=100ms`, []string{"31: poll=100ms: must be at least 200ms (five reads per shard per second)"}},
 		{`//kinesis:subscriber stream=x start_at=yesterday`, []string{"31: start_at=yesterday: want horizon, latest or an RFC 3339 time such as 2026-01-02T15:04:05Z"}},
 		{`//kinesis:subscriber stream=x by_key`, []string{"31: by_key needs workers=N (the number of lanes)"}},
+		{`//kinesis:subscriber stream=x max_record_size=2048`, []string{"31: max_record_size sets the record size of the streams create_if_missing creates; it needs create_if_missing"}},
+		{`//kinesis:subscriber stream=x create_if_missing=1 max_record_size=10241`, []string{"51: max_record_size=10241: must be 1024 to 10240"}},
 		{`//kinesis:subscriber stream=x partition_key=k`, []string{"31: partition_key on a subscriber is the key of its replies; it needs reply"}},
 		{`//kinesis:subscriber stream=x dead_letter=x`, []string{"31: dead_letter must be another stream than the one read"}},
 		{`//kinesis:subscriber stream=x reply=true`, []string{"31: reply is a flag and takes no value"}},

@@ -64,7 +64,10 @@ const DefaultAggregateBytes = 50 << 10
 // keep their publish order across aggregates either way.
 type Aggregation struct {
 	// MaxBytes bounds one aggregated record, data plus partition key
-	// (default DefaultAggregateBytes; at most MaxRecordSize).
+	// (default DefaultAggregateBytes; at most MaxRecordSize, whatever the
+	// stream's own record size: an aggregate stays readable by consumers
+	// that predate large records). A message too large for it is sent
+	// plain, up to the stream's record size.
 	MaxBytes int
 	// Linger is how long the messages of a shard with nothing in flight
 	// wait for more before they are sent (default 0: at once). While a
@@ -261,8 +264,9 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 	return a
 }
 
-// submit queues one message; its key must be valid and its data at most
-// MaxRecordSize with the key (conn.submit checks both).
+// submit queues one message; its key must be valid and its data within
+// the stream's record size with the key (conn.submit checks both). One
+// over MaxBytes goes plain.
 func (a *aggregator) submit(ctx context.Context, key string, data []byte) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))

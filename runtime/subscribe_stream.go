@@ -39,6 +39,9 @@ func ensureStream(ctx context.Context, c *conn, stream string, create creation, 
 		return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
 	default:
 		in := &kinesis.CreateStreamInput{StreamName: &stream}
+		if create.maxKiB != 0 {
+			in.MaxRecordSizeInKiB = &create.maxKiB
+		}
 		if create.onDemand {
 			in.StreamModeDetails = &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}
 		} else {
