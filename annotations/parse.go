@@ -450,6 +450,13 @@ func (f *fieldSpec) format(fv reflect.Value) string {
 func checkString(key, value string) string {
 	switch key {
 	case "stream", "dead_letter":
+		if rules.IsARN(value) {
+			// Another account's stream, by its ARN.
+			if _, err := rules.ParseStreamARN(value); err != nil {
+				return err.Error()
+			}
+			return ""
+		}
 		if !ValidStreamName(value) {
 			return "a stream name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
 		}

@@ -1017,7 +1017,9 @@ type distAnswer struct{ auto, ok bool }
 func (a *aggregator) describe() distAnswer {
 	ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
 	defer cancel()
-	out, err := a.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &a.stream})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(a.stream)
+	out, err := a.client.DescribeStreamSummary(ctx, in)
 	if err != nil || out.StreamDescriptionSummary == nil {
 		if err != nil && a.ctx.Err() == nil {
 			a.log.Warn("kinesis aggregating publisher: reading the stream's record distribution strategy failed", "stream", a.stream, "err", err)

@@ -618,7 +618,9 @@ func (b *batcher) call(batch []*entry) {
 	}
 	timeout := b.callTimeout(batch)
 	ctx, cancel := context.WithTimeout(b.ctx, timeout)
-	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, wire.SizedPutRecords, oneAttempt)
+	in := &kinesis.PutRecordsInput{Records: recs}
+	in.StreamName, in.StreamARN = streamRef(b.stream)
+	out, err := b.client.PutRecords(ctx, in, wire.SizedPutRecords, oneAttempt)
 	if err != nil && b.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within %s (the records may have been stored): %w", timeout, err)
 	}

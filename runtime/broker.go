@@ -112,6 +112,7 @@ type conn struct {
 	batchers atomic.Pointer[map[string]*batcher]    // one per stream, made on first publish; copied on write
 	aggs     atomic.Pointer[map[aggKey]*aggregator] // one per stream and Aggregation; copied on write
 	limits   sync.Map                               // stream name -> *recordLimit: record sizes learned
+	region   string                                 // the client's region; "": unknown (a custom client without WithRegion)
 }
 
 // Option configures a Broker.
@@ -258,6 +259,10 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 				o.BaseEndpoint = aws.String(cfg.endpoint)
 			}
 		})
+	}
+	c.region = cfg.region
+	if kc, ok := c.client.(*kinesis.Client); ok {
+		c.region = kc.Options().Region
 	}
 	if c.leases == nil {
 		c.leases = lease.NewMemory()

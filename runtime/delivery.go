@@ -201,6 +201,11 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner)
+	for _, stream := range []string{s.stream, s.set.deadLetter} {
+		if err := c.checkRegion(stream); err != nil {
+			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
+		}
+	}
 	fresh, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
 	if err != nil {
 		return err

@@ -100,7 +100,9 @@ func (c *conn) checkRecordSize(ctx context.Context, stream string, n int) error 
 	defer l.mu.Unlock()
 	if l.bytes == 0 || l.bytes < n && time.Since(l.at) >= limitTTL {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		out, err := c.client.DescribeStreamSummary(dctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		in := &kinesis.DescribeStreamSummaryInput{}
+		in.StreamName, in.StreamARN = streamRef(stream)
+		out, err := c.client.DescribeStreamSummary(dctx, in)
 		cancel()
 		if err != nil || out.StreamDescriptionSummary == nil {
 			c.logger.Warn("kinesis publish: reading the stream's maximum record size failed; the service decides", "stream", stream, "bytes", n, "err", err)

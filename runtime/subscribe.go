@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -338,8 +339,17 @@ func HandlerName(name string) SubscribeOption { // for logs: "pkg.Func"
 	return func(s *subscribeSettings) { s.name = name }
 }
 
-// validateStreamName checks the service's rule: 1–128 of [a-zA-Z0-9_.-].
-func validateStreamName(name string) string { return validateName("stream", name) }
+// validateStreamName checks the service's rule, 1–128 of [a-zA-Z0-9_.-],
+// or, for a stream named by ARN, the ARN's form.
+func validateStreamName(name string) string {
+	if rules.IsARN(name) {
+		if _, err := rules.ParseStreamARN(name); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	return validateName("stream", name)
+}
 
 // validateName checks name, a what name, against the stream-name rule.
 func validateName(what, name string) string {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // createWait bounds the wait for a stream (or a fan-out consumer) to
@@ -37,6 +39,9 @@ func ensureStream(ctx context.Context, c *conn, stream string, create creation, 
 		return false, nil, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
 	case !create.enabled():
 		return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
+	case rules.IsARN(stream):
+		// CreateStream takes a name, of the caller's own account.
+		return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist, and a stream named by ARN is never created (it may be another account's): %w", err)}
 	default:
 		in := &kinesis.CreateStreamInput{StreamName: &stream}
 		if create.maxKiB != 0 {
@@ -86,7 +91,9 @@ func ensureStream(ctx context.Context, c *conn, stream string, create creation, 
 }
 
 func describeSummary(ctx context.Context, c *conn, stream string) (*types.StreamDescriptionSummary, error) {
-	out, err := c.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(stream)
+	out, err := c.client.DescribeStreamSummary(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +131,9 @@ func ensureConsumer(ctx context.Context, c *conn, stream, name string, create bo
 	streamErr := func(op string, err error) error {
 		return &Error{Kind: kindOr(ErrStream, err), Op: op, Stream: stream, Err: fmt.Errorf("stream consumer %s: %w", name, err)}
 	}
-	sum, err := c.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(stream)
+	sum, err := c.client.DescribeStreamSummary(ctx, in)
 	if err != nil {
 		return "", streamErr("DescribeStreamSummary", err)
 	}

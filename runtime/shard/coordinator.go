@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -473,7 +472,9 @@ func (c *Coordinator) streamDeleted(ctx context.Context, op string, cause error)
 	if classify(cause) != classGone {
 		return false
 	}
-	out, err := c.cfg.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.cfg.Stream)})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
+	out, err := c.cfg.Client.DescribeStreamSummary(ctx, in)
 	switch {
 	case err != nil && classify(err) == classGone:
 	case err == nil && out.StreamDescriptionSummary != nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusDeleting:

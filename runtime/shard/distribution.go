@@ -47,7 +47,9 @@ func (d *distribution) filters(arrival time.Time) bool {
 // stores it; a failure keeps the last one (logged: the next listing tries
 // again). It reports a change to OnDistribution and the log.
 func (c *Coordinator) describeDistribution(ctx context.Context) {
-	out, err := c.cfg.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &c.cfg.Stream})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
+	out, err := c.cfg.Client.DescribeStreamSummary(ctx, in)
 	if err != nil || out.StreamDescriptionSummary == nil {
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("describing the stream's record distribution failed; keeping the last one", "err", err)

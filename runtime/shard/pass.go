@@ -492,10 +492,10 @@ const (
 // iterator every later record arrives at or after it.
 func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) (it string, since time.Time, err error) {
 	in := &kinesis.GetShardIteratorInput{
-		StreamName:        aws.String(c.cfg.Stream),
 		ShardId:           aws.String(shardID),
 		ShardIteratorType: at.typ,
 	}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
 	timeout := callTimeout
 	switch at.typ {
 	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
