@@ -47,8 +47,8 @@ func TestStreamByARNAcrossAccounts(t *testing.T) {
 		mu  sync.Mutex
 		got map[string]bool
 	}
-	sub := func(stream string, into *seen) *runtime.Broker {
-		b := runtime.NewBroker(runtime.WithKinesisClient(reader), runtime.WithLeaseStore(store), runtime.WithApplication("billing"),
+	sub := func(stream string, into *seen, app string, opts ...runtime.SubscribeOption) *runtime.Broker {
+		b := runtime.NewBroker(runtime.WithKinesisClient(reader), runtime.WithLeaseStore(store), runtime.WithApplication(app),
 			runtime.WithShardSyncInterval(200*time.Millisecond), runtime.WithLeaseRenewInterval(100*time.Millisecond),
 			runtime.WithCheckpointInterval(50*time.Millisecond), runtime.WithLogger(slog.New(slog.DiscardHandler)))
 		if _, err := runtime.Subscribe(b, stream, func(_ context.Context, m order, _ runtime.Delivery) runtime.Outcome {
@@ -56,14 +56,18 @@ func TestStreamByARNAcrossAccounts(t *testing.T) {
 			into.got[m.Customer] = true
 			into.mu.Unlock()
 			return runtime.Ack()
-		}, runtime.StartAt(runtime.Horizon()), runtime.PollInterval(runtime.MinPollInterval)); err != nil {
+		}, append(opts, runtime.StartAt(runtime.Horizon()))...); err != nil {
 			t.Fatal(err)
 		}
 		return connect(ctx, t, b)
 	}
-	theirs, mine := &seen{got: map[string]bool{}}, &seen{got: map[string]bool{}}
-	sub(arn, theirs)
-	sub("orders", mine)
+	theirs, mine, pushed := &seen{got: map[string]bool{}}, &seen{got: map[string]bool{}}, &seen{got: map[string]bool{}}
+	poll := runtime.PollInterval(runtime.MinPollInterval)
+	sub(arn, theirs, "billing", poll)
+	sub("orders", mine, "billing", poll)
+	// Enhanced fan-out on the other account's stream: the consumer is
+	// registered on it (create_if_missing registers; the stream exists).
+	sub(arn, pushed, "audit", runtime.FanOut("audit"), runtime.CreateIfMissing(1))
 
 	pb := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(reader)))
 	for i := range 10 {
@@ -77,7 +81,7 @@ func TestStreamByARNAcrossAccounts(t *testing.T) {
 	for _, w := range []struct {
 		s      *seen
 		prefix string
-	}{{theirs, "theirs-"}, {mine, "mine-"}} {
+	}{{theirs, "theirs-"}, {mine, "mine-"}, {pushed, "theirs-"}} {
 		for {
 			w.s.mu.Lock()
 			n, wrong := 0, ""
@@ -105,6 +109,10 @@ func TestStreamByARNAcrossAccounts(t *testing.T) {
 	out, err := owner.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("orders")})
 	if err != nil || len(out.Shards) != 2 {
 		t.Fatalf("the owner's ListShards: %v", err)
+	}
+	cons, err := owner.ListStreamConsumers(ctx, &kinesis.ListStreamConsumersInput{StreamARN: &arn})
+	if err != nil || len(cons.Consumers) != 1 || aws.ToString(cons.Consumers[0].ConsumerName) != "audit" {
+		t.Fatalf("the owner's stream consumers: %v; want audit, registered by the other account", err)
 	}
 	// Leases: today's namespace for the stream named by name, the ARN's for the other.
 	byName, _ := store.List(ctx, "billing/orders")
