@@ -54,6 +54,11 @@ func TestStreamsOfOtherAccounts(t *testing.T) {
 				t.Fatalf("GetRecords by ARN: %v, %+v", err, got)
 			}
 			west := "arn:aws:kinesis:us-west-2:" + other + ":stream/" + name
+			_, err = c.home.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, StreamARN: &west})
+			wantAs[*types.ResourceNotFoundException](t, "GetRecords with an ARN of another region", err)
+			ours := "arn:aws:kinesis:us-east-1:000000000000:stream/" + name
+			_, err = c.home.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, StreamARN: &ours})
+			wantAs[*types.InvalidArgumentException](t, "GetRecords with the ARN of another stream than the iterator's", err)
 			_, err = c.home.PutRecord(ctx, &kinesis.PutRecordInput{StreamARN: &west, PartitionKey: aws.String("k"), Data: []byte("x")})
 			wantAs[*types.ResourceNotFoundException](t, "an ARN of another region", err)
 			_, err = c.home.PutRecord(ctx, &kinesis.PutRecordInput{StreamARN: aws.String("arn:aws:kinesis:us-east-1:12:stream/" + name), PartitionKey: aws.String("k"), Data: []byte("x")})
@@ -61,5 +66,62 @@ func TestStreamsOfOtherAccounts(t *testing.T) {
 			_, err = c.home.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(name), StreamARN: &arn})
 			wantAs[*types.InvalidArgumentException](t, "a StreamName of another stream than the StreamARN's", err)
 		})
+	}
+}
+
+// A fan-out consumer and a queue of one account on another account's
+// stream, by its ARN.
+func TestConsumerAndQueueOnOtherAccountsStream(t *testing.T) {
+	const other = "111122223333"
+	ctx := testCtx(t)
+	s := kinesistest.New()
+	them := s.As(other)
+	arn := "arn:aws:kinesis:us-east-1:" + other + ":stream/orders"
+	if err := s.AddOnDemandStream(arn); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Streams(); len(got) != 1 || got[0] != other+"/orders" {
+		t.Fatalf("Streams() = %v, want [%s/orders]", got, other)
+	}
+	reg, err := s.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: &arn, ConsumerName: aws.String("billing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carn := aws.ToString(reg.Consumer.ConsumerARN)
+	if want := arn + "/consumer/billing:"; len(carn) <= len(want) || carn[:len(want)] != want {
+		t.Fatalf("consumer ARN %s, want it under %s", carn, arn)
+	}
+	q, err := s.CreateQueue(ctx, &kinesis.CreateQueueInput{QueueName: aws.String("work"), StreamConfigurationList: []types.QueueStreamConfiguration{{StreamARN: &arn}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qarn := aws.ToString(q.QueueDescription.QueueARN)
+	if want := "arn:aws:kinesis:us-east-1:000000000000:queue/"; qarn[:len(want)] != want {
+		t.Errorf("queue ARN %s, want one of the creator's account", qarn)
+	}
+	p, err := them.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("orders"), PartitionKey: aws.String("k"), Data: []byte("o1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &carn, ShardId: p.ShardId, StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := sub.GetStream()
+	defer es.Close()
+	ev := <-es.Events()
+	if e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent); !ok || len(e.Value.Records) != 1 || string(e.Value.Records[0].Data) != "o1" {
+		t.Fatalf("subscription event %#v", ev)
+	}
+	out, err := s.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: &qarn, WaitTimeSeconds: aws.Int32(0)})
+	if err != nil || len(out.QueueRecords) != 1 || string(out.QueueRecords[0].Data) != "o1" {
+		t.Fatalf("the queue on the other account's stream: %v, %+v", err, out)
+	}
+	// The owner lists no queue of ours; we list ours.
+	if l, _ := them.ListQueues(ctx, &kinesis.ListQueuesInput{}); len(l.QueueSummaries) != 0 {
+		t.Errorf("the stream's owner lists %d queues of another account", len(l.QueueSummaries))
+	}
+	if l, _ := s.ListQueues(ctx, &kinesis.ListQueuesInput{}); len(l.QueueSummaries) != 1 {
+		t.Errorf("the queue's account lists %d queues", len(l.QueueSummaries))
 	}
 }

@@ -224,6 +224,15 @@ func (q *queue) describe(now time.Time, s *Server) *types.QueueDescription {
 	}
 }
 
+// keyOrNil is a queue record's PartitionKey: absent for a record an AUTO
+// stream took without one.
+func keyOrNil(k string) *string {
+	if k == "" {
+		return nil
+	}
+	return aws.String(k)
+}
+
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -315,7 +324,7 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 		if start.Timestamp.After(now) {
 			return fail(invalidArg("The starting timestamp %s is in the future", start.Timestamp.Format(time.RFC3339)))
 		}
-		t := maxTime(*start.Timestamp, now.Add(-s.cfg.retention))
+		t := maxTime(*start.Timestamp, now.Add(-s.cfg.retention)) // the effective position, once ACTIVE
 		start.Timestamp = &t
 	default:
 		return fail(validation("1 validation error detected: Value '%s' at 'startingPosition.type' failed to satisfy constraint: Member must satisfy enum value set: [TRIM_HORIZON, LATEST, AT_TIMESTAMP]", start.Type))
@@ -366,7 +375,13 @@ func (s *Server) CreateQueue(ctx context.Context, in *kinesis.CreateQueueInput, 
 	s.queues[q.arn] = q
 	d := q.describe(now, s)
 	d.QueueStatus = types.QueueStatusCreating
-	d.StreamConfigurationList[0].StartingPosition = &start
+	// While CREATING the service echoes what was asked: the timestamp
+	// given for AT_TIMESTAMP, none for the others.
+	given := types.QueueStartingPosition{Type: start.Type}
+	if sc.StartingPosition != nil {
+		given.Timestamp = sc.StartingPosition.Timestamp
+	}
+	d.StreamConfigurationList[0].StartingPosition = &given
 	return &kinesis.CreateQueueOutput{QueueDescription: d}, nil
 }
 
@@ -656,11 +671,16 @@ func (s *Server) takeLocked(q *queue, ln int, limit int, vis int32, now time.Tim
 	var out []types.QueueRecord
 	var again []*qentry
 	taken := 0
+	before := q.nonce
 	for taken < len(l.ready) && len(out) < limit {
 		e := l.ready[taken]
 		taken++
-		if q.entries[e.rec.counter] != e || e.inflight || e.lane != ln {
-			continue // acknowledged, or moved since it was queued here
+		// A record's entry may be listed twice (a restored dead letter
+		// that died again is queued anew while its old place remains):
+		// skip it unless it is still this lane's, visible and not taken
+		// by this very call (with visibility 0 it stays visible).
+		if q.entries[e.rec.counter] != e || e.inflight || e.lane != ln || e.nonce > before {
+			continue // acknowledged, moved or taken since it was queued here
 		}
 		if e.rec.arrival < cutoff {
 			delete(q.entries, e.rec.counter) // past retention: the queue stops delivering it
@@ -686,7 +706,7 @@ func (s *Server) takeLocked(q *queue, ln int, limit int, vis int32, now time.Tim
 			ApproximateArrivalTimestamp: &arrival,
 			Data:                        clone(e.rec.data()),
 			FirstReceiveTimestamp:       &first,
-			PartitionKey:                aws.String(e.rec.key()),
+			PartitionKey:                keyOrNil(e.rec.key()),
 			ReceiptHandle:               aws.String(receipt{epoch: q.epoch, lane: ln, counter: e.rec.counter, nonce: e.nonce}.encode()),
 			ReceiveCount:                aws.Int32(e.receives),
 			RecordId:                    aws.String(formatSeq(e.rec.counter, e.shard)),

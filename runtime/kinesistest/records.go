@@ -49,7 +49,9 @@ func admit(st *stream, key *string, data []byte) (string, error) {
 	}
 	k := aws.ToString(key)
 	if n, limit := len(k)+len(data), st.recordLimit(); n > limit {
-		return "", validation("1 validation error detected: Value at 'data' failed to satisfy constraint: the record's data and partition key (%d bytes) must not exceed the stream's maximum record size of %d KiB", n, limit>>10)
+		// Over the stream's limit but within the shape's 10 MiB: a check of
+		// the stream, not of the request's shape (as kinesis-mock answers).
+		return "", invalidArg("Record size %d (data plus partition key) exceeds the stream's maximum record size of %d KiB.", n, limit>>10)
 	}
 	return k, nil
 }
@@ -426,6 +428,17 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 	}
 	if resolveErr != nil {
 		return nil, opError(op.String(), resolveErr)
+	}
+	if in.StreamARN != nil && *in.StreamARN != "" {
+		// The ARN must name the iterator's stream: one of another region
+		// or account is not found, another stream's is refused.
+		key, err := s.resolveARN(*in.StreamARN)
+		if err != nil {
+			return nil, opError(op.String(), err)
+		}
+		if key != it.stream {
+			return nil, opError(op.String(), invalidArg("The shard iterator is not of stream %s.", *in.StreamARN))
+		}
 	}
 	limit := defaultGetRecord
 	if in.Limit != nil {
