@@ -171,8 +171,9 @@ type aggregator struct {
 	listFail int       // consecutive failed listings
 	listAt   time.Time // when the next listing may run
 	// auto: the stream was AUTO at the last look (shards is then one bin
-	// holding every key, anyShard). distAt is when the strategy is read
-	// again, distOut that a read is out (its answer comes on distCh).
+	// holding every key, with no shard id). distAt is when the strategy is
+	// read again while messages flow, distOut that a read is out (its
+	// answer comes on distCh).
 	auto    bool
 	distAt  time.Time
 	distOut bool
@@ -352,7 +353,10 @@ func (a *aggregator) run() {
 				a.routeAll(now)
 				a.dispatch(now)
 			}
-			if a.shards != nil && !a.distOut && !now.Before(a.distAt) {
+			if a.shards != nil && !a.distOut && !now.Before(a.distAt) && a.busy() {
+				// Only while messages flow: an idle publisher costs no
+				// calls (DescribeStreamSummary has a small account-wide
+				// rate), and reads it at once when they come again.
 				a.distOut = true
 				go func() { a.distCh <- a.describe() }()
 			}
@@ -467,9 +471,10 @@ func (a *aggregator) relist(now time.Time) {
 			units = append(units, sh.open)
 		}
 		for _, u := range units {
-			if u.landed != nil && a.holdsAll(l, u.landed.ShardID, u.items) {
-				// Stored on a shard that every key of it maps to: it
-				// stands. Sent again, it would be read twice.
+			if u.landed != nil && (a.auto || a.holdsAll(l, u.landed.ShardID, u.items)) {
+				// Stored on a shard that every key of it maps to, or on
+				// any shard of a stream now AUTO (whose readers filter
+				// nothing): it stands. Sent again, it would be read twice.
 				a.stored(u, *u.landed)
 				continue
 			}
@@ -984,7 +989,7 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 	if (a.shards == nil || a.stale) && !a.listAt.IsZero() && a.inFlight == 0 {
 		at = a.listAt
 	}
-	if a.shards != nil && !a.distOut && (at.IsZero() || a.distAt.Before(at)) {
+	if a.shards != nil && !a.distOut && (at.IsZero() || a.distAt.Before(at)) && a.busy() {
 		at = a.distAt
 	}
 	if a.shards != nil && !a.stale {
@@ -1007,11 +1012,16 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 // aggDistributionEvery is how often an aggregating publisher reads its
 // stream's record distribution strategy between listings: the default
 // shard-sync period of subscribers.
-const aggDistributionEvery = 10 * time.Second
+var aggDistributionEvery = 10 * time.Second // a variable for tests
 
 // distAnswer is what a read of the stream's distribution strategy found;
 // ok is false when the read failed (the last known strategy stands).
 type distAnswer struct{ auto, ok bool }
+
+// busy says whether messages are queued or in flight.
+func (a *aggregator) busy() bool {
+	return a.inFlight > 0 || len(a.unrouted) > 0 || a.queued() > 0
+}
 
 // describe reads whether the stream is AUTO.
 func (a *aggregator) describe() distAnswer {

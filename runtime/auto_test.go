@@ -127,3 +127,46 @@ func TestSubscribeAutoStream(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31, item 3: an aggregating publisher notices a switch to AUTO
+// while it publishes (within its read period) and from then on takes each
+// aggregate as stored wherever it lands: every message is stored once,
+// none sent again and again.
+func TestAggregatedPublishAcrossSwitchToAuto(t *testing.T) {
+	runtime.SetAggDistributionEvery(t, 100*time.Millisecond)
+	ctx := testContext(t, 60*time.Second)
+	s := kinesistest.New()
+	name := uniqueName("switch-")
+	if err := s.AddOnDemandStream(name); err != nil {
+		t.Fatal(err)
+	}
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: name, Aggregate: true})
+	keys := aggKeys(20)
+	publishKeyed(ctx, t, keyedPublisher{p}, keys, 0, 5)
+	sum, err := s.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateStreamRecordDistributionStrategy(ctx, &kinesis.UpdateStreamRecordDistributionStrategyInput{
+		StreamARN: sum.StreamDescriptionSummary.StreamARN, RecordDistributionStrategy: types.RecordDistributionStrategyAuto,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for n := 5; n < 30; n += 5 {
+		publishKeyed(ctx, t, keyedPublisher{p}, keys, n, n+5)
+		time.Sleep(50 * time.Millisecond)
+	}
+	msgs, _ := readMessages(ctx, t, s, name)
+	got := map[string][]int{}
+	for _, m := range msgs {
+		got[m.Key] = append(got[m.Key], m.N)
+	}
+	for _, k := range keys {
+		ns := got[k]
+		slices.Sort(ns)
+		if !slices.Equal(ns, seq(30)) {
+			t.Fatalf("key %s stored as %v; want 0..29 once each", k, ns)
+		}
+	}
+}

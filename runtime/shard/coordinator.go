@@ -296,6 +296,7 @@ type Coordinator struct {
 	workers    sync.WaitGroup       // readers and handoffs
 	kick       chan bool            // wake the sync loop; true asks for a re-listing
 	dist       atomic.Pointer[distribution]
+	distSkip   int // listings since the distribution was read (guarded by passMu)
 }
 
 type runState int

@@ -11,7 +11,8 @@ import (
 )
 
 // distribution is how the stream places records on shards, as the last
-// DescribeStreamSummary said (refreshed with every shard listing).
+// DescribeStreamSummary said (read again with every shard listing of an
+// on-demand stream, every provisionedEvery-th of a provisioned one).
 //
 // It decides the KPL hash-range filter (userRecords): the filter drops a
 // sub-record whose key hashes outside its shard, which is right only for
@@ -34,8 +35,16 @@ import (
 type distribution struct {
 	known      bool
 	auto       bool
+	onDemand   bool
 	keyedSince time.Time // service time; zero: every record (provisioned)
 }
+
+// provisionedEvery is how many shard listings of a provisioned stream
+// read its distribution once: it cannot be AUTO before it has been
+// switched to on-demand (minutes) and then to AUTO (a second call), so
+// reading it at every listing would only spend DescribeStreamSummary's
+// small account-wide rate (20 a second, shared by every instance).
+const provisionedEvery = 6
 
 // filters reports whether a sub-record of a record that arrived at arrival
 // is subject to the hash-range filter.
@@ -47,6 +56,12 @@ func (d *distribution) filters(arrival time.Time) bool {
 // stores it; a failure keeps the last one (logged: the next listing tries
 // again). It reports a change to OnDistribution and the log.
 func (c *Coordinator) describeDistribution(ctx context.Context) {
+	if d := c.dist.Load(); d != nil && d.known && !d.onDemand {
+		if c.distSkip++; c.distSkip < provisionedEvery {
+			return
+		}
+	}
+	c.distSkip = 0
 	in := &kinesis.DescribeStreamSummaryInput{}
 	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
 	out, err := c.cfg.Client.DescribeStreamSummary(ctx, in)
@@ -60,7 +75,7 @@ func (c *Coordinator) describeDistribution(ctx context.Context) {
 	onDemand := sum.StreamModeDetails != nil && sum.StreamModeDetails.StreamMode == types.StreamModeOnDemand
 	auto := sum.RecordDistributionStrategy == types.RecordDistributionStrategyAuto
 	prev := c.dist.Load()
-	next := &distribution{known: true, auto: auto}
+	next := &distribution{known: true, auto: auto, onDemand: onDemand}
 	switch {
 	case auto:
 	case !onDemand && prev == nil:
