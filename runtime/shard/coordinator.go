@@ -119,8 +119,9 @@ type Config struct {
 	Counters *LeaseCounters
 	// OnDistribution, when set, is told the stream's record distribution
 	// strategy (auto: AUTO) at the first shard listing that reads it and
-	// whenever a later listing finds it changed (within one Sync). It is
-	// called from the sync loop and must not block.
+	// whenever a later listing finds it changed (within one Sync on an
+	// on-demand stream, the only kind that can be AUTO). It is called from
+	// the sync loop and must not block.
 	OnDistribution func(auto bool)
 }
 
