@@ -72,7 +72,7 @@ type Message struct {
 
 // Subscriber mounts a function or method as the handler of a stream:
 //
-//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [dead_letter=STREAM]
+//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [max_record_size=KiB] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [dead_letter=STREAM]
 //
 // It goes in the doc comment of a function or method with the shape
 //
@@ -101,6 +101,12 @@ type Subscriber struct {
 	// count: the service scales it; a missing dead_letter stream likewise).
 	// Without it a missing stream is an error.
 	CreateIfMissing CreateIfMissing `marker:"create_if_missing" meta:"SHARDS|on_demand" min:"1" max:"100000"`
+
+	// MaxRecordSize is the MaxRecordSizeInKiB of the streams
+	// create_if_missing creates (the stream and its dead_letter stream):
+	// records of up to this many KiB, 1024 (the service's default) to
+	// 10240. Needs create_if_missing; an existing stream keeps its own.
+	MaxRecordSize int32 `marker:"max_record_size" meta:"KiB" min:"1024" max:"10240"`
 
 	// Workers runs up to N deliveries at once (default 1, at most 1024).
 	Workers int `marker:"workers" meta:"N" min:"1" max:"1024"`

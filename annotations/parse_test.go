@@ -36,6 +36,9 @@ func TestParseValid(t *testing.T) {
 		{"start latest", `//kinesis:subscriber stream=s start_at=latest`, &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartLatest}}},
 		{"on-demand stream", `//kinesis:subscriber stream=s create_if_missing=on_demand`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}}},
 		{"fan-out", `//kinesis:subscriber stream=s create_if_missing=2 fanout=orders-app.v2_low`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{Shards: 2}, Fanout: "orders-app.v2_low"}},
+		{"large records", `//kinesis:subscriber stream=s create_if_missing=on_demand max_record_size=10240`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}, MaxRecordSize: 10240}},
+		{"stream by ARN", `//kinesis:subscriber stream=arn:aws:kinesis:eu-west-1:123456789012:stream/orders dead_letter=arn:aws:kinesis:eu-west-1:123456789012:stream/orders.dlq`,
+			&Subscriber{Stream: "arn:aws:kinesis:eu-west-1:123456789012:stream/orders", DeadLetter: "arn:aws:kinesis:eu-west-1:123456789012:stream/orders.dlq"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +91,9 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:subscriber stream=x poll=100ms`, []string{"31: poll=100ms: must be at least 200ms (five reads per shard per second)"}},
 		{`//kinesis:subscriber stream=x start_at=yesterday`, []string{"31: start_at=yesterday: want horizon, latest or an RFC 3339 time such as 2026-01-02T15:04:05Z"}},
 		{`//kinesis:subscriber stream=x by_key`, []string{"31: by_key needs workers=N (the number of lanes)"}},
+		{`//kinesis:subscriber stream=arn:aws:kinesis:us-east-1:12345:stream/x`, []string{`22: stream=arn:aws:kinesis:us-east-1:12345:stream/x: "arn:aws:kinesis:us-east-1:12345:stream/x" is not a stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME): the account is not 12 digits`}},
+		{`//kinesis:subscriber stream=x max_record_size=2048`, []string{"31: max_record_size sets the record size of the streams create_if_missing creates; it needs create_if_missing"}},
+		{`//kinesis:subscriber stream=x create_if_missing=1 max_record_size=10241`, []string{"51: max_record_size=10241: must be 1024 to 10240"}},
 		{`//kinesis:subscriber stream=x partition_key=k`, []string{"31: partition_key on a subscriber is the key of its replies; it needs reply"}},
 		{`//kinesis:subscriber stream=x dead_letter=x`, []string{"31: dead_letter must be another stream than the one read"}},
 		{`//kinesis:subscriber stream=x reply=true`, []string{"31: reply is a flag and takes no value"}},

@@ -58,9 +58,22 @@ const DefaultAggregateBytes = 50 << 10
 // messages waiting for it, as a refused put would. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
+//
+// On a stream whose record distribution strategy is AUTO the service
+// places every record on a shard of its choosing, ignoring partition and
+// explicit hash keys: the publisher does not pretend to route keys. It
+// packs messages into aggregates whatever their keys, puts them without
+// an ExplicitHashKey and takes them as stored wherever they land (readers
+// of an AUTO stream filter no sub-record by hash range). It reads the
+// strategy with each shard listing and every aggDistributionEvery, and a
+// switch re-routes what is queued, as a reshard does; a key's messages
+// keep their publish order across aggregates either way.
 type Aggregation struct {
 	// MaxBytes bounds one aggregated record, data plus partition key
-	// (default DefaultAggregateBytes; at most MaxRecordSize).
+	// (default DefaultAggregateBytes; at most MaxRecordSize, whatever the
+	// stream's own record size: an aggregate stays readable by consumers
+	// that predate large records). A message too large for it is sent
+	// plain, up to the stream's record size.
 	MaxBytes int
 	// Linger is how long the messages of a shard with nothing in flight
 	// wait for more before they are sent (default 0: at once). While a
@@ -175,6 +188,14 @@ type aggregator struct {
 	// was created again meanwhile. Their keys stay busy until a listing
 	// started after their answers settles them (verify).
 	pending []*aggUnit
+	// auto: the stream was AUTO at the last look (shards is then one bin
+	// holding every key, with no shard id). distAt is when the strategy is
+	// read again while messages flow, distOut that a read is out (its
+	// answer comes on distCh).
+	auto    bool
+	distAt  time.Time
+	distOut bool
+	distCh  chan distAnswer
 	spare   []*kpl.Builder
 	// reuse says that the client copies a record's data before PutRecords
 	// returns and keeps none of it (the SDK's *kinesis.Client: its
@@ -257,6 +278,7 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 		ctx: ctx, cancel: cancel, trust: aggMapTrust,
 		wake:    make(chan struct{}, 1),
 		results: make(chan aggResult, 16),
+		distCh:  make(chan distAnswer, 1),
 		done:    make(chan struct{}),
 	}
 	_, a.reuse = client.(*kinesis.Client)
@@ -264,8 +286,9 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 	return a
 }
 
-// submit queues one message; its key must be valid and its data at most
-// MaxRecordSize with the key (conn.submit checks both).
+// submit queues one message; its key must be valid and its data within
+// the stream's record size with the key (conn.submit checks both). One
+// over MaxBytes goes plain.
 func (a *aggregator) submit(ctx context.Context, key string, data []byte) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
@@ -361,6 +384,13 @@ func (a *aggregator) run() {
 				a.routeAll(now)
 				a.dispatch(now)
 			}
+			if a.shards != nil && !a.distOut && !now.Before(a.distAt) && a.busy() {
+				// Only while messages flow: an idle publisher costs no
+				// calls (DescribeStreamSummary has a small account-wide
+				// rate), and reads it at once when they come again.
+				a.distOut = true
+				go func() { a.distCh <- a.describe() }()
+			}
 		}
 		var timerC <-chan time.Time
 		if at, ok := a.nextWake(); ok && !closing {
@@ -369,6 +399,13 @@ func (a *aggregator) run() {
 		}
 		select {
 		case <-a.wake:
+		case d := <-a.distCh:
+			a.distOut = false
+			a.distAt = time.Now().Add(aggDistributionEvery)
+			if d.ok && d.auto != a.auto {
+				a.log.Warn("kinesis aggregating publisher: the stream's record distribution strategy changed; routing again", "stream", a.stream, "auto", d.auto)
+				a.stale = true // the next listing re-routes what is queued
+			}
 		case r := <-a.results:
 			a.settle(r, time.Now())
 			// Take every other result that is in too before dispatching,
@@ -441,7 +478,7 @@ func (a *aggregator) verify(now time.Time) {
 	}
 	a.confirmedAt = now // the stream was the map's at some time after now
 	for _, u := range a.pending {
-		if !a.holdsAll(l, u.landed.ShardID, u.items) {
+		if !a.auto && !a.holdsAll(l, u.landed.ShardID, u.items) {
 			// Not on a shard of the map: settled by the next listing
 			// (relist), which sends it again.
 			u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
@@ -504,6 +541,14 @@ func (a *aggregator) list(now time.Time) (*shard.Lineage, []*aggShard, bool) {
 		return nil, nil, false
 	}
 	a.listFail, a.listAt = 0, time.Time{}
+	if d := a.describe(); d.ok {
+		a.auto = d.auto
+	}
+	a.distAt = now.Add(aggDistributionEvery)
+	if a.auto {
+		// The service picks the shard: one bin for every key.
+		open = []*aggShard{{rng: shard.HashRange{End: shard.HashKey{Hi: math.MaxUint64, Lo: math.MaxUint64}}}}
+	}
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
 	return l, open, true
 }
@@ -518,7 +563,7 @@ func (a *aggregator) remap(now time.Time, l *shard.Lineage, open []*aggShard) {
 	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
 	for _, u := range a.pending {
-		if a.holdsAll(l, u.landed.ShardID, u.items) {
+		if a.auto || a.holdsAll(l, u.landed.ShardID, u.items) {
 			a.stored(u, *u.landed)
 			continue
 		}
@@ -532,9 +577,10 @@ func (a *aggregator) remap(now time.Time, l *shard.Lineage, open []*aggShard) {
 			units = append(units, sh.open)
 		}
 		for _, u := range units {
-			if u.landed != nil && a.holdsAll(l, u.landed.ShardID, u.items) {
-				// Stored on a shard that every key of it maps to: it
-				// stands. Sent again, it would be read twice.
+			if u.landed != nil && (a.auto || a.holdsAll(l, u.landed.ShardID, u.items)) {
+				// Stored on a shard that every key of it maps to, or on
+				// any shard of a stream now AUTO (whose readers filter
+				// nothing): it stands. Sent again, it would be read twice.
 				a.stored(u, *u.landed)
 				continue
 			}
@@ -946,8 +992,9 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
 	}
-	// A backend that names no shard (none that we know of) is trusted.
-	if r.r.ShardID != u.sh.id && r.r.ShardID != "" {
+	// A backend that names no shard (none that we know of) is trusted; on
+	// an AUTO stream (u.sh.id "") any shard is where it belongs.
+	if r.r.ShardID != u.sh.id && r.r.ShardID != "" && u.sh.id != "" {
 		a.stale = true
 		// A listing that still shows the old map (a reshard in progress)
 		// would send the aggregate to the same closed shard: back off.
@@ -1121,6 +1168,9 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 	if idle {
 		return at, !at.IsZero() // nothing is routed before that listing
 	}
+	if !a.distOut && a.busy() && (at.IsZero() || a.distAt.Before(at)) {
+		at = a.distAt // the strategy is read again (it comes with every listing too)
+	}
 	for _, sh := range a.shards {
 		if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
 			continue
@@ -1134,4 +1184,34 @@ func (a *aggregator) nextWake() (time.Time, bool) {
 		}
 	}
 	return at, !at.IsZero()
+}
+
+// aggDistributionEvery is how often an aggregating publisher reads its
+// stream's record distribution strategy between listings: the default
+// shard-sync period of subscribers.
+var aggDistributionEvery = 10 * time.Second // a variable for tests
+
+// distAnswer is what a read of the stream's distribution strategy found;
+// ok is false when the read failed (the last known strategy stands).
+type distAnswer struct{ auto, ok bool }
+
+// busy says whether messages are queued or in flight.
+func (a *aggregator) busy() bool {
+	return a.inFlight > 0 || len(a.unrouted) > 0 || a.queued() > 0
+}
+
+// describe reads whether the stream is AUTO.
+func (a *aggregator) describe() distAnswer {
+	ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
+	defer cancel()
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(a.stream)
+	out, err := a.client.DescribeStreamSummary(ctx, in)
+	if err != nil || out.StreamDescriptionSummary == nil {
+		if err != nil && a.ctx.Err() == nil {
+			a.log.Warn("kinesis aggregating publisher: reading the stream's record distribution strategy failed", "stream", a.stream, "err", err)
+		}
+		return distAnswer{}
+	}
+	return distAnswer{auto: out.StreamDescriptionSummary.RecordDistributionStrategy == types.RecordDistributionStrategyAuto, ok: true}
 }

@@ -111,6 +111,8 @@ type conn struct {
 	closed   bool
 	batchers atomic.Pointer[map[string]*batcher]    // one per stream, made on first publish; copied on write
 	aggs     atomic.Pointer[map[aggKey]*aggregator] // one per stream and Aggregation; copied on write
+	limits   sync.Map                               // stream name -> *recordLimit: record sizes learned
+	region   string                                 // the client's region; "": unknown (a custom client without WithRegion)
 }
 
 // Option configures a Broker.
@@ -257,6 +259,10 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 				o.BaseEndpoint = aws.String(cfg.endpoint)
 			}
 		})
+	}
+	c.region = cfg.region
+	if kc, ok := c.client.(*kinesis.Client); ok {
+		c.region = kc.Options().Region
 	}
 	if c.leases == nil {
 		c.leases = lease.NewMemory()
@@ -446,7 +452,7 @@ func (c *conn) countPut(stream string, err error) {
 // valid key, no partition-key header.
 func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
 	data := encodeRecord(rec.Headers, rec.Payload)
-	if err := checkSize(rec.PartitionKey, data); err != nil {
+	if err := c.checkRecordSize(ctx, rec.Stream, len(data)+len(rec.PartitionKey)); err != nil {
 		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
 	}
 	bt, err := c.batcher(rec.Stream)
@@ -514,6 +520,7 @@ func (c *conn) batcher(stream string) (*batcher, error) {
 		maps.Copy(m, *old)
 	}
 	bt := newBatcher(c.client, stream, c.batch, c.logger)
+	bt.limit = c.limitOf(stream)
 	m[stream] = bt
 	c.batchers.Store(&m)
 	return bt, nil

@@ -236,9 +236,21 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner)
-	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	for _, stream := range []string{s.stream, s.set.deadLetter} {
+		if err := c.checkRegion(stream); err != nil {
+			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
+		}
+	}
+	fresh, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
 	if err != nil {
 		return err
+	}
+	// Retry copies go back to the stream, up to its record size.
+	c.learnLimit(s.stream, sum)
+	if s.set.byKey && autoDistribution(sum) {
+		// The service places an AUTO stream's records on any shard: one
+		// key's records are on many, read by many owners, in no order.
+		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: errors.New("by_key on a stream whose record distribution strategy is AUTO: the service ignores partition keys, so no key's records stay in order; subscribe without by_key, or switch the stream to USER_PARTITION_KEY")}
 	}
 	start := s.set.start
 	if fresh && start.Kind == shard.Latest {
@@ -261,9 +273,12 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		if create.shards > 0 {
 			create.shards = 1
 		}
-		if _, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl)); err != nil {
+		_, dlSum, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl))
+		if err != nil {
 			return err
 		}
+		// A dead letter is cut to the dead-letter stream's record size.
+		c.learnLimit(dl, dlSum)
 	}
 
 	cfg := s.b.s.cfg
@@ -305,7 +320,14 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Checkpoint: cfg.checkpointEvery,
 		Sink:       r.lanes.submit,
 		OnFail:     func(err error) { s.b.startFail(s, r, err) },
-		Counters:   &s.b.s.leaseCounts,
+		OnDistribution: func(auto bool) {
+			if auto && s.set.byKey {
+				// Refused at start (above); switched while running, it
+				// goes on with each shard's order only.
+				r.log.Error("the stream's record distribution strategy is now AUTO: by_key no longer keeps one key's messages in order (only each shard's); subscribe without by_key, or switch the stream back to USER_PARTITION_KEY")
+			}
+		},
+		Counters: &s.b.s.leaseCounts,
 		// With fan-out every shard is read by SubscribeToShard instead.
 		ConsumerARN: consumerARN,
 		// In every lane mode a shard has at most this many records out
@@ -573,7 +595,7 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 		rec.Count(shard.Rejected)
 		return true
 	}
-	out := deadLetter(dl, rec, headers, payload, attempt, reason)
+	out := deadLetter(dl, r.c.knownLimit(dl), rec, headers, payload, attempt, reason)
 	switch r.publish(ctx, rec, out) {
 	case published:
 		if n, ok := out.Headers[TruncatedFromHeader]; ok {
@@ -594,11 +616,11 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 // payload and user headers plus the reason and origin headers, under rec's
 // key. A key the service would refuse is replaced by one derived from it
 // (the same for every record of that key, so they stay in order), the
-// original kept in OriginPartitionKeyHeader. A record that would exceed the
-// service's limit keeps the first bytes of its payload that fit, its size
+// original kept in OriginPartitionKeyHeader. A record that would exceed
+// limit (the dead-letter stream's record size) keeps the first bytes of its payload that fit, its size
 // in TruncatedFromHeader; should the headers alone not fit, only the
 // runtime's are kept.
-func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) Outgoing {
+func deadLetter(dl string, limit int, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) Outgoing {
 	h := cloneHeaders(headers, 7)
 	why := reason.Error()
 	if len(why) > maxReasonLen {
@@ -619,9 +641,9 @@ func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, a
 			h[OriginPartitionKeyBase64Header] = base64.StdEncoding.EncodeToString([]byte(rec.PartitionKey))
 		}
 	}
-	if recordLen(h, payload)+len(key) > MaxRecordSize {
+	if recordLen(h, payload)+len(key) > limit {
 		h[TruncatedFromHeader] = strconv.Itoa(len(payload))
-		room := MaxRecordSize - len(key) - recordLen(h, nil)
+		room := limit - len(key) - recordLen(h, nil)
 		if room < 0 {
 			// User headers of about 1 MiB: keep the runtime's only.
 			for k := range h {
@@ -629,7 +651,7 @@ func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, a
 					delete(h, k)
 				}
 			}
-			room = MaxRecordSize - len(key) - recordLen(h, nil)
+			room = limit - len(key) - recordLen(h, nil)
 		}
 		// The size header's own length does not depend on room, and a
 		// headered record is always an envelope, so the payload adds its
@@ -652,7 +674,7 @@ const (
 // which holds its shard back: the original stays unsettled, never lost.
 func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) publishResult {
 	const maxBackoff = 10 * time.Second
-	if n := recordLen(out.Headers, out.Payload) + len(out.PartitionKey); n > MaxRecordSize {
+	if n := recordLen(out.Headers, out.Payload) + len(out.PartitionKey); n > r.c.knownLimit(out.Stream) {
 		r.log.Error("record too large to republish with its headers", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "bytes", n)
 		return refused
 	}

@@ -53,3 +53,11 @@ func shorten(t testing.TB, bound *time.Duration, d time.Duration) {
 	*bound = d
 	t.Cleanup(func() { *bound = old })
 }
+
+// SetAggDistributionEvery sets how often aggregating publishers read their
+// stream's distribution strategy, until the test ends.
+func SetAggDistributionEvery(t testing.TB, d time.Duration) {
+	old := aggDistributionEvery
+	aggDistributionEvery = d
+	t.Cleanup(func() { aggDistributionEvery = old })
+}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -158,6 +159,7 @@ const (
 
 type subscribeSettings struct {
 	create     creation // zero: the stream must exist
+	maxRecord  int32    // MaxRecordSizeInKiB of the streams create makes; 0: the service's default
 	workers    int
 	byKey      bool
 	start      Position
@@ -204,10 +206,26 @@ func CreateOnDemandIfMissing() SubscribeOption { // create_if_missing=on_demand
 	return func(s *subscribeSettings) { s.create = creation{onDemand: true} }
 }
 
+// MaxRecordSizeKiB makes the streams CreateIfMissing or
+// CreateOnDemandIfMissing creates (the stream and its dead-letter stream)
+// take records of up to kib KiB, 1024 to 10240 (MaxRecordSizeInKiB); the
+// service's default is 1024. It needs one of them: an existing stream's
+// size is its own (UpdateMaxRecordSize), which publishers learn.
+func MaxRecordSizeKiB(kib int32) SubscribeOption { // max_record_size=KiB
+	return func(s *subscribeSettings) {
+		if kib < MaxRecordSize>>10 || kib > MaxLargeRecordSize>>10 {
+			s.invalid("max_record_size=%d: want %d..%d KiB", kib, MaxRecordSize>>10, MaxLargeRecordSize>>10)
+			return
+		}
+		s.maxRecord = kib
+	}
+}
+
 // creation is how a missing stream is created; the zero value creates none.
 type creation struct {
 	shards   int32
 	onDemand bool
+	maxKiB   int32 // MaxRecordSizeInKiB; 0: the service's default
 }
 
 func (c creation) enabled() bool { return c.shards > 0 || c.onDemand }
@@ -321,8 +339,17 @@ func HandlerName(name string) SubscribeOption { // for logs: "pkg.Func"
 	return func(s *subscribeSettings) { s.name = name }
 }
 
-// validateStreamName checks the service's rule: 1–128 of [a-zA-Z0-9_.-].
-func validateStreamName(name string) string { return validateName("stream", name) }
+// validateStreamName checks the service's rule, 1–128 of [a-zA-Z0-9_.-],
+// or, for a stream named by ARN, the ARN's form.
+func validateStreamName(name string) string {
+	if rules.IsARN(name) {
+		if _, err := rules.ParseStreamARN(name); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	return validateName("stream", name)
+}
 
 // validateName checks name, a what name, against the stream-name rule.
 func validateName(what, name string) string {
@@ -485,6 +512,12 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	}
 	if set.fanout != "" && set.batch != 0 {
 		set.invalid("fanout=%s with batch=%d: a fan-out subscription makes no GetRecords calls", set.fanout, set.batch)
+	}
+	if set.maxRecord != 0 {
+		if !set.create.enabled() {
+			set.invalid("max_record_size=%d without create_if_missing: an existing stream's record size is its own (UpdateMaxRecordSize)", set.maxRecord)
+		}
+		set.create.maxKiB = set.maxRecord
 	}
 	if set.deadLetter != "" && set.deadLetter == stream {
 		set.invalid("dead_letter=%s: the stream itself", stream)

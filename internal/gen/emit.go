@@ -394,6 +394,9 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	case mk.CreateIfMissing.Shards != 0:
 		opts = append(opts, opt("CreateIfMissing", jen.Lit(int(mk.CreateIfMissing.Shards))))
 	}
+	if mk.MaxRecordSize != 0 {
+		opts = append(opts, opt("MaxRecordSizeKiB", jen.Lit(int(mk.MaxRecordSize))))
+	}
 	if mk.Workers != 0 {
 		opts = append(opts, opt("Workers", jen.Lit(mk.Workers)))
 	}

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -131,6 +130,12 @@ type Config struct {
 	// with others: a broker's subscriptions count together); else it
 	// counts them on its own. Status reads them too.
 	Counters *LeaseCounters
+	// OnDistribution, when set, is told the stream's record distribution
+	// strategy (auto: AUTO) at the first shard listing that reads it and
+	// whenever a later listing finds it changed (within one Sync on an
+	// on-demand stream, the only kind that can be AUTO). It is called from
+	// the sync loop and must not block.
+	OnDistribution func(auto bool)
 }
 
 const (
@@ -322,6 +327,8 @@ type Coordinator struct {
 	beating    sync.WaitGroup       // the heartbeat loop
 	workers    sync.WaitGroup       // readers and handoffs
 	kick       chan bool            // wake the sync loop; true asks for a re-listing
+	dist       atomic.Pointer[distribution]
+	distSkip   int // listings since the distribution was read (guarded by passMu)
 }
 
 type runState int
@@ -498,7 +505,9 @@ func (c *Coordinator) streamDeleted(ctx context.Context, op string, cause error)
 	if classify(cause) != classGone {
 		return false
 	}
-	out, err := c.cfg.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.cfg.Stream)})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
+	out, err := c.cfg.Client.DescribeStreamSummary(ctx, in)
 	switch {
 	case err != nil && classify(err) == classGone:
 	case err == nil && out.StreamDescriptionSummary != nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusDeleting:

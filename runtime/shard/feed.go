@@ -79,7 +79,11 @@ func (f *feed) deliver(recs []types.Record) error {
 			}
 			f.since = time.Time{}
 		}
-		if err := userRecords(&recs[i], f.hashRange, f.emitFn); err != nil {
+		hr := f.hashRange
+		if !f.c.dist.Load().filters(f.arrival) {
+			hr = nil
+		}
+		if err := userRecords(&recs[i], hr, f.emitFn); err != nil {
 			return err
 		}
 	}

@@ -55,6 +55,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			c.mu.Lock()
 			c.lineage = lin
 			c.mu.Unlock()
+			c.describeDistribution(ctx)
 		}
 	}
 	var view memberView
@@ -495,10 +496,10 @@ const (
 // iterator every later record arrives at or after it.
 func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) (it string, since time.Time, err error) {
 	in := &kinesis.GetShardIteratorInput{
-		StreamName:        aws.String(c.cfg.Stream),
 		ShardId:           aws.String(shardID),
 		ShardIteratorType: at.typ,
 	}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
 	timeout := callTimeout
 	switch at.typ {
 	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
