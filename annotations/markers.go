@@ -72,7 +72,7 @@ type Message struct {
 
 // Subscriber mounts a function or method as the handler of a stream:
 //
-//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [dead_letter=STREAM]
+//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [retry=tip|in_place] [dead_letter=STREAM]
 //
 // It goes in the doc comment of a function or method with the shape
 //
@@ -145,9 +145,21 @@ type Subscriber struct {
 	// while it exists). Excludes poll and batch.
 	Fanout string `marker:"fanout" meta:"NAME"`
 
-	// Retries bounds the deferred retries of one record (0: none); a record
-	// that exhausts them is handled like a rejected one.
+	// Retries bounds the retries of one record (default 3; 0: none, a
+	// retry rejects at once); a record that exhausts them is handled like
+	// a rejected one.
 	Retries *int `marker:"retries" meta:"N" min:"0" max:"1000000"`
+
+	// Retry is how a record is retried: tip (the default) publishes a copy
+	// at the stream's tip and moves on, so the copy loses its place among
+	// its key's records; in_place backs off in the lane and handles the
+	// record again (Delivery.Attempt counting up), its key's later records
+	// waiting: pick it with by_key when a key's order matters. Its backoff
+	// is exponential with jitter, 0.1-0.2 s at first, doubling up to 5-10 s;
+	// without by_key the record holds its worker meanwhile; a shutdown or a
+	// lost lease during it leaves the record to the shard's next owner
+	// (which counts attempts from 1 again). Both kinds stop after retries.
+	Retry string `marker:"retry" meta:"tip|in_place"`
 
 	// DeadLetter is the stream rejected records and records out of retries
 	// go to; without it they are logged and checkpointed past. It must

@@ -35,6 +35,7 @@ func TestParseValid(t *testing.T) {
 		{"tabs and raw quotes", "//kinesis:subscriber\tstream=`s`  start_at=horizon", &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartHorizon}}},
 		{"start latest", `//kinesis:subscriber stream=s start_at=latest`, &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartLatest}}},
 		{"on-demand stream", `//kinesis:subscriber stream=s create_if_missing=on_demand`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}}},
+		{"retry in place", `//kinesis:subscriber stream=s workers=2 by_key retry=in_place`, &Subscriber{Stream: "s", Workers: 2, ByKey: true, Retry: RetryInPlace}},
 		{"fan-out", `//kinesis:subscriber stream=s create_if_missing=2 fanout=orders-app.v2_low`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{Shards: 2}, Fanout: "orders-app.v2_low"}},
 	}
 	for _, tt := range tests {
@@ -84,6 +85,7 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:subscriber stream=x batch=10001`, []string{"31: batch=10001: must be 1 to 10000"}},
 		{`//kinesis:subscriber stream=x batch=0`, []string{"31: batch=0: must be 1 to 10000"}},
 		{`//kinesis:subscriber stream=x retries=-1`, []string{"31: retries=-1: must be 0 to 1000000"}},
+		{`//kinesis:subscriber stream=x retry=inline`, []string{"31: retry=inline: want tip (a copy at the stream's tip, the default) or in_place (back off in the lane, keeping the key's order)"}},
 		{`//kinesis:subscriber stream=x poll=soon`, []string{"31: poll=soon: not a duration; write for example 500ms or 2s"}},
 		{`//kinesis:subscriber stream=x poll=100ms`, []string{"31: poll=100ms: must be at least 200ms (five reads per shard per second)"}},
 		{`//kinesis:subscriber stream=x start_at=yesterday`, []string{"31: start_at=yesterday: want horizon, latest or an RFC 3339 time such as 2026-01-02T15:04:05Z"}},

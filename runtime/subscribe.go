@@ -104,9 +104,11 @@ const (
 // Ack settles the record: its shard's checkpoint may move past it.
 func Ack() Outcome { return Outcome{kind: outcomeAck} }
 
-// Retry publishes a copy of the record at the tip of its stream with the
-// attempt count raised, then settles the original. The copy loses its place
-// among the records of its key. After the subscription's MaxRetries the
+// Retry asks for the record to be handled again. By default (RetryAtTip) a
+// copy of it is published at the tip of its stream with the attempt count
+// raised and the original settled: the copy loses its place among the
+// records of its key. With RetryInPlace the record backs off in its lane
+// and is handled again there, its key's later records waiting. After the subscription's MaxRetries the
 // record is rejected instead, and so is a record whose key could not be
 // published (a KPL sub-record's empty, too long or invalid UTF-8 key).
 func Retry() Outcome { return Outcome{kind: outcomeRetry} }
@@ -165,6 +167,7 @@ type subscribeSettings struct {
 	poll       time.Duration // 0: the coordinator's default (1 s)
 	fanout     string        // the stream consumer of enhanced fan-out; "": polling
 	retries    int
+	inPlace    bool // retry=in_place: a retry backs off in the lane (RetryInPlace)
 	deadLetter string
 	name       string
 	middleware []Middleware // Use
@@ -289,8 +292,9 @@ func FanOut(consumer string) SubscribeOption { // fanout=NAME
 	}
 }
 
-// MaxRetries bounds the deferred retries of one record (default 3); 0 sends
-// a record that asks for a retry straight to its rejection.
+// MaxRetries bounds the retries of one record (default 3, DefaultRetries);
+// 0 sends a record that asks for a retry straight to its rejection. It
+// bounds both kinds of retry (RetryAtTip, RetryInPlace).
 func MaxRetries(n int) SubscribeOption { // retries=N
 	return func(s *subscribeSettings) {
 		if n < 0 {
@@ -300,6 +304,38 @@ func MaxRetries(n int) SubscribeOption { // retries=N
 		s.retries = n
 	}
 }
+
+// RetryAtTip makes a retry copy the record to the tip of its stream, with
+// its attempt count raised, and settle the original: the lane goes on at
+// once, but the copy loses its place among its key's records. It is the
+// default. Pick it when records of one key do not depend on each other.
+func RetryAtTip() SubscribeOption { // retry=tip
+	return func(s *subscribeSettings) { s.inPlace = false }
+}
+
+// RetryInPlace makes a retry keep the record's place: it backs off in its
+// lane and is handled again, Delivery.Attempt counting up, up to
+// MaxRetries times; then it is rejected (dead-lettered when DeadLetter is
+// set). The key's later records wait behind it, so its order holds: pick
+// it with ByKey when a key's records must be handled in order (the choice
+// Lambda's event source mappings and KCL consumers make).
+//
+// The backoff before attempt n+1 is exponential with jitter: a random
+// wait between half and all of min(InPlaceRetryBase·2^(n-1),
+// InPlaceRetryMax). With ByKey, other lanes run on meanwhile, and the
+// waiting lane holds only its keys; without it, the record holds its
+// worker. A shutdown ends a backoff at once and leaves the record (and
+// the rest of its shard's unsettled records) unsettled, as does a lost
+// lease: the shard's next owner reads them again.
+func RetryInPlace() SubscribeOption { // retry=in_place
+	return func(s *subscribeSettings) { s.inPlace = true }
+}
+
+// The bounds of RetryInPlace's backoff.
+const (
+	InPlaceRetryBase = 200 * time.Millisecond
+	InPlaceRetryMax  = 10 * time.Second
+)
 
 // DeadLetter names the stream that receives rejected records, with their
 // reason and origin in headers. It must exist when the subscription starts
