@@ -82,8 +82,9 @@ type Message struct {
 // or runtime.RawRecord to receive every record undecoded (its bytes, key and
 // headers: a dead-letter reader); H is a header contract; each
 // runtime.Publisher[X] is a publisher of a //kinesis:message type X; and R
-// is runtime.Outcome, error (nil acks, non-nil retries), or, with reply, a
-// message type Y or (Y, error). The generated Mount registers it. A method
+// is runtime.Outcome, error (nil acks, non-nil retries; one wrapped in
+// runtime.Permanent rejects at once), or, with reply, a message type Y or
+// (Y, error). The generated Mount registers it. A method
 // works too: Mount then takes one receiver per receiver type, after b,
 // sorted by type name and named after it (methods of *Service and *Ledger
 // give Mount(b *runtime.Broker, ledger *Ledger, service *Service)); a nil

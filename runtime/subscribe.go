@@ -120,10 +120,14 @@ func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 // when it would not fit the service's limit (TruncatedFromHeader).
 func Reject(err error) Outcome { return Outcome{kind: outcomeReject, err: err} }
 
-// OutcomeOf maps a handler's error to an outcome: nil acks, non-nil retries.
+// OutcomeOf maps a handler's error to an outcome: nil acks, an error marked
+// Permanent (errors.As finds a *PermanentError) rejects, any other retries.
 func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Ack()
+	}
+	if perm := (*PermanentError)(nil); errors.As(err, &perm) {
+		return Reject(err)
 	}
 	return Outcome{kind: outcomeRetry, err: err}
 }
@@ -378,7 +382,8 @@ func validateName(what, name string) string {
 }
 
 // ReplyOutcome publishes a handler's reply (when err is nil) and maps the
-// result to an outcome: a failed handler or a failed publish retries. The
+// result to an outcome: a failed handler or a failed publish retries, a
+// handler's error marked Permanent rejects. The
 // generated Mount calls it for a reply handler. The reply's key follows p's
 // key ladder: the mount-site key set with WithPartitionKey on p (a
 // subscriber's partition_key=) when there is one, else, ctx being the
@@ -789,4 +794,24 @@ func (b *Broker) stopSubscriptions(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// PermanentError marks a handler's error as permanent: retrying the record
+// cannot help (it is malformed, or names something that does not exist).
+// Make one with Permanent; errors.As finds it through wrapping.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent: a handler that returns it (as its
+// error, alone or beside a reply, or through OutcomeOf or Retry's cause)
+// has the record rejected at once, without spending its retries: it goes
+// to the dead-letter stream when one is set, with err as its reason, and
+// is logged and checkpointed past otherwise. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
 }
