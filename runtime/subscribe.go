@@ -565,7 +565,7 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	for _, other := range b.s.subs {
 		if other.stream == stream {
 			b.s.mu.Unlock()
-			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New("this broker already subscribes to the stream")}
+			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errSecondSubscription(other.set.name)}
 		}
 	}
 	c := b.s.conn
@@ -794,6 +794,18 @@ func (b *Broker) stopSubscriptions(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// errSecondSubscription is the error of a second subscription to a stream
+// on one broker, first naming the handler already mounted, if named.
+func errSecondSubscription(handler string) error {
+	already := "this broker already subscribes to the stream"
+	if handler != "" {
+		already += " (handler " + handler + ")"
+	}
+	return errors.New(already + "; there is one subscription per stream per broker, as a stream's leases and checkpoints " +
+		"are the application's: to read the stream a second time, with checkpoints of its own, use another broker " +
+		"with its own runtime.WithApplication name")
 }
 
 // PermanentError marks a handler's error as permanent: retrying the record
