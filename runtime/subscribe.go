@@ -602,6 +602,19 @@ var startTimeout = 2 * time.Minute
 
 // forget removes s from the broker's subscriptions, so its stream can be
 // subscribed again.
+// ended notes that s stopped, for its gauges' final values.
+func (b *Broker) ended(s *Subscription) {
+	if t := b.s.cfg.tel; t == nil || !t.metrics {
+		return
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.ended == nil {
+		b.s.ended = map[string]runObs{}
+	}
+	b.s.ended[s.stream] = b.s.cfg.tel.runObs(s.stream, s.set.name)
+}
+
 func (b *Broker) forget(s *Subscription) {
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
@@ -676,6 +689,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	s.b.forget(s)
 	err := s.halt(ctx)
 	s.finish()
+	s.b.ended(s)
 	return err
 }
 
@@ -790,6 +804,7 @@ func (b *Broker) stopSubscriptions(ctx context.Context) error {
 		wg.Go(func() {
 			errs[i] = s.halt(ctx)
 			s.finish()
+			b.ended(s)
 		})
 	}
 	wg.Wait()
