@@ -230,7 +230,9 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		if create.shards > 0 {
 			create.shards = 1
 		}
-		if _, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl)); err != nil {
+		// Logged under its own name: log names the subscription's stream.
+		dlLog := s.b.s.cfg.logger.With("stream", dl, "owner", c.owner, "dead_letter_of", s.stream)
+		if _, err := ensureStream(ctx, c, dl, create, dlLog); err != nil {
 			return err
 		}
 	}
