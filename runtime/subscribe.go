@@ -108,9 +108,10 @@ func Ack() Outcome { return Outcome{kind: outcomeAck} }
 // copy of it is published at the tip of its stream with the attempt count
 // raised and the original settled: the copy loses its place among the
 // records of its key. With RetryInPlace the record backs off in its lane
-// and is handled again there, its key's later records waiting. After the subscription's MaxRetries the
-// record is rejected instead, and so is a record whose key could not be
-// published (a KPL sub-record's empty, too long or invalid UTF-8 key).
+// and is handled again there, its key's later records waiting. After the
+// subscription's MaxRetries (default 3) the record is rejected instead,
+// and so is a record whose key could not be published (a KPL sub-record's
+// empty, too long or invalid UTF-8 key).
 func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 
 // Reject gives the record up: it goes to the dead-letter stream when one is

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/internal/gen"
 	"github.com/kinesisgen/kinesisgen/internal/gen/gentest"
+	"github.com/kinesisgen/kinesisgen/runtime"
 )
 
 const orders = `package orders
@@ -287,5 +289,42 @@ func TestCRLFCheckout(t *testing.T) {
 	}
 	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.Contains(stderr, "\n-// edited\n") || strings.Count(stderr, "\n-") > 2 {
 		t.Errorf("-check after an edit of a CRLF file: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Issue 32 items 1 and 9: -help states retries='s default (the runtime's
+// DefaultRetries) and says which retry= to pick when.
+func TestHelpStatesRetriesDefaultAndRetryKinds(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("-help exit %d", code)
+	}
+	out := stdout.String()
+	// para is the text of key's entry: the indented lines after its own.
+	para := func(key string) string {
+		var lines []string
+		in := false
+		for l := range strings.SplitSeq(out, "\n") {
+			switch {
+			case l == "  "+key:
+				in = true
+			case in && strings.HasPrefix(l, "    "):
+				lines = append(lines, strings.TrimSpace(l))
+			case in:
+				return strings.Join(lines, " ")
+			}
+		}
+		t.Fatalf("-help has no %s entry", key)
+		return ""
+	}
+	retries := para("retries=N")
+	if want := fmt.Sprintf("default %d", runtime.DefaultRetries); !strings.Contains(retries, want) {
+		t.Errorf("retries=N in -help: %q; it does not state %q", retries, want)
+	}
+	retry := para("retry=tip|in_place")
+	for _, want := range []string{"tip (the default)", "in_place", "pick it with by_key when a key's order matters"} {
+		if !strings.Contains(retry, want) {
+			t.Errorf("retry= in -help: %q; it does not say %q", retry, want)
+		}
 	}
 }
