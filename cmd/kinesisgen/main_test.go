@@ -328,3 +328,22 @@ func TestHelpStatesRetriesDefaultAndRetryKinds(t *testing.T) {
 		}
 	}
 }
+
+// retry=in_place and retry=tip mount with the runtime's options, and the
+// generated code compiles.
+func TestRetryKindIsMounted(t *testing.T) {
+	useModuleEnv(t)
+	src := strings.Replace(orders, "workers=2", "workers=2 by_key retry=in_place retries=5", 1)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": src})
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "orders", gen.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(got, []byte("runtime.MaxRetries(5), runtime.RetryInPlace()")) {
+		t.Errorf("Mount does not set the in-place retry:\n%s", got)
+	}
+	gentest.Go(t, dir, "vet", "./...")
+}
