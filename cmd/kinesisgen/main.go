@@ -82,6 +82,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+	if *asyncapi == "" {
+		// A package's //go:generate line may ask for an AsyncAPI document:
+		// a run over several packages writes (or checks) it where go
+		// generate would, relative to that package.
+		docs, problems := directiveDocs(res, cfg)
+		if len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintln(stderr, p)
+			}
+			return 1
+		}
+		res.Contracts = append(res.Contracts, docs...)
+	}
 	wd, _ := os.Getwd()
 	rel := func(p string) string {
 		if r, err := filepath.Rel(wd, p); err == nil {

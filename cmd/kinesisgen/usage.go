@@ -46,6 +46,11 @@ contracts (kinesis.lock.json, -lock, -asyncapi):
   x-kinesis, replies as reply) and a send operation per publisher. Put it in
   the go:generate line (go tool kinesisgen -asyncapi asyncapi.yaml) to keep
   it next to the code; -check -asyncapi FILE fails when it is out of date.
+  A FILE given on the command line is relative to the working directory;
+  without -asyncapi, a run over several packages (kinesisgen -check ./...
+  from the module root, in CI) also writes, or checks, the document each
+  package's //go:generate kinesisgen -asyncapi FILE line asks for, in that
+  package's directory, as go generate would.
 
 platforms:
   kinesis_gen.go is one file for every GOOS, GOARCH, build tag and cgo

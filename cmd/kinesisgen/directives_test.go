@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kinesisgen/kinesisgen/internal/gen/gentest"
+)
+
+// Issue 32 item 6: a package's //go:generate line asks for an AsyncAPI
+// document next to it; kinesisgen -check ./... from the module root checks
+// that document where go generate writes it, without a cd per package.
+func TestCheckFromTheRootResolvesAsyncAPILikeGoGenerate(t *testing.T) {
+	useModuleEnv(t)
+	directive := "//go:" + "generate go tool kinesisgen -asyncapi asyncapi.yaml\n"
+	src := strings.Replace(orders, "package orders\n", "package orders\n\n"+directive, 1)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": src, "plain/plain.go": "package plain\n"})
+	pkg := filepath.Join(dir, "orders")
+	// What go generate runs, in the package's directory.
+	if code, _, stderr := kinesisgen(t, pkg, "-asyncapi", "asyncapi.yaml"); code != 0 || stderr != "" {
+		t.Fatalf("generate in the package: exit %d, stderr %q", code, stderr)
+	}
+	doc := filepath.Join(pkg, "asyncapi.yaml")
+	if _, err := os.Stat(doc); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 0 || stderr != "" {
+		t.Fatalf("-check ./... from the root of an up-to-date module: exit %d, stderr %q", code, stderr)
+	}
+	// The document goes missing: -check from the root says so.
+	if err := os.Remove(doc); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.Contains(stderr, "orders/asyncapi.yaml: missing; run go generate") {
+		t.Fatalf("-check ./... from the root without the package's document: exit %d, stderr %q", code, stderr)
+	}
+	// A run over ./... from the root writes it where go generate would.
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate from the root: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(doc); err != nil {
+		t.Fatalf("a run from the root did not write the package's document: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "asyncapi.yaml")); err == nil {
+		t.Error("a run from the root wrote asyncapi.yaml in the root")
+	}
+}
+
+func TestParseDirective(t *testing.T) {
+	for _, tt := range []struct {
+		line, file string
+		patterns   []string
+		ok         bool
+	}{
+		{"//go:" + "generate go tool kinesisgen -asyncapi asyncapi.yaml", "/p/asyncapi.yaml", nil, true},
+		{"//go:" + "generate go tool kinesisgen -v -asyncapi=api.json ./...", "/p/api.json", []string{"./..."}, true},
+		{"//go:" + "generate go run github.com/kinesisgen/kinesisgen/cmd/kinesisgen -asyncapi \"my api.yaml\"", "/p/my api.yaml", nil, true},
+		{"//go:" + "generate go tool kinesisgen", "", nil, false},
+		{"//go:" + "generate stringer -asyncapi x", "", nil, false},
+		{"// go:generate go tool kinesisgen -asyncapi a.yaml", "", nil, false},
+	} {
+		r, ok := parseDirective(tt.line, "/p")
+		if ok != tt.ok || r.file != tt.file || strings.Join(r.patterns, " ") != strings.Join(tt.patterns, " ") {
+			t.Errorf("parseDirective(%q) = %+v, %v; want file %q, patterns %q, %v", tt.line, r, ok, tt.file, tt.patterns, tt.ok)
+		}
+	}
+}
