@@ -67,3 +67,35 @@ func TestParseDirective(t *testing.T) {
 		}
 	}
 }
+
+// Issue 32 item 6: a change in one package can make another package's
+// lock out of date (a subscriber of its message); -check says to run go
+// generate over every package, since running it in the changed one alone
+// leaves the other lock stale.
+func TestLockMadeStaleByAnotherPackageSaysGenerateAll(t *testing.T) {
+	useModuleEnv(t)
+	shop := "package shop\n\n//kinesis:message stream=orders\ntype Order struct{ ID int }\n"
+	billing := `package billing
+
+import (
+	"context"
+
+	"example.com/app/shop"
+)
+
+//kinesis:subscriber stream=orders
+func Bill(ctx context.Context, o shop.Order) error { return nil }
+`
+	dir := gentest.Module(t, "", map[string]string{"shop/shop.go": shop, "billing/billing.go": billing})
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	changed := strings.Replace(shop, "ID int", "ID int; Note string `json:\",omitempty\"`", 1)
+	if err := os.WriteFile(filepath.Join(dir, "shop", "shop.go"), []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := kinesisgen(t, dir, "-check", "./...")
+	if code != 1 || !strings.Contains(stderr, "billing/kinesis.lock.json: out of date; run go generate ./...\n") {
+		t.Fatalf("-check after a change in shop: exit %d, stderr:\n%s", code, stderr)
+	}
+}
