@@ -99,3 +99,34 @@ func Bill(ctx context.Context, o shop.Order) error { return nil }
 		t.Fatalf("-check after a change in shop: exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// Issue 32 item 6: adding aggregate to a message is a compatibility event
+// (a consumer that cannot read KPL aggregates breaks): the run warns, at
+// the marker, and still writes; the AsyncAPI document says the stream's
+// records are KPL aggregates.
+func TestAddingAggregateWarnsAndIsDescribed(t *testing.T) {
+	useModuleEnv(t)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": orders})
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	src := strings.Replace(orders, "//kinesis:message stream=orders", "//kinesis:message stream=orders aggregate", 1)
+	if err := os.WriteFile(filepath.Join(dir, "orders", "orders.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := kinesisgen(t, dir, "-asyncapi", "asyncapi.yaml", "./...")
+	if want := "orders/orders.go:7:33: warning: message Order is now published as KPL aggregates"; code != 0 || !strings.Contains(stderr, want) {
+		t.Fatalf("generate after adding aggregate: exit %d, stderr %q; want exit 0 and %q", code, stderr, want)
+	}
+	doc, err := os.ReadFile(filepath.Join(dir, "asyncapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "KPL aggregate") {
+		t.Errorf("the AsyncAPI document does not say the records are KPL aggregates:\n%s", doc)
+	}
+	// Once the lock records it, the next run is quiet.
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("second run: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -83,6 +83,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(stderr, w)
+	}
 	if *asyncapi == "" {
 		// A package's //go:generate line may ask for an AsyncAPI document:
 		// a run over several packages writes (or checks) it where go

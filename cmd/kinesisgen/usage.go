@@ -37,6 +37,9 @@ contracts (kinesis.lock.json, -lock, -asyncapi):
   -> a pointer, a renamed Go field that keeps its JSON name, a time.Time or
   []byte -> a string, a header that is new or became a string, and any type
   -> one with its own MarshalJSON (its methods decide).
+  Warned about, and written: a message given aggregate (its records become
+  KPL aggregates: consumers that do not deaggregate break; the lock records
+  it, so a lock written before kinesisgen did warns once too).
   To ship a break on purpose (say, a stream that was drained), run
   kinesisgen -lock: it rewrites the locks from the code, prints each change it
   accepted, and the lock's diff shows it to the reviewer.
