@@ -476,7 +476,7 @@ var inPlaceBase, inPlaceMax = InPlaceRetryBase, InPlaceRetryMax
 // its shard repositioned).
 func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
 	d := min(inPlaceBase<<min(attempt-1, 16), inPlaceMax)
-	wait := d/2 + rand.N(d/2+1)
+	wait := max(d/2+rand.N(d/2+1), time.Millisecond)
 	r.log.Debug("record retried in place", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
 	t := time.NewTimer(wait)
 	defer t.Stop()
