@@ -203,9 +203,6 @@ func (w *docWriter) message(p *Package, t *types.Named, m *Message, h *Headers, 
 	if desc := joinParagraphs(docOf(m), aggregateNote(aggregate)); desc != "" {
 		body.set("description", desc)
 	}
-	if aggregate {
-		body.set("x-kinesis", node{{"aggregate", true}})
-	}
 	if isRawRecord(t) {
 		body.set("contentType", "application/octet-stream")
 	} else {
