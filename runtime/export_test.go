@@ -55,3 +55,6 @@ func shorten(t testing.TB, bound *time.Duration, d time.Duration) {
 	*bound = d
 	t.Cleanup(func() { *bound = old })
 }
+
+// KeyLane is the by-key lane of key among n.
+func KeyLane(key string, n int) int { return keyLane(key, n) }

@@ -184,3 +184,52 @@ func TestLeaseLostDuringInPlaceBackoffLeavesTheRecordUnsettled(t *testing.T) {
 		t.Fatalf("lease %+v checkpointed at the record left in its backoff", l)
 	}
 }
+
+// A record backing off holds its own lane only: the other lanes' keys are
+// handled meanwhile, and its lane's later records wait for it.
+func TestInPlaceBackoffHoldsOnlyItsLane(t *testing.T) {
+	runtime.SetInPlaceBackoff(t, 4*time.Second, 4*time.Second) // 2 s at least
+	e := newEnv(t)
+	orders := e.newStream("orders", 1)
+	const workers = 4
+	held := runtime.KeyLane("held", workers)
+	var others, sameLane []string
+	for i := 0; len(others) < 8 || len(sameLane) < 1; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if runtime.KeyLane(k, workers) == held {
+			sameLane = append(sameLane, k)
+		} else {
+			others = append(others, k)
+		}
+	}
+	handled := make(chan string, 64)
+	b := e.broker()
+	mustSubscribe(e, b, orders, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		if o.Customer == "held" && d.Attempt == 1 {
+			return runtime.OutcomeOf(errors.New("warehouse busy"))
+		}
+		handled <- o.Customer
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.Workers(workers), runtime.ByKey(), runtime.RetryInPlace())
+	pub := e.publisher(orders)
+	e.publish(pub, order{ID: 0, Customer: "held"})
+	e.publish(pub, order{ID: 1, Customer: sameLane[0]})
+	for i, k := range others[:8] {
+		e.publish(pub, order{ID: 2 + i, Customer: k})
+	}
+	began := time.Now()
+	e.connect(b)
+	got := receive(e, handled, 8)
+	if took := time.Since(began); took > 1500*time.Millisecond {
+		t.Errorf("other lanes' records handled after %v: they waited for the backoff", took)
+	}
+	for _, k := range got {
+		if k == "held" || k == sameLane[0] {
+			t.Fatalf("handled %s during the backoff; got %v", k, got)
+		}
+	}
+	rest := receive(e, handled, 2)
+	if rest[0] != "held" || rest[1] != sameLane[0] {
+		t.Fatalf("after the backoff: %v, want held then %s", rest, sameLane[0])
+	}
+}
