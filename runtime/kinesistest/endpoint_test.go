@@ -1,0 +1,132 @@
+package kinesistest_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
+)
+
+// The server on a plain-HTTP port, through the SDK's client over h2c: the
+// same answers as in process.
+func TestConformanceEndpoint(t *testing.T) {
+	serve := func(t *testing.T, s *kinesistest.Server) kinesisapi.API {
+		e, err := kinesistest.Listen(s, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
+	}
+	conformance.Run(t, conformance.Harness{
+		New:               func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(fastSubscribe)) },
+		Throttled:         func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(kinesistest.WithThrottling())) },
+		SubscribeInterval: subscribeInterval,
+	})
+}
+
+// A client that speaks HTTP/1.1 only (the AWS CLI, boto3) gets the same
+// service, SubscribeToShard's event stream included.
+func TestEndpointOverHTTP1(t *testing.T) {
+	e := kinesistest.ServeLocal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var protos []string
+	c := e.Client(func(o *kinesis.Options) {
+		o.HTTPClient = &http.Client{Transport: recordProto{&protos, http.DefaultTransport.(*http.Transport).Clone()}}
+	})
+	if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("s"), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("s"), PartitionKey: aws.String("k"), Data: []byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := c.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String("c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: reg.Consumer.ConsumerARN, ShardId: aws.String("shardId-000000000000"),
+		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.GetStream().Close()
+	ev, ok := <-sub.GetStream().Events()
+	if !ok {
+		t.Fatalf("no event: %v", sub.GetStream().Err())
+	}
+	recs := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent).Value.Records
+	if len(recs) != 1 || string(recs[0].Data) != "hello" {
+		t.Fatalf("first event holds %d records, want the one put", len(recs))
+	}
+	for _, p := range protos {
+		if p != "HTTP/1.1" {
+			t.Fatalf("calls went over %v, want HTTP/1.1 only", protos)
+		}
+	}
+}
+
+type recordProto struct {
+	protos *[]string
+	rt     http.RoundTripper
+}
+
+func (r recordProto) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := r.rt.RoundTrip(req)
+	if err == nil {
+		*r.protos = append(*r.protos, res.Proto)
+	}
+	return res, err
+}
+
+// An application's test: a broker on ServeLocal publishes and consumes
+// over the wire, and the endpoint closes under a running subscriber.
+func TestServeLocalBroker(t *testing.T) {
+	e := kinesistest.ServeLocal(t)
+	if err := e.Backend().AddStream("orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	b := e.NewBroker(runtime.WithApplication("billing"))
+	got := make(chan order, 10)
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		got <- o
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(ctx)
+	if err := runtime.NewPublisher[order](b, runtime.PublisherSpec{Stream: "orders"}).Publish(ctx, order{ID: "o-1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-got:
+		if o.ID != "o-1" {
+			t.Fatalf("handled %+v, want o-1", o)
+		}
+	case <-ctx.Done():
+		t.Fatal("the published order was not handled within 30 s")
+	}
+	if n := e.Backend().Calls(kinesistest.OpPutRecords) + e.Backend().Calls(kinesistest.OpPutRecord); n == 0 {
+		t.Fatal("the server counted no put: the broker did not publish through the endpoint")
+	}
+}
