@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
+)
+
+// Bad flags are refused before anything is served.
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"-stream", "orders:0"},
+		{"-stream", ":2"},
+		{"-stream", "orders:two"},
+		{"-fault-code", "Nope"},
+		{"-fault-rate", "1.5"},
+		{"-retention", "0s"},
+		{"extra"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := serve(t.Context(), args, &stdout, &stderr); code != 2 || stderr.Len() == 0 || stdout.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and a message", args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// The built command, started as a process on a free port, passes the
+// conformance suite over the network (HTTP/2 with prior knowledge, as
+// Endpoint.Client speaks it), and stops cleanly on SIGTERM.
+func TestConformanceOfTheCommand(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "kinesislocal")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	plain := start(t, bin, "-subscribe-interval", "200ms", "-stream", "ready:2")
+	throttled := start(t, bin, "-throttle", "-subscribe-interval", "200ms")
+	conformance.Run(t, conformance.Harness{
+		New:               func(*testing.T) kinesisapi.API { return client(plain.url) },
+		Throttled:         func(*testing.T) kinesisapi.API { return client(throttled.url) },
+		SubscribeInterval: 200 * time.Millisecond,
+	})
+	// -stream made its stream at start.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sum, err := client(plain.url).DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("ready")})
+	if err != nil || aws.ToInt32(sum.StreamDescriptionSummary.OpenShardCount) != 2 {
+		t.Errorf("stream ready: %v, %v; want 2 open shards", sum, err)
+	}
+	plain.stop(t)
+	throttled.stop(t)
+}
+
+type process struct {
+	cmd    *exec.Cmd
+	url    string
+	stdout *bytes.Buffer
+	done   chan error
+}
+
+// start runs the command on a free loopback port and reads its endpoint
+// from the first line it prints.
+func start(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, stdout: new(bytes.Buffer), done: make(chan error, 1)}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for n := 0; sc.Scan(); n++ {
+			if n == 0 {
+				first <- sc.Text()
+			}
+			p.stdout.WriteString(sc.Text() + "\n")
+		}
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case line := <-first:
+		m := regexp.MustCompile(`serving Kinesis on (http://127\.0\.0\.1:[0-9]+)$`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("first line %q names no endpoint", line)
+		}
+		p.url = m[1]
+	case <-time.After(30 * time.Second):
+		t.Fatal("kinesislocal printed no endpoint within 30 s")
+	}
+	return p
+}
+
+// stop sends SIGTERM and wants a clean exit within ten seconds.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil || !strings.HasSuffix(p.stdout.String(), "kinesislocal: stopped\n") {
+			t.Errorf("after SIGTERM: %v; stdout:\n%s", err, p.stdout.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("kinesislocal did not stop within 10 s of SIGTERM")
+	}
+}
+
+func client(url string) *kinesis.Client {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Protocols = &protocols
+	return kinesis.New(kinesis.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("x", "x", ""),
+		HTTPClient:   &http.Client{Transport: tr},
+		Retryer:      aws.NopRetryer{},
+	})
+}
