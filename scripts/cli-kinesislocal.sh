@@ -2,7 +2,8 @@
 # The AWS CLI against cmd/kinesislocal, for make test-cli: installs Debian's
 # awscli with apt-get (as root or through sudo) when `aws` is missing,
 # starts the command on a free loopback port and runs create-stream,
-# put-record, get-shard-iterator and get-records against it, checking the
+# list-streams, describe-stream, put-record, get-shard-iterator and
+# get-records against it, checking the
 # record comes back. make test does not run it.
 set -euo pipefail
 
@@ -47,6 +48,8 @@ case "$(aws --version 2>&1)" in aws-cli/2*) binary=(--cli-binary-format raw-in-b
 set -x
 "${kinesis[@]}" create-stream --stream-name cli-check --shard-count 2
 "${kinesis[@]}" describe-stream-summary --stream-name cli-check --query StreamDescriptionSummary.StreamStatus --output text | grep -qx ACTIVE
+"${kinesis[@]}" list-streams --query StreamNames --output text | grep -qx cli-check
+[ "$("${kinesis[@]}" describe-stream --stream-name cli-check --query 'length(StreamDescription.Shards)' --output text)" = 2 ]
 shard=$("${kinesis[@]}" put-record --stream-name cli-check --partition-key k1 --data hello-from-the-cli "${binary[@]}" --query ShardId --output text)
 it=$("${kinesis[@]}" get-shard-iterator --stream-name cli-check --shard-id "$shard" --shard-iterator-type TRIM_HORIZON --query ShardIterator --output text)
 data=$("${kinesis[@]}" get-records --shard-iterator "$it" --query 'Records[0].Data' --output text)
@@ -56,4 +59,4 @@ if [ "$got" != hello-from-the-cli ]; then
 	echo "get-records returned $got, want hello-from-the-cli" >&2
 	exit 1
 fi
-echo "make test-cli: the AWS CLI ($(aws --version 2>&1 | cut -d' ' -f1)) created a stream, put a record and read it back from kinesislocal"
+echo "make test-cli: the AWS CLI ($(aws --version 2>&1 | cut -d' ' -f1)) created, listed and described a stream, put a record and read it back from kinesislocal"

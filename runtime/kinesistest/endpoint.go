@@ -18,7 +18,8 @@ import (
 // Endpoint serves a Server on a TCP address for any Kinesis client, as
 // kinesalite and kinesis-mock do: plain HTTP (no TLS), HTTP/1.1 and HTTP/2
 // with prior knowledge (h2c) on one port, the service's JSON protocol
-// (awsJson1_1), and SubscribeToShard as an event stream. The Go SDK, the
+// (awsJson1_1), SubscribeToShard as an event stream, and ListStreams and
+// DescribeStream besides kinesisapi.API's operations. The Go SDK, the
 // AWS CLI, boto3 and the Java SDK (with CBOR disabled:
 // AWS_CBOR_DISABLE=1) reach it with their endpoint URL set to URL and any
 // credentials. cmd/kinesislocal is this type as a command.
@@ -43,7 +44,7 @@ func Listen(s *Server, addr string) (*Endpoint, error) {
 	protocols.SetUnencryptedHTTP2(true)
 	e := &Endpoint{backend: s, l: l, served: make(chan struct{})}
 	e.srv = &http.Server{
-		Handler:           http.HandlerFunc(front.serve),
+		Handler:           withEndpointOperations(s, front.serve),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -2,7 +2,9 @@ package kinesistest_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +130,61 @@ func TestServeLocalBroker(t *testing.T) {
 	}
 	if n := e.Backend().Calls(kinesistest.OpPutRecords) + e.Backend().Calls(kinesistest.OpPutRecord); n == 0 {
 		t.Fatal("the server counted no put: the broker did not publish through the endpoint")
+	}
+}
+
+// ListStreams and DescribeStream, which tools reach for first, answer over
+// the wire as the service does: pages of names, a stream's shards.
+func TestEndpointListsAndDescribesStreams(t *testing.T) {
+	e := kinesistest.ServeLocal(t)
+	for _, name := range []string{"c", "a", "b"} {
+		if err := e.Backend().AddStream(name, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := e.Client()
+	var names []string
+	in := &kinesis.ListStreamsInput{Limit: aws.Int32(2)}
+	for pages := 0; ; pages++ {
+		out, err := c.ListStreams(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, out.StreamNames...)
+		if len(out.StreamSummaries) != len(out.StreamNames) || out.StreamSummaries[0].StreamStatus != types.StreamStatusActive || aws.ToString(out.StreamSummaries[0].StreamARN) == "" {
+			t.Fatalf("page %d: summaries %+v", pages, out.StreamSummaries)
+		}
+		if !aws.ToBool(out.HasMoreStreams) {
+			break
+		}
+		if pages > 3 {
+			t.Fatal("ListStreams pages do not end")
+		}
+		in = &kinesis.ListStreamsInput{Limit: aws.Int32(2), NextToken: out.NextToken}
+	}
+	if strings.Join(names, " ") != "a b c" {
+		t.Errorf("ListStreams: %v, want a b c", names)
+	}
+
+	d, err := c.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("b"), Limit: aws.Int32(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := d.StreamDescription
+	if aws.ToString(sd.StreamName) != "b" || sd.StreamStatus != types.StreamStatusActive || len(sd.Shards) != 2 || !aws.ToBool(sd.HasMoreShards) || sd.Shards[0].HashKeyRange == nil {
+		t.Fatalf("DescribeStream b, Limit 2: %+v", sd)
+	}
+	d, err = c.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("b"), ExclusiveStartShardId: sd.Shards[1].ShardId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sd := d.StreamDescription; len(sd.Shards) != 1 || aws.ToString(sd.Shards[0].ShardId) != "shardId-000000000002" || aws.ToBool(sd.HasMoreShards) {
+		t.Fatalf("DescribeStream b after shard 1: %d shards, more %v", len(sd.Shards), aws.ToBool(sd.HasMoreShards))
+	}
+	var nf *types.ResourceNotFoundException
+	if _, err := c.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("missing")}); !errors.As(err, &nf) {
+		t.Errorf("DescribeStream missing: %v, want ResourceNotFoundException", err)
 	}
 }
