@@ -60,3 +60,17 @@ if [ "$got" != hello-from-the-cli ]; then
 	exit 1
 fi
 echo "make test-cli: the AWS CLI ($(aws --version 2>&1 | cut -d' ' -f1)) created, listed and described a stream, put a record and read it back from kinesislocal"
+
+# Over TLS: -tls with its certificate trusted through --ca-bundle.
+kill -TERM "$pid" && wait "$pid" || true
+"$dir/kinesislocal" -addr 127.0.0.1:0 -tls -cert "$dir/cert.pem" -stream tls-check:1 >"$dir/out" 2>&1 &
+pid=$!
+url=
+for _ in $(seq 100); do
+	url=$(sed -n 's/^kinesislocal: serving Kinesis on \(https:[^ ]*\)$/\1/p' "$dir/out")
+	[ -n "$url" ] && break
+	sleep 0.1
+done
+[ -n "$url" ] || { cat "$dir/out" >&2; echo "kinesislocal -tls printed no endpoint" >&2; exit 1; }
+aws --endpoint-url "$url" --ca-bundle "$dir/cert.pem" kinesis describe-stream-summary --stream-name tls-check --query StreamDescriptionSummary.StreamStatus --output text | grep -qx ACTIVE
+echo "make test-cli: and over HTTPS (-tls) with --ca-bundle"

@@ -9,7 +9,10 @@
 // knowledge, h2c), serves stream consumers and SubscribeToShard as an event
 // stream, and takes any credentials. Point a client at it with its endpoint
 // URL (AWS_ENDPOINT_URL_KINESIS=http://127.0.0.1:4567, or --endpoint-url
-// for the AWS CLI). It does not speak CBOR: Java clients set
+// for the AWS CLI). With -tls it serves HTTPS instead, with a fresh
+// self-signed certificate written to -cert FILE for clients to trust
+// (AWS_CA_BUNDLE=FILE), for clients that speak HTTP/2 only over TLS. It
+// does not speak CBOR: Java clients set
 // AWS_CBOR_DISABLE=1 (or -Dcom.amazonaws.sdk.disableCbor=true).
 //
 // Streams are ACTIVE at once, and SplitShard and MergeShards reshard at
@@ -31,6 +34,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,6 +127,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	faultRate := fl.Float64("fault-rate", 0, "answer this fraction (0..1) of PutRecord(s), GetShardIterator, GetRecords, ListShards and SubscribeToShard calls with -fault-code")
 	faultCode := fl.String("fault-code", "ProvisionedThroughputExceededException", "the error of -fault-rate: ProvisionedThroughputExceededException, InternalFailure or LimitExceededException")
 	putFaultRate := fl.Float64("put-fault-rate", 0, "fail this fraction (0..1) of the records put, each with ProvisionedThroughputExceededException (PutRecords: a partial failure)")
+	useTLS := fl.Bool("tls", false, "serve HTTPS (HTTP/2 by ALPN, and HTTP/1.1) with a fresh self-signed certificate, for clients that speak HTTP/2 only over TLS (the Java SDK's SubscribeToShard, the KCL)")
+	certFile := fl.String("cert", "", "with -tls: write the certificate (PEM) to this file, for clients to trust (AWS_CA_BUNDLE=FILE); default: a file in the temporary directory")
 	cutEvery := fl.Duration("cut-subscriptions", 0, "every this long, drop the connection of every open subscription in the middle of an event (0: never)")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -141,6 +147,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *faultRate < 0 || *faultRate > 1 || *putFaultRate < 0 || *putFaultRate > 1:
 		fmt.Fprintln(stderr, "kinesislocal: -fault-rate and -put-fault-rate are fractions between 0 and 1")
+		return 2
+	case *certFile != "" && !*useTLS:
+		fmt.Fprintln(stderr, "kinesislocal: -cert names the certificate file of -tls")
 		return 2
 	case *retention <= 0 || *subLifetime <= 0 || *subInterval < 0 || *activation < 0 || *cutEvery < 0 || *shardLimit < 0:
 		fmt.Fprintln(stderr, "kinesislocal: -retention and -subscription-lifetime must be positive; the other durations and -shard-limit not negative")
@@ -183,16 +192,34 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		})
 	}
 
-	e, err := kinesistest.Listen(backend, *addr)
+	listen := kinesistest.Listen
+	if *useTLS {
+		listen = kinesistest.ListenTLS
+	}
+	e, err := listen(backend, *addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "kinesislocal: %v\n", err)
 		return 1
+	}
+	if *useTLS {
+		if *certFile == "" {
+			*certFile = filepath.Join(os.TempDir(), fmt.Sprintf("kinesislocal-%d.pem", os.Getpid()))
+			defer os.Remove(*certFile)
+		}
+		if err := os.WriteFile(*certFile, e.CertificatePEM(), 0o644); err != nil {
+			fmt.Fprintf(stderr, "kinesislocal: -cert: %v\n", err)
+			_ = e.Close()
+			return 1
+		}
 	}
 	fmt.Fprintf(stdout, "kinesislocal: serving Kinesis on %s\n", e.URL())
 	for _, s := range streams {
 		fmt.Fprintf(stdout, "  stream %s: %d shards\n", s.name, s.shards)
 	}
 	fmt.Fprintf(stdout, "  clients: AWS_ENDPOINT_URL_KINESIS=%s, any region and credentials (AWS CLI: --endpoint-url %s)\n", e.URL(), e.URL())
+	if *useTLS {
+		fmt.Fprintf(stdout, "  certificate: %s (AWS_CA_BUNDLE=%s; AWS CLI: --ca-bundle %s)\n", *certFile, *certFile, *certFile)
+	}
 	fmt.Fprintln(stdout, "  Java SDK and KCL: AWS_CBOR_DISABLE=1 (JSON only, no CBOR)")
 	fmt.Fprintln(stdout, "  leases shared between processes: npx dynalite --port 4568")
 

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,6 +68,52 @@ func TestConformanceOfTheCommand(t *testing.T) {
 	throttled.stop(t)
 }
 
+// With -tls the command serves HTTPS with the certificate it writes to
+// -cert, and a client trusting that file reaches it over HTTP/2.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kinesislocal")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cert := filepath.Join(dir, "cert.pem")
+	p := start(t, bin, "-tls", "-cert", cert, "-stream", "secure:1")
+	if !strings.HasPrefix(p.url, "https://") {
+		t.Fatalf("endpoint %s, want https", p.url)
+	}
+	pemBytes, err := os.ReadFile(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pemBytes) {
+		t.Fatalf("-cert wrote no certificate: %q", pemBytes)
+	}
+	var proto string
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true}
+	c := kinesis.New(kinesis.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(p.url), Retryer: aws.NopRetryer{},
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			res, err := tr.RoundTrip(r)
+			if err == nil {
+				proto = res.Proto
+			}
+			return res, err
+		})},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("secure")}); err != nil || proto != "HTTP/2.0" {
+		t.Fatalf("DescribeStreamSummary over TLS: %v, %s", err, proto)
+	}
+	p.stop(t)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 type process struct {
 	cmd    *exec.Cmd
 	url    string
@@ -105,7 +153,7 @@ func start(t *testing.T, bin string, args ...string) *process {
 	}()
 	select {
 	case line := <-first:
-		m := regexp.MustCompile(`serving Kinesis on (http://127\.0\.0\.1:[0-9]+)$`).FindStringSubmatch(line)
+		m := regexp.MustCompile(`serving Kinesis on (https?://127\.0\.0\.1:[0-9]+)$`).FindStringSubmatch(line)
 		if m == nil {
 			t.Fatalf("first line %q names no endpoint", line)
 		}

@@ -2,7 +2,15 @@ package kinesistest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net"
 	"net/http"
 	"testing"
@@ -28,12 +36,35 @@ type Endpoint struct {
 	srv     *http.Server
 	l       net.Listener
 	served  chan struct{}
+	certPEM []byte         // ListenTLS: the self-signed certificate
+	roots   *x509.CertPool // ListenTLS: a pool holding it
 }
 
 // Listen serves s on addr ("127.0.0.1:0" picks a free loopback port) until
 // Close. s's fault hooks, throttling and subscription limits apply to the
 // network clients as to in-process ones.
 func Listen(s *Server, addr string) (*Endpoint, error) {
+	return listen(s, addr, false)
+}
+
+// ListenTLS is Listen over TLS (HTTP/2 negotiated by ALPN, HTTP/1.1 too),
+// for clients that speak HTTP/2 only over TLS (the Java SDK's SubscribeToShard,
+// the KCL), with a fresh self-signed certificate for localhost, 127.0.0.1,
+// ::1 and addr's host. Clients trust it from CertificatePEM (AWS_CA_BUNDLE
+// names such a file for the AWS CLI, boto3 and the Go SDK); Client does.
+func ListenTLS(s *Server, addr string) (*Endpoint, error) {
+	return listen(s, addr, true)
+}
+
+func listen(s *Server, addr string, withTLS bool) (*Endpoint, error) {
+	var cert tls.Certificate
+	var certPEM []byte
+	if withTLS {
+		var err error
+		if cert, certPEM, err = selfSigned(addr); err != nil {
+			return nil, err
+		}
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -41,8 +72,12 @@ func Listen(s *Server, addr string) (*Endpoint, error) {
 	front := &HTTPServer{backend: s}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	e := &Endpoint{backend: s, l: l, served: make(chan struct{})}
+	if withTLS {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
+	e := &Endpoint{backend: s, l: l, served: make(chan struct{}), certPEM: certPEM}
 	e.srv = &http.Server{
 		Handler:           withEndpointOperations(s, front.serve),
 		Protocols:         &protocols,
@@ -51,15 +86,71 @@ func Listen(s *Server, addr string) (*Endpoint, error) {
 			return context.WithValue(ctx, connKey{}, c)
 		},
 	}
+	if withTLS {
+		e.srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		e.roots = x509.NewCertPool()
+		e.roots.AppendCertsFromPEM(certPEM)
+	}
 	go func() {
 		defer close(e.served)
+		if withTLS {
+			_ = e.srv.ServeTLS(l, "", "")
+			return
+		}
 		_ = e.srv.Serve(l)
 	}()
 	return e, nil
 }
 
-// URL is the endpoint to give clients: http://HOST:PORT.
-func (e *Endpoint) URL() string { return "http://" + e.l.Addr().String() }
+// selfSigned makes a certificate for loopback and addr's host, valid for a
+// year.
+func selfSigned(addr string) (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "kinesislocal"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if host != "localhost" {
+			tmpl.DNSNames = append(tmpl.DNSNames, host)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// URL is the endpoint to give clients: http://HOST:PORT, or https:// under
+// ListenTLS.
+func (e *Endpoint) URL() string {
+	if e.certPEM != nil {
+		return "https://" + e.l.Addr().String()
+	}
+	return "http://" + e.l.Addr().String()
+}
+
+// CertificatePEM is the self-signed certificate of a ListenTLS endpoint, in
+// PEM (nil for Listen's plain HTTP).
+func (e *Endpoint) CertificatePEM() []byte { return e.certPEM }
 
 // Addr is the address the endpoint listens on.
 func (e *Endpoint) Addr() net.Addr { return e.l.Addr() }
@@ -91,12 +182,18 @@ func (e *Endpoint) Close() error {
 
 // Client returns a *kinesis.Client for the endpoint as an application would
 // make one: region us-east-1, static credentials, the SDK's default
-// retries, and HTTP/2 with prior knowledge, so that SubscribeToShard runs
-// over HTTP/2 as it does against the service. optFns change any of it.
+// retries, and HTTP/2 (with prior knowledge on plain HTTP; trusting the
+// certificate under TLS), so that SubscribeToShard runs over HTTP/2 as it
+// does against the service. optFns change any of it.
 func (e *Endpoint) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if e.roots != nil {
+		protocols.SetHTTP2(true)
+		t.TLSClientConfig = &tls.Config{RootCAs: e.roots, MinVersion: tls.VersionTLS12}
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	t.Protocols = &protocols
 	o := kinesis.Options{
 		Region:       "us-east-1",

@@ -36,6 +36,27 @@ func TestConformanceEndpoint(t *testing.T) {
 	})
 }
 
+// The same over TLS, HTTP/2 negotiated by ALPN, the client trusting the
+// endpoint's certificate.
+func TestConformanceEndpointTLS(t *testing.T) {
+	serve := func(t *testing.T, s *kinesistest.Server) kinesisapi.API {
+		e, err := kinesistest.ListenTLS(s, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		if !strings.HasPrefix(e.URL(), "https://") || !strings.Contains(string(e.CertificatePEM()), "BEGIN CERTIFICATE") {
+			t.Fatalf("URL %s, certificate %q", e.URL(), e.CertificatePEM())
+		}
+		return e.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
+	}
+	conformance.Run(t, conformance.Harness{
+		New:               func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(fastSubscribe)) },
+		Throttled:         func(t *testing.T) kinesisapi.API { return serve(t, kinesistest.New(kinesistest.WithThrottling())) },
+		SubscribeInterval: subscribeInterval,
+	})
+}
+
 // A client that speaks HTTP/1.1 only (the AWS CLI, boto3) gets the same
 // service, SubscribeToShard's event stream included.
 func TestEndpointOverHTTP1(t *testing.T) {
