@@ -2,8 +2,8 @@
 # The AWS CLI against cmd/kinesislocal, for make test-cli: installs Debian's
 # awscli with apt-get (as root or through sudo) when `aws` is missing,
 # starts the command on a free loopback port and runs create-stream,
-# list-streams, describe-stream, put-record, get-shard-iterator and
-# get-records against it, checking the
+# list-streams, describe-stream, put-record, get-shard-iterator,
+# get-records and update-shard-count against it, checking the
 # record comes back. make test does not run it.
 set -euo pipefail
 
@@ -53,13 +53,15 @@ set -x
 shard=$("${kinesis[@]}" put-record --stream-name cli-check --partition-key k1 --data hello-from-the-cli "${binary[@]}" --query ShardId --output text)
 it=$("${kinesis[@]}" get-shard-iterator --stream-name cli-check --shard-id "$shard" --shard-iterator-type TRIM_HORIZON --query ShardIterator --output text)
 data=$("${kinesis[@]}" get-records --shard-iterator "$it" --query 'Records[0].Data' --output text)
+"${kinesis[@]}" update-shard-count --stream-name cli-check --target-shard-count 3 --scaling-type UNIFORM_SCALING
+[ "$("${kinesis[@]}" describe-stream-summary --stream-name cli-check --query StreamDescriptionSummary.OpenShardCount --output text)" = 3 ]
 set +x
 got=$(printf %s "$data" | base64 -d)
 if [ "$got" != hello-from-the-cli ]; then
 	echo "get-records returned $got, want hello-from-the-cli" >&2
 	exit 1
 fi
-echo "make test-cli: the AWS CLI ($(aws --version 2>&1 | cut -d' ' -f1)) created, listed and described a stream, put a record and read it back from kinesislocal"
+echo "make test-cli: the AWS CLI ($(aws --version 2>&1 | cut -d' ' -f1)) created, listed and described a stream, put a record and read it back, and resharded it on kinesislocal"
 
 # Over TLS: -tls with its certificate trusted through --ca-bundle.
 kill -TERM "$pid" && wait "$pid" || true

@@ -15,8 +15,8 @@
 // does not speak CBOR: Java clients set
 // AWS_CBOR_DISABLE=1 (or -Dcom.amazonaws.sdk.disableCbor=true).
 //
-// Streams are ACTIVE at once, and SplitShard and MergeShards reshard at
-// once. Everything is held in memory and gone when the command stops
+// Streams are ACTIVE at once, and SplitShard, MergeShards and
+// UpdateShardCount reshard at once; -reshard-every reshards on its own. Everything is held in memory and gone when the command stops
 // (Ctrl-C or SIGTERM: open subscriptions end cleanly first).
 //
 // Leases: a broker's default lease store is in its own process's memory, so
@@ -31,15 +31,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
@@ -129,6 +132,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	putFaultRate := fl.Float64("put-fault-rate", 0, "fail this fraction (0..1) of the records put, each with ProvisionedThroughputExceededException (PutRecords: a partial failure)")
 	useTLS := fl.Bool("tls", false, "serve HTTPS (HTTP/2 by ALPN, and HTTP/1.1) with a fresh self-signed certificate, for clients that speak HTTP/2 only over TLS (the Java SDK's SubscribeToShard, the KCL)")
 	certFile := fl.String("cert", "", "with -tls: write the certificate (PEM) to this file, for clients to trust (AWS_CA_BUNDLE=FILE); default: a file in the temporary directory")
+	reshardEvery := fl.Duration("reshard-every", 0, "every this long, reshard every stream: split its widest open shard in half, next time merge the narrowest adjacent pair back, and so on (0: never)")
 	cutEvery := fl.Duration("cut-subscriptions", 0, "every this long, drop the connection of every open subscription in the middle of an event (0: never)")
 	if err := fl.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -151,7 +155,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *certFile != "" && !*useTLS:
 		fmt.Fprintln(stderr, "kinesislocal: -cert names the certificate file of -tls")
 		return 2
-	case *retention <= 0 || *subLifetime <= 0 || *subInterval < 0 || *activation < 0 || *cutEvery < 0 || *shardLimit < 0:
+	case *retention <= 0 || *subLifetime <= 0 || *subInterval < 0 || *activation < 0 || *cutEvery < 0 || *reshardEvery < 0 || *shardLimit < 0:
 		fmt.Fprintln(stderr, "kinesislocal: -retention and -subscription-lifetime must be positive; the other durations and -shard-limit not negative")
 		return 2
 	}
@@ -240,10 +244,70 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 
+	if *reshardEvery > 0 {
+		go reshardPeriodically(ctx, backend, *reshardEvery, stderr)
+	}
+
 	<-ctx.Done()
 	if err := e.Close(); err != nil {
 		fmt.Fprintf(stderr, "kinesislocal: stopping: %v\n", err)
 	}
 	fmt.Fprintln(stdout, "kinesislocal: stopped")
 	return 0
+}
+
+// reshardPeriodically splits and merges shards of every stream in turn, so that
+// readers meet parents and children while they run.
+func reshardPeriodically(ctx context.Context, s *kinesistest.Server, every time.Duration, stderr io.Writer) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	split := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, name := range s.Streams() {
+			if err := reshardOnce(ctx, s, name, split); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "kinesislocal: -reshard-every: stream %s: %v\n", name, err)
+			}
+		}
+		split = !split
+	}
+}
+
+func reshardOnce(ctx context.Context, s *kinesistest.Server, stream string, split bool) error {
+	out, err := s.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream, ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest}})
+	if err != nil {
+		return err
+	}
+	open := out.Shards
+	width := func(sh types.Shard) *big.Int {
+		lo, _ := new(big.Int).SetString(*sh.HashKeyRange.StartingHashKey, 10)
+		hi, _ := new(big.Int).SetString(*sh.HashKeyRange.EndingHashKey, 10)
+		return hi.Sub(hi, lo)
+	}
+	slices.SortFunc(open, func(a, b types.Shard) int {
+		lo, _ := new(big.Int).SetString(*a.HashKeyRange.StartingHashKey, 10)
+		hi, _ := new(big.Int).SetString(*b.HashKeyRange.StartingHashKey, 10)
+		return lo.Cmp(hi)
+	})
+	if split || len(open) < 2 {
+		widest := open[0]
+		for _, sh := range open[1:] {
+			if width(sh).Cmp(width(widest)) > 0 {
+				widest = sh
+			}
+		}
+		return s.SplitInHalf(stream, *widest.ShardId)
+	}
+	best := 0
+	for i := 1; i+1 < len(open); i++ {
+		if new(big.Int).Add(width(open[i]), width(open[i+1])).Cmp(new(big.Int).Add(width(open[best]), width(open[best+1]))) < 0 {
+			best = i
+		}
+	}
+	_, err = s.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: &stream, ShardToMerge: open[best].ShardId, AdjacentShardToMerge: open[best+1].ShardId})
+	return err
 }

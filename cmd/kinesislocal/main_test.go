@@ -6,12 +6,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +35,8 @@ func TestBadUsage(t *testing.T) {
 		{"-fault-code", "Nope"},
 		{"-fault-rate", "1.5"},
 		{"-retention", "0s"},
+		{"-reshard-every", "-1s"},
+		{"-cert", "x.pem"},
 		{"extra"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -46,10 +50,7 @@ func TestBadUsage(t *testing.T) {
 // conformance suite over the network (HTTP/2 with prior knowledge, as
 // Endpoint.Client speaks it), and stops cleanly on SIGTERM.
 func TestConformanceOfTheCommand(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "kinesislocal")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build(t)
 	plain := start(t, bin, "-subscribe-interval", "200ms", "-stream", "ready:2")
 	throttled := start(t, bin, "-throttle", "-subscribe-interval", "200ms")
 	conformance.Run(t, conformance.Harness{
@@ -72,10 +73,7 @@ func TestConformanceOfTheCommand(t *testing.T) {
 // -cert, and a client trusting that file reaches it over HTTP/2.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kinesislocal")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build(t)
 	cert := filepath.Join(dir, "cert.pem")
 	p := start(t, bin, "-tls", "-cert", cert, "-stream", "secure:1")
 	if !strings.HasPrefix(p.url, "https://") {
@@ -108,6 +106,67 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("DescribeStreamSummary over TLS: %v, %s", err, proto)
 	}
 	p.stop(t)
+}
+
+// -reshard-every splits and merges back in turn, and the records stay.
+func TestReshardEvery(t *testing.T) {
+	p := start(t, build(t), "-reshard-every", "100ms", "-stream", "moving:1")
+	c := client(p.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("moving"), PartitionKey: aws.String("k"), Data: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("moving")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 1 shard, split into 2, merged into 1, split into 2: 6 shards.
+		if len(out.Shards) >= 6 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d shards after 20 s, want a split, a merge and a split", len(out.Shards))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	p.stop(t)
+}
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+// build builds the command once for the package's tests.
+func build(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kinesislocal-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		built = filepath.Join(dir, "kinesislocal")
+		if out, err := exec.Command("go", "build", "-o", built, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built != "" {
+		os.RemoveAll(filepath.Dir(built))
+	}
+	os.Exit(code)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

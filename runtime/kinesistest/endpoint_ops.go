@@ -2,7 +2,9 @@ package kinesistest
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,16 +12,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 )
 
 // The operations an Endpoint serves beyond kinesisapi.API, for the tools
-// people point at a local Kinesis first (the AWS CLI's list-streams and
-// describe-stream, boto3 scripts, older KCLs): built from Streams,
-// DescribeStreamSummary and ListShards, so faults and counters apply as
-// to those.
+// people point at a local Kinesis first (the AWS CLI's list-streams,
+// describe-stream and update-shard-count, boto3 scripts, older KCLs):
+// built from Streams, DescribeStreamSummary, ListShards, SplitShard and
+// MergeShards, so faults and counters apply as to those.
 var endpointOperations = map[string]operation{
-	"ListStreams":    op(listStreams),
-	"DescribeStream": op(describeStream),
+	"ListStreams":      op(listStreams),
+	"DescribeStream":   op(describeStream),
+	"UpdateShardCount": op(updateShardCount),
 }
 
 // withEndpointOperations answers the endpoint's own operations and hands
@@ -142,4 +146,75 @@ func describeStream(s *Server, ctx context.Context, in *kinesis.DescribeStreamIn
 		Shards:                  shards,
 		HasMoreShards:           aws.Bool(more),
 	}}, nil
+}
+
+// updateShardCount reshards a stream to TargetShardCount shards of even
+// hash-key ranges (UNIFORM_SCALING), at once, between half and twice the
+// open shards as on the service. The ranges are the service's; the lineage
+// is not: the open shards are merged into one, which is split evenly, so a
+// reader goes through a chain of parents (each read to its end first, as
+// on any reshard).
+func updateShardCount(s *Server, ctx context.Context, in *kinesis.UpdateShardCountInput, _ ...func(*kinesis.Options)) (*kinesis.UpdateShardCountOutput, error) {
+	if in.ScalingType != types.ScalingTypeUniformScaling {
+		return nil, &smithy.GenericAPIError{Code: "ValidationException", Message: "1 validation error detected: Value at 'scalingType' failed to satisfy constraint: Member must satisfy enum value set: [UNIFORM_SCALING]"}
+	}
+	d, err := s.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: in.StreamName, StreamARN: in.StreamARN})
+	if err != nil {
+		return nil, err
+	}
+	sum := d.StreamDescriptionSummary
+	name, open := sum.StreamName, int(aws.ToInt32(sum.OpenShardCount))
+	target := int(aws.ToInt32(in.TargetShardCount))
+	if in.TargetShardCount == nil || target < 1 {
+		return nil, &smithy.GenericAPIError{Code: "ValidationException", Message: "1 validation error detected: Value at 'targetShardCount' failed to satisfy constraint: Member must have value greater than or equal to 1"}
+	}
+	if target > 2*open || 2*target < open {
+		return nil, invalid(fmt.Sprintf("UpdateShardCount from %d to %d shards: the target must be between half and twice the open shards.", open, target))
+	}
+	out := &kinesis.UpdateShardCountOutput{StreamName: name, StreamARN: sum.StreamARN, CurrentShardCount: aws.Int32(int32(open)), TargetShardCount: aws.Int32(int32(target))}
+	if target == open {
+		return out, nil
+	}
+	openShards := func() ([]types.Shard, error) {
+		var shards []types.Shard
+		lin := &kinesis.ListShardsInput{StreamName: name, ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest}}
+		for {
+			page, err := s.ListShards(ctx, lin)
+			if err != nil {
+				return nil, err
+			}
+			shards = append(shards, page.Shards...)
+			if page.NextToken == nil {
+				break
+			}
+			lin = &kinesis.ListShardsInput{NextToken: page.NextToken}
+		}
+		slices.SortFunc(shards, func(a, b types.Shard) int { return hashStart(a).Cmp(hashStart(b)) })
+		return shards, nil
+	}
+	shards, err := openShards()
+	for err == nil && len(shards) > 1 {
+		_, err = s.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: name, ShardToMerge: shards[0].ShardId, AdjacentShardToMerge: shards[1].ShardId})
+		if err == nil {
+			shards, err = openShards()
+		}
+	}
+	space := new(big.Int).Lsh(big.NewInt(1), 128)
+	for i := 1; err == nil && i < target; i++ {
+		at := new(big.Int).Div(new(big.Int).Mul(space, big.NewInt(int64(i))), big.NewInt(int64(target)))
+		last := shards[len(shards)-1]
+		_, err = s.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: name, ShardToSplit: last.ShardId, NewStartingHashKey: aws.String(at.String())})
+		if err == nil {
+			shards, err = openShards()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func hashStart(sh types.Shard) *big.Int {
+	n, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
+	return n
 }

@@ -3,6 +3,8 @@ package kinesistest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -207,5 +209,55 @@ func TestEndpointListsAndDescribesStreams(t *testing.T) {
 	var nf *types.ResourceNotFoundException
 	if _, err := c.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("missing")}); !errors.As(err, &nf) {
 		t.Errorf("DescribeStream missing: %v, want ResourceNotFoundException", err)
+	}
+}
+
+// UpdateShardCount reshards to even ranges, between half and twice the
+// open shards, and the records put before stay readable.
+func TestEndpointUpdateShardCount(t *testing.T) {
+	e := kinesistest.ServeLocal(t)
+	if err := e.Backend().AddStream("s", 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := e.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
+	for i := range 20 {
+		if _, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("s"), PartitionKey: aws.String(fmt.Sprint("k", i)), Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update := func(n int32) error {
+		_, err := c.UpdateShardCount(ctx, &kinesis.UpdateShardCountInput{StreamName: aws.String("s"), TargetShardCount: aws.Int32(n), ScalingType: types.ScalingTypeUniformScaling})
+		return err
+	}
+	space := new(big.Int).Lsh(big.NewInt(1), 128)
+	for _, n := range []int64{3, 5, 4} {
+		if err := update(int32(n)); err != nil {
+			t.Fatalf("to %d shards: %v", n, err)
+		}
+		out, err := c.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("s"), ShardFilter: &types.ShardFilter{Type: types.ShardFilterTypeAtLatest}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(out.Shards)) != n {
+			t.Fatalf("to %d shards: %d open", n, len(out.Shards))
+		}
+		for i, sh := range out.Shards {
+			want := new(big.Int).Div(new(big.Int).Mul(space, big.NewInt(int64(i))), big.NewInt(n))
+			if got := aws.ToString(sh.HashKeyRange.StartingHashKey); got != want.String() {
+				t.Errorf("to %d shards: shard %d starts at %s, want %s", n, i, got, want)
+			}
+		}
+	}
+	var bad *types.InvalidArgumentException
+	if err := update(9); !errors.As(err, &bad) {
+		t.Errorf("from 4 to 9 shards: %v, want InvalidArgumentException", err)
+	}
+	if err := update(1); !errors.As(err, &bad) {
+		t.Errorf("from 4 to 1 shard: %v, want InvalidArgumentException", err)
+	}
+	if recs, err := e.Backend().Records("s"); err != nil || len(recs) != 20 {
+		t.Errorf("after resharding: %d records (%v), want the 20 put", len(recs), err)
 	}
 }
