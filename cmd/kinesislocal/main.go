@@ -11,9 +11,11 @@
 // URL (AWS_ENDPOINT_URL_KINESIS=http://127.0.0.1:4567, or --endpoint-url
 // for the AWS CLI). With -tls it serves HTTPS instead, with a fresh
 // self-signed certificate written to -cert FILE for clients to trust
-// (AWS_CA_BUNDLE=FILE), for clients that speak HTTP/2 only over TLS. It
-// does not speak CBOR: Java clients set
-// AWS_CBOR_DISABLE=1 (or -Dcom.amazonaws.sdk.disableCbor=true).
+// (AWS_CA_BUNDLE=FILE), for clients that speak HTTP/2 only over TLS. The
+// Java SDK's CBOR is understood for every call but SubscribeToShard, whose
+// event stream is JSON only: a Java client that subscribes (the KCL with
+// enhanced fan-out) sets AWS_CBOR_DISABLE=1 (or
+// -Dcom.amazonaws.sdk.disableCbor=true).
 //
 // Streams are ACTIVE at once, and SplitShard, MergeShards and
 // UpdateShardCount reshard at once; -reshard-every reshards on its own. Everything is held in memory and gone when the command stops
@@ -224,7 +226,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *useTLS {
 		fmt.Fprintf(stdout, "  certificate: %s (AWS_CA_BUNDLE=%s; AWS CLI: --ca-bundle %s)\n", *certFile, *certFile, *certFile)
 	}
-	fmt.Fprintln(stdout, "  Java SDK and KCL: AWS_CBOR_DISABLE=1 (JSON only, no CBOR)")
+	fmt.Fprintln(stdout, "  Java SDK: CBOR served, but SubscribeToShard (the KCL's fan-out) needs AWS_CBOR_DISABLE=1")
 	fmt.Fprintln(stdout, "  leases shared between processes: npx dynalite --port 4568")
 
 	if *cutEvery > 0 {

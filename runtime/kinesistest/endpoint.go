@@ -26,11 +26,14 @@ import (
 // Endpoint serves a Server on a TCP address for any Kinesis client, as
 // kinesalite and kinesis-mock do: plain HTTP (no TLS), HTTP/1.1 and HTTP/2
 // with prior knowledge (h2c) on one port, the service's JSON protocol
-// (awsJson1_1), SubscribeToShard as an event stream, and ListStreams and
-// DescribeStream besides kinesisapi.API's operations. The Go SDK, the
-// AWS CLI, boto3 and the Java SDK (with CBOR disabled:
-// AWS_CBOR_DISABLE=1) reach it with their endpoint URL set to URL and any
-// credentials. cmd/kinesislocal is this type as a command.
+// (awsJson1_1) and the Java SDK's CBOR (application/x-amz-cbor-1.1, for
+// every operation but SubscribeToShard), SubscribeToShard as an event
+// stream, and ListStreams, DescribeStream and UpdateShardCount besides
+// kinesisapi.API's operations. The Go SDK, the AWS CLI, boto3 and the Java
+// SDK reach it with their endpoint URL set to URL and any credentials; a
+// Java client that subscribes (the KCL's enhanced fan-out) sets
+// AWS_CBOR_DISABLE=1, as the event stream is JSON only. cmd/kinesislocal
+// is this type as a command.
 type Endpoint struct {
 	backend *Server
 	srv     *http.Server
@@ -79,7 +82,7 @@ func listen(s *Server, addr string, withTLS bool) (*Endpoint, error) {
 	}
 	e := &Endpoint{backend: s, l: l, served: make(chan struct{}), certPEM: certPEM}
 	e.srv = &http.Server{
-		Handler:           withEndpointOperations(s, front.serve),
+		Handler:           withCBOR(withEndpointOperations(s, front.serve)),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
