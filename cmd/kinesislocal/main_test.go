@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest/conformance"
@@ -131,6 +134,35 @@ func TestReshardEvery(t *testing.T) {
 			t.Fatalf("%d shards after 20 s, want a split, a merge and a split", len(out.Shards))
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	p.stop(t)
+}
+
+// -fault-rate refuses reads and writes with -fault-code, not stream
+// administration; -put-fault-rate fails records inside PutRecords.
+func TestFaultFlags(t *testing.T) {
+	bin := build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	p := start(t, bin, "-fault-rate", "1", "-fault-code", "InternalFailure")
+	c := client(p.url)
+	if _, err := c.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("f"), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatalf("CreateStream under -fault-rate 1: %v", err)
+	}
+	_, err := c.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("f"), PartitionKey: aws.String("k"), Data: []byte("x")})
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "InternalFailure" {
+		t.Errorf("PutRecord under -fault-rate 1: %v, want InternalFailure", err)
+	}
+	p.stop(t)
+
+	p = start(t, bin, "-put-fault-rate", "1", "-stream", "g:1")
+	out, err := client(p.url).PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String("g"), Records: []types.PutRecordsRequestEntry{
+		{PartitionKey: aws.String("a"), Data: []byte("1")}, {PartitionKey: aws.String("b"), Data: []byte("2")},
+	}})
+	if err != nil || aws.ToInt32(out.FailedRecordCount) != 2 || aws.ToString(out.Records[0].ErrorCode) != "ProvisionedThroughputExceededException" {
+		t.Errorf("PutRecords under -put-fault-rate 1: %+v, %v; want both records refused as throttled", out, err)
 	}
 	p.stop(t)
 }
