@@ -261,3 +261,47 @@ func TestEndpointUpdateShardCount(t *testing.T) {
 		t.Errorf("after resharding: %d records (%v), want the 20 put", len(recs), err)
 	}
 }
+
+// Close ends an open subscription cleanly and returns promptly: the
+// command's Ctrl-C does not wait out a subscription's five minutes.
+func TestEndpointCloseEndsSubscriptions(t *testing.T) {
+	e, err := kinesistest.Listen(kinesistest.New(), "127.0.0.1:0")
+	if err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := e.Client(func(o *kinesis.Options) { o.Retryer = aws.NopRetryer{} })
+	if err := e.Backend().AddStream("s", 1); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := c.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String("c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: reg.Consumer.ConsumerARN, ShardId: aws.String("shardId-000000000000"),
+		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeLatest},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.GetStream().Close()
+	<-sub.GetStream().Events() // the first (empty) event: the subscription is open
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v with a subscription open", d)
+	}
+	for range sub.GetStream().Events() {
+	}
+	if err := sub.GetStream().Err(); err != nil {
+		t.Errorf("the subscription ended with %v, want a clean end", err)
+	}
+}
