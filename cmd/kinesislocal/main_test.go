@@ -167,6 +167,40 @@ func TestFaultFlags(t *testing.T) {
 	p.stop(t)
 }
 
+// -cut-subscriptions drops open subscriptions mid-event: the subscriber's
+// stream ends long before its lifetime. (The SDK's reader alone takes a
+// cut for a clean end; the runtime's wire options tell them apart, as
+// kinesistest's own tests check.)
+func TestCutSubscriptions(t *testing.T) {
+	p := start(t, build(t), "-cut-subscriptions", "300ms", "-stream", "cut:1")
+	c := client(p.url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sum, err := c.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String("cut")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := c.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String("c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{
+		ConsumerARN: reg.Consumer.ConsumerARN, ShardId: aws.String("shardId-000000000000"),
+		StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.GetStream().Close()
+	start := time.Now()
+	for range sub.GetStream().Events() {
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the subscription ended after %v; want a cut within a second or so", d)
+	}
+	p.stop(t)
+}
+
 var (
 	buildOnce sync.Once
 	built     string
