@@ -39,7 +39,9 @@ test-ui:
 
 # The AWS CLI against cmd/kinesislocal: installs Debian's awscli when aws is
 # missing (apt-get, as root or through sudo), then create-stream,
-# put-record, get-shard-iterator and get-records. make test does not run it.
+# put-record, get-shard-iterator, get-records and the rest, over HTTP and
+# HTTPS; and boto3's SubscribeToShard when boto3 is there. make test does
+# not run it.
 test-cli:
 	bash scripts/cli-kinesislocal.sh
 

@@ -63,6 +63,27 @@ if [ "$got" != hello-from-the-cli ]; then
 fi
 echo "make test-cli: the AWS CLI ($(aws --version 2>&1 | cut -d' ' -f1)) created, listed and described a stream, put a record and read it back, and resharded it on kinesislocal"
 
+# boto3, when the Python beside the CLI has it (Debian: python3-boto3):
+# SubscribeToShard's event stream over HTTP/1.1.
+if python3 -c 'import boto3' 2>/dev/null; then
+	python3 - "$url" <<'PY'
+import sys, boto3
+k = boto3.client("kinesis", endpoint_url=sys.argv[1])
+k.create_stream(StreamName="boto3-check", ShardCount=1)
+k.put_record(StreamName="boto3-check", PartitionKey="p", Data=b"fan-out")
+arn = k.describe_stream_summary(StreamName="boto3-check")["StreamDescriptionSummary"]["StreamARN"]
+consumer = k.register_stream_consumer(StreamARN=arn, ConsumerName="boto3")["Consumer"]["ConsumerARN"]
+sub = k.subscribe_to_shard(ConsumerARN=consumer, ShardId="shardId-000000000000", StartingPosition={"Type": "TRIM_HORIZON"})
+for event in sub["EventStream"]:
+    got = [r["Data"] for r in event["SubscribeToShardEvent"]["Records"]]
+    assert got == [b"fan-out"], got
+    break
+print("make test-cli: boto3 %s subscribed to a shard and got the record" % boto3.__version__)
+PY
+else
+	echo "make test-cli: boto3 not installed; its SubscribeToShard check skipped"
+fi
+
 # Over TLS: -tls with its certificate trusted through --ca-bundle.
 kill -TERM "$pid" && wait "$pid" || true
 "$dir/kinesislocal" -addr 127.0.0.1:0 -tls -cert "$dir/cert.pem" -stream tls-check:1 >"$dir/out" 2>&1 &
