@@ -1,7 +1,7 @@
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test test-unit test-ui bench bench-kinesalite lint fmt-check generate check-generated
+.PHONY: demo test test-unit test-ui test-cli bench bench-kinesalite lint fmt-check generate check-generated
 
 # The main job: the order service on the in-process Kinesis.
 demo:
@@ -36,6 +36,14 @@ test-ui:
 	bash scripts/ui-browser.sh
 	$(GO) vet -tags ui ./examples/orders
 	$(GO) test -tags ui -count=1 -timeout 5m -run TestStatusPageInBrowser ./examples/orders
+
+# The AWS CLI against cmd/kinesislocal: installs Debian's awscli when aws is
+# missing (apt-get, as root or through sudo), then create-stream,
+# put-record, get-shard-iterator, get-records and the rest, over HTTP and
+# HTTPS; and boto3's SubscribeToShard when boto3 is there. make test does
+# not run it.
+test-cli:
+	bash scripts/cli-kinesislocal.sh
 
 generate:
 	$(GO) generate ./...

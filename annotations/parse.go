@@ -464,6 +464,10 @@ func checkString(key, value string) string {
 		if !ValidStreamName(value) {
 			return "a stream consumer name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
 		}
+	case "retry":
+		if value != RetryTip && value != RetryInPlace {
+			return "want " + RetryTip + " (a copy at the stream's tip, the default) or " + RetryInPlace + " (back off in the lane, keeping the key's order)"
+		}
 	case "partition_key":
 		if err := rules.PartitionKey(value); err != nil {
 			return err.Error()
@@ -488,6 +492,12 @@ func ValidStreamName(s string) bool {
 	}
 	return true
 }
+
+// The values of retry=.
+const (
+	RetryTip     = "tip"
+	RetryInPlace = "in_place"
+)
 
 // ParseStartAt parses a start_at value.
 func ParseStartAt(s string) (StartAt, bool) {

@@ -41,6 +41,7 @@ var knownImports = map[string]string{
 	"os":          "os",
 	"slog":        "log/slog",
 	"sql":         "database/sql",
+	"statuspage":  "github.com/kinesisgen/kinesisgen/runtime/statuspage",
 	"testing":     "testing",
 	"time":        "time",
 	"aws":         "github.com/aws/aws-sdk-go-v2/aws",

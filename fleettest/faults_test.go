@@ -339,9 +339,9 @@ func runMix(t *testing.T, m faultMix, bin, kinesisURL, dynamoURL string) {
 		f.dump(filepath.Join(dir, m.name+"-handled.txt"))
 	}
 	r := f.check()
-	t.Logf("FAULTS mix=%s published=%d handled=%d lost=%d dup_stored_twice=%d dup_redelivered=%d order_violations=%d two_owners_at_once=%d workers_up=%d/%d publish_calls=%d publish_errors=%d publish_max=%.2fs took=%.1fs stop=%.1fs whole=%.1fs injected: %s",
+	t.Logf("FAULTS mix=%s published=%d handled=%d lost=%d dup_stored_twice=%d dup_redelivered=%d order_violations=%d two_owners_at_once=%d workers_up=%d/%d publish_calls=%d publish_errors=%d publish_max=%.2fs took=%.1fs stop=%.1fs whole=%.1fs redelivered_from=(%s) injected: %s",
 		m.name, r.published, r.handled, r.lost, r.storedTwice, r.redelivered, r.orderViolations, r.twoOwners, up, mixWorkers,
-		r.publishCalls, r.publishErrors, r.publishMax.Seconds(), took.Seconds(), stopped.Seconds(), time.Since(begin).Seconds(), f.injected())
+		r.publishCalls, r.publishErrors, r.publishMax.Seconds(), took.Seconds(), stopped.Seconds(), time.Since(begin).Seconds(), r.again, f.injected())
 }
 
 // stopTimeout bounds a worker's graceful stop: its shutdown timeout (10 s)
@@ -507,6 +507,32 @@ type mixResult struct {
 	orderViolations, twoOwners  int
 	publishCalls, publishErrors int
 	publishMax                  time.Duration
+	again                       redeliveries
+}
+
+// redeliveries says where records delivered again were first handled:
+// on how many shards, and from when to when against the fault's start.
+// It is what explains a mix's redelivered count: the records the first
+// owner handled past the last checkpoint it stored, until it stopped.
+type redeliveries struct {
+	shards      map[string]bool
+	first, last time.Duration
+}
+
+func (r *redeliveries) add(shard string, at time.Duration) {
+	if r.shards == nil {
+		r.shards = make(map[string]bool)
+		r.first, r.last = at, at
+	}
+	r.shards[shard] = true
+	r.first, r.last = min(r.first, at), max(r.last, at)
+}
+
+func (r redeliveries) String() string {
+	if r.shards == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d shards, first handled %.1fs..%.1fs after the fault began", len(r.shards), r.first.Seconds(), r.last.Seconds())
 }
 
 // check computes the mix's figures and asserts what a user relies on.
@@ -578,6 +604,9 @@ func (f *mixFleet) check() mixResult {
 		for id, n := range seqs {
 			r.redelivered += n - 1
 			first := firsts[id]
+			if n > 1 {
+				r.again.add(first.shard, first.at.Sub(f.faultAt))
+			}
 			if n > 1 && f.cutOff != "" && !f.mix.rebalanced && (first.owner != f.cutOff || first.at.Before(notBefore)) {
 				unexpected++
 				if unexpected <= 5 {

@@ -93,6 +93,11 @@ type state struct {
 	// leaseCounts count the lease changes of every subscription's
 	// coordinator, for Status.
 	leaseCounts shard.LeaseCounters
+
+	// ended holds, by stream, the measurement options of subscriptions
+	// that stopped, so that their gauges read their final values (nothing
+	// queued, no lease held) until the meter provider shuts down; under mu.
+	ended map[string]runObs
 }
 
 // conn is one Connect's worth of live state.

@@ -188,6 +188,9 @@ type subRun struct {
 	// leaseCtxs: by a lease's context (shard.Record.Lease), the handlers'
 	// context for its records: ctx, also ended when the lease is lost.
 	leaseCtxs sync.Map
+
+	stopping chan struct{} // closed when stop begins: in-place retries stop backing off
+	stopOnce sync.Once
 }
 
 // handlerCtx returns the context the handlers of rec run under: the run's,
@@ -273,7 +276,9 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		if create.shards > 0 {
 			create.shards = 1
 		}
-		_, dlSum, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl))
+		// Logged under its own name: log names the subscription's stream.
+		dlLog := s.b.s.cfg.logger.With("stream", dl, "owner", c.owner, "dead_letter_of", s.stream)
+		_, dlSum, err := ensureStream(ctx, c, dl, create, dlLog)
 		if err != nil {
 			return err
 		}
@@ -282,7 +287,7 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	}
 
 	cfg := s.b.s.cfg
-	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now()}
+	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{})}
 	handlerName := s.set.name
 	r.obs = r.tel.runObs(s.stream, handlerName)
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
@@ -385,6 +390,7 @@ func (r *subRun) abandon() {
 // releases the leases. Handlers still running after that see their context
 // cancelled; records they never settle are read again by the next owner.
 func (r *subRun) stop(ctx context.Context) error {
+	r.stopOnce.Do(func() { close(r.stopping) })
 	err := r.coord.Stop(ctx)
 	r.lanes.close()
 	r.cancel()
@@ -470,35 +476,38 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		delete(headers, ApplicationHeader)
 	}
 	attempt := takeAttempt(headers)
-	d := Delivery{
-		Stream:         rec.Stream,
-		ShardID:        rec.ShardID,
-		SequenceNumber: rec.SequenceNumber,
-		PartitionKey:   rec.PartitionKey,
-		ArrivalTime:    rec.ArrivalTime,
-		Attempt:        attempt,
-		headers:        headers,
-	}
-	var out Outcome
-	if t := r.tel; t != nil {
-		out, err = r.callObserved(ctx, t, payload, &d)
-	} else {
-		out, err = r.call(ctx, payload, d)
-	}
-	if err != nil {
-		return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
-	}
-	if out.kind != outcomeAck && rec.Stale() {
-		// The lease was lost while the handler ran (its context was
-		// cancelled): the next owner handles the record again, so no
-		// retry copy or dead letter is made of this handling.
-		return false
-	}
-	switch out.kind {
-	case outcomeAck:
-		rec.Count(shard.Acked)
-		return true
-	case outcomeRetry:
+	for {
+		d := Delivery{
+			Stream:         rec.Stream,
+			ShardID:        rec.ShardID,
+			SequenceNumber: rec.SequenceNumber,
+			PartitionKey:   rec.PartitionKey,
+			ArrivalTime:    rec.ArrivalTime,
+			Attempt:        attempt,
+			headers:        headers,
+		}
+		if attempt > 1 && r.s.set.inPlace {
+			// The handler may have changed the map it was given.
+			d.headers = maps.Clone(headers)
+		}
+		var out Outcome
+		if t := r.tel; t != nil {
+			out, err = r.callObserved(ctx, t, payload, &d)
+		} else {
+			out, err = r.call(ctx, payload, d)
+		}
+		if err != nil {
+			return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
+		}
+		if out.kind != outcomeAck && rec.Stale() {
+			// The lease was lost while the handler ran (its context was
+			// cancelled): the next owner handles the record again, so no
+			// retry copy or dead letter is made of this handling.
+			return false
+		}
+		if out.kind != outcomeRetry {
+			return r.settleOutcome(ctx, rec, headers, payload, attempt, out)
+		}
 		cause := out.err
 		if cause == nil {
 			cause = errors.New("handler asked for a retry")
@@ -506,13 +515,67 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		if attempt > r.s.set.retries {
 			return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("gave up after %d attempts: %w", attempt, cause))
 		}
-		return r.retry(ctx, rec, headers, payload, attempt, cause)
-	default:
-		reason := out.err
-		if reason == nil {
-			reason = errors.New("rejected by the handler")
+		if !r.s.set.inPlace {
+			return r.retry(ctx, rec, headers, payload, attempt, cause)
 		}
-		return r.giveUp(ctx, rec, headers, payload, attempt, reason)
+		if !r.backOff(rec, attempt, cause) {
+			return false
+		}
+		attempt++
+	}
+}
+
+// settleOutcome carries out an ack or a reject.
+func (r *subRun) settleOutcome(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, out Outcome) (settle bool) {
+	if out.kind == outcomeAck {
+		rec.Count(shard.Acked)
+		return true
+	}
+	reason := out.err
+	if reason == nil {
+		reason = errors.New("rejected by the handler")
+	}
+	return r.giveUp(ctx, rec, headers, payload, attempt, reason)
+}
+
+// The bounds of an in-place retry's backoff; tests shorten them.
+var inPlaceBase, inPlaceMax = InPlaceRetryBase, InPlaceRetryMax
+
+// backOff waits, in the record's lane, before attempt attempt+1 of an
+// in-place retry (RetryInPlace): exponential with jitter, bounded by
+// InPlaceRetryMax. It reports false when the record is to be left
+// unsettled instead: the run is stopping (its shard's unsettled records
+// are then abandoned, so that the stop does not wait for them: the next
+// owner reads them again) or the record went stale (its lease was lost or
+// its shard repositioned).
+func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
+	d := min(inPlaceBase<<min(attempt-1, 16), inPlaceMax)
+	wait := max(d/2+rand.N(d/2+1), time.Millisecond)
+	r.log.Debug("record retried in place", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	// A lost lease is seen within a tick: Record.Stale has no channel.
+	tick := time.NewTicker(min(wait, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.C:
+			if rec.Stale() {
+				return false
+			}
+			return true
+		case <-tick.C:
+			if rec.Stale() {
+				r.log.Info("in-place retry given up: the shard's lease was lost or it was repositioned; the record is read again", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt)
+				return false
+			}
+		case <-r.stopping:
+			rec.Abandon()
+			r.log.Info("in-place retry stopped by shutdown; the record is left unsettled and read again by the shard's next owner", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt)
+			return false
+		case <-r.ctx.Done():
+			return false
+		}
 	}
 }
 

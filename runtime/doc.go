@@ -51,7 +51,8 @@
 // NewPublisher with PublisherSpec and the PublishOptions (WithPartitionKey,
 // WithStream, WithAggregation); the SubscribeOptions, one per key of //kinesis:subscriber
 // (CreateIfMissing, CreateOnDemandIfMissing, Workers, ByKey, StartAt,
-// BatchSize, PollInterval, MaxRetries, DeadLetter, FanOut) and HandlerName;
+// BatchSize, PollInterval, MaxRetries (default 3), RetryAtTip, RetryInPlace,
+// DeadLetter, FanOut) and HandlerName;
 // ReplyOutcome; HeaderEncoder and HeaderDecoder; and
 // SupportPackageIsVersion1 are what kinesis_gen.go calls. An application
 // may call them too (to publish or subscribe without markers), but a marker

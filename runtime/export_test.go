@@ -14,6 +14,14 @@ func FastRetries() Option {
 	}
 }
 
+// SetInPlaceBackoff sets the bounds of an in-place retry's backoff for
+// the rest of t.
+func SetInPlaceBackoff(t *testing.T, base, most time.Duration) {
+	b, m := inPlaceBase, inPlaceMax
+	inPlaceBase, inPlaceMax = base, most
+	t.Cleanup(func() { inPlaceBase, inPlaceMax = b, m })
+}
+
 // SpareAggregateBuffers returns a function that counts the aggregate
 // buffers kept for reuse by the aggregators of b's connection of the
 // moment; call it once b has shut down.
@@ -61,3 +69,6 @@ func SetAggDistributionEvery(t testing.TB, d time.Duration) {
 	aggDistributionEvery = d
 	t.Cleanup(func() { aggDistributionEvery = old })
 }
+
+// KeyLane is the by-key lane of key among n.
+func KeyLane(key string, n int) int { return keyLane(key, n) }

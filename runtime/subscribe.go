@@ -105,11 +105,14 @@ const (
 // Ack settles the record: its shard's checkpoint may move past it.
 func Ack() Outcome { return Outcome{kind: outcomeAck} }
 
-// Retry publishes a copy of the record at the tip of its stream with the
-// attempt count raised, then settles the original. The copy loses its place
-// among the records of its key. After the subscription's MaxRetries the
-// record is rejected instead, and so is a record whose key could not be
-// published (a KPL sub-record's empty, too long or invalid UTF-8 key).
+// Retry asks for the record to be handled again. By default (RetryAtTip) a
+// copy of it is published at the tip of its stream with the attempt count
+// raised and the original settled: the copy loses its place among the
+// records of its key. With RetryInPlace the record backs off in its lane
+// and is handled again there, its key's later records waiting. After the
+// subscription's MaxRetries (default 3) the record is rejected instead,
+// and so is a record whose key could not be published (a KPL sub-record's
+// empty, too long or invalid UTF-8 key).
 func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 
 // Reject gives the record up: it goes to the dead-letter stream when one is
@@ -119,10 +122,14 @@ func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 // when it would not fit the service's limit (TruncatedFromHeader).
 func Reject(err error) Outcome { return Outcome{kind: outcomeReject, err: err} }
 
-// OutcomeOf maps a handler's error to an outcome: nil acks, non-nil retries.
+// OutcomeOf maps a handler's error to an outcome: nil acks, an error marked
+// Permanent (errors.As finds a *PermanentError) rejects, any other retries.
 func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Ack()
+	}
+	if perm := (*PermanentError)(nil); errors.As(err, &perm) {
+		return Reject(err)
 	}
 	return Outcome{kind: outcomeRetry, err: err}
 }
@@ -167,6 +174,7 @@ type subscribeSettings struct {
 	poll       time.Duration // 0: the coordinator's default (1 s)
 	fanout     string        // the stream consumer of enhanced fan-out; "": polling
 	retries    int
+	inPlace    bool // retry=in_place: a retry backs off in the lane (RetryInPlace)
 	deadLetter string
 	name       string
 	middleware []Middleware // Use
@@ -307,8 +315,9 @@ func FanOut(consumer string) SubscribeOption { // fanout=NAME
 	}
 }
 
-// MaxRetries bounds the deferred retries of one record (default 3); 0 sends
-// a record that asks for a retry straight to its rejection.
+// MaxRetries bounds the retries of one record (default 3, DefaultRetries);
+// 0 sends a record that asks for a retry straight to its rejection. It
+// bounds both kinds of retry (RetryAtTip, RetryInPlace).
 func MaxRetries(n int) SubscribeOption { // retries=N
 	return func(s *subscribeSettings) {
 		if n < 0 {
@@ -318,6 +327,38 @@ func MaxRetries(n int) SubscribeOption { // retries=N
 		s.retries = n
 	}
 }
+
+// RetryAtTip makes a retry copy the record to the tip of its stream, with
+// its attempt count raised, and settle the original: the lane goes on at
+// once, but the copy loses its place among its key's records. It is the
+// default. Pick it when records of one key do not depend on each other.
+func RetryAtTip() SubscribeOption { // retry=tip
+	return func(s *subscribeSettings) { s.inPlace = false }
+}
+
+// RetryInPlace makes a retry keep the record's place: it backs off in its
+// lane and is handled again, Delivery.Attempt counting up, up to
+// MaxRetries times; then it is rejected (dead-lettered when DeadLetter is
+// set). The key's later records wait behind it, so its order holds: pick
+// it with ByKey when a key's records must be handled in order (the choice
+// Lambda's event source mappings and KCL consumers make).
+//
+// The backoff before attempt n+1 is exponential with jitter: a random
+// wait between half and all of min(InPlaceRetryBase·2^(n-1),
+// InPlaceRetryMax). With ByKey, other lanes run on meanwhile, and the
+// waiting lane holds only its keys; without it, the record holds its
+// worker. A shutdown ends a backoff at once and leaves the record (and
+// the rest of its shard's unsettled records) unsettled, as does a lost
+// lease: the shard's next owner reads them again.
+func RetryInPlace() SubscribeOption { // retry=in_place
+	return func(s *subscribeSettings) { s.inPlace = true }
+}
+
+// The bounds of RetryInPlace's backoff.
+const (
+	InPlaceRetryBase = 200 * time.Millisecond
+	InPlaceRetryMax  = 10 * time.Second
+)
 
 // DeadLetter names the stream that receives rejected records, with their
 // reason and origin in headers. It must exist when the subscription starts
@@ -369,7 +410,8 @@ func validateName(what, name string) string {
 }
 
 // ReplyOutcome publishes a handler's reply (when err is nil) and maps the
-// result to an outcome: a failed handler or a failed publish retries. The
+// result to an outcome: a failed handler or a failed publish retries, a
+// handler's error marked Permanent rejects. The
 // generated Mount calls it for a reply handler. The reply's key follows p's
 // key ladder: the mount-site key set with WithPartitionKey on p (a
 // subscriber's partition_key=) when there is one, else, ctx being the
@@ -557,7 +599,7 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	for _, other := range b.s.subs {
 		if other.stream == stream {
 			b.s.mu.Unlock()
-			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New("this broker already subscribes to the stream")}
+			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errSecondSubscription(other.set.name)}
 		}
 	}
 	c := b.s.conn
@@ -594,6 +636,19 @@ var startTimeout = 2 * time.Minute
 
 // forget removes s from the broker's subscriptions, so its stream can be
 // subscribed again.
+// ended notes that s stopped, for its gauges' final values.
+func (b *Broker) ended(s *Subscription) {
+	if t := b.s.cfg.tel; t == nil || !t.metrics {
+		return
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.ended == nil {
+		b.s.ended = map[string]runObs{}
+	}
+	b.s.ended[s.stream] = b.s.cfg.tel.runObs(s.stream, s.set.name)
+}
+
 func (b *Broker) forget(s *Subscription) {
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
@@ -668,6 +723,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	s.b.forget(s)
 	err := s.halt(ctx)
 	s.finish()
+	s.b.ended(s)
 	return err
 }
 
@@ -782,8 +838,41 @@ func (b *Broker) stopSubscriptions(ctx context.Context) error {
 		wg.Go(func() {
 			errs[i] = s.halt(ctx)
 			s.finish()
+			b.ended(s)
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// errSecondSubscription is the error of a second subscription to a stream
+// on one broker, first naming the handler already mounted, if named.
+func errSecondSubscription(handler string) error {
+	already := "this broker already subscribes to the stream"
+	if handler != "" {
+		already += " (handler " + handler + ")"
+	}
+	return errors.New(already + "; there is one subscription per stream per broker, as a stream's leases and checkpoints " +
+		"are the application's: to read the stream a second time, with checkpoints of its own, use another broker " +
+		"with its own runtime.WithApplication name")
+}
+
+// PermanentError marks a handler's error as permanent: retrying the record
+// cannot help (it is malformed, or names something that does not exist).
+// Make one with Permanent; errors.As finds it through wrapping.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent: a handler that returns it (as its
+// error, alone or beside a reply, or through OutcomeOf or Retry's cause)
+// has the record rejected at once, without spending its retries: it goes
+// to the dead-letter stream when one is set, with err as its reason, and
+// is logged and checkpointed past otherwise. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
 }

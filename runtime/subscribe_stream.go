@@ -57,9 +57,14 @@ func ensureStream(ctx context.Context, c *conn, stream string, create creation, 
 		if err != nil && !errors.As(err, &inUse) { // in use: someone else created it first
 			return false, nil, &Error{Kind: kindOr(ErrStream, err), Op: "CreateStream", Stream: stream, Err: err}
 		}
-		if create.onDemand {
+		switch {
+		case err != nil:
+			// Two instances starting together both find the stream
+			// missing; only one CreateStream succeeds.
+			log.Info("stream created by another instance")
+		case create.onDemand:
 			log.Info("stream created", "mode", "on-demand")
-		} else {
+		default:
 			log.Info("stream created", "shards", create.shards)
 		}
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -121,12 +122,12 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 	return t
 }
 
-// close unregisters the gauges' callback: a closed broker reports nothing.
-func (t *telemetry) close() {
-	if t != nil && t.reg != nil {
-		_ = t.reg.Unregister()
-	}
-}
+// close is called when the broker shuts down. The gauges' callback stays
+// registered: a final collection at exit (after Run returns, before the
+// meter provider shuts down) still reads the lease counters as they ended
+// and the subscriptions' gauges at their final values. It goes with the
+// provider.
+func (t *telemetry) close() {}
 
 // observe reports the gauges of every running subscription of s, from
 // what Broker.Status reads, and the instance's lease counts.
@@ -136,7 +137,17 @@ func (t *telemetry) observe(s *state, o metric.Observer) {
 	o.ObserveInt64(t.postponed, int64(s.leaseCounts.Postponed.Load()))
 	s.mu.Lock()
 	subs := append([]*Subscription(nil), s.subs...)
+	ended := maps.Clone(s.ended)
 	s.mu.Unlock()
+	for _, sub := range subs {
+		delete(ended, sub.stream) // subscribed again
+	}
+	for _, obs := range ended {
+		// Stopped: nothing queued, no lease held. The shards' gauges end
+		// with their leases.
+		o.ObserveInt64(t.queueDepth, 0, obs.sub)
+		o.ObserveInt64(t.leasesHeld, 0, obs.stream)
+	}
 	now := time.Now()
 	for _, sub := range subs {
 		sub.mu.Lock()

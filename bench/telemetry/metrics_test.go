@@ -494,3 +494,39 @@ func TestMetricsSkippedRetryCopy(t *testing.T) {
 		t.Errorf("audit's handler.duration: %s, want 2 handlings", v)
 	}
 }
+
+// Issue 32 item 7: after Shutdown (Run returned) the metrics stay readable
+// until the meter provider shuts down, so a final flush at exit has them:
+// the lease counters as they ended, and the subscription's gauges at their
+// final values (no lease held, nothing queued).
+func TestMetricsOutliveShutdown(t *testing.T) {
+	ctx := testCtx(t)
+	m := newMeter(t)
+	srv := kinesistest.New()
+	createStream(t, ctx, srv, "orders", 2)
+	b := srv.NewBroker(runtime.WithMeterProvider(m.mp), runtime.WithLeaseStore(lease.NewMemory()))
+	if _, err := runtime.Subscribe(b, "orders", func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		return runtime.Ack()
+	}, runtime.HandlerName("shop.Post")); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, b)
+	const st = "messaging.destination.name=orders"
+	if v := values(m.collect()["kinesisgen.leases.held"]); v != st+": 2" {
+		t.Fatalf("leases held while running: %q", v)
+	}
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := m.collect()
+	for name, want := range map[string]string{
+		"kinesisgen.leases.taken":     ": 2",
+		"kinesisgen.leases.lost":      ": 0",
+		"kinesisgen.leases.held":      st + ": 0",
+		"kinesisgen.lane.queue_depth": "kinesisgen.handler=shop.Post," + st + ": 0",
+	} {
+		if v := values(got[name]); v != want {
+			t.Errorf("after Shutdown, %s:\n%s\nwant:\n%s", name, v, want)
+		}
+	}
+}

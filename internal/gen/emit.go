@@ -428,6 +428,12 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	if mk.Retries != nil {
 		opts = append(opts, opt("MaxRetries", jen.Lit(*mk.Retries)))
 	}
+	switch mk.Retry {
+	case annotations.RetryInPlace:
+		opts = append(opts, opt("RetryInPlace"))
+	case annotations.RetryTip:
+		opts = append(opts, opt("RetryAtTip"))
+	}
 	if mk.DeadLetter != "" {
 		opts = append(opts, opt("DeadLetter", jen.Lit(mk.DeadLetter)))
 	}

@@ -30,6 +30,12 @@
 // *kinesis.Client (HTTPServer.Client) runs the SDK's network path, the
 // HTTP/2 event stream of SubscribeToShard included.
 //
+// Listen (and ListenTLS) serve a Server on a TCP port for clients of any
+// language, as kinesalite does: plain HTTP/1.1 and h2c, JSON and the Java
+// SDK's CBOR. ServeLocal gives an application's test one on a loopback
+// port, and its NewBroker a broker that reaches it over the wire;
+// cmd/kinesislocal is the same as a command.
+//
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
 // CreateStream returns and resharding is immediate; a registered consumer
 // is ACTIVE, and a deregistered one gone, at once, unless

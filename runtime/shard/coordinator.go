@@ -43,6 +43,17 @@ func (r *Record) Settle() {
 	}
 }
 
+// Abandon leaves r unsettled for good, with every record its reader
+// delivered and did not settle yet: their settlements no longer count, a
+// stop no longer waits for them, and the shard's next reader reads them
+// again from its checkpoint. A lane that stops while it holds r back (an
+// in-place retry backing off) calls it.
+func (r *Record) Abandon() {
+	if r.wm != nil {
+		r.wm.abandon()
+	}
+}
+
 // Stale reports whether settling r can no longer matter: its reader lost the
 // lease, handed it over or was repositioned by a seek, or the lease is past
 // its fence by this process's monotonic clock (after a pause, before the
