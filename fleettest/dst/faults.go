@@ -1,0 +1,301 @@
+package dst
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+var (
+	// errDead is what a crashed instance's Kinesis calls fail with: an
+	// invalid argument, which the runtime does not retry in a loop.
+	errDead = &types.InvalidArgumentException{Message: aws.String("dst: instance crashed")}
+	// errStoreDead, errStoreDown and errThrottled are its lease-store
+	// failures: crashed, an outage, throttling.
+	errStoreDead = errors.New("dst: instance crashed")
+	errStoreDown = errors.New("dst: lease store unavailable")
+	errThrottled = errors.New("dst: lease store throttled (ProvisionedThroughputExceeded)")
+	errKinesis   = &types.KMSThrottlingException{Message: aws.String("dst: injected Kinesis failure")}
+)
+
+// faults is the state of one instance's injected faults, guarded by
+// world.mu; times are virtual.
+type faults struct {
+	resume       chan struct{} // non-nil while paused: closed when the pause ends
+	pausedAt     time.Time
+	memberPause  time.Duration // PauseAfterMembers, armed
+	slowUntil    time.Time
+	slowLat      time.Duration
+	lateUntil    time.Time
+	failUntil    time.Time
+	failThrottle bool
+	kinUntil     time.Time
+	kinThrottle  bool
+}
+
+// gate blocks while in is paused. The channel was made in the bubble, so
+// the wait is durable and virtual time runs on.
+func (in *instance) gate() {
+	for {
+		in.w.mu.Lock()
+		ch := in.f.resume
+		in.w.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+	}
+}
+
+// pause freezes in for d (from now); a pause already running is extended.
+func (in *instance) pause(d time.Duration) {
+	w := in.w
+	w.mu.Lock()
+	if in.f.resume == nil {
+		in.f.resume = make(chan struct{})
+		in.f.pausedAt = time.Now()
+	}
+	ch := in.f.resume
+	w.pauses = append(w.pauses, span{inst: in.name, from: time.Now(), to: time.Now().Add(d)})
+	w.mu.Unlock()
+	time.AfterFunc(d, func() {
+		w.mu.Lock()
+		if in.f.resume == ch {
+			in.f.resume = nil
+			close(ch)
+		}
+		w.mu.Unlock()
+	})
+}
+
+// storeOp classes: whether the runtime may hold a lease's mutex while it
+// waits for the call (a checkpoint, renewal, release or children write).
+// Such a call is never made to wait on the virtual clock: a goroutine
+// waiting for a sync.Mutex is not durably blocked, so a sleep under the
+// mutex stops the bubble's clock for good. Their slow and late answers
+// come at once.
+type opClass struct {
+	name     string
+	write    bool
+	underMu  bool
+	isMember bool // a members read
+}
+
+var (
+	opList       = opClass{name: "list"}
+	opGet        = opClass{name: "get"}
+	opGetMany    = opClass{name: "get-many"}
+	opMembers    = opClass{name: "members", isMember: true}
+	opCreate     = opClass{name: "create", write: true}
+	opTake       = opClass{name: "take", write: true}
+	opHandoff    = opClass{name: "handoff", write: true}
+	opDelete     = opClass{name: "delete", write: true}
+	opHeartbeat  = opClass{name: "heartbeat", write: true}
+	opLeave      = opClass{name: "leave", write: true}
+	opRenew      = opClass{name: "renew", write: true, underMu: true}
+	opCheckpoint = opClass{name: "checkpoint", write: true, underMu: true}
+	opRelease    = opClass{name: "release", write: true, underMu: true}
+	opChildren   = opClass{name: "set-children", write: true, underMu: true}
+)
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// storeCall runs apply as one of in's lease-store calls, through its
+// faults.
+func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func() (T, error)) (T, error) {
+	var zero T
+	in.gate()
+	if in.dead.Load() {
+		return zero, errStoreDead
+	}
+	now := time.Now()
+	in.w.mu.Lock()
+	f := in.f
+	in.w.mu.Unlock()
+	if now.Before(f.failUntil) {
+		if f.failThrottle {
+			return zero, errThrottled
+		}
+		return zero, errStoreDown
+	}
+	if now.Before(f.slowUntil) && !op.underMu {
+		if err := sleepCtx(ctx, f.slowLat); err != nil {
+			return zero, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	v, err := apply()
+	if op.write && now.Before(f.lateUntil) {
+		// Applied, answered after the deadline.
+		if !op.underMu {
+			<-ctx.Done()
+		}
+		return zero, context.DeadlineExceeded
+	}
+	if op.isMember {
+		in.w.mu.Lock()
+		d := in.f.memberPause
+		in.f.memberPause = 0
+		in.w.mu.Unlock()
+		if d > 0 {
+			in.w.note("%s: members read answered, then paused for %v", in.name, d)
+			in.pause(d)
+		}
+	}
+	in.gate()
+	return v, err
+}
+
+// store is one instance's client of the shared lease store.
+type store struct {
+	m  *lease.Memory
+	in *instance
+}
+
+func (s *store) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	return storeCall(ctx, s.in, opList, func() ([]lease.Lease, error) { return s.m.List(ctx, ns) })
+}
+func (s *store) Get(ctx context.Context, key string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opGet, func() (lease.Lease, error) { return s.m.Get(ctx, key) })
+}
+func (s *store) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
+	return storeCall(ctx, s.in, opGetMany, func() ([]lease.Lease, error) { return s.m.GetMany(ctx, keys) })
+}
+func (s *store) Create(ctx context.Context, l lease.Lease) (bool, error) {
+	return storeCall(ctx, s.in, opCreate, func() (bool, error) { return s.m.Create(ctx, l) })
+}
+
+type created struct {
+	l  lease.Lease
+	ok bool
+}
+
+func (s *store) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bool, error) {
+	c, err := storeCall(ctx, s.in, opCreate, func() (created, error) {
+		l, ok, err := s.m.CreateOrGet(ctx, l)
+		return created{l, ok}, err
+	})
+	return c.l, c.ok, err
+}
+func (s *store) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opTake, func() (lease.Lease, error) { return s.m.Take(ctx, l, owner) })
+}
+func (s *store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opRenew, func() (lease.Lease, error) { return s.m.Renew(ctx, l) })
+}
+func (s *store) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opCheckpoint, func() (lease.Lease, error) { return s.m.Checkpoint(ctx, l, cp, sub) })
+}
+func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opRelease, func() (lease.Lease, error) { return s.m.Release(ctx, l) })
+}
+func (s *store) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opHandoff, func() (lease.Lease, error) { return s.m.RequestHandoff(ctx, l, to) })
+}
+func (s *store) SetChildren(ctx context.Context, l lease.Lease, children []string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opChildren, func() (lease.Lease, error) { return s.m.SetChildren(ctx, l, children) })
+}
+func (s *store) Delete(ctx context.Context, l lease.Lease) error {
+	_, err := storeCall(ctx, s.in, opDelete, func() (struct{}, error) { return struct{}{}, s.m.Delete(ctx, l) })
+	return err
+}
+func (s *store) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	_, err := storeCall(ctx, s.in, opHeartbeat, func() (struct{}, error) { return struct{}{}, s.m.Heartbeat(ctx, ns, m) })
+	return err
+}
+func (s *store) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	return storeCall(ctx, s.in, opMembers, func() ([]lease.Member, error) { return s.m.Members(ctx, ns) })
+}
+func (s *store) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	_, err := storeCall(ctx, s.in, opLeave, func() (struct{}, error) { return struct{}{}, s.m.Leave(ctx, ns, owner, beat) })
+	return err
+}
+
+var (
+	_ lease.Store          = (*store)(nil)
+	_ lease.MemberStore    = (*store)(nil)
+	_ lease.Lookup         = (*store)(nil)
+	_ lease.CreateOrGetter = (*store)(nil)
+)
+
+// client is one instance's Kinesis client.
+type client struct {
+	kinesisapi.API
+	w interface {
+		WaitForRecords(context.Context, string) error
+	}
+	in *instance
+}
+
+// readCall applies in's pause, crash and Kinesis faults to a read.
+func readCall[T any](ctx context.Context, in *instance, apply func() (T, error)) (T, error) {
+	var zero T
+	in.gate()
+	if in.dead.Load() {
+		return zero, errDead
+	}
+	in.w.mu.Lock()
+	f := in.f
+	in.w.mu.Unlock()
+	if time.Now().Before(f.kinUntil) {
+		if f.kinThrottle {
+			return zero, &types.ProvisionedThroughputExceededException{Message: aws.String("dst: injected throttling")}
+		}
+		return zero, errKinesis
+	}
+	v, err := apply()
+	in.gate()
+	return v, err
+}
+
+func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	return readCall(ctx, c.in, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
+}
+
+func (c *client) GetShardIterator(ctx context.Context, p *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return readCall(ctx, c.in, func() (*kinesis.GetShardIteratorOutput, error) { return c.API.GetShardIterator(ctx, p, o...) })
+}
+
+func (c *client) ListShards(ctx context.Context, p *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	c.in.gate()
+	if c.in.dead.Load() {
+		return nil, errDead
+	}
+	return c.API.ListShards(ctx, p, o...)
+}
+
+func (c *client) DescribeStreamSummary(ctx context.Context, p *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	c.in.gate()
+	if c.in.dead.Load() {
+		return nil, errDead
+	}
+	return c.API.DescribeStreamSummary(ctx, p, o...)
+}
+
+func (c *client) WaitForRecords(ctx context.Context, it string) error {
+	c.in.gate()
+	if c.in.dead.Load() {
+		_ = sleepCtx(ctx, time.Second)
+		return errDead
+	}
+	return c.w.WaitForRecords(ctx, it)
+}
