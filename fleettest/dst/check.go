@@ -209,6 +209,26 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				excuse = append(excuse, s)
 			}
 		}
+		// Times when the application had no live member at all.
+		var lives []span
+		for _, in := range w.order {
+			if in.app == app {
+				to := in.gone
+				if to.IsZero() {
+					to = w.begin.Add(24 * time.Hour)
+				}
+				lives = append(lives, span{from: in.started, to: to})
+			}
+		}
+		cur := w.begin
+		for _, l := range sortedSpans(lives) {
+			if l.from.After(cur) {
+				excuse = append(excuse, span{from: cur, to: l.from})
+			}
+			if l.to.After(cur) {
+				cur = l.to
+			}
+		}
 		for _, p := range w.pub {
 			f, ok := first[app][p.id]
 			end := f.start
@@ -249,6 +269,12 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			}
 		}
 	}
+}
+
+func sortedSpans(s []span) []span {
+	s = slices.Clone(s)
+	slices.SortFunc(s, func(a, b span) int { return a.from.Compare(b.from) })
+	return s
 }
 
 // overlap is how much of [from, to] the spans cover (their union).

@@ -327,6 +327,9 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 const shutdownTimeout = 10 * time.Second
 
 func (w *world) shutdown(ctx context.Context, in *instance, why string) {
+	// A paused process handles its shutdown signal once it runs again
+	// (and its Stop would wait on a pass frozen at the gate).
+	in.gate()
 	bound := shutdownTimeout + w.cfg.Timing.Failover
 	w.callBound(in.name+" shutdown ("+why+")", bound, func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)

@@ -40,10 +40,13 @@ func runOne(t *testing.T, cfg dst.Config) *dst.Result {
 	go func() {
 		for i := 0; !done.Load(); i++ {
 			time.Sleep(100 * time.Millisecond)
-			if i == 1200 {
+			if i == 600 {
+				// A bubble cannot be abandoned: exit with the seed.
 				buf := make([]byte, 1<<22)
 				n := runtime.Stack(buf, true)
-				fmt.Fprintf(os.Stderr, "dst: seed %d (mix %s) has run 2 minutes of wall time; goroutines:\n%s\n", cfg.Seed, cfg.Mix.Name, buf[:n])
+				fmt.Fprintf(os.Stderr, "dst: seed %d (mix %s) has run a minute of wall time: its bubble's clock stopped; goroutines:\n%s\n", cfg.Seed, cfg.Mix.Name, buf[:n])
+				fmt.Printf("dst: seed %d (mix %s) hung its bubble (see the goroutines above); reproduce with:\n    %s\n", cfg.Seed, cfg.Mix.Name, rerun(cfg.Mix.Name, cfg.Seed))
+				os.Exit(3)
 			}
 		}
 	}()
@@ -110,6 +113,7 @@ func TestSeeds(t *testing.T) {
 				t.Fatalf("\n%s", dst.Report(res, rerun(cfg.Mix.Name, cfg.Seed)))
 			}
 			fail(t, cfg, res)
+			return
 		}
 		t.Logf("seed %d (mix %s): %d published, %d handler runs, no invariant broken", res.Seed, res.Mix, res.Published, res.Handled)
 		return

@@ -76,7 +76,8 @@ func (in *instance) pause(d time.Duration) {
 }
 
 // storeOp classes: whether the runtime may hold a lease's mutex while it
-// waits for the call (a checkpoint, renewal, release or children write).
+// waits for the call (a checkpoint, renewal, release, children write, a
+// take back of a kept lease, a re-read of a lease that moved).
 // Such a call is never made to wait on the virtual clock: a goroutine
 // waiting for a sync.Mutex is not durably blocked, so a sleep under the
 // mutex stops the bubble's clock for good. Their slow and late answers
@@ -90,11 +91,11 @@ type opClass struct {
 
 var (
 	opList       = opClass{name: "list"}
-	opGet        = opClass{name: "get"}
+	opGet        = opClass{name: "get", underMu: true} // mutate re-reads a lease under its mutex
 	opGetMany    = opClass{name: "get-many"}
 	opMembers    = opClass{name: "members", isMember: true}
 	opCreate     = opClass{name: "create", write: true}
-	opTake       = opClass{name: "take", write: true}
+	opTake       = opClass{name: "take", write: true, underMu: true} // keep takes back under the mutex
 	opHandoff    = opClass{name: "handoff", write: true}
 	opDelete     = opClass{name: "delete", write: true}
 	opHeartbeat  = opClass{name: "heartbeat", write: true}
@@ -121,7 +122,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // faults.
 func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func() (T, error)) (T, error) {
 	var zero T
-	in.gate()
+	if op.underMu {
+		// Under a lease's mutex a call cannot wait at the gate (see
+		// opClass): while paused it fails as a call sent just before a
+		// freeze does when the process runs again, past its deadline,
+		// without having reached the store.
+		in.w.mu.Lock()
+		paused := in.f.resume != nil
+		in.w.mu.Unlock()
+		if paused {
+			return zero, context.DeadlineExceeded
+		}
+	} else {
+		in.gate()
+	}
 	if in.dead.Load() {
 		return zero, errStoreDead
 	}
@@ -161,7 +175,9 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 			in.pause(d)
 		}
 	}
-	in.gate()
+	if !op.underMu {
+		in.gate()
+	}
 	return v, err
 }
 

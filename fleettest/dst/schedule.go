@@ -198,10 +198,11 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 			}
 			join(at, apps[rng.IntN(len(apps))])
 		case Leave, Crash:
-			if len(live) <= len(apps) {
-				continue // keep an instance of each application, mostly
-			}
 			i := rng.IntN(len(live))
+			app := live[i][:1]
+			if len(slices.DeleteFunc(slices.Clone(live), func(s string) bool { return s[:1] != app })) <= 1 {
+				continue // keep an instance of each application
+			}
 			evs = append(evs, Event{At: at, Kind: k, Inst: live[i]})
 			live = slices.Delete(live, i, i+1)
 		case Pause, PauseAfterMembers:
