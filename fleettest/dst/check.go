@@ -16,7 +16,10 @@ type Violation struct {
 	// order), retry-crossed (an application handled a retry copy another
 	// one made), unread (a shard with waiting records unread longer than
 	// the bound), slow-call (a public call past its bound), publish-failed
-	// (a publish result other than stored), setup.
+	// (a publish result other than stored), fenced-live (an instance fenced
+	// itself though its lease-store calls answered within their deadline),
+	// taken-from-live (a lease taken from an instance neither crashed, gone,
+	// frozen nor failing its lease-store calls), setup.
 	Kind string
 	// Count is how many times it was broken; What the first example.
 	Count int
@@ -85,6 +88,13 @@ func (h handling) effEnd() time.Time {
 		return h.cancelledAt
 	}
 	return h.end
+}
+
+func (w *world) atOrNever(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return w.at(t)
 }
 
 func (w *world) at(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(w.begin).Seconds()) }
@@ -167,6 +177,35 @@ func (w *world) check() []Violation {
 		}
 	}
 	w.checkUnread(&c, first)
+	// A lease store answering within the call deadline never fences a
+	// live owner: a fence needs a failed, late or frozen lease-store call
+	// of its instance within the failover time before it.
+	for _, in := range w.order {
+		for _, fb := range in.fences {
+			f, bad := fb[0], fb[1]
+			if in.crashed || !in.gone.IsZero() && !f.Before(in.gone) {
+				continue
+			}
+			if bad.IsZero() || f.Sub(bad) > w.cfg.Timing.Failover {
+				c.add("fenced-live", "%s fenced a lease at %s with every lease-store call answered in time (last failed or late one: %s)",
+					in.name, w.at(f), w.atOrNever(bad))
+			}
+		}
+	}
+	// A lease is taken from another instance only when that one may be
+	// dead: it crashed, left, is frozen, or one of its lease-store calls
+	// failed, was late or frozen within the failover time before.
+	for _, st := range w.steals {
+		in := w.insts[st.from]
+		if in.crashed || !in.gone.IsZero() && !st.at.Before(in.gone.Add(time.Second)) || st.fromPaused {
+			continue
+		}
+		if !st.fromBad.IsZero() && st.at.Sub(st.fromBad) <= 2*w.cfg.Timing.Failover {
+			continue
+		}
+		c.add("taken-from-live", "%s took %s from %s at %s, which was live with its lease-store calls answered in time (last failed, late or frozen one: %s)",
+			st.to, st.id, st.from, w.at(st.at), w.atOrNever(st.fromBad))
+	}
 	return c.vs
 }
 
@@ -176,7 +215,7 @@ func (w *world) check() []Violation {
 // the records behind it).
 func (w *world) unreadBound() time.Duration {
 	t := w.cfg.Timing
-	b := 2*t.Failover + t.Sync + time.Second
+	b := 2*t.Failover + t.Sync + 2*time.Second
 	if w.cfg.Mix.Slow > 0 {
 		b += 8 * time.Second
 	}
@@ -200,6 +239,11 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 		}
 		var excuse []span
 		for _, s := range w.pauses {
+			if in := w.insts[s.inst]; in != nil && in.app == app {
+				excuse = append(excuse, s)
+			}
+		}
+		for _, s := range w.storeOutages {
 			if in := w.insts[s.inst]; in != nil && in.app == app {
 				excuse = append(excuse, s)
 			}

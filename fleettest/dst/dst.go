@@ -50,9 +50,14 @@ type instance struct {
 	b         *runtime.Broker
 	dead      atomic.Bool
 	f         faults // world.mu
-	started   time.Time
-	gone      time.Time // left or crashed (world.mu)
-	crashed   bool
+	// bad is the last time one of its lease-store calls failed, was
+	// answered late or was frozen (world.mu); fences when the fence
+	// followed no such call within a failover time.
+	bad     time.Time
+	fences  [][2]time.Time // when it fenced, and bad then
+	started time.Time
+	gone    time.Time // left or crashed (world.mu)
+	crashed bool
 }
 
 type span struct {
@@ -97,24 +102,28 @@ type world struct {
 	apps   []string
 	gen    int // stream generation: bumped by Recreate
 
-	mu        sync.Mutex
-	insts     map[string]*instance
-	order     []*instance
-	pub       []published
-	handled   []handling
-	retried   map[string]map[int64]int // app → id → highest attempt it answered Retry at
-	calls     []callRec
-	pubErrs   []string
-	trace     []string
-	pauses    []span
-	outages   []span // Kinesis read faults
-	pubHold   chan struct{}
-	stopPub   atomic.Bool
-	pubWG     sync.WaitGroup
-	bg        sync.WaitGroup // leaves under way
-	pubs      *runtime.Broker
-	plain     runtime.Publisher[Msg]
-	aggregate runtime.Publisher[Msg]
+	mu      sync.Mutex
+	insts   map[string]*instance
+	order   []*instance
+	pub     []published
+	handled []handling
+	retried map[string]map[int64]int // app → id → highest attempt it answered Retry at
+	calls   []callRec
+	pubErrs []string
+	trace   []string
+	pauses  []span
+	outages []span // Kinesis read faults
+	// storeOutages are lease-store outages (StoreFail): a take-over by
+	// the instance waits for its end.
+	storeOutages []span
+	steals       []steal
+	pubHold      chan struct{}
+	stopPub      atomic.Bool
+	pubWG        sync.WaitGroup
+	bg           sync.WaitGroup // leaves under way
+	pubs         *runtime.Broker
+	plain        runtime.Publisher[Msg]
+	aggregate    runtime.Publisher[Msg]
 }
 
 func (w *world) now() time.Duration { return time.Since(w.begin) }
@@ -267,6 +276,7 @@ func (w *world) apply(ctx context.Context, e Event) {
 		if in != nil {
 			w.mu.Lock()
 			in.f.failUntil, in.f.failThrottle = time.Now().Add(e.D), e.Throttle
+			w.storeOutages = append(w.storeOutages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D)})
 			w.mu.Unlock()
 		}
 	case KinesisFail:
@@ -298,7 +308,7 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 		runtime.WithLeaseStore(&store{m: w.leases, in: in}),
 		runtime.WithOwnerID(name),
 		runtime.WithApplication(in.ns),
-		runtime.WithLogger(w.logger),
+		runtime.WithLogger(slog.New(&fenceHook{in: in, next: w.logger.Handler()})),
 		runtime.WithFailoverTime(t.Failover),
 		runtime.WithLeaseRenewInterval(t.Renew),
 		runtime.WithShardSyncInterval(t.Sync),
@@ -389,6 +399,67 @@ func (w *world) behaviour(app string, id int64, attempt int) behaviour {
 
 var errRejected = errors.New("dst: rejected")
 
+// steal is a lease taken from another instance (not released by it).
+type steal struct {
+	at, fromBad  time.Time
+	to, from, id string
+	fromPaused   bool
+}
+
+// took notes a take of shard id by to from from ("" for nobody).
+func (w *world) took(to, from, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.noteLocked("%s took %s from %s", to, id, orNobody(from))
+	if in := w.insts[from]; in != nil {
+		w.steals = append(w.steals, steal{at: time.Now(), fromBad: in.bad, to: to, from: from, id: id, fromPaused: in.f.resume != nil})
+	}
+}
+
+// fenceHook notes the runtime's "lease not renewed in time" warnings: an
+// instance fencing itself.
+type fenceHook struct {
+	in   *instance
+	next slog.Handler
+}
+
+func (h *fenceHook) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.next.Enabled(ctx, l)
+}
+
+func (h *fenceHook) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "lease not renewed in time") {
+		w := h.in.w
+		w.mu.Lock()
+		bad := h.in.bad
+		if h.in.f.resume != nil {
+			bad = time.Now() // fenced while frozen: as it should
+		}
+		h.in.fences = append(h.in.fences, [2]time.Time{time.Now(), bad})
+		shard := ""
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "shard" {
+				shard = a.Value.String()
+			}
+			return true
+		})
+		w.noteLocked("%s fenced its lease of %s (not renewed in time)", h.in.name, shard)
+		w.mu.Unlock()
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *fenceHook) WithAttrs(as []slog.Attr) slog.Handler {
+	return &fenceHook{in: h.in, next: h.next.WithAttrs(as)}
+}
+
+func (h *fenceHook) WithGroup(g string) slog.Handler {
+	return &fenceHook{in: h.in, next: h.next.WithGroup(g)}
+}
+
 func (w *world) handler(in *instance) runtime.Handler[Msg] {
 	return func(ctx context.Context, m Msg, d runtime.Delivery) (out runtime.Outcome) {
 		in.gate()
@@ -478,7 +549,7 @@ func (w *world) startPublishers(ctx context.Context) {
 				var rc runtime.Receipt
 				var err error
 				if key == "" {
-					err = p.Publish(cctx, m)
+					rc, err = p.Message(m).Send(cctx)
 				} else {
 					rc, err = p.Message(m).PartitionKey(key).Send(cctx)
 				}
@@ -547,6 +618,8 @@ func (w *world) recreate(ctx context.Context, e Event) {
 	w.pubHold = hold
 	w.mu.Unlock()
 	time.Sleep(2 * time.Second) // publishes in flight land
+	// Everything published so far is handled before the stream goes.
+	w.drain(ctx)
 	w.mu.Lock()
 	var running []*instance
 	for _, in := range w.order {
@@ -556,8 +629,6 @@ func (w *world) recreate(ctx context.Context, e Event) {
 		}
 	}
 	w.mu.Unlock()
-	// Everything published so far is handled before the stream goes.
-	w.drain(ctx)
 	for _, in := range running {
 		if in.dead.Load() {
 			continue

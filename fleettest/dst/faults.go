@@ -40,6 +40,13 @@ type faults struct {
 	kinThrottle  bool
 }
 
+// markBad notes a lease-store call that failed or was answered late.
+func (in *instance) markBad() {
+	in.w.mu.Lock()
+	in.bad = time.Now()
+	in.w.mu.Unlock()
+}
+
 // gate blocks while in is paused. The channel was made in the bubble, so
 // the wait is durable and virtual time runs on.
 func (in *instance) gate() {
@@ -51,6 +58,7 @@ func (in *instance) gate() {
 			return
 		}
 		<-ch
+		in.markBad() // a frozen process's calls count as late
 	}
 }
 
@@ -131,6 +139,7 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 		paused := in.f.resume != nil
 		in.w.mu.Unlock()
 		if paused {
+			in.markBad()
 			return zero, context.DeadlineExceeded
 		}
 	} else {
@@ -144,6 +153,7 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 	f := in.f
 	in.w.mu.Unlock()
 	if now.Before(f.failUntil) {
+		in.markBad()
 		if f.failThrottle {
 			return zero, errThrottled
 		}
@@ -151,14 +161,17 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 	}
 	if now.Before(f.slowUntil) && !op.underMu {
 		if err := sleepCtx(ctx, f.slowLat); err != nil {
+			in.markBad()
 			return zero, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
+		in.markBad()
 		return zero, err
 	}
 	v, err := apply()
 	if op.write && now.Before(f.lateUntil) {
+		defer in.markBad()
 		// Applied, answered after the deadline.
 		if !op.underMu {
 			<-ctx.Done()
@@ -213,7 +226,13 @@ func (s *store) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bo
 	return c.l, c.ok, err
 }
 func (s *store) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opTake, func() (lease.Lease, error) { return s.m.Take(ctx, l, owner) })
+	return storeCall(ctx, s.in, opTake, func() (lease.Lease, error) {
+		nl, err := s.m.Take(ctx, l, owner)
+		if err == nil && l.Owner != owner {
+			s.in.w.took(owner, l.Owner, l.ShardID)
+		}
+		return nl, err
+	})
 }
 func (s *store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	return storeCall(ctx, s.in, opRenew, func() (lease.Lease, error) { return s.m.Renew(ctx, l) })
@@ -222,10 +241,22 @@ func (s *store) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub in
 	return storeCall(ctx, s.in, opCheckpoint, func() (lease.Lease, error) { return s.m.Checkpoint(ctx, l, cp, sub) })
 }
 func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opRelease, func() (lease.Lease, error) { return s.m.Release(ctx, l) })
+	return storeCall(ctx, s.in, opRelease, func() (lease.Lease, error) {
+		nl, err := s.m.Release(ctx, l)
+		if err == nil {
+			s.in.w.note("%s released %s (to %s)", s.in.name, l.ShardID, orNobody(nl.Owner))
+		}
+		return nl, err
+	})
 }
 func (s *store) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opHandoff, func() (lease.Lease, error) { return s.m.RequestHandoff(ctx, l, to) })
+	return storeCall(ctx, s.in, opHandoff, func() (lease.Lease, error) {
+		nl, err := s.m.RequestHandoff(ctx, l, to)
+		if err == nil {
+			s.in.w.note("%s asked %s for %s", to, l.Owner, l.ShardID)
+		}
+		return nl, err
+	})
 }
 func (s *store) SetChildren(ctx context.Context, l lease.Lease, children []string) (lease.Lease, error) {
 	return storeCall(ctx, s.in, opChildren, func() (lease.Lease, error) { return s.m.SetChildren(ctx, l, children) })
@@ -314,4 +345,11 @@ func (c *client) WaitForRecords(ctx context.Context, it string) error {
 		return errDead
 	}
 	return c.w.WaitForRecords(ctx, it)
+}
+
+func orNobody(s string) string {
+	if s == "" {
+		return "nobody"
+	}
+	return s
 }

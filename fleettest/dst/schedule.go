@@ -113,6 +113,9 @@ type Mix struct {
 	// Slow is the share of first deliveries whose handler takes 1–8 s;
 	// Retry, Reject and Panic the shares answered so (first attempts).
 	Slow, Retry, Reject, Panic float64
+	// NoChurn: no instance joins or leaves after the start (to tell a
+	// fault's violations from a handoff's).
+	NoChurn bool
 	// Aggregate is the share of publishes through an aggregating
 	// publisher; Keyless the share published without a key.
 	Aggregate, Keyless float64
@@ -128,10 +131,10 @@ var Mixes = map[string]Mix{
 	"aggregate": {Name: "aggregate", Apps: 1, Crash: true, Reshard: true, Aggregate: 0.6, Keyless: 0.1},
 	// Defect hunters.
 	"slowjoin":  {Name: "slowjoin", Apps: 1, Slow: 0.15},
-	"late":      {Name: "late", Apps: 1, StoreLate: true},
-	"slowstore": {Name: "slowstore", Apps: 1, StoreSlow: true},
-	"pause":     {Name: "pause", Apps: 1, Pause: true, Slow: 0.1},
-	"pausemem":  {Name: "pausemem", Apps: 1, PauseAfterMembers: true, Slow: 0.05},
+	"late":      {Name: "late", Apps: 1, NoChurn: true, StoreLate: true},
+	"slowstore": {Name: "slowstore", Apps: 1, NoChurn: true, StoreSlow: true},
+	"pause":     {Name: "pause", Apps: 1, NoChurn: true, Pause: true, Slow: 0.1},
+	"pausemem":  {Name: "pausemem", Apps: 1, NoChurn: true, PauseAfterMembers: true},
 	"retry":     {Name: "retry", Apps: 2, Retry: 0.1},
 	"recreate":  {Name: "recreate", Apps: 1, Recreate: true, Aggregate: 1},
 	// Everything at once.
@@ -154,7 +157,11 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 		live = append(live, name)
 	}
 	for _, app := range apps {
-		for range 1 + rng.IntN(3) {
+		n := 1 + rng.IntN(3)
+		if mix.NoChurn {
+			n = 2 + rng.IntN(2) // a fault needs another instance to show
+		}
+		for range n {
 			join(0, app)
 		}
 	}
@@ -166,8 +173,8 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 			}
 		}
 	}
-	add(true, Join, 3)
-	add(true, Leave, 2)
+	add(!mix.NoChurn, Join, 3)
+	add(!mix.NoChurn, Leave, 2)
 	add(mix.Crash, Crash, 2)
 	add(mix.Pause, Pause, 3)
 	add(mix.PauseAfterMembers, PauseAfterMembers, 3)
@@ -187,6 +194,9 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 	for {
 		at += time.Duration(500+rng.IntN(4500)) * time.Millisecond
 		if at >= t.Length {
+			break
+		}
+		if len(kinds) == 0 {
 			break
 		}
 		k := kinds[rng.IntN(len(kinds))]
