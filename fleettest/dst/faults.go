@@ -30,6 +30,7 @@ var (
 type faults struct {
 	resume       chan struct{} // non-nil while paused: closed when the pause ends
 	pausedAt     time.Time
+	resumedAt    time.Time
 	memberPause  time.Duration // PauseAfterMembers, armed
 	slowUntil    time.Time
 	slowLat      time.Duration
@@ -38,6 +39,45 @@ type faults struct {
 	failThrottle bool
 	kinUntil     time.Time
 	kinThrottle  bool
+}
+
+// membersAnswered starts an armed PauseAfterMembers when the answer shows
+// another member's beat where the last answer showed it: the reader's
+// clock for that beat then started before the pause.
+func (in *instance) membersAnswered(ms []lease.Member) {
+	w := in.w
+	w.mu.Lock()
+	unchanged := ""
+	for _, m := range ms {
+		if m.Owner != in.name && in.lastBeats[m.Owner] == m.Beat {
+			unchanged = m.Owner
+		}
+	}
+	if in.lastBeats == nil {
+		in.lastBeats = map[string]int64{}
+	}
+	for _, m := range ms {
+		in.lastBeats[m.Owner] = m.Beat
+	}
+	d := in.f.memberPause
+	if d > 0 && unchanged != "" {
+		in.f.memberPause = 0
+		w.noteLocked("%s: members read answered (%s's beat unchanged), then paused for %v", in.name, unchanged, d)
+	} else {
+		d = 0
+	}
+	w.mu.Unlock()
+	if d > 0 {
+		in.pause(d)
+	}
+}
+
+// thawing reports whether in resumed from a pause at this very instant
+// of virtual time.
+func (in *instance) thawing() bool {
+	in.w.mu.Lock()
+	defer in.w.mu.Unlock()
+	return !in.f.resumedAt.IsZero() && time.Now().Equal(in.f.resumedAt)
 }
 
 // markBad notes a lease-store call that failed or was answered late.
@@ -77,6 +117,7 @@ func (in *instance) pause(d time.Duration) {
 		w.mu.Lock()
 		if in.f.resume == ch {
 			in.f.resume = nil
+			in.f.resumedAt = time.Now()
 			close(ch)
 		}
 		w.mu.Unlock()
@@ -128,7 +169,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // storeCall runs apply as one of in's lease-store calls, through its
 // faults.
-func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func() (T, error)) (T, error) {
+func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if op.underMu {
 		// Under a lease's mutex a call cannot wait at the gate (see
@@ -165,11 +206,18 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 			return zero, err
 		}
 	}
+	if in.thawing() {
+		// The process has just resumed: its deadlines' timers fired
+		// during the pause in virtual time, but a thawed process's
+		// goroutines race them, and a call made before they run goes
+		// out.
+		ctx = context.WithoutCancel(ctx)
+	}
 	if err := ctx.Err(); err != nil {
 		in.markBad()
 		return zero, err
 	}
-	v, err := apply()
+	v, err := apply(ctx)
 	if op.write && now.Before(f.lateUntil) {
 		defer in.markBad()
 		// Applied, answered after the deadline.
@@ -179,13 +227,8 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 		return zero, context.DeadlineExceeded
 	}
 	if op.isMember {
-		in.w.mu.Lock()
-		d := in.f.memberPause
-		in.f.memberPause = 0
-		in.w.mu.Unlock()
-		if d > 0 {
-			in.w.note("%s: members read answered, then paused for %v", in.name, d)
-			in.pause(d)
+		if ms, ok := any(v).([]lease.Member); ok && err == nil {
+			in.membersAnswered(ms)
 		}
 	}
 	if !op.underMu {
@@ -201,16 +244,16 @@ type store struct {
 }
 
 func (s *store) List(ctx context.Context, ns string) ([]lease.Lease, error) {
-	return storeCall(ctx, s.in, opList, func() ([]lease.Lease, error) { return s.m.List(ctx, ns) })
+	return storeCall(ctx, s.in, opList, func(ctx context.Context) ([]lease.Lease, error) { return s.m.List(ctx, ns) })
 }
 func (s *store) Get(ctx context.Context, key string) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opGet, func() (lease.Lease, error) { return s.m.Get(ctx, key) })
+	return storeCall(ctx, s.in, opGet, func(ctx context.Context) (lease.Lease, error) { return s.m.Get(ctx, key) })
 }
 func (s *store) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
-	return storeCall(ctx, s.in, opGetMany, func() ([]lease.Lease, error) { return s.m.GetMany(ctx, keys) })
+	return storeCall(ctx, s.in, opGetMany, func(ctx context.Context) ([]lease.Lease, error) { return s.m.GetMany(ctx, keys) })
 }
 func (s *store) Create(ctx context.Context, l lease.Lease) (bool, error) {
-	return storeCall(ctx, s.in, opCreate, func() (bool, error) { return s.m.Create(ctx, l) })
+	return storeCall(ctx, s.in, opCreate, func(ctx context.Context) (bool, error) { return s.m.Create(ctx, l) })
 }
 
 type created struct {
@@ -219,14 +262,14 @@ type created struct {
 }
 
 func (s *store) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bool, error) {
-	c, err := storeCall(ctx, s.in, opCreate, func() (created, error) {
+	c, err := storeCall(ctx, s.in, opCreate, func(ctx context.Context) (created, error) {
 		l, ok, err := s.m.CreateOrGet(ctx, l)
 		return created{l, ok}, err
 	})
 	return c.l, c.ok, err
 }
 func (s *store) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opTake, func() (lease.Lease, error) {
+	return storeCall(ctx, s.in, opTake, func(ctx context.Context) (lease.Lease, error) {
 		nl, err := s.m.Take(ctx, l, owner)
 		if err == nil && l.Owner != owner {
 			s.in.w.took(owner, l.Owner, l.ShardID)
@@ -235,13 +278,13 @@ func (s *store) Take(ctx context.Context, l lease.Lease, owner string) (lease.Le
 	})
 }
 func (s *store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opRenew, func() (lease.Lease, error) { return s.m.Renew(ctx, l) })
+	return storeCall(ctx, s.in, opRenew, func(ctx context.Context) (lease.Lease, error) { return s.m.Renew(ctx, l) })
 }
 func (s *store) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opCheckpoint, func() (lease.Lease, error) { return s.m.Checkpoint(ctx, l, cp, sub) })
+	return storeCall(ctx, s.in, opCheckpoint, func(ctx context.Context) (lease.Lease, error) { return s.m.Checkpoint(ctx, l, cp, sub) })
 }
 func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opRelease, func() (lease.Lease, error) {
+	return storeCall(ctx, s.in, opRelease, func(ctx context.Context) (lease.Lease, error) {
 		nl, err := s.m.Release(ctx, l)
 		if err == nil {
 			s.in.w.note("%s released %s (to %s)", s.in.name, l.ShardID, orNobody(nl.Owner))
@@ -250,7 +293,7 @@ func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error)
 	})
 }
 func (s *store) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opHandoff, func() (lease.Lease, error) {
+	return storeCall(ctx, s.in, opHandoff, func(ctx context.Context) (lease.Lease, error) {
 		nl, err := s.m.RequestHandoff(ctx, l, to)
 		if err == nil {
 			s.in.w.note("%s asked %s for %s", to, l.Owner, l.ShardID)
@@ -259,21 +302,21 @@ func (s *store) RequestHandoff(ctx context.Context, l lease.Lease, to string) (l
 	})
 }
 func (s *store) SetChildren(ctx context.Context, l lease.Lease, children []string) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opChildren, func() (lease.Lease, error) { return s.m.SetChildren(ctx, l, children) })
+	return storeCall(ctx, s.in, opChildren, func(ctx context.Context) (lease.Lease, error) { return s.m.SetChildren(ctx, l, children) })
 }
 func (s *store) Delete(ctx context.Context, l lease.Lease) error {
-	_, err := storeCall(ctx, s.in, opDelete, func() (struct{}, error) { return struct{}{}, s.m.Delete(ctx, l) })
+	_, err := storeCall(ctx, s.in, opDelete, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.Delete(ctx, l) })
 	return err
 }
 func (s *store) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
-	_, err := storeCall(ctx, s.in, opHeartbeat, func() (struct{}, error) { return struct{}{}, s.m.Heartbeat(ctx, ns, m) })
+	_, err := storeCall(ctx, s.in, opHeartbeat, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.Heartbeat(ctx, ns, m) })
 	return err
 }
 func (s *store) Members(ctx context.Context, ns string) ([]lease.Member, error) {
-	return storeCall(ctx, s.in, opMembers, func() ([]lease.Member, error) { return s.m.Members(ctx, ns) })
+	return storeCall(ctx, s.in, opMembers, func(ctx context.Context) ([]lease.Member, error) { return s.m.Members(ctx, ns) })
 }
 func (s *store) Leave(ctx context.Context, ns, owner string, beat int64) error {
-	_, err := storeCall(ctx, s.in, opLeave, func() (struct{}, error) { return struct{}{}, s.m.Leave(ctx, ns, owner, beat) })
+	_, err := storeCall(ctx, s.in, opLeave, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.Leave(ctx, ns, owner, beat) })
 	return err
 }
 
