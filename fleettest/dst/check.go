@@ -12,7 +12,8 @@ import (
 type Violation struct {
 	// Kind is one of: lost (an acknowledged publish an application never
 	// handled), overlap (one message handled by two instances of an
-	// application at once), order (a key's first handlings out of publish
+	// application at once; overlap-paused when one of the two froze while
+	// it ran), order (a key's first handlings out of publish
 	// order), retry-crossed (an application handled a retry copy another
 	// one made), unread (a shard with waiting records unread longer than
 	// the bound), slow-call (a public call past its bound), publish-failed
@@ -80,6 +81,16 @@ func (w *world) unhandledLocked() map[string][]published {
 	return out
 }
 
+// pausedDuring reports whether h's instance was paused while h ran.
+func (w *world) pausedDuring(h handling) bool {
+	for _, p := range w.pauses {
+		if p.inst == h.inst && p.from.Before(h.end) && h.start.Before(p.to) {
+			return true
+		}
+	}
+	return false
+}
+
 // effEnd is when a handling stopped counting as running: when it returned
 // or when the runtime cancelled its context, whichever came first (a
 // handler that ignores its context is the handler's doing).
@@ -133,7 +144,11 @@ func (w *world) check() []Violation {
 				for j := i + 1; j < len(hs); j++ {
 					a, b := hs[i], hs[j]
 					if a.inst != b.inst && a.start.Before(b.effEnd()) && b.start.Before(a.effEnd()) {
-						c.add("overlap", "app %s: message %d handled by %s (%s–%s, %s) and %s (%s–%s, %s) at once", app, id,
+						kind := "overlap"
+						if w.pausedDuring(a) || w.pausedDuring(b) {
+							kind = "overlap-paused" // one of them froze mid-handling
+						}
+						c.add(kind, "app %s: message %d handled by %s (%s–%s, %s) and %s (%s–%s, %s) at once", app, id,
 							a.inst, w.at(a.start), w.at(a.effEnd()), a.shard, b.inst, w.at(b.start), w.at(b.effEnd()), b.shard)
 					}
 				}

@@ -278,14 +278,15 @@ func (w *world) apply(ctx context.Context, e Event) {
 		if in != nil {
 			w.mu.Lock()
 			in.f.failUntil, in.f.failThrottle = time.Now().Add(e.D), e.Throttle
-			w.storeOutages = append(w.storeOutages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D)})
+			w.storeOutages = append(w.storeOutages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D + storeBackoff)})
 			w.mu.Unlock()
 		}
 	case KinesisFail:
 		if in != nil {
 			w.mu.Lock()
 			in.f.kinUntil, in.f.kinThrottle = time.Now().Add(e.D), e.Throttle
-			w.outages = append(w.outages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D)})
+			// A reader backs off up to 10 s after failed reads.
+			w.outages = append(w.outages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D + readerBackoff)})
 			w.mu.Unlock()
 		}
 	case Split, Merge:
@@ -333,6 +334,14 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 	})
 	return in
 }
+
+// readerBackoff and storeBackoff are the longest waits of the runtime's
+// backoff after failed reads (a reader's) and lease-store calls: an
+// outage excuses a shard unread for that much longer.
+const (
+	readerBackoff = 10 * time.Second
+	storeBackoff  = 2 * time.Second
+)
 
 // shutdownTimeout is the brokers' WithShutdownTimeout; a Shutdown must
 // return within it and a failover time.

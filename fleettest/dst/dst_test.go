@@ -87,12 +87,30 @@ func mixNamed(t *testing.T, name string) dst.Mix {
 // fixedSeeds is what make test runs: mixes and seeds whose runs hold every
 // invariant on today's code, about two minutes on two cores.
 var fixedSeeds = map[string][]uint64{
-	"basic": {1, 2, 3},
+	"basic":     seeds(1, 100),
+	"twoapps":   seeds(1, 100),
+	"aggregate": seeds(1, 100),
+}
+
+func seeds(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
 }
 
 // defectSeeds are seeds that find issue 29's defects on the code before its
 // fixes (TestSeeds runs them with -dst.defects).
-var defectSeeds = map[string][]uint64{}
+var defectSeeds = map[string][]uint64{
+	"slowjoin":  {1},           // defect 1: overlap
+	"late":      {1},           // defect 2: unread
+	"recreate":  {1},           // defect 3: lost
+	"retry":     {1},           // defect 4: retry-crossed
+	"pause":     {1},           // defect 5: overlap-paused
+	"pausemem":  seeds(1, 300), // defect 6: taken-from-live (the first failing seed varies from run to run)
+	"slowstore": {1},           // defect 7: fenced-live
+}
 
 // TestSeeds runs the fixed seeds (or the one -dst.seed) and fails with the
 // shrunk trace of the first that breaks an invariant.
