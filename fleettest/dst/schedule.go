@@ -113,6 +113,12 @@ type Mix struct {
 	// Slow is the share of first deliveries whose handler takes 1–8 s;
 	// Retry, Reject and Panic the shares answered so (first attempts).
 	Slow, Retry, Reject, Panic float64
+	// UnreadSlack widens the unread bound (see world.unreadBound): the
+	// make-test mixes allow for a dead owner's shard left to instances
+	// that joined within a failover time after the death, which cannot
+	// judge its beat stale before a failover time of their own (see
+	// the "churn" mix, which does not).
+	UnreadSlack time.Duration
 	// NoChurn: no instance joins or leaves after the start (to tell a
 	// fault's violations from a handoff's).
 	NoChurn bool
