@@ -132,9 +132,11 @@ var Mixes = map[string]Mix{
 	// What make test runs: no fault that today's defects turn into a
 	// violation (see dst_test.go).
 	"basic": {Name: "basic", Apps: 1, Crash: true, StoreFail: true, KinesisFail: true, Reshard: true,
-		Reject: 0.02, Panic: 0.01, Keyless: 0.1},
-	"twoapps":   {Name: "twoapps", Apps: 2, Crash: true, Reject: 0.02, Keyless: 0.1, Aggregate: 0.3},
-	"aggregate": {Name: "aggregate", Apps: 1, Crash: true, Reshard: true, Aggregate: 0.6, Keyless: 0.1},
+		Reject: 0.02, Panic: 0.01, Keyless: 0.1, UnreadSlack: 9 * time.Second},
+	"twoapps":   {Name: "twoapps", Apps: 2, Crash: true, Reject: 0.02, Keyless: 0.1, Aggregate: 0.3, UnreadSlack: 9 * time.Second},
+	"aggregate": {Name: "aggregate", Apps: 1, Crash: true, Reshard: true, Aggregate: 0.6, Keyless: 0.1, UnreadSlack: 9 * time.Second},
+	// Joins, leaves and crashes only, with the strict unread bound.
+	"churn": {Name: "churn", Apps: 1, Crash: true},
 	// Defect hunters.
 	"slowjoin":  {Name: "slowjoin", Apps: 1, Slow: 0.15},
 	"late":      {Name: "late", Apps: 1, NoChurn: true, StoreLate: true},
