@@ -58,7 +58,7 @@
 //	make soak SOAK=30m SOAK_FLAGS=-dst.defects
 //
 // -dst.log logs the runtime at Info. make test runs TestSeeds' fixed set
-// (mixes basic, twoapps and aggregate, 100 seeds each), which holds on
+// (mixes basic, twoapps and aggregate, 150 seeds each), which holds on
 // the code before issue 29's fixes; -dst.defects adds the mixes that find
 // defects 1–7.
 //

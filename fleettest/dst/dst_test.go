@@ -87,9 +87,9 @@ func mixNamed(t *testing.T, name string) dst.Mix {
 // fixedSeeds is what make test runs: mixes and seeds whose runs hold every
 // invariant on today's code, about two minutes on two cores.
 var fixedSeeds = map[string][]uint64{
-	"basic":     seeds(1, 100),
-	"twoapps":   seeds(1, 100),
-	"aggregate": seeds(1, 100),
+	"basic":     seeds(1, 150),
+	"twoapps":   seeds(1, 150),
+	"aggregate": seeds(1, 150),
 }
 
 func seeds(from, to uint64) []uint64 {
