@@ -16,7 +16,8 @@
 // pauses that begin just after a members read was answered, lease-store
 // calls slow (under the call deadline), late (applied, answered with the
 // deadline error), failed or throttled, Kinesis reads failed or
-// throttled, splits, merges, and a deletion and re-creation of the stream.
+// throttled, splits, merges, and a deletion and re-creation of the stream;
+// iterators expire after 8 s, so a long pause or outage expires them.
 // A mix (Mixes) chooses which. Eight keyed publishers (each sequential, so
 // a key's publish order is its acknowledgement order) and a keyless one
 // publish through a plain and an aggregating publisher; handlers ack,

@@ -1,6 +1,7 @@
 package dst
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,7 +172,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 	}
 	w := &world{
 		cfg:     cfg,
-		kin:     kinesistest.New(),
+		kin:     kinesistest.New(kinesistest.WithIteratorTTL(cmp.Or(cfg.Timing.IteratorTTL, 5*time.Minute))),
 		leases:  lease.NewMemory(),
 		begin:   time.Now(),
 		insts:   map[string]*instance{},

@@ -257,15 +257,19 @@ func appNames(n int) []string {
 // Timing is the runtime's timing in a run, and the run's length.
 type Timing struct {
 	Failover, Renew, Sync, Checkpoint time.Duration
+	// IteratorTTL is how long a shard iterator stays valid (the
+	// service's is 5 min): short, so that a long pause expires its
+	// instance's iterators.
+	IteratorTTL time.Duration
 	// Length is how long events happen and messages are published; the
 	// drain after it lasts at most Drain.
 	Length, Drain time.Duration
 }
 
-// DefaultTiming is a 3 s failover, 1 s renewal and shard sync, and 40 s of
-// events.
+// DefaultTiming is a 3 s failover, 1 s renewal and shard sync, 8 s
+// iterators and 40 s of events.
 var DefaultTiming = Timing{Failover: 3 * time.Second, Renew: time.Second, Sync: time.Second, Checkpoint: 500 * time.Millisecond,
-	Length: 40 * time.Second, Drain: 60 * time.Second}
+	IteratorTTL: 8 * time.Second, Length: 40 * time.Second, Drain: 60 * time.Second}
 
 // EncodeEvents writes a schedule as one line (for -dst.events): each event
 // as at,kind,app,inst,d,lat,throttle,n with durations in milliseconds,
