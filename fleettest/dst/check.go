@@ -298,10 +298,14 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				continue
 			}
 			// The longest stretch in [p.at, end] without activity on the shard.
+			// A child is not read before its parents end: their
+			// handlings count as its own.
 			var marks []act
-			for _, a := range acts[p.shard] {
-				if a.to.After(p.at) && a.from.Before(end) {
-					marks = append(marks, a)
+			for _, id := range w.ancestry(p.shard) {
+				for _, a := range acts[id] {
+					if a.to.After(p.at) && a.from.Before(end) {
+						marks = append(marks, a)
+					}
 				}
 			}
 			slices.SortFunc(marks, func(a, b act) int { return a.from.Compare(b.from) })
@@ -328,6 +332,19 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			}
 		}
 	}
+}
+
+// ancestry is id and its ancestors.
+func (w *world) ancestry(id string) []string {
+	out := []string{id}
+	for i := 0; i < len(out); i++ {
+		for _, p := range w.parents[out[i]] {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func sortedSpans(s []span) []span {

@@ -120,6 +120,7 @@ type world struct {
 	// the instance waits for its end.
 	storeOutages []span
 	steals       []steal
+	parents      map[string][]string // shard → its parents (the last stream's)
 	pubHold      chan struct{}
 	stopPub      atomic.Bool
 	pubWG        sync.WaitGroup
@@ -222,6 +223,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 		defer cancel()
 		return w.pubs.Shutdown(sctx)
 	})
+	w.parents = w.lineage(ctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	res.Violations = w.check()
@@ -733,4 +735,30 @@ func (w *world) shutdownAll(ctx context.Context) {
 	}
 	wg.Wait()
 	w.bg.Wait()
+}
+
+// lineage lists the stream's shards with their parents.
+func (w *world) lineage(ctx context.Context) map[string][]string {
+	out := map[string][]string{}
+	var token *string
+	for {
+		in := &kinesis.ListShardsInput{NextToken: token}
+		if token == nil {
+			in.StreamName = aws.String(stream)
+		}
+		o, err := w.kin.ListShards(ctx, in)
+		if err != nil {
+			return out
+		}
+		for _, s := range o.Shards {
+			for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+				if p != nil {
+					out[*s.ShardId] = append(out[*s.ShardId], *p)
+				}
+			}
+		}
+		if token = o.NextToken; token == nil {
+			return out
+		}
+	}
 }
