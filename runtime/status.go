@@ -28,6 +28,10 @@ type LeaseStatus struct {
 	Taken      uint64 `json:"taken"`       // taken: free, expired, or handed over by their owner
 	Lost       uint64 `json:"lost"`        // found taken by another owner, or given up after failed renewals (fenced)
 	HandedOver uint64 `json:"handed_over"` // released to an instance that asked for them (balancing)
+	// HandoffsPostponed counts the handoffs this instance postponed: an
+	// instance that asked for a lease waits while records of its shard are
+	// still being handled here, so no record is handled by two instances.
+	HandoffsPostponed uint64 `json:"handoffs_postponed"`
 }
 
 // SubscriptionStatus is one subscription of the broker.
@@ -146,6 +150,10 @@ type ShardStatus struct {
 	// InFlight is how many records the shard has handed out past its
 	// checkpoint and not all settled.
 	InFlight int `json:"in_flight"`
+	// HandoffsPostponed counts the handoffs of the shard this instance
+	// postponed because its records were still being handled; one that
+	// keeps growing is a handler that does not return, holding its shard.
+	HandoffsPostponed uint64 `json:"handoffs_postponed,omitempty"`
 }
 
 func shardStatusOf(s shard.ShardStatus) ShardStatus {
@@ -167,6 +175,7 @@ func shardStatusOf(s shard.ShardStatus) ShardStatus {
 		Outcomes:           out,
 		PerSecond:          s.PerSecond,
 		InFlight:           s.InFlight,
+		HandoffsPostponed:  s.HandoffsPostponed,
 	}
 }
 
@@ -190,9 +199,10 @@ func (b *Broker) Status() Status {
 		Owner: owner,
 		Time:  time.Now(),
 		Leases: LeaseStatus{
-			Taken:      s.leaseCounts.Taken.Load(),
-			Lost:       s.leaseCounts.Lost.Load(),
-			HandedOver: s.leaseCounts.HandedOver.Load(),
+			Taken:             s.leaseCounts.Taken.Load(),
+			Lost:              s.leaseCounts.Lost.Load(),
+			HandedOver:        s.leaseCounts.HandedOver.Load(),
+			HandoffsPostponed: s.leaseCounts.Postponed.Load(),
 		},
 		Subscriptions: make([]SubscriptionStatus, 0, len(subs)),
 	}

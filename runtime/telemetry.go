@@ -64,6 +64,7 @@ type telemetry struct {
 	duration    metric.Float64Histogram
 	leasesTaken metric.Int64ObservableCounter
 	leasesLost  metric.Int64ObservableCounter
+	postponed   metric.Int64ObservableCounter
 	queueDepth  metric.Int64ObservableGauge
 	behind      metric.Int64ObservableGauge
 	ckptAge     metric.Float64ObservableGauge
@@ -101,6 +102,8 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 		metric.WithDescription("Shard leases this instance took, over every subscription."))
 	t.leasesLost, _ = m.Int64ObservableCounter("kinesisgen.leases.lost", metric.WithUnit("{lease}"),
 		metric.WithDescription("Shard leases this instance lost to another, or fenced itself (not renewed in time), over every subscription."))
+	t.postponed, _ = m.Int64ObservableCounter("kinesisgen.leases.handoffs_postponed", metric.WithUnit("{handoff}"),
+		metric.WithDescription("Handoffs this instance postponed because records it handed out were still being handled (a stuck handler holds its shard), over every subscription."))
 	t.queueDepth, _ = m.Int64ObservableGauge("kinesisgen.lane.queue_depth", metric.WithUnit("{record}"),
 		metric.WithDescription("Records waiting in a subscription's lanes for a worker."))
 	t.behind, _ = m.Int64ObservableGauge("kinesisgen.shard.millis_behind_latest", metric.WithUnit("ms"),
@@ -114,7 +117,7 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t.observe(s, o)
 		return nil
-	}, t.queueDepth, t.behind, t.ckptAge, t.readFails, t.leasesHeld, t.leasesTaken, t.leasesLost)
+	}, t.queueDepth, t.behind, t.ckptAge, t.readFails, t.leasesHeld, t.leasesTaken, t.leasesLost, t.postponed)
 	return t
 }
 
@@ -130,6 +133,7 @@ func (t *telemetry) close() {
 func (t *telemetry) observe(s *state, o metric.Observer) {
 	o.ObserveInt64(t.leasesTaken, int64(s.leaseCounts.Taken.Load()))
 	o.ObserveInt64(t.leasesLost, int64(s.leaseCounts.Lost.Load()))
+	o.ObserveInt64(t.postponed, int64(s.leaseCounts.Postponed.Load()))
 	s.mu.Lock()
 	subs := append([]*Subscription(nil), s.subs...)
 	s.mu.Unlock()

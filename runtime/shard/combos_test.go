@@ -380,11 +380,13 @@ func testReshardDuringFinalRetries(t *testing.T, e *env, mergeThem bool) {
 	}
 }
 
-// testReshardDuringHandoffRetries: the shard a hands over is split, or
-// merged with the other (which a keeps), while a waits for its stuck
-// record; the final checkpoint fails once. a's other shard has a stuck
-// record too, settled once the handed one has ended: a merged child waits
-// for it.
+// testReshardDuringHandoffRetries: the shard a is asked for is split, or
+// merged with the other (which a keeps), while a handoff of it waits for a
+// stuck record; a's next sequence checkpoint fails once. a postpones the handoff
+// (issue 29: never handed over with a record in flight) and reads on; once
+// the stuck records settle, the parent is read to its end, by a or after
+// the handoff by b, and only then its children: every record once, each
+// key in order across parent and child.
 func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem bool) {
 	e, _ := memEnvIn(t, 2, l)
 	parents := e.shards()
@@ -403,6 +405,8 @@ func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem b
 	cfgA, cfgB, faults, ask := e.handoffPair(log.wrap(cols[0].sink), log.wrap(cols[1].sink))
 	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
 	cfgA.Handoff, cfgB.Handoff = 2*time.Second, 2*time.Second
+	countersA := new(shard.LeaseCounters)
+	cfgA.Counters = countersA
 	a := e.start(cfgA)
 	want := e.feed(a, e.shards(), cols[0], 20, 10)
 	faults.fail.Store(1)
@@ -410,7 +414,6 @@ func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem b
 	<-ask.asked
 	var handed string
 	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
-	onA := onShard(cols[0].records(), handed)
 	ended := []string{handed}
 	var children []string
 	if mergeThem {
@@ -421,31 +424,29 @@ func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem b
 		children = childrenOf(t, e, 2, handed)
 	}
 	e.publish(want, 20, 10)
-	eventually(t, 10*time.Second, "SHARD_END of "+handed, func() bool { return e.lease(handed).Checkpoint == lease.CheckpointShardEnd })
-	if faults.failed.Load() != 1 {
-		t.Fatalf("%d final checkpoints failed, want the 1 injected", faults.failed.Load())
+	eventually(t, 10*time.Second, "a postpones the handoff", func() bool { return countersA.Postponed.Load() > 0 })
+	if got := e.lease(handed).Checkpoint; got == lease.CheckpointShardEnd {
+		t.Fatalf("%s ended with its stuck record unsettled", handed)
 	}
-	// The stuck record of the shard a kept is handled now.
+	// The stuck records are handled now.
 	cols[0].mu.Lock()
-	for id, r := range stuck {
-		if id != handed {
-			r.Settle()
-		}
+	for _, r := range stuck {
+		r.Settle()
 	}
 	cols[0].mu.Unlock()
 	for _, p := range ended {
 		eventually(t, 10*time.Second, "SHARD_END of "+p, func() bool { return e.lease(p).Checkpoint == lease.CheckpointShardEnd })
 	}
+	// a usually reads the parent to its end itself (a SHARD_END write,
+	// which the fault spares) before b asks again: the failing checkpoint
+	// is then never written.
+	t.Logf("%d checkpoints failed of the 1 injected", faults.failed.Load())
 	reading := func() []string { return append(a.Reading(), b.Reading()...) }
 	eventually(t, 10*time.Second, fmt.Sprintf("the children %v read", children), func() bool {
 		r := reading()
 		return !slices.ContainsFunc(children, func(ch string) bool { return !slices.Contains(r, ch) })
 	})
 	e.publish(want, 20, 10)
-	redo := map[recordID]bool{}
-	for _, r := range onA[2:] {
-		redo[idOf(r)] = true
-	}
 	cols[0].wait(t, 10*time.Second, "every record", func([]*shard.Record) bool {
 		seen := map[recordID]bool{}
 		for _, r := range log.records() {
@@ -454,13 +455,10 @@ func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem b
 		return len(seen) >= 60
 	})
 	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
-	if got := onShard(cols[1].records(), handed); len(got) == 0 || got[0].SequenceNumber != onA[2].SequenceNumber {
-		t.Errorf("b resumed %s at %v, want the stuck record %s", handed, dataOf(got), onA[2].Data)
-	}
 	recs := log.records()
 	checkParentsFirst(t, recs, ended, children)
-	again := checkAtLeastOnce(t, recs, want, func(r *shard.Record) bool { return redo[idOf(r)] })
-	t.Logf("handed %s over while it was resharded; %d records delivered again (the stuck one and after)", handed, again)
+	again := checkAtLeastOnce(t, recs, want, func(*shard.Record) bool { return false })
+	t.Logf("%s resharded while a postponed its handoff (%d times); %d records delivered again", handed, countersA.Postponed.Load(), again)
 }
 
 // endFaults refuses SHARD_END checkpoints: endFail of them (a negative

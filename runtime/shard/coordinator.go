@@ -85,10 +85,11 @@ type Config struct {
 	GetRecordsOptions []func(*kinesis.Options)
 	// Handoff bounds a graceful handoff: the owner asked for a lease gets
 	// half of it to let its delivered records settle before it checkpoints
-	// and releases; the asker takes the lease by force after all of it
-	// (from an owner that renews every lease, or no longer heartbeats),
-	// or as soon as the owner counts as dead, as a crash failover takes
-	// a lease, however long Handoff is. Default Failover.
+	// and releases. When they have not settled by then, it postpones the
+	// handoff (keeps the lease, reads on) and the asker asks again later:
+	// a live owner is never forced. The asker takes the lease as soon as
+	// the owner counts as dead, as a crash failover takes a lease, however
+	// long Handoff is. Default Failover.
 	Handoff time.Duration
 	// Liveness is how this owner shows it is alive (default
 	// LivenessAuto); Balance how it gets its share from busier owners

@@ -32,11 +32,12 @@
 // long (thousands of leases to create) reads the members and the leases
 // again before it plans. The owners asked hand over in parallel: each notices
 // the request (on a lease write, or in the asker's member entry), stops
-// reading, lets the delivered records settle, checkpoints and releases. The
-// asker takes a lease by force only after Handoff, and only from an owner
-// that no longer heartbeats or has no member entry; from an owner that
-// died mid-handoff (expired, as a crash failover judges it) at once,
-// whatever Handoff. BalanceOneSteal asks the
+// reading, lets the delivered records settle, checkpoints and releases;
+// records still unsettled after Handoff/2 postpone the handoff (the owner
+// keeps the lease and reads on, the asker asks again later), so no record
+// is handled by two owners. A live owner is never forced; one that died
+// mid-handoff (expired, as a crash failover judges it) loses the lease at
+// once, whatever Handoff. BalanceOneSteal asks the
 // most loaded owner for one lease per pass, as before issue 17. A dead
 // owner's leases are taken between Failover and 1.25 × Failover after its
 // last write.

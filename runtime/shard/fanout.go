@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 const (
@@ -69,9 +71,13 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			switch classifySubscribe(err) {
 			case subscribeInUse:
 				// The shard's previous subscription (this consumer's, by a
-				// former owner or an earlier session) has not ended yet.
+				// former owner, frozen maybe, or an earlier session) has
+				// not ended yet. The service refuses a second one within
+				// 5 s of the first and lets it take over after that, so
+				// ask at the most the service allows, once a second: a
+				// backoff would overshoot the takeover by seconds.
 				log.Debug("shard still subscribed elsewhere; retrying", "err", err)
-				sleep(ctx, max(bo.next(), subscribeEvery))
+				sleep(ctx, subscribeEvery)
 			case subscribeThrottled:
 				log.Debug("SubscribeToShard throttled; backing off", "err", err)
 				sleep(ctx, max(bo.next(), subscribeEvery))
@@ -114,6 +120,10 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			return
 		case end:
 			log.Warn("subscription ended the shard, which the stream lists open; subscribing again", "after", cont)
+		case err != nil && classifySubscribe(err) == subscribeInUse && !c.stillHeld(ctx, o):
+			// Taken over: another subscribed to the shard for this
+			// consumer, the lease's new owner as it turns out.
+			return
 		case err != nil:
 			o.st.readFailed(err)
 			log.Warn("subscription broke off; subscribing again", "after", resume.seq, "err", err)
@@ -121,6 +131,34 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 			log.Debug("subscription ended; subscribing again", "after", resume.seq)
 		}
 	}
+}
+
+// stillHeld reports, for a reader whose subscription another subscription
+// took over, whether this owner still holds o's lease as the store has it.
+// The service lets a subscription to the shard for the same consumer take
+// over one 5 s old; the lease's new owner does so when this owner was
+// frozen. Subscribing again would take the shard back from that owner 5 s
+// later, and so on, each reading what the other had read. A lease another
+// owner holds is let go here (lost) and the reader stops; one the store
+// cannot be asked about now counts as held (the fence still bounds it).
+func (c *Coordinator) stillHeld(ctx context.Context, o *owned) bool {
+	gctx, cancel := context.WithTimeout(ctx, c.cfg.leaseCallTimeout())
+	cur, err := c.cfg.Leases.Get(gctx, o.key)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		cur = lease.Lease{Counter: math.MaxInt64}
+	case err != nil || cur.Owner == c.cfg.Owner:
+		return true
+	}
+	c.log.Warn("fan-out subscription taken over and the lease held by another owner; letting it go", "shard", o.shard, "owner", cur.Owner)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.gone {
+		c.letGoOf(o.shard, cur.Counter)
+		c.loseLocked(o, cur.Owner)
+	}
+	return false
 }
 
 // errSink marks a failure of the sink (not of the subscription) in consume.

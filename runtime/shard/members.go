@@ -291,19 +291,6 @@ func (c *Coordinator) beatStale() bool {
 	return c.members != nil && time.Since(c.epoch) >= time.Duration(c.beatUntil.Load())
 }
 
-// mayForce reports whether a handoff asked of owner may be forced after
-// the handoff time: not when owner is a live member, which writes nothing
-// at rest and would read on beside the taker.
-func (c *Coordinator) mayForce(owner string) bool {
-	if c.members == nil {
-		return true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, member := c.view.all[owner]
-	return !member || !c.view.live[owner]
-}
-
 // isCompat reports whether this owner renews every lease it holds: always
 // with LivenessPerLease, and with LivenessPerInstance while an owner
 // without a member entry holds a lease.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
@@ -27,6 +29,11 @@ type owned struct {
 	handing   bool      // a handoff to another owner is under way
 	finished  bool      // SHARD_END is written
 	wrote     time.Time // last successful mutation: it renewed the lease too
+	// stuck is the first unsettled record of the last postponed handoff,
+	// in generation stuckIn: while it is still the first, a new request is
+	// postponed at once, without stopping the reader again (startHandoff).
+	stuck   *mark
+	stuckIn *watermark
 
 	// The self-fence (issue 9, scenario 3). until is when the lease may
 	// look expired to another instance, less a margin: the send time of
@@ -377,15 +384,27 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 
 // startHandoff answers another owner's request for o: stop fetching, let the
 // delivered records settle for up to half the handoff time, checkpoint and
-// release, so the asker resumes exactly where this owner stopped.
+// release, so the asker resumes exactly where this owner stopped. A
+// handoff whose records do not all settle in that time is postponed, never
+// cut short (postpone): releasing then would let the asker handle those
+// records again while this owner's handlers still run them, and a key's
+// later records before them. While the record that stopped the last
+// handoff is still unsettled, a new request is postponed at once.
 func (c *Coordinator) startHandoff(o *owned, to string) {
 	o.mu.Lock()
 	if o.handing || o.gone {
 		o.mu.Unlock()
 		return
 	}
-	o.setHanding(true)
 	s := o.sess
+	if s != nil && o.stuck != nil && o.stuckIn == s.wm {
+		if first, out := s.wm.firstPending(); out && first == *o.stuck {
+			o.mu.Unlock()
+			c.postpone(o, nil, to, s.wm.pending())
+			return
+		}
+	}
+	o.setHanding(true)
 	o.mu.Unlock()
 	c.log.Info("handing lease over", "shard", o.shard, "to", to)
 	began := time.Now()
@@ -396,10 +415,12 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			s.cancel()
 			<-s.done
 			wctx, cancel := context.WithTimeout(c.ctx, c.cfg.Handoff/2)
-			if err := s.wm.wait(wctx); err != nil {
-				c.log.Warn("handoff: records still unsettled; the next owner reads them again", "shard", o.shard, "pending", s.wm.pending())
-			}
+			err := s.wm.wait(wctx)
 			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.postpone(o, s, to, s.wm.pending())
+				return
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
 		defer cancel()
@@ -408,6 +429,68 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		}
 		c.finishHandoff(o, began)
 	}()
+}
+
+// postpone ends a handoff whose delivered records did not settle in time:
+// this owner keeps the lease and, when s (the session the handoff stopped)
+// is given, reads on after the last record it handed out, in the same
+// generation, so the records still in flight settle into its checkpoints.
+// Taking the lease again clears the request; the asker asks again on a
+// later pass. Should that write fail, the request stays and the next look
+// at it (a checkpoint tick) postpones again. A handler that never returns
+// so holds its own shard; Status counts each postponement.
+func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) {
+	o.mu.Lock()
+	if s != nil {
+		if first, out := s.wm.firstPending(); out {
+			o.stuck, o.stuckIn = &first, s.wm
+		}
+		c.resumeLocked(o, s)
+		o.setHanding(false)
+	}
+	o.mu.Unlock()
+	o.st.postponed.Add(1)
+	c.cfg.Counters.Postponed.Add(1)
+	c.log.Warn("handoff postponed: records still being handled; lease kept, the asker asks again later",
+		"shard", o.shard, "to", to, "pending", pending)
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.leaseCallTimeout())
+	defer cancel()
+	_, err := c.mutate(ctx, o, "lease keep", func(l lease.Lease) (lease.Lease, error) {
+		if l.PendingOwner == "" {
+			return l, errNothing
+		}
+		return c.cfg.Leases.Take(ctx, l, c.cfg.Owner)
+	})
+	if err != nil && !errors.Is(err, errNothing) && !errors.Is(err, errGone) && c.ctx.Err() == nil {
+		c.log.Warn("handoff postponed; clearing the request failed, retried at the next look", "shard", o.shard, "err", err)
+	}
+}
+
+// resumeLocked starts a reader that goes on after the last record session
+// s (stopped) handed out, in s's generation; o.mu is held. Nothing is read
+// twice and the records of s still in flight move the checkpoint.
+func (c *Coordinator) resumeLocked(o *owned, s *session) {
+	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() {
+		return
+	}
+	from := s.from
+	if m, ok := s.wm.lastOut(); ok {
+		from = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: m.seq, skip: true, sub: m.sub, lazy: true}
+	}
+	sctx, cancel := context.WithCancel(c.ctx)
+	ns := &session{wm: s.wm, from: from, pin: s.pin, cancel: cancel, done: make(chan struct{})}
+	context.AfterFunc(o.fctx, func() {
+		ns.wm.abandon()
+		cancel()
+	})
+	o.setSession(ns)
+	c.log.Debug("reader resumed after a postponed handoff", "shard", o.shard, "sequence", from.seq)
+	c.workers.Add(1) // the handoff's goroutine holds one: Stop is not waiting on zero
+	if c.fanOut != nil {
+		go c.readFanOut(sctx, o, ns)
+		return
+	}
+	go c.read(sctx, o, ns, "")
 }
 
 // finishHandoff releases a lease being handed over. A failed release is
@@ -513,7 +596,7 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	asked := maps.Clone(c.pending)
 	c.mu.Unlock()
 	took := false
-	for key, at := range asked {
+	for key := range asked {
 		l, err := c.cfg.Leases.Get(ctx, key)
 		drop := false
 		switch {
@@ -531,11 +614,11 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 			// read on, so the handoff time is no reason to wait.
 			c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
 			took = c.takeAsked(ctx, l) || took
-		case l.Owner == "" || (l.PendingOwner == c.cfg.Owner && time.Since(at) >= c.cfg.Handoff && c.mayForce(l.Owner)):
-			if l.Owner != "" {
-				c.log.Warn("handoff timed out; taking the lease", "shard", l.ShardID, "from", l.Owner)
-			}
+		case l.Owner == "":
 			took = c.takeAsked(ctx, l) || took
+		case l.PendingOwner == c.cfg.Owner:
+			// A live owner is never forced: it releases the lease once its
+			// records settled, or postpones and clears the request.
 		case l.PendingOwner != c.cfg.Owner:
 			drop = true // someone else asked since, or the owner kept it
 		}
@@ -569,8 +652,8 @@ func (c *Coordinator) takeAsked(ctx context.Context, l lease.Lease) bool {
 // slow handlers to settle). That is as safe as any crash failover: an
 // owner fences itself (stops reading, writes nothing) before it can look
 // dead (fenceAfter), and the take is conditional on the counter read. A
-// live owner never looks dead, however slow its handoff: it is forced, if
-// ever, only after the handoff time (mayForce).
+// live owner never looks dead, however slow its handoff, and is never
+// forced: it releases the lease or postpones the handoff (startHandoff).
 func (c *Coordinator) askedOwnerDead(l lease.Lease) bool {
 	c.mu.Lock()
 	view := c.view // readMembers replaces the maps, never writes them

@@ -220,9 +220,11 @@ func testStopWithUnsettledAtLatest(t *testing.T, e *env) {
 	checkKeyOrder(t, col2.waitN(t, 4), want)
 }
 
-// Issue 9, scenario 1, by a graceful handoff: the owner asked for a shard
-// whose delivered records do not settle within the handoff time releases it
-// with a position at or before them; the asker reads them.
+// Issue 9, scenario 1, by a graceful handoff: an owner asked for a shard
+// opened at Latest whose delivered records have not settled keeps it
+// (issue 29: the handoff is postponed, never cut short) and reads on; once
+// they settle, it hands the shard over at a checkpoint past them, and the
+// asker reads what comes after. Nothing is lost, and nothing handled twice.
 func TestHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
 	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
 		e, _ := memEnvIn(t, 2, l)
@@ -233,41 +235,46 @@ func TestHandoffWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
 func testHandoffWithUnsettledAtLatest(t *testing.T, e *env) {
 	cols := newCollectors(2)
 	cols[0].hold = func(*shard.Record) bool { return true } // a's handler is stuck
-	a := e.start(e.config("a", cols[0].sink))
+	log := &deliveries{}
+	cps, leases := newCheckpoints(e.store, log)
+	cfgA, cfgB := e.config("a", log.wrap("a", cols[0].sink)), e.config("b", log.wrap("b", cols[1].sink))
+	cfgA.Leases, cfgB.Leases = leases, leases
+	var counters [2]shard.LeaseCounters
+	cfgA.Counters, cfgB.Counters = &counters[0], &counters[1]
+	a := e.start(cfgA)
 	want := map[string]int{}
 	e.publish(want, 20, 20)
 	cols[0].waitN(t, 20)
-	b := e.start(e.config("b", cols[1].sink))
-	eventually(t, 20*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
-	handed := b.Reading()[0]
-	e.publish(want, 20, 20)
-	onHanded := 0
-	for _, r := range cols[0].records() {
-		if r.ShardID == handed {
-			onHanded++
-		}
-	}
-	if onHanded == 0 {
-		t.Fatalf("no record of the first batch landed on the handed shard %s", handed)
-	}
-	// b delivers every record of the handed shard: the ones a held and the new ones.
-	got := cols[1].wait(t, 20*time.Second, "the handed shard's records on b", func(r []*shard.Record) bool {
-		n := 0
-		for _, x := range r {
-			if x.ShardID == handed {
-				n++
-			}
-		}
-		return n >= onHanded
+	b := e.start(cfgB)
+	// (A lease a lost on the way, fenced on a loaded machine, is taken as a
+	// crash failover takes it: no handoff to postpone.)
+	eventually(t, 20*time.Second, "a postpones the handoff", func() bool {
+		return counters[0].Postponed.Load() > 0 || counters[0].Lost.Load() > 0
 	})
-	seen := map[recordID]bool{} // sequence numbers are unique only within a shard
-	for _, r := range got {
-		seen[idOf(r)] = true
+	if got := b.Reading(); len(got) != 0 && counters[0].Lost.Load() == 0 {
+		t.Fatalf("b reads %v while a's handlers still run their records", got)
 	}
-	for _, r := range cols[0].records() {
-		if r.ShardID == handed && !seen[idOf(r)] {
-			t.Errorf("record %s, delivered by a and never settled, was not delivered by b after the handoff", r.Data)
+	cols[0].mu.Lock()
+	for _, r := range cols[0].got {
+		r.Settle()
+	}
+	cols[0].hold = nil
+	cols[0].mu.Unlock()
+	eventually(t, 20*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
+	e.publish(want, 20, 20)
+	all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+	cols[1].wait(t, 20*time.Second, "all 40 records", func([]*shard.Record) bool {
+		seen := map[recordID]bool{}
+		for _, r := range all() {
+			seen[idOf(r)] = true
 		}
+		return len(seen) >= 40
+	})
+	// Graceful: nothing twice, unless a lease was lost on the way (a fence
+	// on a loaded machine, with the short failover time of these tests).
+	lost := counters[0].Lost.Load() + counters[1].Lost.Load()
+	if dups := checkUnderFences(t, log, cps, want, lost); lost > 0 {
+		t.Logf("%d leases lost: %d records delivered again, none checkpointed before", lost, dups)
 	}
 }
 

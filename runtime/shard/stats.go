@@ -40,6 +40,9 @@ type Stats struct {
 	// readErr is the last of the reads that failed in a row; nil once one
 	// answers. Only failures write it, so a read that answers costs a load.
 	readErr atomic.Pointer[ReadFailure]
+	// postponed counts the handoffs of the shard postponed because its
+	// records were still being handled.
+	postponed atomic.Uint64
 
 	rate rateMeter
 }
@@ -167,6 +170,10 @@ type ShardStatus struct {
 	Handled     [NumOutcomes]uint64
 	PerSecond   float64 // records handled per second, lately
 	InFlight    int     // records handed out past the checkpoint, not all settled
+	// HandoffsPostponed counts the handoffs of the shard this coordinator
+	// postponed because records it had handed out were still being
+	// handled (a stuck handler holds its shard): it grows while one is.
+	HandoffsPostponed uint64
 }
 
 // LeaseCounters count this instance's lease changes. One set may be shared
@@ -175,6 +182,7 @@ type LeaseCounters struct {
 	Taken      atomic.Uint64 // leases taken (free, expired, or handed over by their owner)
 	Lost       atomic.Uint64 // leases found taken by another owner, or fenced after failed renewals
 	HandedOver atomic.Uint64 // leases released to an owner that asked for them
+	Postponed  atomic.Uint64 // handoffs postponed: records still being handled
 }
 
 // Status is a snapshot of a coordinator: the shards it holds and, as the
@@ -252,6 +260,7 @@ func (c *Coordinator) Status() Status {
 		if s := o.sessionA.Load(); s != nil && !s.wm.discard.Load() {
 			ss.InFlight = int(s.wm.pending())
 		}
+		ss.HandoffsPostponed = st.postponed.Load()
 		out.Held = append(out.Held, ss)
 	}
 	for _, ll := range listed {

@@ -157,6 +157,17 @@ func (w *watermark) firstPending() (mark, bool) {
 	return w.ring[w.base&uint64(len(w.ring)-1)].m, true
 }
 
+// lastOut returns the last record delivered, if any: a reader that goes on
+// in the same generation starts after it.
+func (w *watermark) lastOut() (mark, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.base == w.next {
+		return w.last, w.has
+	}
+	return w.ring[(w.next-1)&uint64(len(w.ring)-1)].m, true
+}
+
 // pending returns how many delivered records are not settled yet.
 func (w *watermark) pending() uint64 {
 	w.mu.Lock()
