@@ -144,6 +144,37 @@ func faultMixes() []faultMix {
 			redelivered: true, // w1's shards move to the others
 		},
 		{
+			// Issue 29, defect 7: every lease-store call of w1 takes 0.8 s,
+			// under the runtime's own call deadline (failover/3): a slow
+			// store is not an outage, so w1 keeps its leases and nothing
+			// is delivered twice.
+			name:    "lease-store-slow-under-deadline",
+			dynamo:  []faultproxy.Rule{{Fault: faultproxy.Latency, Rate: 1, Delay: failover * 8 / 30, For: 3 * failover}},
+			isolate: true,
+			after:   time.Second,
+		},
+		{
+			// Issue 29, defect 2: every lease-store call of w1 lands after
+			// the call's deadline: w1 cannot confirm its heartbeats, fences
+			// itself, and the others must see it dead and read its shards.
+			name:        "lease-store-late-answers",
+			dynamo:      []faultproxy.Rule{{Fault: faultproxy.Latency, Rate: 1, Delay: failover / 2, For: 3 * failover}},
+			isolate:     true,
+			after:       time.Second,
+			redelivered: true, // w1's shards move to the others
+			full:        true,
+		},
+		{
+			// Half of w1's lease-store calls are throttled: enough of its
+			// heartbeats are confirmed to keep it alive.
+			name:        "lease-store-half-throttled",
+			dynamo:      []faultproxy.Rule{{Fault: faultproxy.Throttle, Rate: 0.5, For: 3 * failover}},
+			isolate:     true,
+			after:       time.Second,
+			redelivered: true, // a checkpoint throttled at a stop or handoff
+			full:        true,
+		},
+		{
 			// w1 is cut off from the lease table for twice the failover
 			// time: it must stop handing out its shards' records before the
 			// others take them, come back afterwards and still stop cleanly.

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -177,6 +178,33 @@ type subRun struct {
 	tel    *telemetry // nil: no telemetry
 	obs    runObs
 	began  time.Time // when the run started (checkpoint age before the first checkpoint)
+	// leaseCtxs: by a lease's context (shard.Record.Lease), the handlers'
+	// context for its records: ctx, also ended when the lease is lost.
+	leaseCtxs sync.Map
+}
+
+// handlerCtx returns the context the handlers of rec run under: the run's,
+// cancelled also when the lease rec was read under is lost, fenced or
+// released, since another instance may then handle the record (issue 29,
+// defect 5). One per lease held, not per record.
+func (r *subRun) handlerCtx(rec *shard.Record) context.Context {
+	lc := rec.Lease()
+	if lc.Done() == nil {
+		return r.ctx
+	}
+	if v, ok := r.leaseCtxs.Load(lc); ok {
+		return v.(context.Context)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	if v, loaded := r.leaseCtxs.LoadOrStore(lc, ctx); loaded {
+		cancel()
+		return v.(context.Context)
+	}
+	context.AfterFunc(lc, func() {
+		cancel()
+		r.leaseCtxs.Delete(lc)
+	})
+	return ctx
 }
 
 // start checks (or creates) the stream and the dead-letter stream, starts
@@ -383,7 +411,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	// A publish from inside the handler that names no key goes under this
 	// record's key (the key ladder's fourth rung).
-	ctx := context.Context(&handling{Context: r.ctx, key: rec.PartitionKey, log: r.log})
+	ctx := context.Context(&handling{Context: r.handlerCtx(rec), key: rec.PartitionKey, log: r.log})
 	if !r.s.raw && kpl.IsAggregated(rec.Data) {
 		// The reader hands over a KPL aggregate whole only when it is
 		// corrupt: say so, rather than that its bytes do not decode.
@@ -418,6 +446,12 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	if err != nil {
 		return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
+	}
+	if out.kind != outcomeAck && rec.Stale() {
+		// The lease was lost while the handler ran (its context was
+		// cancelled): the next owner handles the record again, so no
+		// retry copy or dead letter is made of this handling.
+		return false
 	}
 	switch out.kind {
 	case outcomeAck:
