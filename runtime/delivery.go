@@ -25,13 +25,20 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
-// Headers the runtime writes on records it republishes. The attempt header
-// travels on retry copies and is read back into Delivery.Attempt (it is not
-// among a Delivery's headers); the others travel on dead letters. Names
-// starting with "kinesisgen-" are the runtime's own: a publish that sets
-// one is refused.
+// Headers the runtime writes on records it republishes. The attempt and
+// application headers travel on retry copies (neither is among a
+// Delivery's headers); the attempt is read back into Delivery.Attempt. The
+// others travel on dead letters. Names starting with "kinesisgen-" are the
+// runtime's own: a publish that sets one is refused.
 const (
-	AttemptHeader          = "kinesisgen-attempt"
+	AttemptHeader = "kinesisgen-attempt"
+	// ApplicationHeader names the application (WithApplication) whose
+	// Retry made a copy. The copy goes to the tip of the stream, where
+	// every application reading it finds it: only the one named handles
+	// it, the others settle it unhandled (Outcomes.Skipped). A copy
+	// without it (written before it existed) is handled by every
+	// application, as it was then.
+	ApplicationHeader      = "kinesisgen-application"
 	DeadLetterReasonHeader = "kinesisgen-reason"
 	OriginStreamHeader     = "kinesisgen-origin-stream"
 	OriginShardHeader      = "kinesisgen-origin-shard"
@@ -428,6 +435,18 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		}
 		headers, payload = nil, rec.Data // a raw subscriber takes it as it is
 	}
+	if app, ok := headers[ApplicationHeader]; ok {
+		// Another application's retry copy is none of this one's: its
+		// original was (or will be) handled here once already.
+		if app != r.s.b.s.cfg.app {
+			rec.Count(shard.Skipped)
+			if t := r.tel; t != nil && t.metrics {
+				t.handled.Add(context.Background(), 1, r.obs.outcome[skipped])
+			}
+			return true
+		}
+		delete(headers, ApplicationHeader)
+	}
 	attempt := takeAttempt(headers)
 	d := Delivery{
 		Stream:         rec.Stream,
@@ -518,8 +537,9 @@ func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, 
 		// could never be published, so the record is given up at once.
 		return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("cannot be retried under its partition key (%v): %w", err, cause))
 	}
-	h := cloneHeaders(headers, 1)
+	h := cloneHeaders(headers, 2)
 	h[AttemptHeader] = strconv.Itoa(attempt + 1)
+	h[ApplicationHeader] = r.s.b.s.cfg.app
 	out := Outgoing{Stream: r.s.stream, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
 	switch r.publish(ctx, rec, out) {
 	case published:

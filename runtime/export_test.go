@@ -41,6 +41,12 @@ func ShortenCreateWait(t testing.TB, d time.Duration) { shorten(t, &createWait, 
 // for parallel tests: it changes the package's bound.
 func ShortenStartTimeout(t testing.TB, d time.Duration) { shorten(t, &startTimeout, d) }
 
+// TrustAggregateMaps makes the aggregators created until t ends trust a
+// shard map for d after it was last confirmed, instead of a second: for a
+// test that needs a map left stale across a reshard slower than that.
+// Not for parallel tests.
+func TrustAggregateMaps(t testing.TB, d time.Duration) { shorten(t, &aggMapTrust, d) }
+
 // shorten sets *bound to d until t ends.
 func shorten(t testing.TB, bound *time.Duration, d time.Duration) {
 	old := *bound

@@ -95,7 +95,7 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 	t.putRetried, _ = m.Int64Counter("kinesisgen.putrecords.retried_entries", metric.WithUnit("{entry}"),
 		metric.WithDescription("PutRecords entries sent again after a refusal (throttling, say) or a failed call."))
 	t.handled, _ = m.Int64Counter("kinesisgen.handler.messages", metric.WithUnit("{message}"),
-		metric.WithDescription("Deliveries handled, by stream, handler and outcome (ack, retry, reject, undecodable)."))
+		metric.WithDescription("Deliveries handled, by stream, handler and outcome (ack, retry, reject, undecodable; skipped: another application's retry copy)."))
 	t.duration, _ = m.Float64Histogram("kinesisgen.handler.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long a delivery's handling (middleware and handler) took."))
 	t.leasesTaken, _ = m.Int64ObservableCounter("kinesisgen.leases.taken", metric.WithUnit("{lease}"),
@@ -236,10 +236,13 @@ type runObs struct {
 	span    string                      // the consumer span's name
 	sub     metric.MeasurementOption    // stream, handler
 	stream  metric.MeasurementOption    // stream
-	outcome [4]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable
+	outcome [5]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable, skipped
 }
 
-const undecodable = 3 // runObs.outcome's index for a record that did not decode
+const (
+	undecodable = 3 // runObs.outcome's index for a record that did not decode
+	skipped     = 4 // runObs.outcome's index for another application's retry copy
+)
 
 func (t *telemetry) runObs(stream, handler string) runObs {
 	if t == nil {
@@ -253,7 +256,7 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 		sub:    metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler))),
 		stream: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream))),
 	}
-	for i, name := range []string{"ack", "retry", "reject", "undecodable"} {
+	for i, name := range []string{"ack", "retry", "reject", "undecodable", "skipped"} {
 		o.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler), attrOutcome.String(name)))
 	}
 	return o
