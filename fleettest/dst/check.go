@@ -268,19 +268,30 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				excuse = append(excuse, s)
 			}
 		}
-		// Times when the application had no live member at all.
-		var lives []span
+		// Times when the application had no healthy member: none live, or
+		// every live one frozen or with its lease store or reads failing
+		// or answering late (nobody could read then).
+		var healthy []span
 		for _, in := range w.order {
-			if in.app == app {
-				to := in.gone
-				if to.IsZero() {
-					to = w.begin.Add(24 * time.Hour)
-				}
-				lives = append(lives, span{from: in.started, to: to})
+			if in.app != app {
+				continue
 			}
+			to := in.gone
+			if to.IsZero() {
+				to = w.begin.Add(24 * time.Hour)
+			}
+			var bad []span
+			for _, ss := range [][]span{w.pauses, w.storeOutages, w.lateSpans, w.outages} {
+				for _, s := range ss {
+					if s.inst == in.name {
+						bad = append(bad, s)
+					}
+				}
+			}
+			healthy = append(healthy, subtract(span{from: in.started, to: to}, bad)...)
 		}
 		cur := w.begin
-		for _, l := range sortedSpans(lives) {
+		for _, l := range sortedSpans(healthy) {
 			if l.from.After(cur) {
 				excuse = append(excuse, span{from: cur, to: l.from})
 			}
@@ -288,6 +299,7 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				cur = l.to
 			}
 		}
+		excuse = append(excuse, span{from: cur, to: w.begin.Add(24 * time.Hour)})
 		for _, p := range w.pub {
 			f, ok := first[app][p.id]
 			end := f.start
@@ -343,6 +355,28 @@ func (w *world) ancestry(id string) []string {
 				out = append(out, p)
 			}
 		}
+	}
+	return out
+}
+
+// subtract returns what of s the spans cut do not cover.
+func subtract(s span, cut []span) []span {
+	out := []span{s}
+	for _, c := range cut {
+		var next []span
+		for _, o := range out {
+			if !c.from.Before(o.to) || !o.from.Before(c.to) {
+				next = append(next, o)
+				continue
+			}
+			if o.from.Before(c.from) {
+				next = append(next, span{inst: o.inst, from: o.from, to: c.from})
+			}
+			if c.to.Before(o.to) {
+				next = append(next, span{inst: o.inst, from: c.to, to: o.to})
+			}
+		}
+		out = next
 	}
 	return out
 }

@@ -120,6 +120,7 @@ type world struct {
 	// the instance waits for its end.
 	storeOutages []span
 	steals       []steal
+	lateSpans    []span              // StoreLate
 	parents      map[string][]string // shard → its parents (the last stream's)
 	pubHold      chan struct{}
 	stopPub      atomic.Bool
@@ -275,6 +276,7 @@ func (w *world) apply(ctx context.Context, e Event) {
 		if in != nil {
 			w.mu.Lock()
 			in.f.lateUntil = time.Now().Add(e.D)
+			w.lateSpans = append(w.lateSpans, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D)})
 			w.mu.Unlock()
 		}
 	case StoreFail:
@@ -690,6 +692,15 @@ func (w *world) drain(ctx context.Context) {
 	w.mu.Lock()
 	for _, in := range w.order {
 		in.f.slowUntil, in.f.lateUntil, in.f.failUntil, in.f.kinUntil, in.f.memberPause = time.Time{}, time.Time{}, time.Time{}, time.Time{}, 0
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		spans []span
+		after time.Duration
+	}{{w.lateSpans, 0}, {w.storeOutages, storeBackoff}, {w.outages, readerBackoff}} {
+		for i := range c.spans {
+			c.spans[i].to = minTime(c.spans[i].to, now.Add(c.after))
+		}
 	}
 	var need []string
 	for _, app := range w.apps {
