@@ -171,6 +171,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // faults.
 func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(context.Context) (T, error)) (T, error) {
 	var zero T
+	if op == opHeartbeat && in.w.cfg.Mix.HeartbeatsUnderMu {
+		op.underMu = true
+	}
 	if op.underMu {
 		// Under a lease's mutex a call cannot wait at the gate (see
 		// opClass): while paused it fails as a call sent just before a

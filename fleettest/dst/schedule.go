@@ -119,6 +119,11 @@ type Mix struct {
 	// judge its beat stale before a failover time of their own (see
 	// the "churn" mix, which does not).
 	UnreadSlack time.Duration
+	// HeartbeatsUnderMu treats heartbeats as calls made under a mutex:
+	// never delayed (see opClass). The liveness fix of issue 29 holds a
+	// sync.Mutex (beatMu) across the heartbeat, so a slow heartbeat there
+	// stops the bubble's clock; "slowreads" is "slowstore" without them.
+	HeartbeatsUnderMu bool
 	// NoChurn: no instance joins or leaves after the start (to tell a
 	// fault's violations from a handoff's).
 	NoChurn bool
@@ -141,6 +146,7 @@ var Mixes = map[string]Mix{
 	"slowjoin":  {Name: "slowjoin", Apps: 1, Slow: 0.15},
 	"late":      {Name: "late", Apps: 1, NoChurn: true, StoreLate: true},
 	"slowstore": {Name: "slowstore", Apps: 1, NoChurn: true, StoreSlow: true},
+	"slowreads": {Name: "slowreads", Apps: 1, NoChurn: true, StoreSlow: true, HeartbeatsUnderMu: true},
 	"pause":     {Name: "pause", Apps: 1, NoChurn: true, Pause: true, Slow: 0.1},
 	"pausemem":  {Name: "pausemem", Apps: 1, NoChurn: true, PauseAfterMembers: true},
 	"retry":     {Name: "retry", Apps: 2, Retry: 0.1},
