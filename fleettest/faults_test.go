@@ -53,6 +53,18 @@ type faultMix struct {
 	// liveness the KCL layout keeps): the fault then meets lease renewals,
 	// not the member heartbeats of the default.
 	perLease bool
+	// pause, with isolate: the cut-off worker's process is stopped
+	// (SIGSTOP) for this long at the fault's start, then continued
+	// (SIGCONT): a GC pause, a frozen VM. slow: every handling takes that
+	// long (the workers' -slow), so that records wait in the lanes and a
+	// handler runs when the pause begins.
+	pause, slow time.Duration
+	// rebalanced: a record any worker handled may be delivered again,
+	// not only the cut-off worker's: after the pause the resumed worker
+	// asks for its share back, and a graceful handoff may still hand a
+	// shard over with records unsettled (issue 29, defect 1). Two owners
+	// at once and order stay checked.
+	rebalanced bool
 }
 
 var allKinesisOps = []string{"PutRecords", "GetRecords", "GetShardIterator", "ListShards", "DescribeStreamSummary"}
@@ -196,6 +208,23 @@ func faultMixes() []faultMix {
 			perLease:    true,
 		},
 		{
+			// Issue 29, defects 5 and 6: w1 is frozen for three failover
+			// times while slow handlings run and records wait in its
+			// lanes; the others take its shards meanwhile. Resumed, it
+			// must hand no record to a handler (its leases are past their
+			// fence by its monotonic clock), cancel its running handlers,
+			// and take no lease from the live workers by members read
+			// before the freeze.
+			name:        "paused-worker",
+			isolate:     true,
+			after:       2 * time.Second,
+			pause:       3 * failover,
+			slow:        100 * time.Millisecond,
+			redelivered: true, // w1's shards move to the others
+			rebalanced:  true,
+			full:        true, // about 40 s: by name or FAULTS_MIX=all
+		},
+		{
 			// w1's Kinesis calls hang for twice the failover time: its
 			// publish calls fail within their deadline, its keys are
 			// published again once the endpoint heals, and it stops cleanly.
@@ -271,6 +300,7 @@ func runMix(t *testing.T, m faultMix, bin, kinesisURL, dynamoURL string) {
 	}
 	f.logPrefix = m.name + "-"
 	f.perLease = m.perLease
+	f.slow = m.slow
 	f.setup(ctx)
 	owners := make([]string, mixWorkers)
 	for i := range owners {
@@ -383,6 +413,15 @@ func (f *mixFleet) setRules(owners []string) {
 		f.cutOff = owners[0]
 	}
 	f.faultAt = time.Now()
+	if f.mix.pause > 0 {
+		f.mu.Lock()
+		p := f.procs[owners[0]].cmd.Process
+		f.mu.Unlock()
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			f.t.Fatal(err)
+		}
+		time.AfterFunc(f.mix.pause, func() { _ = p.Signal(syscall.SIGCONT) })
+	}
 	for _, o := range owners {
 		if f.mix.isolate && o != owners[0] {
 			continue
@@ -494,8 +533,12 @@ func (f *mixFleet) check() mixResult {
 				t.Errorf("publish of %s/%d by %s failed, yet only %s's endpoints were faulted: %s", c.Key, c.Index, c.Owner, f.cutOff, c.Err)
 			}
 		}
-		if c.Took > publishTimeout+publishSlack {
-			t.Errorf("publish of %s/%d by %s returned after %v, want within %v", c.Key, c.Index, c.Owner, c.Took, publishTimeout+publishSlack)
+		bound := publishTimeout + publishSlack
+		if c.Owner == f.cutOff {
+			bound += f.mix.pause // a call of the paused worker waits out the pause
+		}
+		if c.Took > bound {
+			t.Errorf("publish of %s/%d by %s returned after %v, want within %v", c.Key, c.Index, c.Owner, c.Took, bound)
 		}
 	}
 
@@ -535,7 +578,7 @@ func (f *mixFleet) check() mixResult {
 		for id, n := range seqs {
 			r.redelivered += n - 1
 			first := firsts[id]
-			if n > 1 && f.cutOff != "" && (first.owner != f.cutOff || first.at.Before(notBefore)) {
+			if n > 1 && f.cutOff != "" && !f.mix.rebalanced && (first.owner != f.cutOff || first.at.Before(notBefore)) {
 				unexpected++
 				if unexpected <= 5 {
 					t.Errorf("record %s/%d delivered %d times, first to %s %v after the fault began: only records %s handled from %v before it may be delivered again",

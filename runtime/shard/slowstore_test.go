@@ -331,7 +331,9 @@ type halfThrottled struct {
 	beats, writes, readings atomic.Int64
 }
 
-func (s *halfThrottled) throttled(calls *atomic.Int64) bool { return s.on.Load() && calls.Add(1)%2 == 0 }
+func (s *halfThrottled) throttled(calls *atomic.Int64) bool {
+	return s.on.Load() && calls.Add(1)%2 == 0
+}
 
 func (s *halfThrottled) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
 	if s.throttled(&s.beats) {
