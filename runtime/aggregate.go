@@ -429,6 +429,8 @@ func (a *aggregator) verify(now time.Time) {
 		return
 	}
 	if !sameShards(a.shards, open) {
+		// Not the map the aggregates in flight were routed by: confirms
+		// nothing about them, so confirmedAt stays until remap.
 		a.log.Info("kinesis aggregating publisher: the shard map changed while idle (stream created again?)", "stream", a.stream, "shards", len(open))
 		if a.inFlight == 0 {
 			a.remap(now, l, open)
@@ -437,6 +439,7 @@ func (a *aggregator) verify(now time.Time) {
 		}
 		return
 	}
+	a.confirmedAt = now // the stream was the map's at some time after now
 	for _, u := range a.pending {
 		if !a.holdsAll(l, u.landed.ShardID, u.items) {
 			// Not on a shard of the map: settled by the next listing
@@ -453,8 +456,7 @@ func (a *aggregator) verify(now time.Time) {
 	a.pending = a.pending[:0]
 }
 
-// list lists the shards, the open ones sorted by range start, and notes
-// the listing's start as a time the stream was the one listed. A listing
+// list lists the shards, the open ones sorted by range start. A listing
 // that fails is tried again after a backoff; a stream that does not
 // exist, or a listing the service refuses for good (access denied, say),
 // fails every queued message.
@@ -502,7 +504,6 @@ func (a *aggregator) list(now time.Time) (*shard.Lineage, []*aggShard, bool) {
 		return nil, nil, false
 	}
 	a.listFail, a.listAt = 0, time.Time{}
-	a.confirmedAt = now // the stream listed was this one at some time after now
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
 	return l, open, true
 }
@@ -513,6 +514,7 @@ func (a *aggregator) list(now time.Time) (*shard.Lineage, []*aggShard, bool) {
 // flight. An aggregate stored on a shard that holds all its keys stands;
 // any other goes again.
 func (a *aggregator) remap(now time.Time, l *shard.Lineage, open []*aggShard) {
+	a.confirmedAt = now // the stream was the listed one at some time after now
 	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
 	for _, u := range a.pending {
@@ -970,9 +972,9 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 		// one the map was listed from: it may have been deleted and
 		// created again, and the shard of this id may not hold these
 		// keys (a reader skips a sub-record whose key is not in its
-		// shard's range). A listing started now says whether it stands,
-		// A plain record is routed by the service, by its own key: it is
-		// where it belongs.
+		// shard's range). A listing started after now says whether it
+		// stands (verify). A plain record is routed by the service, by
+		// its own key: it is where it belongs.
 		if a.isClosing() {
 			a.release(u, now)
 			a.resolveAll(u.items, Receipt{}, landedError(a.bt.errorf(ErrNotConnected, nil), u.sh.id, r.r.ShardID))

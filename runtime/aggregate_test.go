@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strings"
@@ -1772,6 +1773,73 @@ func TestAggregatedStreamRecreatedUnderAnAggregateInFlight(t *testing.T) {
 	msgs, _ := readMessages(ctx, t, s, stream)
 	misplaced := checkKeyed(t, msgs, eachKey(keys, 1))
 	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+}
+
+// TestAggregatedStreamRecreatedUnderTwoCallsInFlight is the re-creation
+// under two calls in flight, answered one second apart, both too late to
+// be trusted: the listing after the first finds the map changed while
+// the second is still in flight, and waits for it before re-routing. The
+// keys of each call hash outside the new shard of its id, so both
+// aggregates must be sent again: every key is read once, in range.
+func TestAggregatedStreamRecreatedUnderTwoCallsInFlight(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
+	// Keys of the old shard 0 (below 2^127) that the new shard 0 (below
+	// 2^128/3) does not hold, and of the old shard 1 that the new shard 1
+	// (below 2*2^128/3) does not hold.
+	var low, high []string
+	for _, k := range aggKeys(200) {
+		switch hi := shard.HashKeyOf(k).Hi; {
+		case hi > math.MaxUint64/3+1 && hi < 1<<63 && len(low) < 8:
+			low = append(low, k)
+		case hi > math.MaxUint64/3*2+1 && len(high) < 8:
+			high = append(high, k)
+		}
+	}
+	publishKeyed(ctx, t, p, append(slices.Clone(low), high...), 0, 1)
+
+	var calls atomic.Int32
+	gates := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	entered := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	release := [2]func(){sync.OnceFunc(func() { close(gates[0]) }), sync.OnceFunc(func() { close(gates[1]) })}
+	t.Cleanup(func() { release[0](); release[1]() })
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpPutRecords {
+			if n := calls.Add(1); n <= 2 {
+				close(entered[n-1])
+				<-gates[n-1]
+			}
+		}
+		return nil
+	})
+	sent := time.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() { publishKeyed(ctx, t, p, low, 0, 1) })
+	<-entered[0]
+	wg.Go(func() { publishKeyed(ctx, t, p, high, 0, 1) })
+	<-entered[1]
+	if _, err := s.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddStream(stream, 3); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sent.Add(1500 * time.Millisecond)))
+	release[0]()
+	time.Sleep(time.Second)
+	release[1]()
+	wg.Wait()
+
+	msgs, _ := readMessages(ctx, t, s, stream)
+	misplaced := checkKeyed(t, msgs, eachKey(append(slices.Clone(low), high...), 1))
+	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+	if misplaced != len(low)+len(high) {
+		t.Errorf("%d misplaced messages, want both aggregates (%d) misplaced: the scenario was not exercised", misplaced, len(low)+len(high))
+	}
 }
 
 // TestAggregatedInFlightWait holds one aggregate's call in the server and

@@ -57,7 +57,7 @@ type Delivery struct {
 	SequenceNumber string
 	PartitionKey   string
 	ArrivalTime    time.Time
-	Attempt        int // 1 on first delivery; retry copies count up
+	Attempt        int // 1 on first delivery; this application's retry copies count up (another's are not delivered)
 
 	// headers are the record's user headers as decoded (nil when it has
 	// none). They are shared with the runtime's retry and dead-letter
