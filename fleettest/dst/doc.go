@@ -59,9 +59,9 @@
 //	make soak SOAK=30m SOAK_FLAGS=-dst.defects
 //
 // -dst.log logs the runtime at Info. make test runs TestSeeds' fixed set
-// (mixes basic, twoapps and aggregate, 150 seeds each), which holds on
-// the code before issue 29's fixes; -dst.defects adds the mixes that find
-// defects 1–7.
+// (mixes basic, twoapps and aggregate, 150 seeds each), which holds
+// both before issue 29's fixes and on them as merged; -dst.defects adds
+// the mixes that find defects 1–7 (FINDINGS.md has what they found).
 //
 // # What may vary
 //
@@ -82,7 +82,8 @@
 // clock. The runtime holds a lease's mutex across its checkpoint, renewal,
 // release, children and keep writes (and the re-read of a moved lease):
 // those calls are never delayed; their slow and late answers come at
-// once, and while the instance is paused they fail with the deadline error
+// once (with Mix.HeartbeatsUnderMu, heartbeats too: the liveness fix
+// holds a mutex across them), and while the instance is paused they fail with the deadline error
 // at once (as a call sent just before a freeze fails after the thaw). A
 // paused instance's timers still fire (the fence among them); its calls
 // made at the instant it resumes ignore deadlines that expired during the
