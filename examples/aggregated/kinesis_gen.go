@@ -30,7 +30,7 @@ func Mount(b *runtime.Broker, checker *Checker) error {
 	var errs []error
 	if _, err := runtime.Subscribe[Reading](b, "readings", func(ctx context.Context, msg Reading, d runtime.Delivery) runtime.Outcome {
 		return runtime.OutcomeOf(checker.Check(ctx, msg))
-	}, runtime.CreateIfMissing(4), runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon()), runtime.HandlerName("main.Checker.Check")); err != nil {
+	}, runtime.CreateIfMissing(4), runtime.Workers(8), runtime.ByKey(), runtime.HandlerName("main.Checker.Check")); err != nil {
 		errs = append(errs, fmt.Errorf("main.Checker.Check: %w", err))
 	}
 	return errors.Join(errs...)

@@ -44,7 +44,7 @@ func NewChecker(want int) *Checker {
 // gets one reading at a time. Eight lanes by key: a sensor's readings come
 // one after another, in their order on the shard.
 //
-//kinesis:subscriber stream=readings create_if_missing=4 start_at=horizon workers=8 by_key
+//kinesis:subscriber stream=readings create_if_missing=4 workers=8 by_key
 func (c *Checker) Check(ctx context.Context, r Reading) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -55,7 +55,7 @@ func NewArchive(dir string, want int) *Archive {
 // since create_if_missing is set. Four lanes by key: a user's clicks are
 // archived in order, four users at once.
 //
-//kinesis:subscriber stream=clicks create_if_missing=4 fanout=archiver start_at=horizon workers=4 by_key
+//kinesis:subscriber stream=clicks create_if_missing=4 fanout=archiver workers=4 by_key
 func (a *Archive) Store(ctx context.Context, c Click, d runtime.Delivery) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -30,7 +30,7 @@ func Mount(b *runtime.Broker, archive *Archive) error {
 	var errs []error
 	if _, err := runtime.Subscribe[Click](b, "clicks", func(ctx context.Context, msg Click, d runtime.Delivery) runtime.Outcome {
 		return runtime.OutcomeOf(archive.Store(ctx, msg, d))
-	}, runtime.CreateIfMissing(4), runtime.Workers(4), runtime.ByKey(), runtime.StartAt(runtime.Horizon()), runtime.FanOut("archiver"), runtime.HandlerName("main.Archive.Store")); err != nil {
+	}, runtime.CreateIfMissing(4), runtime.Workers(4), runtime.ByKey(), runtime.FanOut("archiver"), runtime.HandlerName("main.Archive.Store")); err != nil {
 		errs = append(errs, fmt.Errorf("main.Archive.Store: %w", err))
 	}
 	return errors.Join(errs...)

@@ -30,7 +30,7 @@ func Mount(b *runtime.Broker, welcomer *Welcomer) error {
 	var errs []error
 	if _, err := runtime.Subscribe[Signup](b, "signups", func(ctx context.Context, msg Signup, d runtime.Delivery) runtime.Outcome {
 		return runtime.OutcomeOf(welcomer.Welcome(ctx, msg))
-	}, runtime.CreateIfMissing(2), runtime.StartAt(runtime.Horizon()), runtime.HandlerName("main.Welcomer.Welcome")); err != nil {
+	}, runtime.CreateIfMissing(2), runtime.HandlerName("main.Welcomer.Welcome")); err != nil {
 		errs = append(errs, fmt.Errorf("main.Welcomer.Welcome: %w", err))
 	}
 	return errors.Join(errs...)

@@ -36,11 +36,11 @@ func NewWelcomer() *Welcomer {
 	return &Welcomer{greeted: map[string]string{}, changed: make(chan struct{})}
 }
 
-// Welcome handles a signup. start_at=horizon reads the stream from its
-// oldest record, so signups published before the subscriber started are
-// welcomed too.
+// Welcome handles a signup. A new subscriber starts at the tip of the
+// stream (or its start, when create_if_missing just created it): what is
+// published once Connect has returned is read.
 //
-//kinesis:subscriber stream=signups create_if_missing=2 start_at=horizon
+//kinesis:subscriber stream=signups create_if_missing=2
 func (w *Welcomer) Welcome(ctx context.Context, s Signup) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
