@@ -79,7 +79,13 @@ func TestArchiveReadsByFanOut(t *testing.T) {
 	if err := b.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer b.Shutdown(context.Background())
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}()
 	clicks := NewClickPublisher(b)
 	for i := range 20 {
 		if err := clicks.Message(Click{ID: i + 1, User: fmt.Sprint(i)}).PartitionKey(fmt.Sprint(i)).Publish(ctx); err != nil {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
@@ -46,12 +48,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	emails := make([]string, 0, len(greetings))
-	for e := range greetings {
-		emails = append(emails, e)
-	}
-	sort.Strings(emails)
-	for _, e := range emails {
+	for _, e := range slices.Sorted(maps.Keys(greetings)) {
 		fmt.Fprintf(stdout, "%s: %s\n", e, greetings[e])
 	}
 	return nil
@@ -60,7 +57,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // Greet runs the service on b: it mounts the Welcomer, connects, publishes
 // n signups, waits until all are welcomed and shuts down. The test calls it
 // with a broker on kinesistest.ServeLocal.
-func Greet(ctx context.Context, b *runtime.Broker, n int) (map[string]string, error) {
+func Greet(ctx context.Context, b *runtime.Broker, n int) (greetings map[string]string, err error) {
 	w := NewWelcomer()
 	if err := Mount(b, w); err != nil {
 		return nil, err
@@ -72,7 +69,7 @@ func Greet(ctx context.Context, b *runtime.Broker, n int) (map[string]string, er
 		// Shutdown writes the final checkpoints; give it its own time.
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = b.Shutdown(sctx)
+		err = errors.Join(err, b.Shutdown(sctx))
 	}()
 	signups := NewSignupPublisher(b)
 	for i := range n {

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"sync"
 )
 
@@ -58,10 +59,7 @@ func (w *Welcomer) WaitFor(ctx context.Context, n int) (map[string]string, error
 	for {
 		w.mu.Lock()
 		if len(w.greeted) >= n {
-			out := make(map[string]string, len(w.greeted))
-			for k, v := range w.greeted {
-				out[k] = v
-			}
+			out := maps.Clone(w.greeted)
 			w.mu.Unlock()
 			return out, nil
 		}

@@ -24,7 +24,13 @@ func TestWelcomeOverTheWire(t *testing.T) {
 	if err := b.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
 
 	signups := NewSignupPublisher(b)
 	// The same signup twice, as a retried publish would: one greeting.
