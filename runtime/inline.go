@@ -1,0 +1,142 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/internal/inline"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// The hook of runtime/kinesislambda: the broker's subscribers handle
+// records an AWS Lambda event source mapping read, through the same
+// process as the consumer's lanes.
+func init() {
+	inline.Connect = inlineConnect
+	inline.Lookup = inlineLookup
+	inline.Streams = inlineStreams
+}
+
+func inlineBroker(bk any, op string) (*Broker, error) {
+	b, _ := bk.(*Broker)
+	if b == nil || b.s == nil {
+		return nil, &Error{Kind: ErrInvalid, Op: op, Err: errors.New("nil broker: make one with NewBroker")}
+	}
+	return b, nil
+}
+
+// inlineConnect is Connect without starting the registered subscriptions:
+// in Lambda the event source mapping reads the shards and keeps their
+// positions, so this process polls nothing and holds no lease. Publishers,
+// retry copies and dead letters use the connection as usual.
+func inlineConnect(ctx context.Context, bk any) error {
+	b, err := inlineBroker(bk, "connect")
+	if err != nil {
+		return err
+	}
+	if b.s.live.Load() != nil {
+		return nil
+	}
+	s := b.s
+	if err := checkApplication(s.cfg.app, "connect"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	switch s.phase {
+	case phaseConnected:
+		s.mu.Unlock()
+		return nil
+	case phaseConnecting:
+		s.mu.Unlock()
+		return &Error{Kind: ErrInvalid, Op: "connect", Err: errors.New("broker is being connected by Connect or Run: a Lambda handler's broker is connected by the handler alone")}
+	case phaseClosing, phaseClosed:
+		s.mu.Unlock()
+		return &Error{Kind: ErrNotConnected, Op: "connect", Err: errors.New("broker was shut down; make a new one")}
+	}
+	s.phase = phaseConnecting
+	cfg := s.cfg
+	s.mu.Unlock()
+	c, err := dial(ctx, cfg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.phase == phaseConnecting {
+			s.phase = phaseNew
+		}
+		return err
+	}
+	if s.phase != phaseConnecting {
+		c.close(ctx)
+		return &Error{Kind: ErrNotConnected, Op: "connect", Err: errors.New("broker was shut down while connecting")}
+	}
+	s.conn = c
+	s.live.Store(c)
+	s.phase = phaseConnected
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
+	}
+	return nil
+}
+
+func inlineStreams(bk any) []string {
+	b, err := inlineBroker(bk, "lambda")
+	if err != nil {
+		return nil
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	out := make([]string, 0, len(b.s.subs))
+	for _, s := range b.s.subs {
+		out = append(out, s.stream)
+	}
+	return out
+}
+
+func inlineLookup(bk any, stream string) (inline.Sub, bool) {
+	b, err := inlineBroker(bk, "lambda")
+	if err != nil {
+		return nil, false
+	}
+	c := b.s.live.Load()
+	if c == nil {
+		return nil, false
+	}
+	b.s.mu.Lock()
+	var sub *Subscription
+	for _, s := range b.s.subs {
+		if s.stream == stream {
+			sub = s
+			break
+		}
+	}
+	b.s.mu.Unlock()
+	if sub == nil {
+		return nil, false
+	}
+	tel := b.s.cfg.tel
+	return &inlineSub{run: subRun{
+		s: sub, c: c, log: sub.log.With("owner", c.owner), tel: tel,
+		obs: tel.runObs(sub.stream, sub.set.name), began: time.Now(),
+	}}, true
+}
+
+// inlineSub is a subscription's run without coordinator or lanes: the
+// caller schedules the records (runtime/kinesislambda keeps each key's
+// order), process handles each.
+type inlineSub struct{ run subRun }
+
+func (i *inlineSub) Workers() int { return i.run.s.set.workers }
+func (i *inlineSub) ByKey() bool  { return i.run.s.set.byKey }
+
+func (i *inlineSub) Handle(ctx context.Context, rec *inline.Record) bool {
+	r := i.run // a copy: the handlers' context is the invocation's
+	r.ctx = ctx
+	sr := shard.Record{
+		Stream: rec.Stream, ShardID: rec.ShardID, SequenceNumber: rec.SequenceNumber,
+		SubSequence: rec.SubSequence, PartitionKey: rec.PartitionKey, Data: rec.Data, ArrivalTime: rec.ArrivalTime,
+	}
+	return r.process(&sr)
+}

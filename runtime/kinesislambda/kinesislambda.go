@@ -1,0 +1,358 @@
+// Package kinesislambda runs a broker's mounted subscribers as an AWS
+// Lambda function behind a Kinesis event source mapping. The mapping reads
+// the shards and keeps their positions; the handlers do not change:
+//
+//	b := runtime.NewBroker()
+//	orders.Mount(b)
+//	lambda.Start(kinesislambda.Handler(b))
+//
+// Each event record goes to the subscriber mounted for its stream (named
+// by the record's eventSourceARN) and is decoded as the consumer decodes
+// it: envelope and headers, foreign plain records, KPL aggregates
+// de-aggregated. workers= and by_key apply inside one batch (each key's
+// records in order); Ack, Retry (a copy at the stream's tip, counted by
+// retries=), Reject and dead_letter= behave as in the consumer; panics are
+// recovered; middleware, traces and metrics are the broker's.
+//
+// The response reports the earliest record that failed (the mapping needs
+// FunctionResponseTypes ReportBatchItemFailures) so the mapping resumes
+// there: nothing after a failure is skipped, and records after it that were
+// handled already are handled again (delivery is at least once). A record
+// fails when its stream has no subscriber, when a republish (retry copy,
+// dead letter) is not stored in time, or when it cannot start before the
+// invocation's deadline less a margin. See docs/lambda.md.
+package kinesislambda
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/internal/inline"
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
+)
+
+// DefaultMargin is how long before the invocation's deadline records stop
+// being started and running ones see their context end, so the response
+// (with those records as failures) is sent before Lambda times the
+// invocation out.
+const DefaultMargin = 2 * time.Second
+
+// ErrBadEvent is matched (errors.Is) by the error of an invocation whose
+// event is not a Kinesis event source mapping's: no records, a record of
+// another source, or one without a stream ARN or sequence number. The
+// invocation fails whole, so nothing in it counts as handled.
+var ErrBadEvent = errors.New("kinesislambda: not a Kinesis event")
+
+// Option configures Handler.
+type Option func(*settings)
+
+type settings struct {
+	margin time.Duration
+	logger *slog.Logger
+}
+
+// WithMargin sets how long before the invocation's deadline the handler
+// stops starting records (DefaultMargin). A margin of 0 or less keeps the
+// default.
+func WithMargin(d time.Duration) Option {
+	return func(s *settings) {
+		if d > 0 {
+			s.margin = d
+		}
+	}
+}
+
+// Handler is the Lambda handler for b's mounted subscribers, for
+// lambda.Start. Mount every subscriber before the first invocation. The
+// first invocation connects b (without starting its subscriptions: nothing
+// polls or takes leases); warm invocations reuse the connection. A failed
+// connect fails the invocation whole, and the next one tries again.
+func Handler(b *runtime.Broker, opts ...Option) func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
+	h := &handler{b: b, set: settings{margin: DefaultMargin}, subs: map[string]inline.Sub{}}
+	for _, o := range opts {
+		if o != nil {
+			o(&h.set)
+		}
+	}
+	if b != nil {
+		h.set.logger = b.Logger()
+	} else {
+		h.set.logger = slog.Default()
+	}
+	return h.handle
+}
+
+type handler struct {
+	b   *runtime.Broker
+	set settings
+
+	mu        sync.Mutex
+	connected bool
+	subs      map[string]inline.Sub
+}
+
+// unit is one user record to handle and the event record it came from.
+type unit struct {
+	idx int
+	rec inline.Record
+}
+
+func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.KinesisEventResponse, error) {
+	if len(ev.Records) == 0 {
+		// A mapping never sends an empty batch: this is another event (one
+		// of another source has other fields) and acking it would hide that.
+		return events.KinesisEventResponse{}, fmt.Errorf("%w: no records", ErrBadEvent)
+	}
+	streams := make([]string, len(ev.Records))
+	for i, r := range ev.Records {
+		s, err := checkRecord(r)
+		if err != nil {
+			return events.KinesisEventResponse{}, fmt.Errorf("%w: record %d: %v", ErrBadEvent, i, err)
+		}
+		streams[i] = s
+	}
+	if err := h.connect(ctx); err != nil {
+		return events.KinesisEventResponse{}, err
+	}
+
+	hctx, cancel := h.deadline(ctx)
+	defer cancel()
+	b := newBatch(len(ev.Records))
+	// Units per subscriber, in event order (one stream per batch in
+	// practice; several are handled one after the other).
+	var order []string
+	groups := map[string][]unit{}
+	for i, r := range ev.Records {
+		s := streams[i]
+		sub := h.sub(s)
+		if sub == nil {
+			h.set.logger.Error("no subscriber mounted for the record's stream: record failed",
+				"stream", s, "sequence", r.Kinesis.SequenceNumber, "mounted", inline.Streams(h.b))
+			b.fail(i)
+			continue
+		}
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = appendUnits(groups[s], i, s, r)
+	}
+	for _, s := range order {
+		run(hctx, h.sub(s), groups[s], b)
+	}
+	var resp events.KinesisEventResponse
+	if i := b.first.Load(); i < int64(len(ev.Records)) {
+		resp.BatchItemFailures = []events.KinesisBatchItemFailure{{ItemIdentifier: ev.Records[i].Kinesis.SequenceNumber}}
+	}
+	return resp, nil
+}
+
+// deadline is the handlers' context: the invocation's, ending the margin
+// before its deadline.
+func (h *handler) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, d.Add(-h.set.margin))
+	}
+	return context.WithCancel(ctx)
+}
+
+func (h *handler) connect(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.connected {
+		return nil
+	}
+	if h.b == nil {
+		return &runtime.Error{Kind: runtime.ErrInvalid, Op: "lambda", Err: errors.New("nil broker: make one with NewBroker")}
+	}
+	if err := inline.Connect(ctx, h.b); err != nil {
+		return err
+	}
+	h.connected = true
+	return nil
+}
+
+func (h *handler) sub(stream string) inline.Sub {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.subs[stream]; ok {
+		return s
+	}
+	s, ok := inline.Lookup(h.b, stream)
+	if !ok {
+		return nil // looked up again next time: a later Mount is seen
+	}
+	h.subs[stream] = s
+	return s
+}
+
+// checkRecord returns the record's stream name, from its eventSourceARN
+// (a stream's, or an enhanced fan-out consumer's, which names its stream).
+func checkRecord(r events.KinesisEventRecord) (string, error) {
+	if r.EventSource != "" && r.EventSource != "aws:kinesis" {
+		return "", fmt.Errorf("event source %q", r.EventSource)
+	}
+	if r.Kinesis.SequenceNumber == "" {
+		return "", errors.New("no sequence number")
+	}
+	return StreamOf(r.EventSourceArn)
+}
+
+// StreamOf returns the stream name an eventSourceARN names: a stream's ARN
+// (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME) or one of its consumers'
+// (…:stream/NAME/consumer/CONSUMER:TIMESTAMP).
+func StreamOf(arn string) (string, error) {
+	_, rest, ok := strings.Cut(arn, ":stream/")
+	if !ok || !strings.HasPrefix(arn, "arn:") {
+		return "", fmt.Errorf("eventSourceARN %q names no Kinesis stream", arn)
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	if name == "" {
+		return "", fmt.Errorf("eventSourceARN %q names no Kinesis stream", arn)
+	}
+	return name, nil
+}
+
+// shardOf is the shard in an eventID ("shardId-000000000000:SEQUENCE").
+func shardOf(eventID string) string {
+	s, _, _ := strings.Cut(eventID, ":")
+	return s
+}
+
+// appendUnits appends the user records of event record r: the sub-records
+// of a KPL aggregate, each with its own key, or r itself (a corrupt
+// aggregate too, which the subscriber rejects as undecodable).
+func appendUnits(us []unit, idx int, stream string, r events.KinesisEventRecord) []unit {
+	base := inline.Record{
+		Stream:         stream,
+		ShardID:        shardOf(r.EventID),
+		SequenceNumber: r.Kinesis.SequenceNumber,
+		PartitionKey:   r.Kinesis.PartitionKey,
+		Data:           r.Kinesis.Data,
+		ArrivalTime:    r.Kinesis.ApproximateArrivalTimestamp.Time,
+	}
+	subs, ok, err := kpl.Deaggregate(r.Kinesis.Data)
+	if !ok || err != nil {
+		return append(us, unit{idx: idx, rec: base})
+	}
+	for _, s := range subs {
+		rec := base
+		rec.PartitionKey, rec.Data, rec.SubSequence = s.PartitionKey, s.Data, s.SubSequence
+		us = append(us, unit{idx: idx, rec: rec})
+	}
+	return us
+}
+
+// batch tracks the earliest failed event record of an invocation.
+type batch struct {
+	first atomic.Int64 // index of the earliest failed record; n when none
+}
+
+func newBatch(n int) *batch {
+	b := &batch{}
+	b.first.Store(int64(n))
+	return b
+}
+
+func (b *batch) fail(i int) {
+	for {
+		cur := b.first.Load()
+		if int64(i) >= cur || b.first.CompareAndSwap(cur, int64(i)) {
+			return
+		}
+	}
+}
+
+// skip reports whether unit u need not run: a record after the earliest
+// failure is delivered again from there anyway, and running it now would
+// hand its key's records over out of order.
+func (b *batch) skip(u *unit) bool { return int64(u.idx) > b.first.Load() }
+
+// handleUnit runs one unit unless it is skipped or too late to start.
+func (b *batch) handleUnit(ctx context.Context, sub inline.Sub, u *unit) {
+	if b.skip(u) {
+		return
+	}
+	if ctx.Err() != nil {
+		b.fail(u.idx) // not started before the deadline less the margin
+		return
+	}
+	if !sub.Handle(ctx, &u.rec) {
+		b.fail(u.idx)
+	}
+}
+
+// run handles us with sub's workers: with by_key, one lane per worker and
+// each key on one lane, in order; otherwise the workers take the units in
+// turn. One worker handles them in order on the invocation's goroutine.
+func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
+	n := min(sub.Workers(), len(us))
+	if n <= 1 {
+		for i := range us {
+			b.handleUnit(ctx, sub, &us[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	if sub.ByKey() {
+		lanes := make([][]*unit, n)
+		for i := range us {
+			j := keyLane(us[i].rec.PartitionKey, n)
+			lanes[j] = append(lanes[j], &us[i])
+		}
+		for _, lane := range lanes {
+			if len(lane) == 0 {
+				continue
+			}
+			wg.Go(func() {
+				for _, u := range lane {
+					b.handleUnit(ctx, sub, u)
+				}
+			})
+		}
+	} else {
+		var next atomic.Int64
+		for range n {
+			wg.Go(func() {
+				for {
+					i := next.Add(1) - 1
+					if i >= int64(len(us)) {
+						return
+					}
+					b.handleUnit(ctx, sub, &us[i])
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// keyLane is FNV-1a of the key, modulo n.
+func keyLane(key string, n int) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// Decode reads a Kinesis event as the Lambda runtime would hand it over
+// (records' data in base64), for tests and tools that feed Handler by
+// hand. A record whose data is not base64 fails the whole event.
+func Decode(payload []byte) (events.KinesisEvent, error) {
+	var ev events.KinesisEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return events.KinesisEvent{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
+	}
+	return ev, nil
+}
