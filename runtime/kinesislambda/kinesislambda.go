@@ -149,7 +149,8 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 	for _, s := range order {
 		run(hctx, h.sub(s), groups[s], b)
 	}
-	var resp events.KinesisEventResponse
+	// An empty list, not null: success says so explicitly.
+	resp := events.KinesisEventResponse{BatchItemFailures: []events.KinesisBatchItemFailure{}}
 	if i := b.first.Load(); i < int64(len(ev.Records)) {
 		resp.BatchItemFailures = []events.KinesisBatchItemFailure{{ItemIdentifier: ev.Records[i].Kinesis.SequenceNumber}}
 	}
