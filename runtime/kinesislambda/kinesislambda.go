@@ -53,6 +53,13 @@ const DefaultMargin = 2 * time.Second
 // invocation fails whole, so nothing in it counts as handled.
 var ErrBadEvent = errors.New("kinesislambda: not a Kinesis event")
 
+// EventError is the error of a bad event (it matches ErrBadEvent); Lambda
+// reports it with errorType "EventError".
+type EventError struct{ Reason string }
+
+func (e *EventError) Error() string   { return ErrBadEvent.Error() + ": " + e.Reason }
+func (e *EventError) Is(t error) bool { return t == ErrBadEvent }
+
 // Option configures Handler.
 type Option func(*settings)
 
@@ -111,13 +118,13 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 	if len(ev.Records) == 0 {
 		// A mapping never sends an empty batch: this is another event (one
 		// of another source has other fields) and acking it would hide that.
-		return events.KinesisEventResponse{}, fmt.Errorf("%w: no records", ErrBadEvent)
+		return events.KinesisEventResponse{}, &EventError{Reason: "no records"}
 	}
 	streams := make([]string, len(ev.Records))
 	for i, r := range ev.Records {
 		s, err := checkRecord(r)
 		if err != nil {
-			return events.KinesisEventResponse{}, fmt.Errorf("%w: record %d: %v", ErrBadEvent, i, err)
+			return events.KinesisEventResponse{}, &EventError{Reason: fmt.Sprintf("record %d: %v", i, err)}
 		}
 		streams[i] = s
 	}
@@ -353,7 +360,7 @@ func keyLane(key string, n int) int {
 func Decode(payload []byte) (events.KinesisEvent, error) {
 	var ev events.KinesisEvent
 	if err := json.Unmarshal(payload, &ev); err != nil {
-		return events.KinesisEvent{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
+		return events.KinesisEvent{}, &EventError{Reason: err.Error()}
 	}
 	return ev, nil
 }
