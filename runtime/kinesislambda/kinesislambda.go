@@ -64,8 +64,24 @@ func (e *EventError) Is(t error) bool { return t == ErrBadEvent }
 type Option func(*settings)
 
 type settings struct {
-	margin time.Duration
-	logger *slog.Logger
+	margin     time.Duration
+	logger     *slog.Logger
+	wholeBatch bool
+}
+
+// WithoutItemFailures is for a mapping without FunctionResponseTypes
+// ReportBatchItemFailures, which reads no failure from a response: a
+// failed record then fails the invocation with an error (a
+// *RecordError), so the mapping retries the whole batch instead of
+// going past the record.
+func WithoutItemFailures() Option { return func(s *settings) { s.wholeBatch = true } }
+
+// RecordError is the error of an invocation made WithoutItemFailures in
+// which a record failed: the earliest failed record's sequence number.
+type RecordError struct{ SequenceNumber string }
+
+func (e *RecordError) Error() string {
+	return "kinesislambda: record " + e.SequenceNumber + " failed; the batch is retried from its start"
 }
 
 // WithMargin sets how long before the invocation's deadline the handler
@@ -159,7 +175,11 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 	// An empty list, not null: success says so explicitly.
 	resp := events.KinesisEventResponse{BatchItemFailures: []events.KinesisBatchItemFailure{}}
 	if i := b.first.Load(); i < int64(len(ev.Records)) {
-		resp.BatchItemFailures = []events.KinesisBatchItemFailure{{ItemIdentifier: ev.Records[i].Kinesis.SequenceNumber}}
+		seq := ev.Records[i].Kinesis.SequenceNumber
+		if h.set.wholeBatch {
+			return events.KinesisEventResponse{}, &RecordError{SequenceNumber: seq}
+		}
+		resp.BatchItemFailures = []events.KinesisBatchItemFailure{{ItemIdentifier: seq}}
 	}
 	return resp, nil
 }

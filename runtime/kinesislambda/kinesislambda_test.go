@@ -294,6 +294,12 @@ func TestBadInput(t *testing.T) {
 		if fmt.Sprint(got) != "[0]" { // record 2 is delivered again after 1
 			t.Fatalf("handled %v", got)
 		}
+		// Without ReportBatchItemFailures on the mapping: an error.
+		_, err = kinesislambda.Handler(e.b, kinesislambda.WithoutItemFailures())(e.ctx, events.KinesisEvent{Records: recs})
+		var re *kinesislambda.RecordError
+		if !errors.As(err, &re) || re.SequenceNumber != recs[1].Kinesis.SequenceNumber {
+			t.Fatalf("err %v", err)
+		}
 	})
 	t.Run("undecodable and corrupt aggregate", func(t *testing.T) {
 		got = nil
