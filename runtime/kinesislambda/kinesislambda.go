@@ -166,6 +166,7 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 		}
 		if _, ok := groups[s]; !ok {
 			order = append(order, s)
+			groups[s] = make([]unit, 0, len(ev.Records)-i) // one stream per batch, as a rule
 		}
 		groups[s] = appendUnits(groups[s], i, s, r)
 	}
