@@ -372,3 +372,43 @@ func putForeign(e *env, os []order) {
 		e.t.Fatal(err)
 	}
 }
+
+// The broker's middleware runs around every handling, as in the consumer.
+func TestMiddleware(t *testing.T) {
+	srv := kinesistest.New()
+	_ = srv.AddStream("orders", 1)
+	var mu sync.Mutex
+	var seen []string
+	b := srv.NewBroker(runtime.WithMiddleware(func(next runtime.HandleFunc) runtime.HandleFunc {
+		return func(ctx context.Context, d runtime.Delivery, msg any) runtime.Outcome {
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("%s:%d", d.PartitionKey, msg.(order).N))
+			mu.Unlock()
+			return next(ctx, d, msg)
+		}
+	}))
+	if _, err := runtime.Subscribe(b, "orders", func(context.Context, order, runtime.Delivery) runtime.Outcome { return runtime.Ack() }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := kinesislambda.Handler(b)(context.Background(), events.KinesisEvent{Records: []events.KinesisEventRecord{orderRecord(0, "x"), orderRecord(1, "y")}})
+	if err != nil || failed(resp) != "" {
+		t.Fatalf("resp %+v, err %v", resp, err)
+	}
+	if fmt.Sprint(seen) != "[x:0 y:1]" {
+		t.Fatalf("middleware saw %v", seen)
+	}
+}
+
+// A broker that cannot connect fails the invocation whole (the mapping
+// retries the batch), never an empty success; the next invocation tries
+// again.
+func TestConnectFails(t *testing.T) {
+	b := kinesistest.NewBroker(runtime.WithApplication("bad/name"))
+	h := kinesislambda.Handler(b)
+	for range 2 {
+		resp, err := h(context.Background(), events.KinesisEvent{Records: []events.KinesisEventRecord{orderRecord(0, "x")}})
+		if !errors.Is(err, runtime.ErrInvalid) || resp.BatchItemFailures != nil {
+			t.Fatalf("resp %+v, err %v", resp, err)
+		}
+	}
+}
