@@ -22,6 +22,12 @@
 // *kinesis.Client (HTTPServer.Client) runs the SDK's network path, the
 // HTTP/2 event stream of SubscribeToShard included.
 //
+// Server.Drain stands in for an AWS Lambda event source mapping: it reads
+// a stream shard by shard and invokes a Kinesis Lambda handler (such as
+// runtime/kinesislambda's) with batches shaped as the service shapes them,
+// until every record is handled. It does not model the 6 MB invocation
+// payload limit, MaximumRecordAgeInSeconds, or tumbling windows.
+//
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
 // CreateStream returns and resharding is immediate; a registered consumer
 // is ACTIVE, and a deregistered one gone, at once, unless
