@@ -60,7 +60,6 @@ type runtimeAPI struct {
 	mu      sync.Mutex
 	queue   []string
 	answers map[string]answer // request id -> answer
-	done    chan struct{}     // closed when every event is answered
 }
 
 type answer struct {
