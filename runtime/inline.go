@@ -71,6 +71,7 @@ func inlineConnect(ctx context.Context, bk any) error {
 		return &Error{Kind: ErrNotConnected, Op: "connect", Err: errors.New("broker was shut down while connecting")}
 	}
 	s.conn = c
+	s.inline = true
 	s.live.Store(c)
 	s.phase = phaseConnected
 	select {

@@ -412,3 +412,22 @@ func TestConnectFails(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber mounted after the first invocation is handled too, and not
+// started: nothing polls.
+func TestLateMount(t *testing.T) {
+	e := newEnv(t)
+	h := kinesislambda.Handler(e.b)
+	if resp, err := h(e.ctx, events.KinesisEvent{Records: []events.KinesisEventRecord{orderRecord(0, "x")}}); err != nil || failed(resp) == "" {
+		t.Fatalf("before the mount: resp %+v, err %v", resp, err)
+	}
+	var n atomic.Int64
+	e.subscribe(func(context.Context, order, runtime.Delivery) runtime.Outcome { n.Add(1); return runtime.Ack() })
+	if resp, err := h(e.ctx, events.KinesisEvent{Records: []events.KinesisEventRecord{orderRecord(0, "x")}}); err != nil || failed(resp) != "" || n.Load() != 1 {
+		t.Fatalf("after the mount: resp %+v, err %v, handled %d", resp, err, n.Load())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if c := e.srv.Calls(kinesistest.OpListShards) + e.srv.Calls(kinesistest.OpGetShardIterator); c != 0 {
+		t.Fatalf("the late subscription reads the stream: %d calls", c)
+	}
+}
