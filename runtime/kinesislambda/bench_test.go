@@ -143,7 +143,6 @@ func BenchmarkSlowHandler(b *testing.B) {
 	}
 }
 
-
 // BenchmarkBatch10kCPU runs the hand loop and the adapter in turn, each
 // round one event of 10k records for each, and reports the least CPU time
 // each took per record (the least is the one others' load on a shared
