@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/internal/inline"
@@ -118,26 +119,37 @@ func inlineLookup(bk any, stream string) (inline.Sub, bool) {
 		return nil, false
 	}
 	tel := b.s.cfg.tel
-	return &inlineSub{run: subRun{
-		s: sub, c: c, log: sub.log.With("owner", c.owner), tel: tel,
-		obs: tel.runObs(sub.stream, sub.set.name), began: time.Now(),
-	}}, true
+	return &inlineSub{s: sub, c: c, log: sub.log.With("owner", c.owner), tel: tel,
+		obs: tel.runObs(sub.stream, sub.set.name), began: time.Now()}, true
 }
 
-// inlineSub is a subscription's run without coordinator or lanes: the
+// inlineSub makes a subscription's runs without coordinator or lanes: the
 // caller schedules the records (runtime/kinesislambda keeps each key's
 // order), process handles each.
-type inlineSub struct{ run subRun }
+type inlineSub struct {
+	s     *Subscription
+	c     *conn
+	log   *slog.Logger
+	tel   *telemetry
+	obs   runObs
+	began time.Time
+}
 
-func (i *inlineSub) Workers() int { return i.run.s.set.workers }
-func (i *inlineSub) ByKey() bool  { return i.run.s.set.byKey }
+func (i *inlineSub) Workers() int { return i.s.set.workers }
+func (i *inlineSub) ByKey() bool  { return i.s.set.byKey }
 
-func (i *inlineSub) Handle(ctx context.Context, rec *inline.Record) bool {
-	r := i.run // a copy: the handlers' context is the invocation's
-	r.ctx = ctx
+// Begin makes the invocation's run: its handlers' context is the
+// invocation's. Its workers share it, as the consumer's lanes share theirs.
+func (i *inlineSub) Begin(ctx context.Context) inline.Run {
+	return &inlineRun{r: &subRun{s: i.s, c: i.c, log: i.log, tel: i.tel, obs: i.obs, began: i.began, ctx: ctx}}
+}
+
+type inlineRun struct{ r *subRun }
+
+func (i *inlineRun) Handle(rec *inline.Record) bool {
 	sr := shard.Record{
 		Stream: rec.Stream, ShardID: rec.ShardID, SequenceNumber: rec.SequenceNumber,
 		SubSequence: rec.SubSequence, PartitionKey: rec.PartitionKey, Data: rec.Data, ArrivalTime: rec.ArrivalTime,
 	}
-	return r.process(&sr)
+	return i.r.process(&sr)
 }

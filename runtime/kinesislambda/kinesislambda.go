@@ -307,7 +307,7 @@ func (b *batch) fail(i int) {
 func (b *batch) skip(u *unit) bool { return int64(u.idx) > b.first.Load() }
 
 // handleUnit runs one unit unless it is skipped or too late to start.
-func (b *batch) handleUnit(ctx context.Context, sub inline.Sub, u *unit) {
+func (b *batch) handleUnit(ctx context.Context, r inline.Run, u *unit) {
 	if b.skip(u) {
 		return
 	}
@@ -315,7 +315,7 @@ func (b *batch) handleUnit(ctx context.Context, sub inline.Sub, u *unit) {
 		b.fail(u.idx) // not started before the deadline less the margin
 		return
 	}
-	if !sub.Handle(ctx, &u.rec) {
+	if !r.Handle(&u.rec) {
 		b.fail(u.idx)
 	}
 }
@@ -324,10 +324,11 @@ func (b *batch) handleUnit(ctx context.Context, sub inline.Sub, u *unit) {
 // each key on one lane, in order; otherwise the workers take the units in
 // turn. One worker handles them in order on the invocation's goroutine.
 func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
+	r := sub.Begin(ctx)
 	n := min(sub.Workers(), len(us))
 	if n <= 1 {
 		for i := range us {
-			b.handleUnit(ctx, sub, &us[i])
+			b.handleUnit(ctx, r, &us[i])
 		}
 		return
 	}
@@ -344,7 +345,7 @@ func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
 			}
 			wg.Go(func() {
 				for _, u := range lane {
-					b.handleUnit(ctx, sub, u)
+					b.handleUnit(ctx, r, u)
 				}
 			})
 		}
@@ -357,7 +358,7 @@ func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
 					if i >= int64(len(us)) {
 						return
 					}
-					b.handleUnit(ctx, sub, &us[i])
+					b.handleUnit(ctx, r, &us[i])
 				}
 			})
 		}

@@ -29,13 +29,20 @@ type Sub interface {
 	// Workers and ByKey are the subscriber's workers= and by_key.
 	Workers() int
 	ByKey() bool
-	// Handle decodes rec and runs the handler under ctx (middleware,
-	// telemetry, panic recovery), then carries out its outcome as the
-	// consumer does: a Retry publishes a copy at the stream's tip, a
-	// Reject or an exhausted retry count a dead letter. It reports
-	// whether the record is settled; false only when a republish could
-	// not be stored before ctx ended.
-	Handle(ctx context.Context, rec *Record) (settled bool)
+	// Begin starts an invocation whose handlers run under ctx; its Run is
+	// safe for concurrent use.
+	Begin(ctx context.Context) Run
+}
+
+// Run handles the records of one invocation.
+type Run interface {
+	// Handle decodes rec and runs the handler (middleware, telemetry,
+	// panic recovery), then carries out its outcome as the consumer
+	// does: a Retry publishes a copy at the stream's tip, a Reject or an
+	// exhausted retry count a dead letter. It reports whether the record
+	// is settled; false only when a republish could not be stored before
+	// the invocation's context ended.
+	Handle(rec *Record) (settled bool)
 }
 
 var (
