@@ -146,7 +146,7 @@ func (i *inlineSub) Begin(ctx context.Context) inline.Run {
 
 type inlineRun struct{ r *subRun }
 
-func (i *inlineRun) Handle(rec *inline.Record) bool {
+func (i *inlineRun) Handle(rec inline.Record) bool {
 	sr := shard.Record{
 		Stream: rec.Stream, ShardID: rec.ShardID, SequenceNumber: rec.SequenceNumber,
 		SubSequence: rec.SubSequence, PartitionKey: rec.PartitionKey, Data: rec.Data, ArrivalTime: rec.ArrivalTime,

@@ -124,10 +124,12 @@ type handler struct {
 	subs      map[string]inline.Sub
 }
 
-// unit is one user record to handle and the event record it came from.
+// unit is one user record to handle: event record idx, or its sub-record
+// sub when it is a KPL aggregate (sub -1: the record itself). Units are
+// small so a 10k-record batch costs little beyond its records.
 type unit struct {
-	idx int
-	rec inline.Record
+	idx int32
+	sub int32
 }
 
 func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.KinesisEventResponse, error) {
@@ -150,7 +152,7 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 
 	hctx, cancel := h.deadline(ctx)
 	defer cancel()
-	b := newBatch(len(ev.Records))
+	b := newBatch(ev.Records)
 	// Units per subscriber, in event order (one stream per batch in
 	// practice; several are handled one after the other).
 	var order []string
@@ -168,10 +170,10 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 			order = append(order, s)
 			groups[s] = make([]unit, 0, len(ev.Records)-i) // one stream per batch, as a rule
 		}
-		groups[s] = appendUnits(groups[s], i, s, r)
+		groups[s] = b.appendUnits(groups[s], i)
 	}
 	for _, s := range order {
-		run(hctx, h.sub(s), groups[s], b)
+		b.run(hctx, s, h.sub(s), groups[s])
 	}
 	// An empty list, not null: success says so explicitly.
 	resp := events.KinesisEventResponse{BatchItemFailures: []events.KinesisBatchItemFailure{}}
@@ -257,11 +259,37 @@ func shardOf(eventID string) string {
 	return s
 }
 
-// appendUnits appends the user records of event record r: the sub-records
-// of a KPL aggregate, each with its own key, or r itself (a corrupt
-// aggregate too, which the subscriber rejects as undecodable).
-func appendUnits(us []unit, idx int, stream string, r events.KinesisEventRecord) []unit {
-	base := inline.Record{
+// appendUnits appends the user records of event record i: the
+// sub-records of a KPL aggregate, each with its own key, or the record
+// itself (a corrupt aggregate too, which the subscriber rejects as
+// undecodable).
+func (b *batch) appendUnits(us []unit, i int) []unit {
+	subs, ok, err := kpl.Deaggregate(b.records[i].Kinesis.Data)
+	if !ok || err != nil {
+		return append(us, unit{idx: int32(i), sub: -1})
+	}
+	if b.aggs == nil {
+		b.aggs = map[int32][]kpl.Record{}
+	}
+	b.aggs[int32(i)] = subs
+	for j := range subs {
+		us = append(us, unit{idx: int32(i), sub: int32(j)})
+	}
+	return us
+}
+
+// key is u's partition key.
+func (b *batch) key(u unit) string {
+	if u.sub >= 0 {
+		return b.aggs[u.idx][u.sub].PartitionKey
+	}
+	return b.records[u.idx].Kinesis.PartitionKey
+}
+
+// record is u as the subscriber handles it.
+func (b *batch) record(stream string, u unit) inline.Record {
+	r := &b.records[u.idx]
+	rec := inline.Record{
 		Stream:         stream,
 		ShardID:        shardOf(r.EventID),
 		SequenceNumber: r.Kinesis.SequenceNumber,
@@ -269,26 +297,23 @@ func appendUnits(us []unit, idx int, stream string, r events.KinesisEventRecord)
 		Data:           r.Kinesis.Data,
 		ArrivalTime:    r.Kinesis.ApproximateArrivalTimestamp.Time,
 	}
-	subs, ok, err := kpl.Deaggregate(r.Kinesis.Data)
-	if !ok || err != nil {
-		return append(us, unit{idx: idx, rec: base})
-	}
-	for _, s := range subs {
-		rec := base
+	if u.sub >= 0 {
+		s := &b.aggs[u.idx][u.sub]
 		rec.PartitionKey, rec.Data, rec.SubSequence = s.PartitionKey, s.Data, s.SubSequence
-		us = append(us, unit{idx: idx, rec: rec})
 	}
-	return us
+	return rec
 }
 
-// batch tracks the earliest failed event record of an invocation.
+// batch is one invocation's records and its earliest failure.
 type batch struct {
-	first atomic.Int64 // index of the earliest failed record; n when none
+	records []events.KinesisEventRecord
+	aggs    map[int32][]kpl.Record // the sub-records of the aggregates, by record
+	first   atomic.Int64           // index of the earliest failed record; len(records) when none
 }
 
-func newBatch(n int) *batch {
-	b := &batch{}
-	b.first.Store(int64(n))
+func newBatch(records []events.KinesisEventRecord) *batch {
+	b := &batch{records: records}
+	b.first.Store(int64(len(records)))
 	return b
 }
 
@@ -301,43 +326,40 @@ func (b *batch) fail(i int) {
 	}
 }
 
-// skip reports whether unit u need not run: a record after the earliest
-// failure is delivered again from there anyway, and running it now would
-// hand its key's records over out of order.
-func (b *batch) skip(u *unit) bool { return int64(u.idx) > b.first.Load() }
-
-// handleUnit runs one unit unless it is skipped or too late to start.
-func (b *batch) handleUnit(ctx context.Context, r inline.Run, u *unit) {
-	if b.skip(u) {
+// handleUnit runs one unit unless it need not run or is too late to start.
+// A record after the earliest failure is delivered again from there anyway,
+// and running it now would hand its key's records over out of order.
+func (b *batch) handleUnit(ctx context.Context, stream string, r inline.Run, u unit) {
+	if int64(u.idx) > b.first.Load() {
 		return
 	}
 	if ctx.Err() != nil {
-		b.fail(u.idx) // not started before the deadline less the margin
+		b.fail(int(u.idx)) // not started before the deadline less the margin
 		return
 	}
-	if !r.Handle(&u.rec) {
-		b.fail(u.idx)
+	if !r.Handle(b.record(stream, u)) {
+		b.fail(int(u.idx))
 	}
 }
 
 // run handles us with sub's workers: with by_key, one lane per worker and
 // each key on one lane, in order; otherwise the workers take the units in
 // turn. One worker handles them in order on the invocation's goroutine.
-func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
+func (b *batch) run(ctx context.Context, stream string, sub inline.Sub, us []unit) {
 	r := sub.Begin(ctx)
 	n := min(sub.Workers(), len(us))
 	if n <= 1 {
-		for i := range us {
-			b.handleUnit(ctx, r, &us[i])
+		for _, u := range us {
+			b.handleUnit(ctx, stream, r, u)
 		}
 		return
 	}
 	var wg sync.WaitGroup
 	if sub.ByKey() {
-		lanes := make([][]*unit, n)
-		for i := range us {
-			j := keyLane(us[i].rec.PartitionKey, n)
-			lanes[j] = append(lanes[j], &us[i])
+		lanes := make([][]unit, n)
+		for _, u := range us {
+			j := keyLane(b.key(u), n)
+			lanes[j] = append(lanes[j], u)
 		}
 		for _, lane := range lanes {
 			if len(lane) == 0 {
@@ -345,7 +367,7 @@ func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
 			}
 			wg.Go(func() {
 				for _, u := range lane {
-					b.handleUnit(ctx, r, u)
+					b.handleUnit(ctx, stream, r, u)
 				}
 			})
 		}
@@ -358,7 +380,7 @@ func run(ctx context.Context, sub inline.Sub, us []unit, b *batch) {
 					if i >= int64(len(us)) {
 						return
 					}
-					b.handleUnit(ctx, r, &us[i])
+					b.handleUnit(ctx, stream, r, us[i])
 				}
 			})
 		}

@@ -42,7 +42,7 @@ type Run interface {
 	// exhausted retry count a dead letter. It reports whether the record
 	// is settled; false only when a republish could not be stored before
 	// the invocation's context ended.
-	Handle(rec *Record) (settled bool)
+	Handle(rec Record) (settled bool)
 }
 
 var (
