@@ -431,3 +431,27 @@ func TestLateMount(t *testing.T) {
 		t.Fatalf("the late subscription reads the stream: %d calls", c)
 	}
 }
+
+func TestStreamOf(t *testing.T) {
+	for arn, want := range map[string]string{
+		"arn:aws:kinesis:us-east-1:123456789012:stream/orders":                        "orders",
+		"arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/fn:1480641523": "orders",
+		"arn:aws-cn:kinesis:cn-north-1:123456789012:stream/orders.v2":                 "orders.v2",
+		"":       "",
+		"orders": "",
+		"arn:aws:kinesis:us-east-1:123456789012:stream/": "",
+		"arn:aws:sqs:us-east-1:123456789012:queue":       "",
+	} {
+		got, err := kinesislambda.StreamOf(arn)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("StreamOf(%q) = %q, %v; want %q", arn, got, err, want)
+		}
+	}
+	// A record with such an ARN fails the event whole.
+	r := orderRecord(0, "k")
+	r.EventSourceArn = "orders"
+	e := newEnv(t)
+	if _, err := kinesislambda.Handler(e.b)(e.ctx, events.KinesisEvent{Records: []events.KinesisEventRecord{r}}); !errors.Is(err, kinesislambda.ErrBadEvent) {
+		t.Fatalf("err %v", err)
+	}
+}
