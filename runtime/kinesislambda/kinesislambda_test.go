@@ -253,8 +253,9 @@ func TestDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(began); took > time.Second {
-		t.Errorf("took %v, past the deadline less the margin", took)
+	// Back before the deadline: the margin is for sending the response.
+	if took := time.Since(began); took > 1400*time.Millisecond {
+		t.Errorf("took %v, to the deadline", took)
 	}
 	i := int(n.Load())
 	if i == 0 || i >= 10 || failed(resp) != recs[i].Kinesis.SequenceNumber {
