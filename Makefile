@@ -1,7 +1,7 @@
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: demo test test-unit test-ui bench bench-kinesalite lint fmt-check generate check-generated
+.PHONY: demo test test-unit soak test-ui test-cli bench bench-kinesalite lint fmt-check generate check-generated
 
 # The main job: the order service on the in-process Kinesis.
 demo:
@@ -14,19 +14,29 @@ demo:
 test:
 	bash scripts/with-servers.sh $(MAKE) --no-print-directory test-unit
 
-# The fleet simulation runs in a testing/synctest bubble, which the race
-# detector of Go 1.26 can crash on (ThreadSanitizer CHECK failed:
-# golang/go#78156, open), so it runs without -race; the coordinator code it
-# drives runs under -race in runtime/shard. The lease pass's cost against the
+# The fleet simulation and the deterministic simulation (fleettest/dst) run
+# in testing/synctest bubbles, which the race detector of Go 1.26 can crash
+# on (ThreadSanitizer CHECK failed: golang/go#78156, open), so they run
+# without -race; the code they drive runs under -race in runtime and
+# runtime/shard. The lease pass's cost against the
 # lease count is timed without -race too: the race detector's own cost grows
 # faster than the leases.
 test-unit: fmt-check check-generated
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/fleettest/sim$$')
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/fleettest/sim$$' | grep -v '/fleettest/dst$$')
 	$(GO) test -count=1 -timeout 10m ./fleettest/sim/
+	$(GO) test -count=1 -timeout 10m ./fleettest/dst/
 	$(GO) test -count=1 -timeout 5m -run 'TestLeasePassIsLinearInTheLeases' ./runtime/shard/
 	cd bench && $(GO) test -race -count=1 -timeout 5m ./interop/ ./telemetry/
+
+# The deterministic simulation (fleettest/dst) on new random seeds of its
+# make-test mixes for SOAK (default 10m): prints how many schedules it ran,
+# and fails with the first failing seed and its shrunk trace. SOAK_FLAGS
+# adds flags (-dst.defects: the defect-finding mixes too; -dst.mix=a,b).
+SOAK ?= 10m
+soak:
+	cd fleettest/dst && $(GO) test -count=1 -timeout 0 -run 'TestSoak$$' -dst.soak=$(SOAK) $(SOAK_FLAGS)
 
 # The demo's status page (-status) in a real headless browser: installs
 # Debian's chromium and chromium-driver when missing (apt-get, as root or
@@ -36,6 +46,14 @@ test-ui:
 	bash scripts/ui-browser.sh
 	$(GO) vet -tags ui ./examples/orders
 	$(GO) test -tags ui -count=1 -timeout 5m -run TestStatusPageInBrowser ./examples/orders
+
+# The AWS CLI against cmd/kinesislocal: installs Debian's awscli when aws is
+# missing (apt-get, as root or through sudo), then create-stream,
+# put-record, get-shard-iterator, get-records and the rest, over HTTP and
+# HTTPS; and boto3's SubscribeToShard when boto3 is there. make test does
+# not run it.
+test-cli:
+	bash scripts/cli-kinesislocal.sh
 
 generate:
 	$(GO) generate ./...

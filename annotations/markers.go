@@ -72,7 +72,7 @@ type Message struct {
 
 // Subscriber mounts a function or method as the handler of a stream:
 //
-//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [dead_letter=STREAM]
+//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [max_record_size=KiB] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [retry=tip|in_place] [dead_letter=STREAM]
 //
 // It goes in the doc comment of a function or method with the shape
 //
@@ -82,8 +82,9 @@ type Message struct {
 // or runtime.RawRecord to receive every record undecoded (its bytes, key and
 // headers: a dead-letter reader); H is a header contract; each
 // runtime.Publisher[X] is a publisher of a //kinesis:message type X; and R
-// is runtime.Outcome, error (nil acks, non-nil retries), or, with reply, a
-// message type Y or (Y, error). The generated Mount registers it. A method
+// is runtime.Outcome, error (nil acks, non-nil retries; one wrapped in
+// runtime.Permanent rejects at once), or, with reply, a message type Y or
+// (Y, error). The generated Mount registers it. A method
 // works too: Mount then takes one receiver per receiver type, after b,
 // sorted by type name and named after it (methods of *Service and *Ledger
 // give Mount(b *runtime.Broker, ledger *Ledger, service *Service)); a nil
@@ -101,6 +102,12 @@ type Subscriber struct {
 	// count: the service scales it; a missing dead_letter stream likewise).
 	// Without it a missing stream is an error.
 	CreateIfMissing CreateIfMissing `marker:"create_if_missing" meta:"SHARDS|on_demand" min:"1" max:"100000"`
+
+	// MaxRecordSize is the MaxRecordSizeInKiB of the streams
+	// create_if_missing creates (the stream and its dead_letter stream):
+	// records of up to this many KiB, 1024 (the service's default) to
+	// 10240. Needs create_if_missing; an existing stream keeps its own.
+	MaxRecordSize int32 `marker:"max_record_size" meta:"KiB" min:"1024" max:"10240"`
 
 	// Workers runs up to N deliveries at once (default 1, at most 1024).
 	Workers int `marker:"workers" meta:"N" min:"1" max:"1024"`
@@ -145,9 +152,21 @@ type Subscriber struct {
 	// while it exists). Excludes poll and batch.
 	Fanout string `marker:"fanout" meta:"NAME"`
 
-	// Retries bounds the deferred retries of one record (0: none); a record
-	// that exhausts them is handled like a rejected one.
+	// Retries bounds the retries of one record (default 3; 0: none, a
+	// retry rejects at once); a record that exhausts them is handled like
+	// a rejected one.
 	Retries *int `marker:"retries" meta:"N" min:"0" max:"1000000"`
+
+	// Retry is how a record is retried: tip (the default) publishes a copy
+	// at the stream's tip and moves on, so the copy loses its place among
+	// its key's records; in_place backs off in the lane and handles the
+	// record again (Delivery.Attempt counting up), its key's later records
+	// waiting: pick it with by_key when a key's order matters. Its backoff
+	// is exponential with jitter, 0.1-0.2 s at first, doubling up to 5-10 s;
+	// without by_key the record holds its worker meanwhile; a shutdown or a
+	// lost lease during it leaves the record to the shard's next owner
+	// (which counts attempts from 1 again). Both kinds stop after retries.
+	Retry string `marker:"retry" meta:"tip|in_place"`
 
 	// DeadLetter is the stream rejected records and records out of retries
 	// go to; without it they are logged and checkpointed past. It must

@@ -450,12 +450,23 @@ func (f *fieldSpec) format(fv reflect.Value) string {
 func checkString(key, value string) string {
 	switch key {
 	case "stream", "dead_letter":
+		if rules.IsARN(value) {
+			// Another account's stream, by its ARN.
+			if _, err := rules.ParseStreamARN(value); err != nil {
+				return err.Error()
+			}
+			return ""
+		}
 		if !ValidStreamName(value) {
 			return "a stream name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
 		}
 	case "fanout":
 		if !ValidStreamName(value) {
 			return "a stream consumer name is 1 to 128 characters of letters, digits, '_', '-' and '.'"
+		}
+	case "retry":
+		if value != RetryTip && value != RetryInPlace {
+			return "want " + RetryTip + " (a copy at the stream's tip, the default) or " + RetryInPlace + " (back off in the lane, keeping the key's order)"
 		}
 	case "partition_key":
 		if err := rules.PartitionKey(value); err != nil {
@@ -481,6 +492,12 @@ func ValidStreamName(s string) bool {
 	}
 	return true
 }
+
+// The values of retry=.
+const (
+	RetryTip     = "tip"
+	RetryInPlace = "in_place"
+)
 
 // ParseStartAt parses a start_at value.
 func ParseStartAt(s string) (StartAt, bool) {
@@ -520,6 +537,9 @@ func checkSubscriber(m any, keyPos map[string]token.Position) []Diagnostic {
 		if _, ok := keyPos["workers"]; !ok {
 			ds = append(ds, Diagnostic{pos, "by_key needs workers=N (the number of lanes)"})
 		}
+	}
+	if pos, ok := keyPos["max_record_size"]; ok && !s.CreateIfMissing.Set() {
+		ds = append(ds, Diagnostic{pos, "max_record_size sets the record size of the streams create_if_missing creates; it needs create_if_missing"})
 	}
 	if pos, ok := keyPos["partition_key"]; ok && !s.Reply {
 		ds = append(ds, Diagnostic{pos, "partition_key on a subscriber is the key of its replies; it needs reply"})

@@ -35,7 +35,11 @@ func TestParseValid(t *testing.T) {
 		{"tabs and raw quotes", "//kinesis:subscriber\tstream=`s`  start_at=horizon", &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartHorizon}}},
 		{"start latest", `//kinesis:subscriber stream=s start_at=latest`, &Subscriber{Stream: "s", StartAt: StartAt{Kind: StartLatest}}},
 		{"on-demand stream", `//kinesis:subscriber stream=s create_if_missing=on_demand`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}}},
+		{"retry in place", `//kinesis:subscriber stream=s workers=2 by_key retry=in_place`, &Subscriber{Stream: "s", Workers: 2, ByKey: true, Retry: RetryInPlace}},
 		{"fan-out", `//kinesis:subscriber stream=s create_if_missing=2 fanout=orders-app.v2_low`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{Shards: 2}, Fanout: "orders-app.v2_low"}},
+		{"large records", `//kinesis:subscriber stream=s create_if_missing=on_demand max_record_size=10240`, &Subscriber{Stream: "s", CreateIfMissing: CreateIfMissing{OnDemand: true}, MaxRecordSize: 10240}},
+		{"stream by ARN", `//kinesis:subscriber stream=arn:aws:kinesis:eu-west-1:123456789012:stream/orders dead_letter=arn:aws:kinesis:eu-west-1:123456789012:stream/orders.dlq`,
+			&Subscriber{Stream: "arn:aws:kinesis:eu-west-1:123456789012:stream/orders", DeadLetter: "arn:aws:kinesis:eu-west-1:123456789012:stream/orders.dlq"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,10 +88,14 @@ func TestParseDiagnostics(t *testing.T) {
 		{`//kinesis:subscriber stream=x batch=10001`, []string{"31: batch=10001: must be 1 to 10000"}},
 		{`//kinesis:subscriber stream=x batch=0`, []string{"31: batch=0: must be 1 to 10000"}},
 		{`//kinesis:subscriber stream=x retries=-1`, []string{"31: retries=-1: must be 0 to 1000000"}},
+		{`//kinesis:subscriber stream=x retry=inline`, []string{"31: retry=inline: want tip (a copy at the stream's tip, the default) or in_place (back off in the lane, keeping the key's order)"}},
 		{`//kinesis:subscriber stream=x poll=soon`, []string{"31: poll=soon: not a duration; write for example 500ms or 2s"}},
 		{`//kinesis:subscriber stream=x poll=100ms`, []string{"31: poll=100ms: must be at least 200ms (five reads per shard per second)"}},
 		{`//kinesis:subscriber stream=x start_at=yesterday`, []string{"31: start_at=yesterday: want horizon, latest or an RFC 3339 time such as 2026-01-02T15:04:05Z"}},
 		{`//kinesis:subscriber stream=x by_key`, []string{"31: by_key needs workers=N (the number of lanes)"}},
+		{`//kinesis:subscriber stream=arn:aws:kinesis:us-east-1:12345:stream/x`, []string{`22: stream=arn:aws:kinesis:us-east-1:12345:stream/x: "arn:aws:kinesis:us-east-1:12345:stream/x" is not a stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME): the account is not 12 digits`}},
+		{`//kinesis:subscriber stream=x max_record_size=2048`, []string{"31: max_record_size sets the record size of the streams create_if_missing creates; it needs create_if_missing"}},
+		{`//kinesis:subscriber stream=x create_if_missing=1 max_record_size=10241`, []string{"51: max_record_size=10241: must be 1024 to 10240"}},
 		{`//kinesis:subscriber stream=x partition_key=k`, []string{"31: partition_key on a subscriber is the key of its replies; it needs reply"}},
 		{`//kinesis:subscriber stream=x dead_letter=x`, []string{"31: dead_letter must be another stream than the one read"}},
 		{`//kinesis:subscriber stream=x reply=true`, []string{"31: reply is a flag and takes no value"}},

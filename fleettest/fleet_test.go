@@ -416,9 +416,10 @@ type fleet struct {
 	kc              *kinesis.Client
 	namespace       string
 
-	logPrefix string // of the workers' stderr files (FLEETTEST_LOGDIR)
-	perLease  bool   // workers run with -per-lease (as FLEETTEST_PER_LEASE does)
-	fanout    string // workers read by enhanced fan-out through this consumer, registering it if missing
+	logPrefix string        // of the workers' stderr files (FLEETTEST_LOGDIR)
+	perLease  bool          // workers run with -per-lease (as FLEETTEST_PER_LEASE does)
+	fanout    string        // workers read by enhanced fan-out through this consumer, registering it if missing
+	slow      time.Duration // each handling takes this long (the workers' -slow)
 
 	mu       sync.Mutex
 	procs    map[string]*proc
@@ -554,6 +555,9 @@ func (f *fleet) startOn(owner, kinesisURL, dynamoURL string) {
 	if f.perLease || os.Getenv("FLEETTEST_PER_LEASE") != "" {
 		// The lease behaviour before issue 17, for side-by-side figures.
 		cmd.Args = append(cmd.Args, "-per-lease")
+	}
+	if f.slow > 0 {
+		cmd.Args = append(cmd.Args, "-slow", f.slow.String())
 	}
 	if f.fanout != "" {
 		// The stream exists: -create-if-missing registers the consumer.

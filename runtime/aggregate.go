@@ -47,14 +47,33 @@ const DefaultAggregateBytes = 50 << 10
 // least once). A put that finds no stream is an ErrStream error for its
 // messages, and the shard map is dropped: the next messages wait for a
 // listing, which fails them while the stream is gone and routes them by
-// the new shards if it is created again. A listing the service refuses
-// for good (an identity not allowed to list shards, say) fails the
+// the new shards if it is created again. A stream deleted and created
+// again while the publisher is idle fails no put, and the new stream's
+// shards may bear the old ids with other ranges: a publisher whose map
+// was last known to be right a second ago or more lists the shards again
+// before routing, and an aggregate answered later than that is settled
+// by a listing, as one that landed elsewhere is (a reader that checks no
+// ranges reads the messages of an aggregate sent again twice). A listing
+// the service refuses for good (an identity not allowed to list shards, say) fails the
 // messages waiting for it, as a refused put would. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
+//
+// On a stream whose record distribution strategy is AUTO the service
+// places every record on a shard of its choosing, ignoring partition and
+// explicit hash keys: the publisher does not pretend to route keys. It
+// packs messages into aggregates whatever their keys, puts them without
+// an ExplicitHashKey and takes them as stored wherever they land (readers
+// of an AUTO stream filter no sub-record by hash range). It reads the
+// strategy with each shard listing and every aggDistributionEvery, and a
+// switch re-routes what is queued, as a reshard does; a key's messages
+// keep their publish order across aggregates either way.
 type Aggregation struct {
 	// MaxBytes bounds one aggregated record, data plus partition key
-	// (default DefaultAggregateBytes; at most MaxRecordSize).
+	// (default DefaultAggregateBytes; at most MaxRecordSize, whatever the
+	// stream's own record size: an aggregate stays readable by consumers
+	// that predate large records). A message too large for it is sent
+	// plain, up to the stream's record size.
 	MaxBytes int
 	// Linger is how long the messages of a shard with nothing in flight
 	// wait for more before they are sent (default 0: at once). While a
@@ -153,11 +172,31 @@ type aggregator struct {
 	unrouted []*entry    // waiting for a shard map, in arrival order
 	shards   []*aggShard // open shards, by range start; nil before the first listing
 	inFlight int
-	stale    bool      // an aggregate landed on a shard it was not sent to: list again
-	staleRun int       // aggregates misplaced since one landed where it was sent
-	listFail int       // consecutive failed listings
-	listAt   time.Time // when the next listing may run
-	spare    []*kpl.Builder
+	stale    bool          // an aggregate landed on a shard it was not sent to: list again
+	staleRun int           // aggregates misplaced since one landed where it was sent
+	trust    time.Duration // aggMapTrust
+	listFail int           // consecutive failed listings
+	listAt   time.Time     // when the next listing may run
+	// confirmedAt is a time at which the stream was the one the shard map
+	// was listed from: the start of that listing, or the send of an
+	// aggregate known to be stored in that stream. A put answered less
+	// than aggMapTrust after it was processed in that stream too (see
+	// aggMapTrust); a later one is checked by a listing.
+	confirmedAt time.Time
+	// pending are aggregates answered too late after confirmedAt to be
+	// trusted: stored on the shard they were sent to, unless the stream
+	// was created again meanwhile. Their keys stay busy until a listing
+	// started after their answers settles them (verify).
+	pending []*aggUnit
+	// auto: the stream was AUTO at the last look (shards is then one bin
+	// holding every key, with no shard id). distAt is when the strategy is
+	// read again while messages flow, distOut that a read is out (its
+	// answer comes on distCh).
+	auto    bool
+	distAt  time.Time
+	distOut bool
+	distCh  chan distAnswer
+	spare   []*kpl.Builder
 	// reuse says that the client copies a record's data before PutRecords
 	// returns and keeps none of it (the SDK's *kinesis.Client: its
 	// serializer writes the request body before it sends), so that an
@@ -216,10 +255,13 @@ type aggUnit struct {
 	plain   bool
 	sent    bool
 	rec     unorderedRecord // the record to put, between claim and send
+	sentAt  time.Time       // when it was handed to the batcher
 	buf     []byte          // the encoded aggregate, from claim until its call is done
 	// landed is set when the unit was stored on a shard other than the
-	// one it was sent to: the next listing decides whether that shard
-	// holds all its keys (the unit stands) or it is sent again.
+	// one it was sent to, or on that shard but too long after the map was
+	// confirmed (the stream may have been created again, the shard id
+	// reused with another range): the next listing decides whether that
+	// shard holds all its keys (the unit stands) or it is sent again.
 	landed *Receipt
 }
 
@@ -233,9 +275,10 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &aggregator{
 		bt: bt, client: client, stream: stream, cfg: cfg, log: log,
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, trust: aggMapTrust,
 		wake:    make(chan struct{}, 1),
 		results: make(chan aggResult, 16),
+		distCh:  make(chan distAnswer, 1),
 		done:    make(chan struct{}),
 	}
 	_, a.reuse = client.(*kinesis.Client)
@@ -243,8 +286,9 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 	return a
 }
 
-// submit queues one message; its key must be valid and its data at most
-// MaxRecordSize with the key (conn.submit checks both).
+// submit queues one message; its key must be valid and its data within
+// the stream's record size with the key (conn.submit checks both). One
+// over MaxBytes goes plain.
 func (a *aggregator) submit(ctx context.Context, key string, data []byte) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
@@ -323,12 +367,29 @@ func (a *aggregator) run() {
 			}
 		} else {
 			now := time.Now()
-			if (a.shards == nil || a.stale) && a.inFlight == 0 && len(a.unrouted)+a.queued() > 0 && !now.Before(a.listAt) {
+			if a.shards != nil && !a.stale && !now.Before(a.listAt) &&
+				(len(a.pending) > 0 || a.idle(now) && (len(a.unrouted) > 0 || a.queued() > 0)) {
+				// Idle long enough for the stream to have been deleted and
+				// created again, its shard ids reused with other ranges
+				// (an aggregate routed by the old map could land on a
+				// shard of the expected id that does not hold its keys,
+				// and nothing in the answer would say so), or aggregates
+				// answered that late: list first.
+				a.verify(now)
+			}
+			if (a.shards == nil || a.stale) && a.inFlight == 0 && (len(a.unrouted)+a.queued() > 0 || len(a.pending) > 0) && !now.Before(a.listAt) {
 				a.relist(now)
 			}
-			if a.shards != nil && !a.stale {
+			if a.shards != nil && !a.stale && !a.idle(now) {
 				a.routeAll(now)
 				a.dispatch(now)
+			}
+			if a.shards != nil && !a.distOut && !now.Before(a.distAt) && a.busy() {
+				// Only while messages flow: an idle publisher costs no
+				// calls (DescribeStreamSummary has a small account-wide
+				// rate), and reads it at once when they come again.
+				a.distOut = true
+				go func() { a.distCh <- a.describe() }()
 			}
 		}
 		var timerC <-chan time.Time
@@ -338,6 +399,13 @@ func (a *aggregator) run() {
 		}
 		select {
 		case <-a.wake:
+		case d := <-a.distCh:
+			a.distOut = false
+			a.distAt = time.Now().Add(aggDistributionEvery)
+			if d.ok && d.auto != a.auto {
+				a.log.Warn("kinesis aggregating publisher: the stream's record distribution strategy changed; routing again", "stream", a.stream, "auto", d.auto)
+				a.stale = true // the next listing re-routes what is queued
+			}
 		case r := <-a.results:
 			a.settle(r, time.Now())
 			// Take every other result that is in too before dispatching,
@@ -377,6 +445,59 @@ func (a *aggregator) queued() int {
 // after a backoff; a stream that does not exist, or a listing the service
 // refuses for good (access denied, say), fails every queued message.
 func (a *aggregator) relist(now time.Time) {
+	if l, open, ok := a.list(now); ok {
+		a.remap(now, l, open)
+	}
+}
+
+// idle says whether the stream was last known to be the one the map was
+// listed from too long ago to route by the map (see aggMapTrust).
+func (a *aggregator) idle(now time.Time) bool { return now.Sub(a.confirmedAt) >= a.trust }
+
+// verify lists the shards while the map is not known to be stale: the
+// publisher was idle, or aggregates were answered too late to be trusted
+// (pending). A listing started after their answers that shows the map
+// unchanged says they are stored where their keys are read, and confirms
+// the map for the next aggregates; a changed map is taken as after a
+// reshard (relist), its pending aggregates settled by where they landed.
+func (a *aggregator) verify(now time.Time) {
+	l, open, ok := a.list(now)
+	if !ok {
+		return
+	}
+	if !sameShards(a.shards, open) {
+		// Not the map the aggregates in flight were routed by: confirms
+		// nothing about them, so confirmedAt stays until remap.
+		a.log.Info("kinesis aggregating publisher: the shard map changed while idle (stream created again?)", "stream", a.stream, "shards", len(open))
+		if a.inFlight == 0 {
+			a.remap(now, l, open)
+		} else {
+			a.stale = true // remapped once what is in flight has returned
+		}
+		return
+	}
+	a.confirmedAt = now // the stream was the map's at some time after now
+	for _, u := range a.pending {
+		if !a.auto && !a.holdsAll(l, u.landed.ShardID, u.items) {
+			// Not on a shard of the map: settled by the next listing
+			// (relist), which sends it again.
+			u.sh.sealed = slices.Insert(u.sh.sealed, 0, u)
+			a.stale = true
+			continue
+		}
+		r := *u.landed
+		a.release(u, now)
+		a.stored(u, r)
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
+}
+
+// list lists the shards, the open ones sorted by range start. A listing
+// that fails is tried again after a backoff; a stream that does not
+// exist, or a listing the service refuses for good (access denied, say),
+// fails every queued message.
+func (a *aggregator) list(now time.Time) (*shard.Lineage, []*aggShard, bool) {
 	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
 	l, err := shard.List(ctx, a.client, a.stream)
 	cancel()
@@ -396,7 +517,10 @@ func (a *aggregator) relist(now time.Time) {
 		if errors.As(err, &nf) {
 			a.failQueued(a.bt.errorf(ErrStream, fmt.Errorf("ListShards: %w", err)))
 			a.listFail = 0
-			return
+			if a.shards != nil {
+				a.stale = true // the next messages list again
+			}
+			return nil, nil, false
 		}
 		if kind, retry := classifyCallError(err); !retry && !a.landedWaiting() {
 			// Refused for good (an identity that may put records but not
@@ -408,27 +532,55 @@ func (a *aggregator) relist(now time.Time) {
 			// settle, is not failed: its messages may be read.)
 			a.failQueued(a.bt.errorf(kind, fmt.Errorf("ListShards: %w", err)))
 			a.listFail = 0
-			return
+			return nil, nil, false
 		}
 		a.listFail++
 		backoff := min(50*time.Millisecond<<min(a.listFail-1, 10), 5*time.Second)
 		a.listAt = now.Add(backoff)
 		a.log.Warn("kinesis aggregating publisher: listing shards failed; retrying", "stream", a.stream, "attempt", a.listFail, "err", err)
-		return
+		return nil, nil, false
 	}
 	a.listFail, a.listAt = 0, time.Time{}
+	if d := a.describe(); d.ok {
+		a.auto = d.auto
+	}
+	a.distAt = now.Add(aggDistributionEvery)
+	if a.auto {
+		// The service picks the shard: one bin for every key.
+		open = []*aggShard{{rng: shard.HashRange{End: shard.HashKey{Hi: math.MaxUint64, Lo: math.MaxUint64}}}}
+	}
 	sort.Slice(open, func(i, j int) bool { return open[i].rng.Start.Less(open[j].rng.Start) })
+	return l, open, true
+}
+
+// remap takes the shard map of listing l (open, sorted) and puts every
+// queued message back in line for routing, each key's in its order, ahead
+// of the messages that arrived since (they are younger); nothing is in
+// flight. An aggregate stored on a shard that holds all its keys stands;
+// any other goes again.
+func (a *aggregator) remap(now time.Time, l *shard.Lineage, open []*aggShard) {
+	a.confirmedAt = now // the stream was the listed one at some time after now
 	// A key is in at most one unit: its unit's messages, then its line.
 	var back []*entry
+	for _, u := range a.pending {
+		if a.auto || a.holdsAll(l, u.landed.ShardID, u.items) {
+			a.stored(u, *u.landed)
+			continue
+		}
+		back = append(back, u.items...)
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
 	for _, sh := range a.shards {
 		units := sh.sealed
 		if sh.open != nil {
 			units = append(units, sh.open)
 		}
 		for _, u := range units {
-			if u.landed != nil && a.holdsAll(l, u.landed.ShardID, u.items) {
-				// Stored on a shard that every key of it maps to: it
-				// stands. Sent again, it would be read twice.
+			if u.landed != nil && (a.auto || a.holdsAll(l, u.landed.ShardID, u.items)) {
+				// Stored on a shard that every key of it maps to, or on
+				// any shard of a stream now AUTO (whose readers filter
+				// nothing): it stands. Sent again, it would be read twice.
 				a.stored(u, *u.landed)
 				continue
 			}
@@ -445,14 +597,28 @@ func (a *aggregator) relist(now time.Time) {
 	}
 	a.unrouted = append(back, a.unrouted...)
 	if a.shards != nil {
-		a.log.Info("kinesis aggregating publisher: shard map listed again", "stream", a.stream, "shards", len(open))
+		level := slog.LevelInfo
+		if sameShards(a.shards, open) {
+			level = slog.LevelDebug // the check of an idle publisher's map, most likely
+		}
+		a.log.Log(a.ctx, level, "kinesis aggregating publisher: shard map listed again", "stream", a.stream, "shards", len(open))
 	}
 	a.shards, a.stale = open, false
 }
 
+// sameShards says whether two shard maps have the same shards, by id and
+// range.
+func sameShards(x, y []*aggShard) bool {
+	return slices.EqualFunc(x, y, func(a, b *aggShard) bool { return a.id == b.id && a.rng == b.rng })
+}
+
 // landedWaiting says whether an aggregate stored on a shard other than
-// the one it was sent to waits for a listing to say whether it stands.
+// the one it was sent to, or answered too late, waits for a listing to
+// say whether it stands.
 func (a *aggregator) landedWaiting() bool {
+	if len(a.pending) > 0 {
+		return true
+	}
 	for _, sh := range a.shards {
 		for _, u := range sh.sealed {
 			if u.landed != nil {
@@ -751,6 +917,7 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 		u.b = nil
 	}
 	u.sent = true
+	u.sentAt = now
 	u.sh.inFlight++
 	a.inFlight++
 	return true
@@ -825,8 +992,9 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 		a.resolveAll(u.items, Receipt{}, r.err)
 		return
 	}
-	// A backend that names no shard (none that we know of) is trusted.
-	if r.r.ShardID != u.sh.id && r.r.ShardID != "" {
+	// A backend that names no shard (none that we know of) is trusted; on
+	// an AUTO stream (u.sh.id "") any shard is where it belongs.
+	if r.r.ShardID != u.sh.id && r.r.ShardID != "" && u.sh.id != "" {
 		a.stale = true
 		// A listing that still shows the old map (a reshard in progress)
 		// would send the aggregate to the same closed shard: back off.
@@ -846,10 +1014,45 @@ func (a *aggregator) settle(r aggResult, now time.Time) {
 			return
 		}
 	}
+	if !u.plain && now.Sub(a.confirmedAt) >= a.trust {
+		// Answered too long after the stream was last known to be the
+		// one the map was listed from: it may have been deleted and
+		// created again, and the shard of this id may not hold these
+		// keys (a reader skips a sub-record whose key is not in its
+		// shard's range). A listing started after now says whether it
+		// stands (verify). A plain record is routed by the service, by
+		// its own key: it is where it belongs.
+		if a.isClosing() {
+			a.release(u, now)
+			a.resolveAll(u.items, Receipt{}, landedError(a.bt.errorf(ErrNotConnected, nil), u.sh.id, r.r.ShardID))
+			return
+		}
+		u.landed = &r.r
+		a.pending = append(a.pending, u)
+		return
+	}
+	if now.Sub(a.confirmedAt) < a.trust && u.sentAt.After(a.confirmedAt) {
+		a.confirmedAt = u.sentAt // stored in the map's stream, after sentAt
+	}
 	a.staleRun = 0
 	a.release(u, now)
 	a.stored(u, r.r)
 }
+
+// aggMapTrust is how long after a time the stream was known to be the one
+// its shard map was listed from an aggregate's answer is trusted to come
+// from that stream (and so to be on a shard holding its keys): deleting a
+// stream and creating it again takes the service longer (each step
+// passes through a DELETING or CREATING state of seconds), so a put
+// processed less than that after the stream was known is in it (or fails
+// with ResourceNotFoundException). Publishers that go on sending confirm
+// the map with each answer; one idle for longer lists the shards before it
+// routes, and an answer that comes later than that waits for a listing.
+// A server that deletes and creates a stream again faster than this
+// (kinesalite and kinesis-mock without delays) can misplace an
+// aggregate sent in that window unnoticed. (A variable for the tests that
+// need a map left stale across a slow reshard; an aggregator reads it once.)
+var aggMapTrust = time.Second
 
 // stored resolves the messages of a unit stored as r.
 func (a *aggregator) stored(u *aggUnit, r Receipt) {
@@ -886,6 +1089,11 @@ func (a *aggregator) resolve(e *entry, r Receipt, err error) {
 // failQueued fails every message not in flight: unrouted, in a unit not
 // sent, or in a key's line. Only the keys of units in flight stay tracked.
 func (a *aggregator) failQueued(err error) {
+	for _, u := range a.pending {
+		a.resolveAll(u.items, Receipt{}, landedError(err, u.sh.id, u.landed.ShardID))
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
 	for _, e := range a.unrouted {
 		a.resolve(e, Receipt{}, err)
 	}
@@ -927,6 +1135,9 @@ func landedError(err error, sent, landed string) error {
 		return err
 	}
 	cause := fmt.Errorf("the aggregate landed on shard %s, not %s, and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed, sent)
+	if landed == sent {
+		cause = fmt.Errorf("the aggregate landed on shard %s long after its shard map was listed (the stream may have been created again since, with other ranges under the same ids), and is not sent again (its messages are stored there, and are read if that shard covers their keys)", landed)
+	}
 	if e.Err != nil {
 		cause = fmt.Errorf("%w: %w", cause, e.Err)
 	}
@@ -938,23 +1149,69 @@ func landedError(err error, sent, landed string) error {
 // nextWake is when run must look again without any event: a lingering
 // unit's deadline, or the next listing attempt.
 func (a *aggregator) nextWake() (time.Time, bool) {
-	var at time.Time
-	if (a.shards == nil || a.stale) && !a.listAt.IsZero() && a.inFlight == 0 {
-		at = a.listAt
+	if a.shards == nil || a.stale {
+		if a.inFlight == 0 {
+			return a.listAt, !a.listAt.IsZero()
+		}
+		return time.Time{}, false
 	}
-	if a.shards != nil && !a.stale {
-		for _, sh := range a.shards {
-			if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
-				continue
-			}
-			t := sh.openedAt.Add(a.cfg.Linger)
-			if sh.inFlight > 0 {
-				t = sh.openedAt.Add(max(a.cfg.Linger, a.cfg.InFlightWait))
-			}
-			if at.IsZero() || t.Before(at) {
-				at = t
-			}
+	var at time.Time
+	now := time.Now()
+	idle := a.idle(now)
+	if len(a.pending) > 0 || idle && (len(a.unrouted) > 0 || a.queued() > 0) {
+		// A listing is due (verify): now, or after its backoff.
+		at = a.listAt
+		if at.Before(now) {
+			at = now
+		}
+	}
+	if idle {
+		return at, !at.IsZero() // nothing is routed before that listing
+	}
+	if !a.distOut && a.busy() && (at.IsZero() || a.distAt.Before(at)) {
+		at = a.distAt // the strategy is read again (it comes with every listing too)
+	}
+	for _, sh := range a.shards {
+		if sh.open == nil || sh.inFlight >= aggInFlightPerShard {
+			continue
+		}
+		t := sh.openedAt.Add(a.cfg.Linger)
+		if sh.inFlight > 0 {
+			t = sh.openedAt.Add(max(a.cfg.Linger, a.cfg.InFlightWait))
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
 		}
 	}
 	return at, !at.IsZero()
+}
+
+// aggDistributionEvery is how often an aggregating publisher reads its
+// stream's record distribution strategy between listings: the default
+// shard-sync period of subscribers.
+var aggDistributionEvery = 10 * time.Second // a variable for tests
+
+// distAnswer is what a read of the stream's distribution strategy found;
+// ok is false when the read failed (the last known strategy stands).
+type distAnswer struct{ auto, ok bool }
+
+// busy says whether messages are queued or in flight.
+func (a *aggregator) busy() bool {
+	return a.inFlight > 0 || len(a.unrouted) > 0 || a.queued() > 0
+}
+
+// describe reads whether the stream is AUTO.
+func (a *aggregator) describe() distAnswer {
+	ctx, cancel := context.WithTimeout(a.ctx, 10*time.Second)
+	defer cancel()
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(a.stream)
+	out, err := a.client.DescribeStreamSummary(ctx, in)
+	if err != nil || out.StreamDescriptionSummary == nil {
+		if err != nil && a.ctx.Err() == nil {
+			a.log.Warn("kinesis aggregating publisher: reading the stream's record distribution strategy failed", "stream", a.stream, "err", err)
+		}
+		return distAnswer{}
+	}
+	return distAnswer{auto: out.StreamDescriptionSummary.RecordDistributionStrategy == types.RecordDistributionStrategyAuto, ok: true}
 }

@@ -102,7 +102,7 @@ func TestAggregationInFlightWait(t *testing.T) {
 		{Aggregation{InFlightWait: time.Second}, time.Second, true},
 	} {
 		sh := &aggShard{inFlight: 1, open: &aggUnit{}, openedAt: now.Add(-tc.age)}
-		a := &aggregator{cfg: tc.cfg.withDefaults(), shards: []*aggShard{sh}}
+		a := &aggregator{cfg: tc.cfg.withDefaults(), shards: []*aggShard{sh}, trust: aggMapTrust, confirmedAt: now} // not idle
 		if got := a.openDue(sh, now); got != tc.want {
 			t.Errorf("%+v, open for %v with one in flight: due %v, want %v", tc.cfg, tc.age, got, tc.want)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strings"
@@ -300,6 +301,10 @@ func splitInHalf(ctx context.Context, t *testing.T, api kinesisapi.API, stream, 
 }
 
 func testAggregatedReshard(t *testing.T, s kinesisapi.API, opts ...runtime.Option) {
+	// A server that takes seconds to split (kinesis-mock) would leave the
+	// publisher idle long enough to list the shards before routing: the
+	// map must stay stale for the misplaced aggregates this test is about.
+	runtime.TrustAggregateMaps(t, time.Minute)
 	ctx := testContext(t, 60*time.Second)
 	stream := createStream(ctx, t, s, 2)
 	b := connect(ctx, t, runtime.NewBroker(opts...))
@@ -1572,6 +1577,269 @@ func testAggregatedStreamRecreated(t *testing.T, api kinesisapi.API, opts ...run
 	want := eachKey(keys, 20)
 	misplaced := checkKeyed(t, msgs, want)
 	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+}
+
+// TestAggregatedStreamRecreatedWhileIdle is the re-creation the publisher
+// does not see fail: it publishes to a 2-shard stream, and while it is
+// idle (no publish in between) the stream is deleted and created again
+// with 3 shards, whose shardId-000000000000 and shardId-000000000001 start
+// at other hash keys. An aggregate sent with the old shard's starting hash
+// key lands on the new shard of the same id, which holds only part of its
+// keys: the shard id it was answered is the one it was sent to, so only
+// the stream's identity (or a listing) can tell. Every message the
+// publisher calls stored must be where a reader that checks hash ranges
+// takes it: each key's messages once and in order.
+func TestAggregatedStreamRecreatedWhileIdle(t *testing.T) {
+	s := kinesistest.New()
+	testAggregatedStreamRecreatedWhileIdle(t, s, runtime.WithKinesisClient(s))
+}
+
+func TestAggregatedStreamRecreatedWhileIdleKinesalite(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisEndpoint(t))
+	testAggregatedStreamRecreatedWhileIdle(t, api, opts...)
+}
+
+func TestAggregatedStreamRecreatedWhileIdleKinesisMock(t *testing.T) {
+	api, opts := liveClient(livetest.KinesisMockEndpoint(t))
+	testAggregatedStreamRecreatedWhileIdle(t, api, opts...)
+}
+
+func testAggregatedStreamRecreatedWhileIdle(t *testing.T, api kinesisapi.API, opts ...runtime.Option) {
+	ctx := testContext(t, 60*time.Second)
+	stream := createStream(ctx, t, api, 2)
+	b := connect(ctx, t, runtime.NewBroker(opts...))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
+	keys := aggKeys(32)
+	publishKeyed(ctx, t, p, keys, 0, 5) // the publisher lists the two shards
+
+	deleted := time.Now()
+	if _, err := api.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := api.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stream %s still there after DeleteStream: %v", stream, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	shards := int32(3)
+	if _, err := api.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: &shards}); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(ctx, t, api, stream, " again")
+	// The service takes seconds to delete a stream and create it again;
+	// these servers take none, so the publisher stays idle as long.
+	time.Sleep(time.Until(deleted.Add(1500 * time.Millisecond)))
+	publishKeyed(ctx, t, p, keys, 0, 20)
+
+	msgs, _ := readMessages(ctx, t, api, stream)
+	misplaced := checkKeyed(t, msgs, eachKey(keys, 20))
+	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+}
+
+// TestAggregatedMapCheckedOnlyAfterIdling bounds what the re-creation
+// check costs: a publisher that keeps publishing confirms its shard map
+// with each answer and lists the shards once in 2.5 s; one idle for over
+// a second lists them once before its next aggregate, and does not send
+// anything again (the stream is the same).
+func TestAggregatedMapCheckedOnlyAfterIdling(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))}
+	keys := aggKeys(8)
+	n := 0
+	for start := time.Now(); time.Since(start) < 2500*time.Millisecond; n++ {
+		publishKeyed(ctx, t, p, keys, n, n+1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := s.Calls(kinesistest.OpListShards); got != 1 {
+		t.Errorf("%d ListShards calls over 2.5 s of publishing, want 1", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	publishKeyed(ctx, t, p, keys, n, n+1)
+	if got := s.Calls(kinesistest.OpListShards); got != 2 {
+		t.Errorf("%d ListShards calls after an idle second, want 2", got)
+	}
+	msgs, _ := readMessages(ctx, t, s, stream)
+	checkKeyed(t, msgs, eachKey(keys, n+1))
+}
+
+// TestAggregatedLateAnswerOnAnUnchangedStream holds one key's aggregate
+// in the server for 1.5 s, past the time an answer is trusted without a
+// listing, while other keys go on publishing: they are not held back, the
+// late aggregate is settled by one listing as stored (not sent again),
+// and every message is in the stream once.
+func TestAggregatedLateAnswerOnAnUnchangedStream(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{}))}
+	keys := aggKeys(8)
+	publishKeyed(ctx, t, p, keys, 0, 1)
+
+	var hold atomic.Bool
+	hold.Store(true)
+	held, release := make(chan struct{}), make(chan struct{})
+	heldOnce := sync.OnceFunc(func() { close(held) })
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAll)
+	s.InjectPutFault(func(_, key string) error {
+		if key == keys[0] && hold.CompareAndSwap(true, false) {
+			heldOnce()
+			<-release
+		}
+		return nil
+	})
+	slow := make(chan error, 1)
+	go func() { slow <- p.Publish(ctx, aggMsg{Key: keys[0], N: 1}) }()
+	<-held
+	// The other keys publish one after another meanwhile.
+	start := time.Now()
+	rounds := 1
+	for ; time.Since(start) < 1500*time.Millisecond; rounds++ {
+		publishKeyed(ctx, t, p, keys[1:], rounds, rounds+1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rounds < 5 {
+		t.Errorf("the other keys published %d rounds in 1.5 s while one aggregate was held, want them not held back", rounds)
+	}
+	releaseAll()
+	if err := <-slow; err != nil {
+		t.Fatalf("the late aggregate's publish: %v", err)
+	}
+	want := eachKey(keys[1:], rounds)
+	want[keys[0]] = 2
+	msgs, _ := readMessages(ctx, t, s, stream)
+	checkKeyed(t, msgs, want)
+	if len(msgs) != 2+7*rounds {
+		t.Errorf("%d messages in the stream, want %d: the late aggregate was sent again", len(msgs), 2+7*rounds)
+	}
+	t.Logf("%d rounds of the other keys while one was held; %d ListShards calls", rounds, s.Calls(kinesistest.OpListShards))
+}
+
+// TestAggregatedStreamRecreatedUnderAnAggregateInFlight holds the
+// aggregates of a busy publisher in the server while their stream is
+// deleted and created again with 3 shards, and lets them through seconds
+// later: they land on the new stream's shards of the ids they were sent
+// to, which do not hold all their keys. The answers come too long after
+// the map was last known to be right to be trusted: the messages are
+// stored where a reader that checks hash ranges takes them, each once.
+func TestAggregatedStreamRecreatedUnderAnAggregateInFlight(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
+	keys := aggKeys(32)
+	publishKeyed(ctx, t, p, keys, 0, 1)
+
+	var hold atomic.Bool
+	hold.Store(true)
+	held, release := make(chan struct{}), make(chan struct{})
+	heldOnce := sync.OnceFunc(func() { close(held) })
+	releaseAll := sync.OnceFunc(func() { hold.Store(false); close(release) })
+	t.Cleanup(releaseAll)
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpPutRecords && hold.Load() {
+			heldOnce()
+			<-release
+		}
+		return nil
+	})
+	sent := time.Now()
+	done := make(chan struct{})
+	go func() { defer close(done); publishKeyed(ctx, t, p, keys, 0, 1) }()
+	<-held
+	if _, err := s.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddStream(stream, 3); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sent.Add(1500 * time.Millisecond)))
+	releaseAll()
+	<-done
+
+	msgs, _ := readMessages(ctx, t, s, stream)
+	misplaced := checkKeyed(t, msgs, eachKey(keys, 1))
+	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+}
+
+// TestAggregatedStreamRecreatedUnderTwoCallsInFlight is the re-creation
+// under two calls in flight, answered one second apart, both too late to
+// be trusted: the listing after the first finds the map changed while
+// the second is still in flight, and waits for it before re-routing. The
+// keys of each call hash outside the new shard of its id, so both
+// aggregates must be sent again: every key is read once, in range.
+func TestAggregatedStreamRecreatedUnderTwoCallsInFlight(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 2)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := keyedPublisher{runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+		runtime.WithAggregation(runtime.Aggregation{Linger: 5 * time.Millisecond}))}
+	// Keys of the old shard 0 (below 2^127) that the new shard 0 (below
+	// 2^128/3) does not hold, and of the old shard 1 that the new shard 1
+	// (below 2*2^128/3) does not hold.
+	var low, high []string
+	for _, k := range aggKeys(200) {
+		switch hi := shard.HashKeyOf(k).Hi; {
+		case hi > math.MaxUint64/3+1 && hi < 1<<63 && len(low) < 8:
+			low = append(low, k)
+		case hi > math.MaxUint64/3*2+1 && len(high) < 8:
+			high = append(high, k)
+		}
+	}
+	publishKeyed(ctx, t, p, append(slices.Clone(low), high...), 0, 1)
+
+	var calls atomic.Int32
+	gates := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	entered := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	release := [2]func(){sync.OnceFunc(func() { close(gates[0]) }), sync.OnceFunc(func() { close(gates[1]) })}
+	t.Cleanup(func() { release[0](); release[1]() })
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpPutRecords {
+			if n := calls.Add(1); n <= 2 {
+				close(entered[n-1])
+				<-gates[n-1]
+			}
+		}
+		return nil
+	})
+	sent := time.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() { publishKeyed(ctx, t, p, low, 0, 1) })
+	<-entered[0]
+	wg.Go(func() { publishKeyed(ctx, t, p, high, 0, 1) })
+	<-entered[1]
+	if _, err := s.DeleteStream(ctx, &kinesis.DeleteStreamInput{StreamName: &stream}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddStream(stream, 3); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(sent.Add(1500 * time.Millisecond)))
+	release[0]()
+	time.Sleep(time.Second)
+	release[1]()
+	wg.Wait()
+
+	msgs, _ := readMessages(ctx, t, s, stream)
+	misplaced := checkKeyed(t, msgs, eachKey(append(slices.Clone(low), high...), 1))
+	t.Logf("%d messages in the new stream, %d in aggregates that landed on a shard not holding all their keys (sent again)", len(msgs), misplaced)
+	if misplaced != len(low)+len(high) {
+		t.Errorf("%d misplaced messages, want both aggregates (%d) misplaced: the scenario was not exercised", misplaced, len(low)+len(high))
+	}
 }
 
 // TestAggregatedInFlightWait holds one aggregate's call in the server and

@@ -27,14 +27,18 @@ import (
 // Service limits of PutRecords.
 const (
 	maxBatchRecords = 500
-	maxBatchBytes   = 5 << 20 // data plus partition keys, per request
-	maxRecordBytes  = 1 << 20 // data plus partition key, per record
+	// Data plus partition keys, per request: 10 MiB since large records
+	// (MaxRecordSizeInKiB), on a stream known to take them; 5 MiB, the
+	// limit before them, on any other, since backends that predate them
+	// (kinesalite) refuse a larger request.
+	maxBatchBytes = 10 << 20
+	oldBatchBytes = 5 << 20
 )
 
 // batchConfig tunes a stream's batcher. Zero fields take the defaults.
 type batchConfig struct {
 	maxRecords  int           // records per PutRecords call (≤ 500)
-	maxBytes    int           // bytes per PutRecords call (≤ 5 MiB)
+	maxBytes    int           // bytes per PutRecords call (≤ 10 MiB)
 	maxInFlight int           // concurrent PutRecords calls per stream
 	linger      time.Duration // how long a partial batch waits while a call is in flight
 	retryBase   time.Duration // first backoff of a failed entry
@@ -180,6 +184,9 @@ type batcher struct {
 	stream string
 	cfg    batchConfig
 	log    *slog.Logger
+	// limit is the stream's learned record size (conn.limits): requests
+	// go up to maxBatchBytes once it says the stream takes large records.
+	limit *recordLimit
 
 	// ctx bounds the calls; cancelled when a shutdown's wait runs out.
 	ctx    context.Context
@@ -553,6 +560,10 @@ func (b *batcher) dueRetries(now time.Time) int {
 func (b *batcher) take(now time.Time) []*entry {
 	batch := make([]*entry, 0, min(b.cfg.maxRecords, b.ready.len()+len(b.retries)))
 	bytes := 0
+	maxBytes := b.cfg.maxBytes
+	if b.limit == nil || !b.limit.large.Load() {
+		maxBytes = min(maxBytes, oldBatchBytes)
+	}
 	limit := b.cfg.maxRecords // lowered by entries being isolated
 	fits := func(e *entry) bool {
 		if e.maxBatch > 0 && len(batch) >= e.maxBatch {
@@ -561,7 +572,7 @@ func (b *batcher) take(now time.Time) []*entry {
 		if len(batch) == 0 {
 			return true // a record is never larger than a request
 		}
-		return len(batch) < limit && bytes+e.size() <= b.cfg.maxBytes
+		return len(batch) < limit && bytes+e.size() <= maxBytes
 	}
 	claim := func(e *entry) {
 		if !e.withdraw() && e.state.CompareAndSwap(entryQueued, entryInFlight) {
@@ -605,13 +616,32 @@ func (b *batcher) call(batch []*entry) {
 			recs[i].ExplicitHashKey = &e.hashKey
 		}
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.callTimeout)
-	out, err := b.client.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: &b.stream, Records: recs}, wire.SizedPutRecords, oneAttempt)
+	timeout := b.callTimeout(batch)
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	in := &kinesis.PutRecordsInput{Records: recs}
+	in.StreamName, in.StreamARN = streamRef(b.stream)
+	out, err := b.client.PutRecords(ctx, in, wire.SizedPutRecords, oneAttempt)
 	if err != nil && b.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("no answer within %s (the records may have been stored): %w", b.cfg.callTimeout, err)
+		err = fmt.Errorf("no answer within %s (the records may have been stored): %w", timeout, err)
 	}
 	cancel()
 	b.results <- callResult{batch: batch, out: out, err: err}
+}
+
+// callTimeout is the deadline of a call carrying batch: the configured
+// one, which is meant for requests of up to 5 MiB (the limit before large
+// records), grown in proportion for a larger request, so that a 10 MiB
+// request has the same time per byte.
+func (b *batcher) callTimeout(batch []*entry) time.Duration {
+	n := 0
+	for _, e := range batch {
+		n += e.size()
+	}
+	const base = 5 << 20
+	if n <= base {
+		return b.cfg.callTimeout
+	}
+	return time.Duration(float64(b.cfg.callTimeout) * float64(n) / base)
 }
 
 // oneAttempt makes a PutRecords call one attempt. The batcher retries what

@@ -98,6 +98,11 @@ type state struct {
 	// leaseCounts count the lease changes of every subscription's
 	// coordinator, for Status.
 	leaseCounts shard.LeaseCounters
+
+	// ended holds, by stream, the measurement options of subscriptions
+	// that stopped, so that their gauges read their final values (nothing
+	// queued, no lease held) until the meter provider shuts down; under mu.
+	ended map[string]runObs
 }
 
 // conn is one Connect's worth of live state.
@@ -116,6 +121,8 @@ type conn struct {
 	closed   bool
 	batchers atomic.Pointer[map[string]*batcher]    // one per stream, made on first publish; copied on write
 	aggs     atomic.Pointer[map[aggKey]*aggregator] // one per stream and Aggregation; copied on write
+	limits   sync.Map                               // stream name -> *recordLimit: record sizes learned
+	region   string                                 // the client's region; "": unknown (a custom client without WithRegion)
 }
 
 // Option configures a Broker.
@@ -262,6 +269,10 @@ func dial(ctx context.Context, cfg config) (*conn, error) {
 				o.BaseEndpoint = aws.String(cfg.endpoint)
 			}
 		})
+	}
+	c.region = cfg.region
+	if kc, ok := c.client.(*kinesis.Client); ok {
+		c.region = kc.Options().Region
 	}
 	if c.leases == nil {
 		c.leases = lease.NewMemory()
@@ -451,7 +462,7 @@ func (c *conn) countPut(stream string, err error) {
 // valid key, no partition-key header.
 func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
 	data := encodeRecord(rec.Headers, rec.Payload)
-	if err := checkSize(rec.PartitionKey, data); err != nil {
+	if err := c.checkRecordSize(ctx, rec.Stream, len(data)+len(rec.PartitionKey)); err != nil {
 		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
 	}
 	bt, err := c.batcher(rec.Stream)
@@ -519,6 +530,7 @@ func (c *conn) batcher(stream string) (*batcher, error) {
 		maps.Copy(m, *old)
 	}
 	bt := newBatcher(c.client, stream, c.batch, c.logger)
+	bt.limit = c.limitOf(stream)
 	m[stream] = bt
 	c.batchers.Store(&m)
 	return bt, nil

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -24,13 +25,20 @@ import (
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
-// Headers the runtime writes on records it republishes. The attempt header
-// travels on retry copies and is read back into Delivery.Attempt (it is not
-// among a Delivery's headers); the others travel on dead letters. Names
-// starting with "kinesisgen-" are the runtime's own: a publish that sets
-// one is refused.
+// Headers the runtime writes on records it republishes. The attempt and
+// application headers travel on retry copies (neither is among a
+// Delivery's headers); the attempt is read back into Delivery.Attempt. The
+// others travel on dead letters. Names starting with "kinesisgen-" are the
+// runtime's own: a publish that sets one is refused.
 const (
-	AttemptHeader          = "kinesisgen-attempt"
+	AttemptHeader = "kinesisgen-attempt"
+	// ApplicationHeader names the application (WithApplication) whose
+	// Retry made a copy. The copy goes to the tip of the stream, where
+	// every application reading it finds it: only the one named handles
+	// it, the others settle it unhandled (Outcomes.Skipped). A copy
+	// without it (written before it existed) is handled by every
+	// application, as it was then.
+	ApplicationHeader      = "kinesisgen-application"
 	DeadLetterReasonHeader = "kinesisgen-reason"
 	OriginStreamHeader     = "kinesisgen-origin-stream"
 	OriginShardHeader      = "kinesisgen-origin-shard"
@@ -177,6 +185,36 @@ type subRun struct {
 	tel    *telemetry // nil: no telemetry
 	obs    runObs
 	began  time.Time // when the run started (checkpoint age before the first checkpoint)
+	// leaseCtxs: by a lease's context (shard.Record.Lease), the handlers'
+	// context for its records: ctx, also ended when the lease is lost.
+	leaseCtxs sync.Map
+
+	stopping chan struct{} // closed when stop begins: in-place retries stop backing off
+	stopOnce sync.Once
+}
+
+// handlerCtx returns the context the handlers of rec run under: the run's,
+// cancelled also when the lease rec was read under is lost, fenced or
+// released, since another instance may then handle the record (issue 29,
+// defect 5). One per lease held, not per record.
+func (r *subRun) handlerCtx(rec *shard.Record) context.Context {
+	lc := rec.Lease()
+	if lc.Done() == nil {
+		return r.ctx
+	}
+	if v, ok := r.leaseCtxs.Load(lc); ok {
+		return v.(context.Context)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	if v, loaded := r.leaseCtxs.LoadOrStore(lc, ctx); loaded {
+		cancel()
+		return v.(context.Context)
+	}
+	context.AfterFunc(lc, func() {
+		cancel()
+		r.leaseCtxs.Delete(lc)
+	})
+	return ctx
 }
 
 // start checks (or creates) the stream and the dead-letter stream, starts
@@ -201,9 +239,21 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner)
-	fresh, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	for _, stream := range []string{s.stream, s.set.deadLetter} {
+		if err := c.checkRegion(stream); err != nil {
+			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
+		}
+	}
+	fresh, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
 	if err != nil {
 		return err
+	}
+	// Retry copies go back to the stream, up to its record size.
+	c.learnLimit(s.stream, sum)
+	if s.set.byKey && autoDistribution(sum) {
+		// The service places an AUTO stream's records on any shard: one
+		// key's records are on many, read by many owners, in no order.
+		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: errors.New("by_key on a stream whose record distribution strategy is AUTO: the service ignores partition keys, so no key's records stay in order; subscribe without by_key, or switch the stream to USER_PARTITION_KEY")}
 	}
 	start := s.set.start
 	if fresh && start.Kind == shard.Latest {
@@ -226,13 +276,18 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		if create.shards > 0 {
 			create.shards = 1
 		}
-		if _, err := ensureStream(ctx, c, dl, create, log.With("dead_letter", dl)); err != nil {
+		// Logged under its own name: log names the subscription's stream.
+		dlLog := s.b.s.cfg.logger.With("stream", dl, "owner", c.owner, "dead_letter_of", s.stream)
+		_, dlSum, err := ensureStream(ctx, c, dl, create, dlLog)
+		if err != nil {
 			return err
 		}
+		// A dead letter is cut to the dead-letter stream's record size.
+		c.learnLimit(dl, dlSum)
 	}
 
 	cfg := s.b.s.cfg
-	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now()}
+	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{})}
 	handlerName := s.set.name
 	r.obs = r.tel.runObs(s.stream, handlerName)
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
@@ -270,7 +325,14 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		Checkpoint: cfg.checkpointEvery,
 		Sink:       r.lanes.submit,
 		OnFail:     func(err error) { s.b.startFail(s, r, err) },
-		Counters:   &s.b.s.leaseCounts,
+		OnDistribution: func(auto bool) {
+			if auto && s.set.byKey {
+				// Refused at start (above); switched while running, it
+				// goes on with each shard's order only.
+				r.log.Error("the stream's record distribution strategy is now AUTO: by_key no longer keeps one key's messages in order (only each shard's); subscribe without by_key, or switch the stream back to USER_PARTITION_KEY")
+			}
+		},
+		Counters: &s.b.s.leaseCounts,
 		// With fan-out every shard is read by SubscribeToShard instead.
 		ConsumerARN: consumerARN,
 		// In every lane mode a shard has at most this many records out
@@ -328,6 +390,7 @@ func (r *subRun) abandon() {
 // releases the leases. Handlers still running after that see their context
 // cancelled; records they never settle are read again by the next owner.
 func (r *subRun) stop(ctx context.Context) error {
+	r.stopOnce.Do(func() { close(r.stopping) })
 	err := r.coord.Stop(ctx)
 	r.lanes.close()
 	r.cancel()
@@ -383,7 +446,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	// A publish from inside the handler that names no key goes under this
 	// record's key (the key ladder's fourth rung).
-	ctx := context.Context(&handling{Context: r.ctx, key: rec.PartitionKey, log: r.log})
+	ctx := context.Context(&handling{Context: r.handlerCtx(rec), key: rec.PartitionKey, log: r.log})
 	if !r.s.raw && kpl.IsAggregated(rec.Data) {
 		// The reader hands over a KPL aggregate whole only when it is
 		// corrupt: say so, rather than that its bytes do not decode.
@@ -400,30 +463,51 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		}
 		headers, payload = nil, rec.Data // a raw subscriber takes it as it is
 	}
+	if app, ok := headers[ApplicationHeader]; ok {
+		// Another application's retry copy is none of this one's: its
+		// original was (or will be) handled here once already.
+		if app != r.s.b.s.cfg.app {
+			rec.Count(shard.Skipped)
+			if t := r.tel; t != nil && t.metrics {
+				t.handled.Add(context.Background(), 1, r.obs.outcome[skipped])
+			}
+			return true
+		}
+		delete(headers, ApplicationHeader)
+	}
 	attempt := takeAttempt(headers)
-	d := Delivery{
-		Stream:         rec.Stream,
-		ShardID:        rec.ShardID,
-		SequenceNumber: rec.SequenceNumber,
-		PartitionKey:   rec.PartitionKey,
-		ArrivalTime:    rec.ArrivalTime,
-		Attempt:        attempt,
-		headers:        headers,
-	}
-	var out Outcome
-	if t := r.tel; t != nil {
-		out, err = r.callObserved(ctx, t, payload, &d)
-	} else {
-		out, err = r.call(ctx, payload, d)
-	}
-	if err != nil {
-		return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
-	}
-	switch out.kind {
-	case outcomeAck:
-		rec.Count(shard.Acked)
-		return true
-	case outcomeRetry:
+	for {
+		d := Delivery{
+			Stream:         rec.Stream,
+			ShardID:        rec.ShardID,
+			SequenceNumber: rec.SequenceNumber,
+			PartitionKey:   rec.PartitionKey,
+			ArrivalTime:    rec.ArrivalTime,
+			Attempt:        attempt,
+			headers:        headers,
+		}
+		if attempt > 1 && r.s.set.inPlace {
+			// The handler may have changed the map it was given.
+			d.headers = maps.Clone(headers)
+		}
+		var out Outcome
+		if t := r.tel; t != nil {
+			out, err = r.callObserved(ctx, t, payload, &d)
+		} else {
+			out, err = r.call(ctx, payload, d)
+		}
+		if err != nil {
+			return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
+		}
+		if out.kind != outcomeAck && rec.Stale() {
+			// The lease was lost while the handler ran (its context was
+			// cancelled): the next owner handles the record again, so no
+			// retry copy or dead letter is made of this handling.
+			return false
+		}
+		if out.kind != outcomeRetry {
+			return r.settleOutcome(ctx, rec, headers, payload, attempt, out)
+		}
 		cause := out.err
 		if cause == nil {
 			cause = errors.New("handler asked for a retry")
@@ -431,13 +515,67 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		if attempt > r.s.set.retries {
 			return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("gave up after %d attempts: %w", attempt, cause))
 		}
-		return r.retry(ctx, rec, headers, payload, attempt, cause)
-	default:
-		reason := out.err
-		if reason == nil {
-			reason = errors.New("rejected by the handler")
+		if !r.s.set.inPlace {
+			return r.retry(ctx, rec, headers, payload, attempt, cause)
 		}
-		return r.giveUp(ctx, rec, headers, payload, attempt, reason)
+		if !r.backOff(rec, attempt, cause) {
+			return false
+		}
+		attempt++
+	}
+}
+
+// settleOutcome carries out an ack or a reject.
+func (r *subRun) settleOutcome(ctx context.Context, rec *shard.Record, headers Headers, payload []byte, attempt int, out Outcome) (settle bool) {
+	if out.kind == outcomeAck {
+		rec.Count(shard.Acked)
+		return true
+	}
+	reason := out.err
+	if reason == nil {
+		reason = errors.New("rejected by the handler")
+	}
+	return r.giveUp(ctx, rec, headers, payload, attempt, reason)
+}
+
+// The bounds of an in-place retry's backoff; tests shorten them.
+var inPlaceBase, inPlaceMax = InPlaceRetryBase, InPlaceRetryMax
+
+// backOff waits, in the record's lane, before attempt attempt+1 of an
+// in-place retry (RetryInPlace): exponential with jitter, bounded by
+// InPlaceRetryMax. It reports false when the record is to be left
+// unsettled instead: the run is stopping (its shard's unsettled records
+// are then abandoned, so that the stop does not wait for them: the next
+// owner reads them again) or the record went stale (its lease was lost or
+// its shard repositioned).
+func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
+	d := min(inPlaceBase<<min(attempt-1, 16), inPlaceMax)
+	wait := max(d/2+rand.N(d/2+1), time.Millisecond)
+	r.log.Debug("record retried in place", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	// A lost lease is seen within a tick: Record.Stale has no channel.
+	tick := time.NewTicker(min(wait, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.C:
+			if rec.Stale() {
+				return false
+			}
+			return true
+		case <-tick.C:
+			if rec.Stale() {
+				r.log.Info("in-place retry given up: the shard's lease was lost or it was repositioned; the record is read again", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt)
+				return false
+			}
+		case <-r.stopping:
+			rec.Abandon()
+			r.log.Info("in-place retry stopped by shutdown; the record is left unsettled and read again by the shard's next owner", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt)
+			return false
+		case <-r.ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -484,8 +622,9 @@ func (r *subRun) retry(ctx context.Context, rec *shard.Record, headers Headers, 
 		// could never be published, so the record is given up at once.
 		return r.giveUp(ctx, rec, headers, payload, attempt, fmt.Errorf("cannot be retried under its partition key (%v): %w", err, cause))
 	}
-	h := cloneHeaders(headers, 1)
+	h := cloneHeaders(headers, 2)
 	h[AttemptHeader] = strconv.Itoa(attempt + 1)
+	h[ApplicationHeader] = r.s.b.s.cfg.app
 	out := Outgoing{Stream: r.s.stream, PartitionKey: rec.PartitionKey, Headers: h, Payload: payload}
 	switch r.publish(ctx, rec, out) {
 	case published:
@@ -519,7 +658,7 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 		rec.Count(shard.Rejected)
 		return true
 	}
-	out := deadLetter(dl, rec, headers, payload, attempt, reason)
+	out := deadLetter(dl, r.c.knownLimit(dl), rec, headers, payload, attempt, reason)
 	switch r.publish(ctx, rec, out) {
 	case published:
 		if n, ok := out.Headers[TruncatedFromHeader]; ok {
@@ -540,11 +679,11 @@ func (r *subRun) giveUp(ctx context.Context, rec *shard.Record, headers Headers,
 // payload and user headers plus the reason and origin headers, under rec's
 // key. A key the service would refuse is replaced by one derived from it
 // (the same for every record of that key, so they stay in order), the
-// original kept in OriginPartitionKeyHeader. A record that would exceed the
-// service's limit keeps the first bytes of its payload that fit, its size
+// original kept in OriginPartitionKeyHeader. A record that would exceed
+// limit (the dead-letter stream's record size) keeps the first bytes of its payload that fit, its size
 // in TruncatedFromHeader; should the headers alone not fit, only the
 // runtime's are kept.
-func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) Outgoing {
+func deadLetter(dl string, limit int, rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) Outgoing {
 	h := cloneHeaders(headers, 7)
 	why := reason.Error()
 	if len(why) > maxReasonLen {
@@ -565,9 +704,9 @@ func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, a
 			h[OriginPartitionKeyBase64Header] = base64.StdEncoding.EncodeToString([]byte(rec.PartitionKey))
 		}
 	}
-	if recordLen(h, payload)+len(key) > MaxRecordSize {
+	if recordLen(h, payload)+len(key) > limit {
 		h[TruncatedFromHeader] = strconv.Itoa(len(payload))
-		room := MaxRecordSize - len(key) - recordLen(h, nil)
+		room := limit - len(key) - recordLen(h, nil)
 		if room < 0 {
 			// User headers of about 1 MiB: keep the runtime's only.
 			for k := range h {
@@ -575,7 +714,7 @@ func deadLetter(dl string, rec *shard.Record, headers Headers, payload []byte, a
 					delete(h, k)
 				}
 			}
-			room = MaxRecordSize - len(key) - recordLen(h, nil)
+			room = limit - len(key) - recordLen(h, nil)
 		}
 		// The size header's own length does not depend on room, and a
 		// headered record is always an envelope, so the payload adds its
@@ -598,7 +737,7 @@ const (
 // which holds its shard back: the original stays unsettled, never lost.
 func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) publishResult {
 	const maxBackoff = 10 * time.Second
-	if n := recordLen(out.Headers, out.Payload) + len(out.PartitionKey); n > MaxRecordSize {
+	if n := recordLen(out.Headers, out.Payload) + len(out.PartitionKey); n > r.c.knownLimit(out.Stream) {
 		r.log.Error("record too large to republish with its headers", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "bytes", n)
 		return refused
 	}

@@ -51,7 +51,8 @@
 // NewPublisher with PublisherSpec and the PublishOptions (WithPartitionKey,
 // WithStream, WithAggregation); the SubscribeOptions, one per key of //kinesis:subscriber
 // (CreateIfMissing, CreateOnDemandIfMissing, Workers, ByKey, StartAt,
-// BatchSize, PollInterval, MaxRetries, DeadLetter, FanOut) and HandlerName;
+// BatchSize, PollInterval, MaxRetries (default 3), RetryAtTip, RetryInPlace,
+// DeadLetter, FanOut) and HandlerName;
 // ReplyOutcome; HeaderEncoder and HeaderDecoder; and
 // SupportPackageIsVersion1 are what kinesis_gen.go calls. An application
 // may call them too (to publish or subscribe without markers), but a marker
@@ -64,10 +65,12 @@
 // key of the record being handled, a process-unique key); a key that is
 // given but empty is an error. It checks the key (1 to 256 UTF-16 units of
 // valid UTF-8, the service's count), the headers and the record's size
-// (1 MiB of data plus key) before any I/O, and waits for its own result.
+// (the stream's MaxRecordSizeInKiB of data plus key, 1 MiB where the stream
+// names none) before any I/O, and waits for its own result.
 // Concurrent publishes to one stream share PutRecords calls: a
 // call starts at once when none is in flight or one has just returned, and
-// otherwise when 500 records or 5 MiB are ready or after a linger of a
+// otherwise when 500 records or 5 MiB (10 MiB on a stream that takes
+// records over 1 MiB) are ready or after a linger of a
 // millisecond (WithPublishLinger); up to four calls per stream run at once
 // (WithPublishConcurrency). Entries the service refuses with a retryable
 // code (throttling, internal failure) are retried with capped exponential

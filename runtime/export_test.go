@@ -14,6 +14,14 @@ func FastRetries() Option {
 	}
 }
 
+// SetInPlaceBackoff sets the bounds of an in-place retry's backoff for
+// the rest of t.
+func SetInPlaceBackoff(t *testing.T, base, most time.Duration) {
+	b, m := inPlaceBase, inPlaceMax
+	inPlaceBase, inPlaceMax = base, most
+	t.Cleanup(func() { inPlaceBase, inPlaceMax = b, m })
+}
+
 // SpareAggregateBuffers returns a function that counts the aggregate
 // buffers kept for reuse by the aggregators of b's connection of the
 // moment; call it once b has shut down.
@@ -41,9 +49,26 @@ func ShortenCreateWait(t testing.TB, d time.Duration) { shorten(t, &createWait, 
 // for parallel tests: it changes the package's bound.
 func ShortenStartTimeout(t testing.TB, d time.Duration) { shorten(t, &startTimeout, d) }
 
+// TrustAggregateMaps makes the aggregators created until t ends trust a
+// shard map for d after it was last confirmed, instead of a second: for a
+// test that needs a map left stale across a reshard slower than that.
+// Not for parallel tests.
+func TrustAggregateMaps(t testing.TB, d time.Duration) { shorten(t, &aggMapTrust, d) }
+
 // shorten sets *bound to d until t ends.
 func shorten(t testing.TB, bound *time.Duration, d time.Duration) {
 	old := *bound
 	*bound = d
 	t.Cleanup(func() { *bound = old })
 }
+
+// SetAggDistributionEvery sets how often aggregating publishers read their
+// stream's distribution strategy, until the test ends.
+func SetAggDistributionEvery(t testing.TB, d time.Duration) {
+	old := aggDistributionEvery
+	aggDistributionEvery = d
+	t.Cleanup(func() { aggDistributionEvery = old })
+}
+
+// KeyLane is the by-key lane of key among n.
+func KeyLane(key string, n int) int { return keyLane(key, n) }

@@ -95,3 +95,11 @@ func (f *fakeKinesis) callSizes() []int {
 	defer f.mu.Unlock()
 	return append([]int(nil), f.calls...)
 }
+
+// DescribeStreamSummary describes any stream as ACTIVE, naming no
+// MaxRecordSizeInKiB (a backend that predates it: the 1 MiB default).
+func (f *fakeKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
+		StreamName: in.StreamName, StreamStatus: types.StreamStatusActive,
+	}}, nil
+}

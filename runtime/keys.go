@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -19,21 +18,15 @@ import (
 // 200 emoji is too long.
 const MaxPartitionKeyLength = rules.MaxPartitionKey
 
-// MaxRecordSize is the service's limit on a record's data plus its partition
-// key, in bytes.
-const MaxRecordSize = maxRecordBytes
+// MaxRecordSize is the limit on a record's data plus its partition key, in
+// bytes, of a stream whose summary names no MaxRecordSizeInKiB (the
+// service's default, 1024 KiB); a stream may take up to MaxLargeRecordSize,
+// which publishers learn (DescribeStreamSummary) for a record over this.
+const MaxRecordSize = 1 << 20
 
 // checkKey reports why key is not a valid partition key: 1 to 256 UTF-16
 // units of valid UTF-8, the rule the in-process backend applies too.
 func checkKey(key string) error { return rules.PartitionKey(key) }
-
-// checkSize reports a record too large for the service.
-func checkSize(key string, data []byte) error {
-	if n := len(data) + len(key); n > MaxRecordSize {
-		return fmt.Errorf("record of %d bytes (data plus partition key) exceeds the %d-byte limit", n, MaxRecordSize)
-	}
-	return nil
-}
 
 // Process-unique keys (rung 4 of the ladder): a random prefix, drawn on
 // first use, and a counter. The service hashes keys with MD5, so

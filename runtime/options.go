@@ -157,8 +157,8 @@ func WithPublishConcurrency(n int) Option {
 	}
 }
 
-// WithPublishCallTimeout sets the deadline of one PutRecords call (default
-// 10 s). A call that ends without an answer is retried (its records may be
+// WithPublishCallTimeout sets the deadline of one PutRecords call of up to
+// 5 MiB (default 10 s); a larger request (up to 10 MiB) gets as much more. A call that ends without an answer is retried (its records may be
 // stored twice), so a hung connection delays a key by at most this long.
 func WithPublishCallTimeout(d time.Duration) Option {
 	return durationOpt(d, func(c *config) *time.Duration { return &c.batch.callTimeout })

@@ -152,6 +152,14 @@ func NewPublisher[T any](b *Broker, spec PublisherSpec, opts ...PublishOption) P
 		o(&s)
 	}
 	p := &publisher[T]{b: b, stream: s.stream, key: s.partitionKey, hasKey: s.hasKey}
+	if rules.IsARN(s.stream) {
+		// Checked once here, reported by every publish (before any I/O).
+		if a, err := rules.ParseStreamARN(s.stream); err != nil {
+			p.streamErr = err.Error()
+		} else {
+			p.arnRegion = a.Region
+		}
+	}
 	if b != nil && b.s != nil {
 		p.tel = b.s.cfg.tel
 		p.obs = p.tel.publishObs(s.stream)
@@ -169,6 +177,8 @@ type publisher[T any] struct {
 	key       string // mount-site key, when hasKey
 	hasKey    bool
 	aggregate *Aggregation // with defaults; nil: plain records
+	streamErr string       // why a stream named by ARN is not one; "": fine
+	arnRegion string       // the region of a stream named by ARN
 	tel       *telemetry   // nil: no telemetry
 	obs       publishObs
 }
@@ -472,6 +482,9 @@ func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey b
 	if p.stream == "" {
 		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
 	}
+	if p.streamErr != "" {
+		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Stream: p.stream, Err: errors.New(p.streamErr)}
+	}
 	key, unique, h, err := p.resolveKey(ctx, key, hasKey, h)
 	if err == nil {
 		err = checkHeaders(h)
@@ -482,6 +495,11 @@ func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey b
 	c, err := p.b.connection()
 	if err != nil {
 		return nil, Outgoing{}, &Error{Kind: ErrNotConnected, Op: "publish", Stream: p.stream}
+	}
+	if p.arnRegion != "" && c.region != "" && p.arnRegion != c.region {
+		if err := c.checkRegion(p.stream); err != nil {
+			return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Stream: p.stream, Err: err}
+		}
 	}
 	payload, err := p.b.s.cfg.codec.Marshal(msg)
 	if err != nil {

@@ -76,13 +76,17 @@ type Outcomes struct {
 	Retried      uint64 `json:"retried"`       // a copy went to the tip of the stream (Retry, an error, a panic)
 	Rejected     uint64 `json:"rejected"`      // given up and checkpointed past, without a dead-letter stream (or refused by it)
 	DeadLettered uint64 `json:"dead_lettered"` // given up to the dead-letter stream (Reject, retries exhausted, undecodable)
+	// Skipped counts the retry copies of other applications reading the
+	// stream (see ApplicationHeader): settled without a handler, so not
+	// in Total (nor in Handled and PerSecond).
+	Skipped uint64 `json:"skipped"`
 }
 
-// Total is the sum of the outcomes.
+// Total is the sum of the outcomes of records handled (all but Skipped).
 func (o Outcomes) Total() uint64 { return o.Acked + o.Retried + o.Rejected + o.DeadLettered }
 
 func outcomesOf(c [shard.NumOutcomes]uint64) Outcomes {
-	return Outcomes{Acked: c[shard.Acked], Retried: c[shard.Retried], Rejected: c[shard.Rejected], DeadLettered: c[shard.DeadLettered]}
+	return Outcomes{Acked: c[shard.Acked], Retried: c[shard.Retried], Rejected: c[shard.Rejected], DeadLettered: c[shard.DeadLettered], Skipped: c[shard.Skipped]}
 }
 
 // LeaseState is what is happening to a shard's lease.

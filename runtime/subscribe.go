@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -57,7 +58,7 @@ type Delivery struct {
 	SequenceNumber string
 	PartitionKey   string
 	ArrivalTime    time.Time
-	Attempt        int // 1 on first delivery; retry copies count up
+	Attempt        int // 1 on first delivery; this application's retry copies count up (another's are not delivered)
 
 	// headers are the record's user headers as decoded (nil when it has
 	// none). They are shared with the runtime's retry and dead-letter
@@ -104,11 +105,14 @@ const (
 // Ack settles the record: its shard's checkpoint may move past it.
 func Ack() Outcome { return Outcome{kind: outcomeAck} }
 
-// Retry publishes a copy of the record at the tip of its stream with the
-// attempt count raised, then settles the original. The copy loses its place
-// among the records of its key. After the subscription's MaxRetries the
-// record is rejected instead, and so is a record whose key could not be
-// published (a KPL sub-record's empty, too long or invalid UTF-8 key).
+// Retry asks for the record to be handled again. By default (RetryAtTip) a
+// copy of it is published at the tip of its stream with the attempt count
+// raised and the original settled: the copy loses its place among the
+// records of its key. With RetryInPlace the record backs off in its lane
+// and is handled again there, its key's later records waiting. After the
+// subscription's MaxRetries (default 3) the record is rejected instead,
+// and so is a record whose key could not be published (a KPL sub-record's
+// empty, too long or invalid UTF-8 key).
 func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 
 // Reject gives the record up: it goes to the dead-letter stream when one is
@@ -118,10 +122,14 @@ func Retry() Outcome { return Outcome{kind: outcomeRetry} }
 // when it would not fit the service's limit (TruncatedFromHeader).
 func Reject(err error) Outcome { return Outcome{kind: outcomeReject, err: err} }
 
-// OutcomeOf maps a handler's error to an outcome: nil acks, non-nil retries.
+// OutcomeOf maps a handler's error to an outcome: nil acks, an error marked
+// Permanent (errors.As finds a *PermanentError) rejects, any other retries.
 func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return Ack()
+	}
+	if perm := (*PermanentError)(nil); errors.As(err, &perm) {
+		return Reject(err)
 	}
 	return Outcome{kind: outcomeRetry, err: err}
 }
@@ -158,6 +166,7 @@ const (
 
 type subscribeSettings struct {
 	create     creation // zero: the stream must exist
+	maxRecord  int32    // MaxRecordSizeInKiB of the streams create makes; 0: the service's default
 	workers    int
 	byKey      bool
 	start      Position
@@ -165,6 +174,7 @@ type subscribeSettings struct {
 	poll       time.Duration // 0: the coordinator's default (1 s)
 	fanout     string        // the stream consumer of enhanced fan-out; "": polling
 	retries    int
+	inPlace    bool // retry=in_place: a retry backs off in the lane (RetryInPlace)
 	deadLetter string
 	name       string
 	middleware []Middleware // Use
@@ -204,10 +214,26 @@ func CreateOnDemandIfMissing() SubscribeOption { // create_if_missing=on_demand
 	return func(s *subscribeSettings) { s.create = creation{onDemand: true} }
 }
 
+// MaxRecordSizeKiB makes the streams CreateIfMissing or
+// CreateOnDemandIfMissing creates (the stream and its dead-letter stream)
+// take records of up to kib KiB, 1024 to 10240 (MaxRecordSizeInKiB); the
+// service's default is 1024. It needs one of them: an existing stream's
+// size is its own (UpdateMaxRecordSize), which publishers learn.
+func MaxRecordSizeKiB(kib int32) SubscribeOption { // max_record_size=KiB
+	return func(s *subscribeSettings) {
+		if kib < MaxRecordSize>>10 || kib > MaxLargeRecordSize>>10 {
+			s.invalid("max_record_size=%d: want %d..%d KiB", kib, MaxRecordSize>>10, MaxLargeRecordSize>>10)
+			return
+		}
+		s.maxRecord = kib
+	}
+}
+
 // creation is how a missing stream is created; the zero value creates none.
 type creation struct {
 	shards   int32
 	onDemand bool
+	maxKiB   int32 // MaxRecordSizeInKiB; 0: the service's default
 }
 
 func (c creation) enabled() bool { return c.shards > 0 || c.onDemand }
@@ -289,8 +315,9 @@ func FanOut(consumer string) SubscribeOption { // fanout=NAME
 	}
 }
 
-// MaxRetries bounds the deferred retries of one record (default 3); 0 sends
-// a record that asks for a retry straight to its rejection.
+// MaxRetries bounds the retries of one record (default 3, DefaultRetries);
+// 0 sends a record that asks for a retry straight to its rejection. It
+// bounds both kinds of retry (RetryAtTip, RetryInPlace).
 func MaxRetries(n int) SubscribeOption { // retries=N
 	return func(s *subscribeSettings) {
 		if n < 0 {
@@ -300,6 +327,38 @@ func MaxRetries(n int) SubscribeOption { // retries=N
 		s.retries = n
 	}
 }
+
+// RetryAtTip makes a retry copy the record to the tip of its stream, with
+// its attempt count raised, and settle the original: the lane goes on at
+// once, but the copy loses its place among its key's records. It is the
+// default. Pick it when records of one key do not depend on each other.
+func RetryAtTip() SubscribeOption { // retry=tip
+	return func(s *subscribeSettings) { s.inPlace = false }
+}
+
+// RetryInPlace makes a retry keep the record's place: it backs off in its
+// lane and is handled again, Delivery.Attempt counting up, up to
+// MaxRetries times; then it is rejected (dead-lettered when DeadLetter is
+// set). The key's later records wait behind it, so its order holds: pick
+// it with ByKey when a key's records must be handled in order (the choice
+// Lambda's event source mappings and KCL consumers make).
+//
+// The backoff before attempt n+1 is exponential with jitter: a random
+// wait between half and all of min(InPlaceRetryBase·2^(n-1),
+// InPlaceRetryMax). With ByKey, other lanes run on meanwhile, and the
+// waiting lane holds only its keys; without it, the record holds its
+// worker. A shutdown ends a backoff at once and leaves the record (and
+// the rest of its shard's unsettled records) unsettled, as does a lost
+// lease: the shard's next owner reads them again.
+func RetryInPlace() SubscribeOption { // retry=in_place
+	return func(s *subscribeSettings) { s.inPlace = true }
+}
+
+// The bounds of RetryInPlace's backoff.
+const (
+	InPlaceRetryBase = 200 * time.Millisecond
+	InPlaceRetryMax  = 10 * time.Second
+)
 
 // DeadLetter names the stream that receives rejected records, with their
 // reason and origin in headers. It must exist when the subscription starts
@@ -321,8 +380,17 @@ func HandlerName(name string) SubscribeOption { // for logs: "pkg.Func"
 	return func(s *subscribeSettings) { s.name = name }
 }
 
-// validateStreamName checks the service's rule: 1–128 of [a-zA-Z0-9_.-].
-func validateStreamName(name string) string { return validateName("stream", name) }
+// validateStreamName checks the service's rule, 1–128 of [a-zA-Z0-9_.-],
+// or, for a stream named by ARN, the ARN's form.
+func validateStreamName(name string) string {
+	if rules.IsARN(name) {
+		if _, err := rules.ParseStreamARN(name); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	return validateName("stream", name)
+}
 
 // validateName checks name, a what name, against the stream-name rule.
 func validateName(what, name string) string {
@@ -342,7 +410,8 @@ func validateName(what, name string) string {
 }
 
 // ReplyOutcome publishes a handler's reply (when err is nil) and maps the
-// result to an outcome: a failed handler or a failed publish retries. The
+// result to an outcome: a failed handler or a failed publish retries, a
+// handler's error marked Permanent rejects. The
 // generated Mount calls it for a reply handler. The reply's key follows p's
 // key ladder: the mount-site key set with WithPartitionKey on p (a
 // subscriber's partition_key=) when there is one, else, ctx being the
@@ -486,6 +555,12 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	if set.fanout != "" && set.batch != 0 {
 		set.invalid("fanout=%s with batch=%d: a fan-out subscription makes no GetRecords calls", set.fanout, set.batch)
 	}
+	if set.maxRecord != 0 {
+		if !set.create.enabled() {
+			set.invalid("max_record_size=%d without create_if_missing: an existing stream's record size is its own (UpdateMaxRecordSize)", set.maxRecord)
+		}
+		set.create.maxKiB = set.maxRecord
+	}
 	if set.deadLetter != "" && set.deadLetter == stream {
 		set.invalid("dead_letter=%s: the stream itself", stream)
 	}
@@ -524,7 +599,7 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 	for _, other := range b.s.subs {
 		if other.stream == stream {
 			b.s.mu.Unlock()
-			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errors.New("this broker already subscribes to the stream")}
+			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errSecondSubscription(other.set.name)}
 		}
 	}
 	c := b.s.conn
@@ -564,6 +639,19 @@ var startTimeout = 2 * time.Minute
 
 // forget removes s from the broker's subscriptions, so its stream can be
 // subscribed again.
+// ended notes that s stopped, for its gauges' final values.
+func (b *Broker) ended(s *Subscription) {
+	if t := b.s.cfg.tel; t == nil || !t.metrics {
+		return
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.ended == nil {
+		b.s.ended = map[string]runObs{}
+	}
+	b.s.ended[s.stream] = b.s.cfg.tel.runObs(s.stream, s.set.name)
+}
+
 func (b *Broker) forget(s *Subscription) {
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
@@ -638,6 +726,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 	s.b.forget(s)
 	err := s.halt(ctx)
 	s.finish()
+	s.b.ended(s)
 	return err
 }
 
@@ -752,8 +841,41 @@ func (b *Broker) stopSubscriptions(ctx context.Context) error {
 		wg.Go(func() {
 			errs[i] = s.halt(ctx)
 			s.finish()
+			b.ended(s)
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// errSecondSubscription is the error of a second subscription to a stream
+// on one broker, first naming the handler already mounted, if named.
+func errSecondSubscription(handler string) error {
+	already := "this broker already subscribes to the stream"
+	if handler != "" {
+		already += " (handler " + handler + ")"
+	}
+	return errors.New(already + "; there is one subscription per stream per broker, as a stream's leases and checkpoints " +
+		"are the application's: to read the stream a second time, with checkpoints of its own, use another broker " +
+		"with its own runtime.WithApplication name")
+}
+
+// PermanentError marks a handler's error as permanent: retrying the record
+// cannot help (it is malformed, or names something that does not exist).
+// Make one with Permanent; errors.As finds it through wrapping.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent: a handler that returns it (as its
+// error, alone or beside a reply, or through OutcomeOf or Retry's cause)
+// has the record rejected at once, without spending its retries: it goes
+// to the dead-letter stream when one is set, with err as its reason, and
+// is logged and checkpointed past otherwise. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
 }

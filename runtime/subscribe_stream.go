@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // createWait bounds the wait for a stream (or a fan-out consumer) to
@@ -19,22 +21,32 @@ var createWait = time.Minute
 // it is missing (and create is enabled), and waits (up to a minute,
 // bounded by ctx) until it can be read. fresh reports a stream that was
 // created just now (by this call, or found still being created): nothing
-// in it predates the caller.
-func ensureStream(ctx context.Context, c *conn, stream string, create creation, log *slog.Logger) (fresh bool, err error) {
-	status, err := describeStatus(ctx, c, stream)
+// in it predates the caller. sum is the stream's summary once readable.
+func ensureStream(ctx context.Context, c *conn, stream string, create creation, log *slog.Logger) (fresh bool, sum *types.StreamDescriptionSummary, err error) {
+	sum, err = describeSummary(ctx, c, stream)
+	var status types.StreamStatus
+	if err == nil {
+		status = sum.StreamStatus
+	}
 	switch {
 	case err == nil && readable(status):
-		return false, nil
+		return false, sum, nil
 	case err == nil && status == types.StreamStatusDeleting:
-		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
+		return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
 	case err == nil: // CREATING
 	case !isNotFound(err):
 		// A refused connection or a failed lookup says nothing about the stream.
-		return false, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
+		return false, nil, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
 	case !create.enabled():
-		return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
+		return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist: %w", err)}
+	case rules.IsARN(stream):
+		// CreateStream takes a name, of the caller's own account.
+		return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: fmt.Errorf("stream does not exist, and a stream named by ARN is never created (it may be another account's): %w", err)}
 	default:
 		in := &kinesis.CreateStreamInput{StreamName: &stream}
+		if create.maxKiB != 0 {
+			in.MaxRecordSizeInKiB = &create.maxKiB
+		}
 		if create.onDemand {
 			in.StreamModeDetails = &types.StreamModeDetails{StreamMode: types.StreamModeOnDemand}
 		} else {
@@ -43,11 +55,16 @@ func ensureStream(ctx context.Context, c *conn, stream string, create creation, 
 		_, err := c.client.CreateStream(ctx, in)
 		var inUse *types.ResourceInUseException
 		if err != nil && !errors.As(err, &inUse) { // in use: someone else created it first
-			return false, &Error{Kind: kindOr(ErrStream, err), Op: "CreateStream", Stream: stream, Err: err}
+			return false, nil, &Error{Kind: kindOr(ErrStream, err), Op: "CreateStream", Stream: stream, Err: err}
 		}
-		if create.onDemand {
+		switch {
+		case err != nil:
+			// Two instances starting together both find the stream
+			// missing; only one CreateStream succeeds.
+			log.Info("stream created by another instance")
+		case create.onDemand:
 			log.Info("stream created", "mode", "on-demand")
-		} else {
+		default:
 			log.Info("stream created", "shards", create.shards)
 		}
 	}
@@ -60,33 +77,41 @@ func ensureStream(ctx context.Context, c *conn, stream string, create creation, 
 		select {
 		case <-wctx.Done():
 			t.Stop()
-			return false, &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: fmt.Errorf("stream not active: %w", wctx.Err())}
+			return false, nil, &Error{Kind: ErrStream, Op: "CreateStream", Stream: stream, Err: fmt.Errorf("stream not active: %w", wctx.Err())}
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
-		status, err := describeStatus(wctx, c, stream)
+		sum, err := describeSummary(wctx, c, stream)
 		switch {
-		case err == nil && readable(status):
-			return true, nil
-		case err == nil && status == types.StreamStatusDeleting:
-			return false, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
+		case err == nil && readable(sum.StreamStatus):
+			return true, sum, nil
+		case err == nil && sum.StreamStatus == types.StreamStatusDeleting:
+			return false, nil, &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: stream, Err: errors.New("stream is being deleted")}
 		case err != nil && !isNotFound(err) && wctx.Err() == nil:
 			// Just after CreateStream a stream may read as missing for a moment;
 			// any other error ends the wait.
-			return false, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
+			return false, nil, &Error{Kind: kindOr(ErrStream, err), Op: "DescribeStreamSummary", Stream: stream, Err: err}
 		}
 	}
 }
 
-func describeStatus(ctx context.Context, c *conn, stream string) (types.StreamStatus, error) {
-	out, err := c.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+func describeSummary(ctx context.Context, c *conn, stream string) (*types.StreamDescriptionSummary, error) {
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(stream)
+	out, err := c.client.DescribeStreamSummary(ctx, in)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if out.StreamDescriptionSummary == nil {
-		return "", errors.New("DescribeStreamSummary returned no summary")
+		return nil, errors.New("DescribeStreamSummary returned no summary")
 	}
-	return out.StreamDescriptionSummary.StreamStatus, nil
+	return out.StreamDescriptionSummary, nil
+}
+
+// autoDistribution reports whether sum is of an AUTO stream: the service
+// places its records on any shard, whatever their keys.
+func autoDistribution(sum *types.StreamDescriptionSummary) bool {
+	return sum != nil && sum.RecordDistributionStrategy == types.RecordDistributionStrategyAuto
 }
 
 // readable: an UPDATING stream (resharding) serves reads and writes.
@@ -111,7 +136,9 @@ func ensureConsumer(ctx context.Context, c *conn, stream, name string, create bo
 	streamErr := func(op string, err error) error {
 		return &Error{Kind: kindOr(ErrStream, err), Op: op, Stream: stream, Err: fmt.Errorf("stream consumer %s: %w", name, err)}
 	}
-	sum, err := c.client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(stream)
+	sum, err := c.client.DescribeStreamSummary(ctx, in)
 	if err != nil {
 		return "", streamErr("DescribeStreamSummary", err)
 	}

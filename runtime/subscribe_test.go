@@ -813,8 +813,15 @@ func testSubscribeTwiceAfterConnectIsRefused(e *env) {
 	e.connect(b)
 	h, _ := collect()
 	mustSubscribe(e, b, orders, h)
-	if _, err := subscribe(e, b, orders, h); !errors.Is(err, runtime.ErrInvalid) {
+	_, err := subscribe(e, b, orders, h)
+	if !errors.Is(err, runtime.ErrInvalid) {
 		t.Fatalf("second Subscribe = %v, want ErrInvalid", err)
+	}
+	// Issue 32 item 3: the error says what to do instead.
+	for _, want := range []string{"one subscription per stream per broker", "another broker", "WithApplication"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("second Subscribe's error %q does not say %q", err, want)
+		}
 	}
 }
 

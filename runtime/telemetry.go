@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -95,7 +96,7 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 	t.putRetried, _ = m.Int64Counter("kinesisgen.putrecords.retried_entries", metric.WithUnit("{entry}"),
 		metric.WithDescription("PutRecords entries sent again after a refusal (throttling, say) or a failed call."))
 	t.handled, _ = m.Int64Counter("kinesisgen.handler.messages", metric.WithUnit("{message}"),
-		metric.WithDescription("Deliveries handled, by stream, handler and outcome (ack, retry, reject, undecodable)."))
+		metric.WithDescription("Deliveries handled, by stream, handler and outcome (ack, retry, reject, undecodable; skipped: another application's retry copy)."))
 	t.duration, _ = m.Float64Histogram("kinesisgen.handler.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long a delivery's handling (middleware and handler) took."))
 	t.leasesTaken, _ = m.Int64ObservableCounter("kinesisgen.leases.taken", metric.WithUnit("{lease}"),
@@ -121,12 +122,12 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 	return t
 }
 
-// close unregisters the gauges' callback: a closed broker reports nothing.
-func (t *telemetry) close() {
-	if t != nil && t.reg != nil {
-		_ = t.reg.Unregister()
-	}
-}
+// close is called when the broker shuts down. The gauges' callback stays
+// registered: a final collection at exit (after Run returns, before the
+// meter provider shuts down) still reads the lease counters as they ended
+// and the subscriptions' gauges at their final values. It goes with the
+// provider.
+func (t *telemetry) close() {}
 
 // observe reports the gauges of every running subscription of s, from
 // what Broker.Status reads, and the instance's lease counts.
@@ -136,7 +137,17 @@ func (t *telemetry) observe(s *state, o metric.Observer) {
 	o.ObserveInt64(t.postponed, int64(s.leaseCounts.Postponed.Load()))
 	s.mu.Lock()
 	subs := append([]*Subscription(nil), s.subs...)
+	ended := maps.Clone(s.ended)
 	s.mu.Unlock()
+	for _, sub := range subs {
+		delete(ended, sub.stream) // subscribed again
+	}
+	for _, obs := range ended {
+		// Stopped: nothing queued, no lease held. The shards' gauges end
+		// with their leases.
+		o.ObserveInt64(t.queueDepth, 0, obs.sub)
+		o.ObserveInt64(t.leasesHeld, 0, obs.stream)
+	}
 	now := time.Now()
 	for _, sub := range subs {
 		sub.mu.Lock()
@@ -236,10 +247,13 @@ type runObs struct {
 	span    string                      // the consumer span's name
 	sub     metric.MeasurementOption    // stream, handler
 	stream  metric.MeasurementOption    // stream
-	outcome [4]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable
+	outcome [5]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable, skipped
 }
 
-const undecodable = 3 // runObs.outcome's index for a record that did not decode
+const (
+	undecodable = 3 // runObs.outcome's index for a record that did not decode
+	skipped     = 4 // runObs.outcome's index for another application's retry copy
+)
 
 func (t *telemetry) runObs(stream, handler string) runObs {
 	if t == nil {
@@ -253,7 +267,7 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 		sub:    metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler))),
 		stream: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream))),
 	}
-	for i, name := range []string{"ack", "retry", "reject", "undecodable"} {
+	for i, name := range []string{"ack", "retry", "reject", "undecodable", "skipped"} {
 		o.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler), attrOutcome.String(name)))
 	}
 	return o

@@ -450,3 +450,83 @@ func TestMetricsReadFailuresOfADeniedShard(t *testing.T) {
 		return len(f) == 2 && f[denied] == 0 && f[healthy] == 0
 	})
 }
+
+// Another application's retry copy is counted as skipped by the
+// application that did not make it, and is not handled there: billing
+// retries order 1 once; audit handles orders 1 and 2 once each and skips
+// billing's copy.
+func TestMetricsSkippedRetryCopy(t *testing.T) {
+	ctx := testCtx(t)
+	m := newMeter(t)
+	srv := kinesistest.New()
+	createStream(t, ctx, srv, "orders", 1)
+	var billed atomic.Int32
+	billing := srv.NewBroker(runtime.WithApplication("billing"))
+	if _, err := runtime.Subscribe(billing, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		billed.Add(1)
+		if o.ID == 1 && d.Attempt == 1 {
+			return runtime.Retry()
+		}
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon())); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, billing)
+	audit := srv.NewBroker(runtime.WithApplication("audit"), runtime.WithMeterProvider(m.mp))
+	if _, err := runtime.Subscribe(audit, "orders", func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		return runtime.Ack()
+	}, runtime.StartAt(runtime.Horizon()), runtime.HandlerName("audit.Log")); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, audit)
+	pub := runtime.NewPublisher[order](billing, runtime.PublisherSpec{Stream: "orders"})
+	for i := 1; i <= 2; i++ {
+		if err := pub.Message(order{ID: i}).PartitionKey("c").Publish(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const h, st = "kinesisgen.handler=audit.Log,", "messaging.destination.name=orders"
+	want := h + "kinesisgen.outcome=ack," + st + ": 2\n" + h + "kinesisgen.outcome=skipped," + st + ": 1"
+	wait(t, "billing's copy skipped by audit", func() bool {
+		return billed.Load() == 3 && values(m.collect()["kinesisgen.handler.messages"]) == want
+	})
+	if v := values(m.collect()["kinesisgen.handler.duration"]); v != h+st+": 2" {
+		t.Errorf("audit's handler.duration: %s, want 2 handlings", v)
+	}
+}
+
+// Issue 32 item 7: after Shutdown (Run returned) the metrics stay readable
+// until the meter provider shuts down, so a final flush at exit has them:
+// the lease counters as they ended, and the subscription's gauges at their
+// final values (no lease held, nothing queued).
+func TestMetricsOutliveShutdown(t *testing.T) {
+	ctx := testCtx(t)
+	m := newMeter(t)
+	srv := kinesistest.New()
+	createStream(t, ctx, srv, "orders", 2)
+	b := srv.NewBroker(runtime.WithMeterProvider(m.mp), runtime.WithLeaseStore(lease.NewMemory()))
+	if _, err := runtime.Subscribe(b, "orders", func(context.Context, order, runtime.Delivery) runtime.Outcome {
+		return runtime.Ack()
+	}, runtime.HandlerName("shop.Post")); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, ctx, b)
+	const st = "messaging.destination.name=orders"
+	if v := values(m.collect()["kinesisgen.leases.held"]); v != st+": 2" {
+		t.Fatalf("leases held while running: %q", v)
+	}
+	if err := b.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := m.collect()
+	for name, want := range map[string]string{
+		"kinesisgen.leases.taken":     ": 2",
+		"kinesisgen.leases.lost":      ": 0",
+		"kinesisgen.leases.held":      st + ": 0",
+		"kinesisgen.lane.queue_depth": "kinesisgen.handler=shop.Post," + st + ": 0",
+	} {
+		if v := values(got[name]); v != want {
+			t.Errorf("after Shutdown, %s:\n%s\nwant:\n%s", name, v, want)
+		}
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/kinesisgen/kinesisgen/annotations"
 	"github.com/kinesisgen/kinesisgen/internal/gen"
@@ -81,6 +82,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, d)
 		}
 		return 1
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(stderr, w)
+	}
+	if *asyncapi == "" {
+		// A package's //go:generate line may ask for an AsyncAPI document:
+		// a run over several packages writes (or checks) it where go
+		// generate would, relative to that package.
+		docs, problems := directiveDocs(res, cfg)
+		if len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintln(stderr, p)
+			}
+			return 1
+		}
+		res.Contracts = append(res.Contracts, docs...)
 	}
 	wd, _ := os.Getwd()
 	rel := func(p string) string {
@@ -142,7 +159,14 @@ func checkFiles(res *gen.Result, rel func(string) string, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "kinesisgen: %v\n", err)
 			status = 1
 		case !bytes.Equal(old, f.Content):
-			fmt.Fprintf(stderr, "%s: out of date; run go generate\n", rel(f.Path))
+			// A lock (or document) also describes the messages of other
+			// packages its subscribers read: a change there makes it stale,
+			// and go generate in that package alone does not mend it.
+			fix := "go generate"
+			if !strings.HasSuffix(f.Path, gen.FileName) {
+				fix = "go generate ./..."
+			}
+			fmt.Fprintf(stderr, "%s: out of date; run %s\n", rel(f.Path), fix)
 			name := rel(f.Path)
 			fmt.Fprint(stderr, unifiedDiff(name+" (on disk)", name+" (generated)", old, f.Content))
 			status = 1

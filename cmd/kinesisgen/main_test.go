@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/internal/gen"
 	"github.com/kinesisgen/kinesisgen/internal/gen/gentest"
+	"github.com/kinesisgen/kinesisgen/runtime"
 )
 
 const orders = `package orders
@@ -288,4 +290,60 @@ func TestCRLFCheckout(t *testing.T) {
 	if code, _, stderr := kinesisgen(t, dir, "-check", "./..."); code != 1 || !strings.Contains(stderr, "\n-// edited\n") || strings.Count(stderr, "\n-") > 2 {
 		t.Errorf("-check after an edit of a CRLF file: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// Issue 32 items 1 and 9: -help states retries='s default (the runtime's
+// DefaultRetries) and says which retry= to pick when.
+func TestHelpStatesRetriesDefaultAndRetryKinds(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("-help exit %d", code)
+	}
+	out := stdout.String()
+	// para is the text of key's entry: the indented lines after its own.
+	para := func(key string) string {
+		var lines []string
+		in := false
+		for l := range strings.SplitSeq(out, "\n") {
+			switch {
+			case l == "  "+key:
+				in = true
+			case in && strings.HasPrefix(l, "    "):
+				lines = append(lines, strings.TrimSpace(l))
+			case in:
+				return strings.Join(lines, " ")
+			}
+		}
+		t.Fatalf("-help has no %s entry", key)
+		return ""
+	}
+	retries := para("retries=N")
+	if want := fmt.Sprintf("default %d", runtime.DefaultRetries); !strings.Contains(retries, want) {
+		t.Errorf("retries=N in -help: %q; it does not state %q", retries, want)
+	}
+	retry := para("retry=tip|in_place")
+	for _, want := range []string{"tip (the default)", "in_place", "pick it with by_key when a key's order matters"} {
+		if !strings.Contains(retry, want) {
+			t.Errorf("retry= in -help: %q; it does not say %q", retry, want)
+		}
+	}
+}
+
+// retry=in_place and retry=tip mount with the runtime's options, and the
+// generated code compiles.
+func TestRetryKindIsMounted(t *testing.T) {
+	useModuleEnv(t)
+	src := strings.Replace(orders, "workers=2", "workers=2 by_key retry=in_place retries=5", 1)
+	dir := gentest.Module(t, "", map[string]string{"orders/orders.go": src})
+	if code, _, stderr := kinesisgen(t, dir, "./..."); code != 0 || stderr != "" {
+		t.Fatalf("generate: exit %d, stderr %q", code, stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "orders", gen.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(got, []byte("runtime.MaxRetries(5), runtime.RetryInPlace()")) {
+		t.Errorf("Mount does not set the in-place retry:\n%s", got)
+	}
+	gentest.Go(t, dir, "vet", "./...")
 }

@@ -37,6 +37,9 @@ contracts (kinesis.lock.json, -lock, -asyncapi):
   -> a pointer, a renamed Go field that keeps its JSON name, a time.Time or
   []byte -> a string, a header that is new or became a string, and any type
   -> one with its own MarshalJSON (its methods decide).
+  Warned about, and written: a message given aggregate (its records become
+  KPL aggregates: consumers that do not deaggregate break; the lock records
+  it, so a lock written before kinesisgen did warns once too).
   To ship a break on purpose (say, a stream that was drained), run
   kinesisgen -lock: it rewrites the locks from the code, prints each change it
   accepted, and the lock's diff shows it to the reviewer.
@@ -46,6 +49,11 @@ contracts (kinesis.lock.json, -lock, -asyncapi):
   x-kinesis, replies as reply) and a send operation per publisher. Put it in
   the go:generate line (go tool kinesisgen -asyncapi asyncapi.yaml) to keep
   it next to the code; -check -asyncapi FILE fails when it is out of date.
+  A FILE given on the command line is relative to the working directory;
+  without -asyncapi, a run over several packages (kinesisgen -check ./...
+  from the module root, in CI) also writes, or checks, the document each
+  package's //go:generate kinesisgen -asyncapi FILE line asks for, in that
+  package's directory, as go generate would.
 
 platforms:
   kinesis_gen.go is one file for every GOOS, GOARCH, build tag and cgo

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+	"github.com/kinesisgen/kinesisgen/runtime/statuspage"
 )
 
 func main() {
@@ -73,13 +74,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *status != "" {
 		// Before Connect, so that the page shows the subscriptions starting.
-		l, err := listenStatus(*status)
+		l, err := statuspage.Listen(*status)
 		if err != nil {
-			fmt.Fprintln(stderr, "orders:", err)
+			fmt.Fprintf(stderr, "orders: -status: %v\n", err)
 			return 2
 		}
 		sctx, stopServing := context.WithCancel(ctx)
-		served := serveStatus(sctx, l, b)
+		served := statuspage.Serve(sctx, l, b)
 		defer func() {
 			stopServing()
 			<-served

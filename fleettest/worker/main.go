@@ -61,6 +61,7 @@ type options struct {
 	sync, checkpoint time.Duration
 	shutdown, stats  time.Duration
 	publishTimeout   time.Duration
+	slow             time.Duration // each handling's duration (-slow)
 	workers          int
 	region           string
 	verbose          bool
@@ -95,6 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.workers, "workers", 8, "handler lanes (by key)")
 	fs.BoolVar(&create, "create-table", false, "create the lease table when missing")
 	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+	fs.DurationVar(&o.slow, "slow", 0, "how long each handling takes after its line is printed (ends early when its context ends)")
 	fs.BoolVar(&o.perLease, "per-lease", false, "renew every lease and ask for one per pass (runtime.WithPerLeaseRenewal)")
 	fs.StringVar(&o.fanout, "fanout", "", "read by enhanced fan-out through this stream consumer (runtime.FanOut)")
 	fs.IntVar(&o.createShards, "create-if-missing", 0, "create a missing stream with this many shards, and a missing -fanout consumer (runtime.CreateIfMissing)")
@@ -179,6 +181,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			reportOnce(bad, fmt.Errorf("write stdout: %w", err))
 			<-ctx.Done()
 			return runtime.Retry()
+		}
+		if o.slow > 0 {
+			t := time.NewTimer(o.slow)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done(): // the lease was lost, or the worker stops
+			}
 		}
 		return runtime.Ack()
 	}

@@ -196,9 +196,12 @@ func (w *docWriter) message(p *Package, t *types.Named, m *Message, h *Headers, 
 		w.messages = map[string]node{}
 	}
 	body := node{{"name", k}, {"title", w.d.typeName(t)}}
+	aggregate := m != nil && m.Marker != nil && m.Marker.Aggregate
 	if m != nil && m.Doc != "" {
 		body.set("summary", firstSentence(m.Doc))
-		body.set("description", m.Doc)
+	}
+	if desc := joinParagraphs(docOf(m), aggregateNote(aggregate)); desc != "" {
+		body.set("description", desc)
 	}
 	if isRawRecord(t) {
 		body.set("contentType", "application/octet-stream")
@@ -302,4 +305,34 @@ func firstSentence(doc string) string {
 		return doc[:i+1]
 	}
 	return doc
+}
+
+// docOf is m's doc comment, or "" when m is nil.
+func docOf(m *Message) string {
+	if m == nil {
+		return ""
+	}
+	return m.Doc
+}
+
+// aggregateNote is what a message of an aggregate marker adds to its
+// description: the document's own says records are the JSON payload.
+func aggregateNote(aggregate bool) string {
+	if !aggregate {
+		return ""
+	}
+	return "Published as KPL aggregates: each Kinesis record is a Kinesis Producer Library aggregate of several of these messages " +
+		"(each the JSON payload, or the record envelope when it has headers); a consumer must deaggregate them " +
+		"(kinesisgen's runtime, the KCL and Lambda's KPL support do)."
+}
+
+// joinParagraphs joins the non-empty ps with blank lines.
+func joinParagraphs(ps ...string) string {
+	var out []string
+	for _, p := range ps {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }

@@ -24,6 +24,32 @@ import (
 // a removed subscriber, a wider integer, a number field that took integers,
 // a pointer, a field that became a string from a time or bytes.
 func Breaks(old, cur *Lock, lockPath string, lockSrc []byte) []annotations.Diagnostic {
+	return breaks(old, cur, lockPath, lockSrc)
+}
+
+// Notices lists the changes from old to cur that are compatible for the
+// runtime but may break other consumers of a stream, to warn about: a
+// message now published as KPL aggregates. The position is the marker key.
+func Notices(old, cur *Lock) []annotations.Diagnostic {
+	var ds []annotations.Diagnostic
+	for _, name := range slices.Sorted(maps.Keys(cur.Messages)) {
+		om, nm := old.Messages[name], cur.Messages[name]
+		if om == nil || om.Aggregate || !nm.Aggregate {
+			continue
+		}
+		m := cur.pkg.message(name)
+		pos := m.Marker.Pos
+		if p, ok := m.Marker.KeyPos["aggregate"]; ok {
+			pos = p
+		}
+		ds = append(ds, annotations.Diagnostic{Pos: pos, Msg: fmt.Sprintf("warning: message %s is now published as KPL aggregates: "+
+			"consumers of stream %s that do not deaggregate break (kinesisgen's runtime, the KCL and Lambda's KPL support deaggregate); "+
+			"make sure every consumer does before deploying", name, nm.Stream)})
+	}
+	return ds
+}
+
+func breaks(old, cur *Lock, lockPath string, lockSrc []byte) []annotations.Diagnostic {
 	c := &comparer{old: old, cur: cur, seen: map[[2]string]bool{}}
 	inLock := func(needle string) token.Position {
 		line, col := lineOf(lockSrc, needle)

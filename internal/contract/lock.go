@@ -33,6 +33,8 @@ type LockedMessage struct {
 	Stream  string  `json:"stream"`
 	Payload *Schema `json:"payload"`
 	Headers *Schema `json:"headers,omitempty"`
+	// Aggregate: its records are KPL aggregates (the marker's aggregate).
+	Aggregate bool `json:"aggregate,omitempty"`
 }
 
 // LockedSubscriber is a //kinesis:subscriber in the lock.
@@ -51,7 +53,7 @@ func Derive(p *Package) (*Lock, []annotations.Diagnostic) {
 	d := newDeriver(p.Fset, nil, p.Types, lockRefPrefix)
 	l := &Lock{Version: LockVersion, Package: p.Path, Messages: map[string]*LockedMessage{}, Subscribers: map[string]*LockedSubscriber{}, pkg: p}
 	for _, m := range p.Messages {
-		lm := &LockedMessage{Stream: m.Marker.Stream, Payload: d.payload(m.Type)}
+		lm := &LockedMessage{Stream: m.Marker.Stream, Payload: d.payload(m.Type), Aggregate: m.Marker.Aggregate}
 		if m.Headers != nil {
 			lm.Headers = d.headers(m.Headers)
 		}

@@ -50,6 +50,9 @@ func contracts(cfg Config, dir string, models []*pkgModel, res *Result, diags *d
 				diags.add(token.Position{Filename: lockPath, Line: 1, Column: 1}, "%v; restore it from version control, or rewrite it from the code with kinesisgen -lock", err)
 				continue
 			case err == nil:
+				for _, w := range kcontract.Notices(old, cur) {
+					res.Warnings = append(res.Warnings, annotations.Diagnostic{Pos: diags.relative(w.Pos), Msg: w.Msg})
+				}
 				breaks := kcontract.Breaks(old, cur, lockPath, src)
 				if cfg.Lock == LockAccept {
 					for _, b := range breaks {

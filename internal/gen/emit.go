@@ -394,6 +394,9 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	case mk.CreateIfMissing.Shards != 0:
 		opts = append(opts, opt("CreateIfMissing", jen.Lit(int(mk.CreateIfMissing.Shards))))
 	}
+	if mk.MaxRecordSize != 0 {
+		opts = append(opts, opt("MaxRecordSizeKiB", jen.Lit(int(mk.MaxRecordSize))))
+	}
 	if mk.Workers != 0 {
 		opts = append(opts, opt("Workers", jen.Lit(mk.Workers)))
 	}
@@ -424,6 +427,12 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	}
 	if mk.Retries != nil {
 		opts = append(opts, opt("MaxRetries", jen.Lit(*mk.Retries)))
+	}
+	switch mk.Retry {
+	case annotations.RetryInPlace:
+		opts = append(opts, opt("RetryInPlace"))
+	case annotations.RetryTip:
+		opts = append(opts, opt("RetryAtTip"))
 	}
 	if mk.DeadLetter != "" {
 		opts = append(opts, opt("DeadLetter", jen.Lit(mk.DeadLetter)))

@@ -90,6 +90,9 @@ type Result struct {
 	// Accepted are the breaking changes a LockAccept run wrote into the
 	// locks, as diagnostics would report them.
 	Accepted []annotations.Diagnostic
+	// Warnings are changes written as asked that may break other
+	// consumers of a stream (a message now published as KPL aggregates).
+	Warnings []annotations.Diagnostic
 	// Load is the time spent in packages.Load, Total the whole run.
 	Load, Total time.Duration
 }
@@ -160,10 +163,11 @@ func Generate(cfg Config, patterns ...string) (*Result, error) {
 		contracts(cfg, dir, models, res, &diags)
 	}
 	if len(diags.list) > 0 {
-		res.Files, res.Contracts, res.Remove, res.Accepted = nil, nil, nil, nil
+		res.Files, res.Contracts, res.Remove, res.Accepted, res.Warnings = nil, nil, nil, nil, nil
 	}
 	res.Diagnostics = diags.sorted()
 	res.Accepted = (&diagnostics{list: res.Accepted}).sorted()
+	res.Warnings = (&diagnostics{list: res.Warnings}).sorted()
 	slices.SortFunc(res.Files, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
 	slices.SortFunc(res.Contracts, func(a, b File) int { return cmp.Compare(a.Path, b.Path) })
 	slices.Sort(res.Remove)

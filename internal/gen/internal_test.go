@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/kinesisgen/kinesisgen/annotations"
 )
 
 func TestUnexported(t *testing.T) {
@@ -54,5 +56,16 @@ func TestParsePos(t *testing.T) {
 		if got := parsePos(in, p); got != want {
 			t.Errorf("parsePos(%q) = %+v, want %+v", in, got, want)
 		}
+	}
+}
+
+// TestSubscribeOptionsMaxRecordSize: max_record_size=KiB becomes
+// runtime.MaxRecordSizeKiB, after the create_if_missing option it needs.
+func TestSubscribeOptionsMaxRecordSize(t *testing.T) {
+	h := &handler{marker: &annotations.Subscriber{Stream: "s", CreateIfMissing: annotations.CreateIfMissing{OnDemand: true}, MaxRecordSize: 4096}}
+	got := fmt.Sprintf("%#v", jen.Index().Qual(runtimePath, "SubscribeOption").Values(subscribeOptions(h, "p.F")...))
+	want := `[]runtime.SubscribeOption{runtime.CreateOnDemandIfMissing(), runtime.MaxRecordSizeKiB(4096), runtime.HandlerName("p.F")}`
+	if got != want {
+		t.Errorf("options:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -152,3 +152,58 @@ func report(b *testing.B, records float64, start time.Time, cpu time.Duration) {
 		b.ReportMetric(records/used.Seconds(), "records/cpu-s")
 	}
 }
+
+// BenchmarkQueueReceiveAck is the bare loop of a queue consumer over the
+// HTTP server: 8 goroutines receive up to 10 records and acknowledge them
+// in one call, while the stream is refilled ahead of them.
+func BenchmarkQueueReceiveAck(b *testing.B) {
+	s := kinesistest.New()
+	if err := s.AddOnDemandStream("q"); err != nil {
+		b.Fatal(err)
+	}
+	arn, err := s.AddQueue("q", "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := kinesistest.NewHTTPServer(s)
+	defer h.Close()
+	c := h.Client()
+	ctx := context.Background()
+	put := &kinesis.PutRecordsInput{StreamName: aws.String("q"), Records: benchEntries(benchBatch)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpu := time.Now(), cpuTime()
+	var n int64
+	for b.Loop() {
+		if _, err := s.PutRecords(ctx, put); err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan int, 8)
+		for range 8 {
+			go func() {
+				got := 0
+				for got < benchBatch/8 {
+					out, err := c.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: &arn, WaitTimeSeconds: aws.Int32(0)})
+					if err != nil || len(out.QueueRecords) == 0 {
+						break
+					}
+					in := &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &arn}
+					for _, r := range out.QueueRecords {
+						in.Entries = append(in.Entries, types.AcknowledgeQueueRecordsRequestEntry{ReceiptHandle: r.ReceiptHandle})
+					}
+					if _, err := c.AcknowledgeQueueRecords(ctx, in); err != nil {
+						break
+					}
+					got += len(out.QueueRecords)
+				}
+				done <- got
+			}()
+		}
+		for range 8 {
+			n += int64(<-done)
+		}
+	}
+	el, used := time.Since(start), cpuTime()-cpu
+	b.ReportMetric(float64(n)/el.Seconds(), "records/s")
+	b.ReportMetric(float64(n)/used.Seconds(), "records/cpu-s")
+}

@@ -56,18 +56,14 @@ func (c *consumer) describe(now time.Time, cfg config) *types.ConsumerDescriptio
 // consumerARN is the service's form:
 // arn:aws:kinesis:REGION:ACCOUNT:stream/STREAM/consumer/CONSUMER:EPOCH, with
 // EPOCH the registration time in Unix seconds.
-func consumerARN(c config, stream, name string, epoch int64) string {
-	return fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s/consumer/%s:%d", c.region, c.account, stream, name, epoch)
+func consumerARN(streamARN, name string, epoch int64) string {
+	return fmt.Sprintf("%s/consumer/%s:%d", streamARN, name, epoch)
 }
 
-// parseConsumerARN returns the stream and consumer names a consumer ARN
-// names.
-func parseConsumerARN(arn string) (stream, name string, ok bool) {
-	i := strings.LastIndex(arn, ":stream/")
-	if i < 0 {
-		return "", "", false
-	}
-	stream, rest, found := strings.Cut(arn[i+len(":stream/"):], "/consumer/")
+// parseConsumerARN returns the ARN of the stream and the consumer name a
+// consumer ARN names.
+func parseConsumerARN(arn string) (streamARN, name string, ok bool) {
+	streamARN, rest, found := strings.Cut(arn, "/consumer/")
 	if !found {
 		return "", "", false
 	}
@@ -79,10 +75,10 @@ func parseConsumerARN(arn string) (stream, name string, ok bool) {
 		return "", "", false
 	}
 	name = rest[:j]
-	if !validStreamName(stream) || !validStreamName(name) {
+	if !streamARNForm.MatchString(streamARN) || !validStreamName(name) {
 		return "", "", false
 	}
-	return stream, name, true
+	return streamARN, name, true
 }
 
 // purgeLocked forgets the consumers whose DELETING time is over; st.cmu is
@@ -115,11 +111,11 @@ func (s *Server) streamByARN(arn *string) (*stream, error) {
 	if arn == nil || *arn == "" {
 		return nil, validation("1 validation error detected: Value null at 'streamARN' failed to satisfy constraint: Member must not be null")
 	}
-	name, err := streamName(nil, arn)
+	key, err := s.resolveARN(*arn)
 	if err != nil {
 		return nil, err
 	}
-	return s.lookup(name)
+	return s.lookup(key)
 }
 
 // findConsumer resolves a consumer named by ConsumerARN, or by StreamARN
@@ -131,12 +127,12 @@ func (s *Server) findConsumer(consumerARN, streamARN, name *string) (*consumer, 
 	var cname string
 	switch {
 	case consumerARN != nil && *consumerARN != "":
-		sname, n, ok := parseConsumerARN(*consumerARN)
+		sarn, n, ok := parseConsumerARN(*consumerARN)
 		if !ok {
 			return nil, invalidArg("ConsumerARN %q is not a stream consumer ARN", *consumerARN)
 		}
 		var err error
-		if st, err = s.lookup(sname); err != nil {
+		if st, err = s.streamByARN(&sarn); err != nil {
 			return nil, notFound("Consumer %s under account %s not found.", *consumerARN, s.cfg.account)
 		}
 		cname = n
@@ -163,15 +159,17 @@ func (s *Server) findConsumer(consumerARN, streamARN, name *string) (*consumer, 
 	return c, nil
 }
 
-// callNames is what a consumer request names, for the call fault.
-func callNames(consumerARN, streamARN, name *string) (stream, consumer string) {
+// callNames is what a consumer request names, for the call fault: the
+// stream's key and the consumer's name.
+func (s *Server) callNames(consumerARN, streamARN, name *string) (stream, consumer string) {
 	if consumerARN != nil {
-		if st, c, ok := parseConsumerARN(*consumerARN); ok {
-			return st, c
+		if sarn, c, ok := parseConsumerARN(*consumerARN); ok {
+			stream, _ = s.resolveARN(sarn)
+			return stream, c
 		}
 	}
 	if streamARN != nil {
-		stream, _ = streamName(nil, streamARN)
+		stream, _ = s.resolveARN(*streamARN)
 	}
 	return stream, aws.ToString(name)
 }
@@ -184,7 +182,7 @@ func callNames(consumerARN, streamARN, name *string) (stream, consumer string) {
 // LimitExceededException.
 func (s *Server) RegisterStreamConsumer(ctx context.Context, in *kinesis.RegisterStreamConsumerInput, _ ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
 	const op = OpRegisterStreamConsumer
-	sname, cname := callNames(nil, in.StreamARN, in.ConsumerName)
+	sname, cname := s.callNames(nil, in.StreamARN, in.ConsumerName)
 	if err := s.beginConsumer(ctx, op, sname, cname, ""); err != nil {
 		return nil, err
 	}
@@ -203,13 +201,13 @@ func (s *Server) RegisterStreamConsumer(ctx context.Context, in *kinesis.Registe
 	defer st.cmu.Unlock()
 	st.purgeLocked(now)
 	if s.gone(st) != nil {
-		return nil, opError(op.String(), notFound("Stream %s under account %s not found.", st.name, s.cfg.account))
+		return nil, opError(op.String(), notFound("Stream %s under account %s not found.", st.name, st.account))
 	}
 	if st.consumers[cname] != nil {
-		return nil, opError(op.String(), inUse("Consumer %s under stream %s under account %s already exists.", cname, st.name, s.cfg.account))
+		return nil, opError(op.String(), inUse("Consumer %s under stream %s under account %s already exists.", cname, st.name, st.account))
 	}
-	if len(st.consumers) >= s.cfg.consumerLimit {
-		return nil, opError(op.String(), limitExceeded("Stream %s under account %s has reached its limit of %d consumers.", st.name, s.cfg.account, s.cfg.consumerLimit))
+	if len(st.consumers)+st.queueCount >= s.cfg.consumerLimit {
+		return nil, opError(op.String(), limitExceeded("Stream %s under account %s has reached its limit of %d consumers.", st.name, st.account, s.cfg.consumerLimit))
 	}
 	// The ARN's epoch is the registration second; a name registered again
 	// within the same second still gets a new ARN, so an old one never
@@ -220,7 +218,7 @@ func (s *Server) RegisterStreamConsumer(ctx context.Context, in *kinesis.Registe
 	}
 	st.lastEpoch[cname] = epoch
 	c := &consumer{
-		st: st, name: cname, arn: consumerARN(s.cfg, st.name, cname, epoch),
+		st: st, name: cname, arn: consumerARN(st.arn(s.cfg), cname, epoch),
 		created: now, activeAt: now.Add(s.cfg.consumerActivation),
 		subs: map[int]*subscription{}, lastSub: map[int]time.Time{},
 	}
@@ -238,7 +236,7 @@ func (s *Server) RegisterStreamConsumer(ctx context.Context, in *kinesis.Registe
 // StreamARN and ConsumerName.
 func (s *Server) DescribeStreamConsumer(ctx context.Context, in *kinesis.DescribeStreamConsumerInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
 	const op = OpDescribeStreamConsumer
-	sname, cname := callNames(in.ConsumerARN, in.StreamARN, in.ConsumerName)
+	sname, cname := s.callNames(in.ConsumerARN, in.StreamARN, in.ConsumerName)
 	if err := s.beginConsumer(ctx, op, sname, cname, ""); err != nil {
 		return nil, err
 	}
@@ -254,7 +252,7 @@ func (s *Server) DescribeStreamConsumer(ctx context.Context, in *kinesis.Describ
 // WithConsumerDeletion keeps it DELETING for a while, as the service does.
 func (s *Server) DeregisterStreamConsumer(ctx context.Context, in *kinesis.DeregisterStreamConsumerInput, _ ...func(*kinesis.Options)) (*kinesis.DeregisterStreamConsumerOutput, error) {
 	const op = OpDeregisterStreamConsumer
-	sname, cname := callNames(in.ConsumerARN, in.StreamARN, in.ConsumerName)
+	sname, cname := s.callNames(in.ConsumerARN, in.StreamARN, in.ConsumerName)
 	if err := s.beginConsumer(ctx, op, sname, cname, ""); err != nil {
 		return nil, err
 	}
@@ -288,7 +286,7 @@ func (s *Server) DeregisterStreamConsumer(ctx context.Context, in *kinesis.Dereg
 // 10000, default 100) a page.
 func (s *Server) ListStreamConsumers(ctx context.Context, in *kinesis.ListStreamConsumersInput, _ ...func(*kinesis.Options)) (*kinesis.ListStreamConsumersOutput, error) {
 	const op = OpListStreamConsumers
-	sname, _ := callNames(nil, in.StreamARN, nil)
+	sname, _ := s.callNames(nil, in.StreamARN, nil)
 	if err := s.beginConsumer(ctx, op, sname, "", ""); err != nil {
 		return nil, err
 	}
@@ -308,7 +306,7 @@ func (s *Server) ListStreamConsumers(ctx context.Context, in *kinesis.ListStream
 	if in.NextToken != nil {
 		tok, err := base64.RawURLEncoding.DecodeString(*in.NextToken)
 		f := strings.Split(string(tok), "\x00")
-		if err != nil || len(f) != 4 || f[0] != "C1" || f[1] != st.name {
+		if err != nil || len(f) != 4 || f[0] != "C1" || f[1] != st.key {
 			return nil, opError(op.String(), invalidArg("Invalid NextToken."))
 		}
 		issued, err := strconv.ParseInt(f[3], 10, 64)
@@ -332,7 +330,7 @@ func (s *Server) ListStreamConsumers(ctx context.Context, in *kinesis.ListStream
 	out := &kinesis.ListStreamConsumersOutput{Consumers: []types.Consumer{}}
 	for i, n := range names {
 		if i == max {
-			tok := strings.Join([]string{"C1", st.name, names[i-1], strconv.FormatInt(now.UnixNano(), 10)}, "\x00")
+			tok := strings.Join([]string{"C1", st.key, names[i-1], strconv.FormatInt(now.UnixNano(), 10)}, "\x00")
 			out.NextToken = aws.String(base64.RawURLEncoding.EncodeToString([]byte(tok)))
 			break
 		}

@@ -17,6 +17,14 @@
 // makes a subscription of a closed shard go on past its end, as
 // kinesis-mock's (LocalStack's) does.
 //
+// Queues (CreateQueue, ReceiveQueueRecords and the rest, dead letters
+// included) deliver an on-demand stream's records with visibility
+// timeouts, receive counts and long polls. A stream's MaxRecordSizeInKiB
+// (1 to 10 MiB) bounds data plus key; an AUTO stream deals records to its
+// open shards in turn, ignoring keys. A Server is one region holding the
+// streams of any number of accounts: a StreamARN names any account's
+// stream (AsAccount, HTTPServer.ClientAs act for another account).
+//
 // NewHTTPServer puts a Server behind TLS and HTTP/2 on a loopback port,
 // speaking the service's JSON protocol and its event stream, so that a real
 // *kinesis.Client (HTTPServer.Client) runs the SDK's network path, the
@@ -28,6 +36,12 @@
 // until every record is handled. It does not model the 6 MB invocation
 // payload limit, MaximumRecordAgeInSeconds, or tumbling windows.
 //
+// Listen (and ListenTLS) serve a Server on a TCP port for clients of any
+// language, as kinesalite does: plain HTTP/1.1 and h2c, JSON and the Java
+// SDK's CBOR. ServeLocal gives an application's test one on a loopback
+// port, and its NewBroker a broker that reaches it over the wire;
+// cmd/kinesislocal is the same as a command.
+//
 // Deviations from the service, on purpose: streams are ACTIVE as soon as
 // CreateStream returns and resharding is immediate; a registered consumer
 // is ACTIVE, and a deregistered one gone, at once, unless
@@ -35,5 +49,8 @@
 // delays; there is no throttling unless WithThrottling asks for the
 // service's per-shard limits (or faults are injected with InjectCallFault
 // and InjectPutFault), nor a subscription held to 2 MB/s; no encryption or
-// tagging.
+// tagging; no resource policies (every account may use every stream by
+// its ARN); queues are ACTIVE at once (WithQueueActivation) and
+// UpdateQueue, DeleteQueue, UpdateMaxRecordSize and
+// UpdateStreamRecordDistributionStrategy take effect at once.
 package kinesistest

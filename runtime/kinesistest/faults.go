@@ -22,11 +22,28 @@ const (
 	OpListStreamConsumers
 	OpDeregisterStreamConsumer
 	OpSubscribeToShard
+	OpUpdateMaxRecordSize
+	OpUpdateStreamRecordDistributionStrategy
+	OpCreateQueue
+	OpDescribeQueue
+	OpListQueues
+	OpUpdateQueue
+	OpDeleteQueue
+	OpReceiveQueueRecords
+	OpAcknowledgeQueueRecords
+	OpUpdateQueueRecordsVisibility
+	OpReceiveDeadLetterQueueRecords
+	OpAcknowledgeDeadLetterQueueRecords
+	OpRestoreDeadLetterQueueRecords
+	OpUpdateDeadLetterQueueRecordsVisibility
 	opCount
 )
 
 var opNames = [opCount]string{"CreateStream", "DeleteStream", "DescribeStreamSummary", "ListShards", "PutRecord", "PutRecords", "GetShardIterator", "GetRecords", "SplitShard", "MergeShards",
-	"RegisterStreamConsumer", "DescribeStreamConsumer", "ListStreamConsumers", "DeregisterStreamConsumer", "SubscribeToShard"}
+	"RegisterStreamConsumer", "DescribeStreamConsumer", "ListStreamConsumers", "DeregisterStreamConsumer", "SubscribeToShard",
+	"UpdateMaxRecordSize", "UpdateStreamRecordDistributionStrategy",
+	"CreateQueue", "DescribeQueue", "ListQueues", "UpdateQueue", "DeleteQueue", "ReceiveQueueRecords", "AcknowledgeQueueRecords", "UpdateQueueRecordsVisibility",
+	"ReceiveDeadLetterQueueRecords", "AcknowledgeDeadLetterQueueRecords", "RestoreDeadLetterQueueRecords", "UpdateDeadLetterQueueRecordsVisibility"}
 
 func (o Op) String() string {
 	if o < 0 || o >= opCount {
@@ -39,7 +56,8 @@ func (o Op) String() string {
 // request names none (a ListShards NextToken); Shard is set for
 // GetShardIterator, GetRecords, SplitShard, MergeShards and
 // SubscribeToShard; Consumer (the stream consumer's name) for the consumer
-// operations and SubscribeToShard, when the request names one.
+// operations and SubscribeToShard, when the request names one; Queue (the
+// queue's name) for the queue operations, once the queue is found.
 //
 // A hook that returns, say, a *types.ResourceInUseException or a
 // *types.LimitExceededException for OpSubscribeToShard refuses a
@@ -50,6 +68,7 @@ type Call struct {
 	Stream   string
 	Shard    string
 	Consumer string
+	Queue    string
 }
 
 // errMalformed is the cause reported for undecodable tokens.
@@ -102,7 +121,7 @@ type ShardStats struct {
 // ShardStats returns the counters of a shard; ok is false when the stream or
 // shard does not exist.
 func (s *Server) ShardStats(stream, shardID string) (ShardStats, bool) {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return ShardStats{}, false
 	}

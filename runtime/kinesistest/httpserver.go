@@ -88,6 +88,29 @@ func (h *HTTPServer) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return kinesis.New(o, optFns...)
 }
 
+// callerContext is the request's context acting for the account its
+// signature names: an access key ID of 12 digits is taken for the account
+// ID (ClientAs); any other is the server's own account. Signatures are not
+// checked.
+func callerContext(r *http.Request) context.Context {
+	auth := r.Header.Get("Authorization")
+	if _, cred, ok := strings.Cut(auth, "Credential="); ok {
+		if akid, _, ok := strings.Cut(cred, "/"); ok && accountID.MatchString(akid) {
+			return AsAccount(r.Context(), akid)
+		}
+	}
+	return r.Context()
+}
+
+// ClientAs is Client acting for another account (12 digits): its access
+// key ID is the account ID, which the server takes for the caller's
+// account.
+func (h *HTTPServer) ClientAs(account string, optFns ...func(*kinesis.Options)) *kinesis.Client {
+	return h.Client(append([]func(*kinesis.Options){func(o *kinesis.Options) {
+		o.Credentials = credentials.NewStaticCredentialsProvider(account, "kinesistest", "")
+	}}, optFns...)...)
+}
+
 // operation is one JSON operation: decode the body, call the backend.
 type operation func(ctx context.Context, s *Server, body []byte) (any, error)
 
@@ -116,6 +139,22 @@ var operations = map[string]operation{
 	"DescribeStreamConsumer":   op((*Server).DescribeStreamConsumer),
 	"ListStreamConsumers":      op((*Server).ListStreamConsumers),
 	"DeregisterStreamConsumer": op((*Server).DeregisterStreamConsumer),
+
+	"UpdateMaxRecordSize":                    op((*Server).UpdateMaxRecordSize),
+	"UpdateStreamRecordDistributionStrategy": op((*Server).UpdateStreamRecordDistributionStrategy),
+
+	"CreateQueue":                            op((*Server).CreateQueue),
+	"DescribeQueue":                          op((*Server).DescribeQueue),
+	"ListQueues":                             op((*Server).ListQueues),
+	"UpdateQueue":                            op((*Server).UpdateQueue),
+	"DeleteQueue":                            op((*Server).DeleteQueue),
+	"ReceiveQueueRecords":                    op((*Server).ReceiveQueueRecords),
+	"AcknowledgeQueueRecords":                op((*Server).AcknowledgeQueueRecords),
+	"UpdateQueueRecordsVisibility":           op((*Server).UpdateQueueRecordsVisibility),
+	"ReceiveDeadLetterQueueRecords":          op((*Server).ReceiveDeadLetterQueueRecords),
+	"AcknowledgeDeadLetterQueueRecords":      op((*Server).AcknowledgeDeadLetterQueueRecords),
+	"RestoreDeadLetterQueueRecords":          op((*Server).RestoreDeadLetterQueueRecords),
+	"UpdateDeadLetterQueueRecordsVisibility": op((*Server).UpdateDeadLetterQueueRecordsVisibility),
 }
 
 const targetPrefix = "Kinesis_20131202."
@@ -141,7 +180,7 @@ func (h *HTTPServer) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &smithy.GenericAPIError{Code: "UnknownOperationException", Message: "unknown operation " + name})
 		return
 	}
-	out, err := f(r.Context(), h.backend, body)
+	out, err := f(callerContext(r), h.backend, body)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -178,7 +217,7 @@ func (h *HTTPServer) subscribe(w http.ResponseWriter, r *http.Request, body []by
 		writeError(w, &smithy.GenericAPIError{Code: "SerializationException", Message: err.Error()})
 		return
 	}
-	sub, err := h.backend.subscribe(r.Context(), in)
+	sub, err := h.backend.subscribe(callerContext(r), in)
 	if err != nil {
 		writeError(w, err)
 		return

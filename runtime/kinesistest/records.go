@@ -17,28 +17,53 @@ import (
 
 // Service limits the server enforces.
 const (
-	maxRecordSize    = 1 << 20  // data of one record
-	maxPutRequest    = 5 << 20  // data plus keys of one PutRecords call
-	maxPutEntries    = 500      // entries of one PutRecords call
-	maxGetRecords    = 10000    // records of one GetRecords answer
-	maxGetBytes      = 10 << 20 // data of one GetRecords answer
+	maxRecordSize    = maxRecordKiB << 10 // data plus key of one record on any stream (MaxRecordSizeInKiB lowers it)
+	maxPutRequest    = 10 << 20           // data plus keys of one PutRecords call
+	maxPutEntries    = 500                // entries of one PutRecords call
+	maxGetRecords    = 10000              // records of one GetRecords answer
+	maxGetBytes      = 10 << 20           // data of one GetRecords answer
 	defaultGetRecord = maxGetRecords
 )
 
-// validateEntry applies the service's rules to one record. The key rule is
-// the runtime's (internal/rules): 1 to 256 UTF-16 units of valid UTF-8.
-func validateEntry(key string, data []byte) error {
-	if err := rules.PartitionKey(key); err != nil {
-		return validation("1 validation error detected: Value at 'partitionKey' failed to satisfy constraint: Member must have length between 1 and 256 (%v)", err)
+// validateEntry applies the request's shape rules to one record: the key
+// rule is the runtime's (internal/rules): 1 to 256 UTF-16 units of valid
+// UTF-8, when there is a key (an AUTO stream takes records without one).
+func validateEntry(key *string, data []byte) error {
+	if key != nil {
+		if err := rules.PartitionKey(*key); err != nil {
+			return validation("1 validation error detected: Value at 'partitionKey' failed to satisfy constraint: Member must have length between 1 and 256 (%v)", err)
+		}
 	}
 	if len(data) > maxRecordSize {
-		return validation("1 validation error detected: Value at 'data' failed to satisfy constraint: Member must have length less than or equal to 1048576")
+		return validation("1 validation error detected: Value at 'data' failed to satisfy constraint: Member must have length less than or equal to %d", maxRecordSize)
 	}
 	return nil
 }
 
-// route finds the hash key of a record.
-func route(key string, explicit *string) (hashKey, error) {
+// admit applies the stream's rules to a record of a valid shape: a key
+// unless the stream is AUTO, and data plus key within the stream's
+// MaxRecordSizeInKiB. It returns the key the record is stored with.
+func admit(st *stream, key *string, data []byte) (string, error) {
+	if key == nil && !st.auto.Load() {
+		return "", validation("1 validation error detected: Value null at 'partitionKey' failed to satisfy constraint: Member must not be null")
+	}
+	k := aws.ToString(key)
+	if n, limit := len(k)+len(data), st.recordLimit(); n > limit {
+		// Over the stream's limit but within the shape's 10 MiB: a check of
+		// the stream, not of the request's shape (as kinesis-mock answers).
+		return "", invalidArg("Record size %d (data plus partition key) exceeds the stream's maximum record size of %d KiB.", n, limit>>10)
+	}
+	return k, nil
+}
+
+// route finds the hash key of a record. On an AUTO stream it ignores the
+// key and any ExplicitHashKey and deals records to the open shards in
+// turn, evenly, as the service's "service-managed algorithms" promise.
+func route(st *stream, key string, explicit *string) (hashKey, error) {
+	if st != nil && st.auto.Load() {
+		open := *st.open.Load()
+		return open[st.spread.Add(1)%uint64(len(open))].start, nil
+	}
 	if explicit == nil {
 		return hashOf(key), nil
 	}
@@ -70,7 +95,7 @@ func (s *Server) append(st *stream, h hashKey, kd []byte, keyLen int, now time.T
 		}
 		if s.cfg.throttle && !sh.admitPut(now, len(kd)) {
 			sh.mu.Unlock()
-			return sh, 0, throttled(sh, st.name, s.cfg.account)
+			return sh, 0, throttled(sh, st.name, st.account)
 		}
 		arrival := now.UnixNano()
 		if n := sh.log.len(); n > 0 {
@@ -83,6 +108,9 @@ func (s *Server) append(st *stream, h hashKey, kd []byte, keyLen int, now time.T
 		sh.wakeLocked()
 		sh.mu.Unlock()
 		sh.putCount.Add(1)
+		if st.qwaiting.Load() {
+			st.wakeQueues()
+		}
 		return sh, c, nil
 	}
 }
@@ -95,15 +123,23 @@ func (s *Server) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ..
 	if err != nil {
 		return nil, err
 	}
-	key := aws.ToString(in.PartitionKey)
-	if err := validateEntry(key, in.Data); err != nil {
+	if err := validateEntry(in.PartitionKey, in.Data); err != nil {
 		return nil, opError(op.String(), err)
 	}
-	h, err := route(key, in.ExplicitHashKey)
+	if in.ExplicitHashKey != nil {
+		if _, err := route(nil, "", in.ExplicitHashKey); err != nil {
+			return nil, opError(op.String(), err)
+		}
+	}
+	st, err := s.lookup(name)
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
-	st, err := s.lookup(name)
+	key, err := admit(st, in.PartitionKey, in.Data)
+	if err != nil {
+		return nil, opError(op.String(), err)
+	}
+	h, err := route(st, key, in.ExplicitHashKey)
 	if err != nil {
 		return nil, opError(op.String(), err)
 	}
@@ -133,25 +169,33 @@ func (s *Server) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ 
 		return nil, opError(op.String(), validation("1 validation error detected: Value '%d' at 'records' failed to satisfy constraint: Member must have length between 1 and 500", n))
 	}
 	size := 0
-	hashes := make([]hashKey, len(in.Records))
-	for i, e := range in.Records {
-		key := aws.ToString(e.PartitionKey)
-		if err := validateEntry(key, e.Data); err != nil {
+	for _, e := range in.Records {
+		if err := validateEntry(e.PartitionKey, e.Data); err != nil {
 			return nil, opError(op.String(), err)
 		}
-		h, err := route(key, e.ExplicitHashKey)
-		if err != nil {
-			return nil, opError(op.String(), err)
+		if e.ExplicitHashKey != nil {
+			if _, err := route(nil, "", e.ExplicitHashKey); err != nil {
+				return nil, opError(op.String(), err)
+			}
 		}
-		hashes[i] = h
-		size += len(key) + len(e.Data)
+		size += len(aws.ToString(e.PartitionKey)) + len(e.Data)
 	}
 	if size > maxPutRequest {
-		return nil, opError(op.String(), invalidArg("Records size exceeds 5 MB limit"))
+		return nil, opError(op.String(), invalidArg("Records size exceeds 10 MiB limit"))
 	}
 	st, err := s.lookup(name)
 	if err != nil {
 		return nil, opError(op.String(), err)
+	}
+	hashes := make([]hashKey, len(in.Records))
+	for i, e := range in.Records {
+		key, err := admit(st, e.PartitionKey, e.Data)
+		if err != nil {
+			return nil, opError(op.String(), err)
+		}
+		if hashes[i], err = route(st, key, e.ExplicitHashKey); err != nil {
+			return nil, opError(op.String(), err)
+		}
 	}
 	fault := s.putFault.Load()
 	now := s.now()
@@ -272,7 +316,7 @@ func (s *Server) GetShardIterator(ctx context.Context, in *kinesis.GetShardItera
 // sh: GetShardIterator's rules and errors, shared with SubscribeToShard.
 func (s *Server) position(st *stream, sh *shard, typ types.ShardIteratorType, seq *string, ts *time.Time, now time.Time) (iterator, error) {
 	var err error
-	it := iterator{stream: st.name, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
+	it := iterator{stream: st.key, epoch: st.epoch, shard: sh.index, issued: now.UnixNano()}
 	atSeq := func(after bool) error {
 		if seq == nil {
 			return invalidArg("StartingSequenceNumber is required for %s", typ)
@@ -346,8 +390,8 @@ func (s *Server) resolveIterator(raw *string) (iterator, *stream, *shard, error)
 // gone is the ResourceNotFoundException a reader of st gets once st has been
 // deleted or replaced by a later stream of the same name; nil while it lives.
 func (s *Server) gone(st *stream) error {
-	if cur, err := s.lookup(st.name); err != nil || cur != st {
-		return notFound("Stream %s under account %s not found.", st.name, s.cfg.account)
+	if cur, err := s.lookup(st.key); err != nil || cur != st {
+		return notFound("Stream %s under account %s not found.", st.name, st.account)
 	}
 	return nil
 }
@@ -384,6 +428,17 @@ func (s *Server) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ 
 	}
 	if resolveErr != nil {
 		return nil, opError(op.String(), resolveErr)
+	}
+	if in.StreamARN != nil && *in.StreamARN != "" {
+		// The ARN must name the iterator's stream: one of another region
+		// or account is not found, another stream's is refused.
+		key, err := s.resolveARN(*in.StreamARN)
+		if err != nil {
+			return nil, opError(op.String(), err)
+		}
+		if key != it.stream {
+			return nil, opError(op.String(), invalidArg("The shard iterator is not of stream %s.", *in.StreamARN))
+		}
 	}
 	limit := defaultGetRecord
 	if in.Limit != nil {

@@ -87,13 +87,13 @@ func (s *Server) MergeShards(ctx context.Context, in *kinesis.MergeShardsInput, 
 func (s *Server) openShard(st *stream, id string) (*shard, error) {
 	sh := st.shardByID(id)
 	if sh == nil {
-		return nil, notFound("Could not find shard %s in stream %s under account %s.", id, st.name, s.cfg.account)
+		return nil, notFound("Could not find shard %s in stream %s under account %s.", id, st.name, st.account)
 	}
 	sh.mu.Lock()
 	closed := sh.closed
 	sh.mu.Unlock()
 	if closed {
-		return nil, invalidArg("Shard %s in stream %s under account %s has already been merged or split, and thus is not eligible for merging or splitting.", id, st.name, s.cfg.account)
+		return nil, invalidArg("Shard %s in stream %s under account %s has already been merged or split, and thus is not eligible for merging or splitting.", id, st.name, st.account)
 	}
 	return sh, nil
 }

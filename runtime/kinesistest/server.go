@@ -23,6 +23,7 @@ type Server struct {
 
 	mu      sync.RWMutex
 	streams map[string]*stream
+	queues  map[string]*queue // by ARN
 
 	epochs atomic.Uint64 // distinguishes a stream from a later one of the same name
 
@@ -49,6 +50,7 @@ type config struct {
 	consumerLimit      int
 	consumerActivation time.Duration
 	consumerDeletion   time.Duration
+	queueActivation    time.Duration
 	subLifetime        time.Duration
 	subscribeInterval  time.Duration
 	takeover           time.Duration
@@ -118,6 +120,15 @@ func WithConsumerDeletion(d time.Duration) Option {
 	return func(c *config) { c.consumerDeletion = d }
 }
 
+// WithQueueActivation sets how long a new queue stays CREATING before it
+// is ACTIVE (default 0: CreateQueue answers CREATING, as the service does,
+// and the next DescribeQueue already sees ACTIVE). Receiving from a queue
+// that is not ACTIVE fails with ResourceInUseException. Measured on the
+// server's clock (WithClock).
+func WithQueueActivation(d time.Duration) Option {
+	return func(c *config) { c.queueActivation = d }
+}
+
 // WithSubscriptionLifetime sets how long a SubscribeToShard subscription
 // lasts before its event stream ends cleanly (default 5 min, as on the
 // service; tests use a second or two to exercise renewal). Wall-clock time.
@@ -174,7 +185,7 @@ func New(opts ...Option) *Server {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &Server{cfg: cfg, streams: map[string]*stream{}}
+	return &Server{cfg: cfg, streams: map[string]*stream{}, queues: map[string]*queue{}}
 }
 
 func (s *Server) now() time.Time { return s.cfg.now().UTC() }
@@ -184,6 +195,8 @@ func (s *Server) now() time.Time { return s.cfg.now().UTC() }
 // record paths never take a stream-wide lock.
 type stream struct {
 	name    string
+	account string
+	key     string // in Server.streams: see streamKey
 	epoch   uint64
 	created time.Time
 	mode    types.StreamMode
@@ -194,13 +207,22 @@ type stream struct {
 
 	counter atomic.Uint64 // source of sequence numbers
 
-	cmu       sync.Mutex // guards the consumers and their subscriptions
-	consumers map[string]*consumer
-	lastEpoch map[string]int64 // the last consumer ARN epoch of each name
+	cmu        sync.Mutex // guards the consumers and their subscriptions
+	consumers  map[string]*consumer
+	lastEpoch  map[string]int64 // the last consumer ARN epoch of each name
+	queueCount int              // queues on the stream; they share the consumer limit
+
+	maxRecordKiB atomic.Int32 // the largest record the stream takes
+	auto         atomic.Bool  // record distribution strategy AUTO
+	spread       atomic.Uint64
+
+	qmu      sync.Mutex
+	qwake    chan struct{} // made by a waiting queue receive, closed by the next append
+	qwaiting atomic.Bool   // qwake is set: appends must wake it
 }
 
 func (st *stream) arn(c config) string {
-	return fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", c.region, c.account, st.name)
+	return fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", c.region, st.account, st.name)
 }
 
 func (st *stream) shard(index int) *shard {
@@ -234,30 +256,17 @@ func validStreamName(s string) bool {
 	return true
 }
 
-// streamName resolves the stream a request names by StreamName or StreamARN.
-func streamName(name, arn *string) (string, error) {
-	switch {
-	case name != nil && *name != "":
-		if !validStreamName(*name) {
-			return "", validation("1 validation error detected: Value '%s' at 'streamName' failed to satisfy constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ and length 1-128", *name)
-		}
-		return *name, nil
-	case arn != nil && *arn != "":
-		i := strings.LastIndex(*arn, ":stream/")
-		if i < 0 || !validStreamName((*arn)[i+8:]) {
-			return "", invalidArg("StreamARN %q is not a stream ARN", *arn)
-		}
-		return (*arn)[i+8:], nil
-	}
-	return "", invalidArg("either StreamName or StreamARN must be provided")
-}
-
-func (s *Server) lookup(name string) (*stream, error) {
+// lookup finds a stream by its key (streamKey).
+func (s *Server) lookup(key string) (*stream, error) {
 	s.mu.RLock()
-	st := s.streams[name]
+	st := s.streams[key]
 	s.mu.RUnlock()
 	if st == nil {
-		return nil, notFound("Stream %s under account %s not found.", name, s.cfg.account)
+		account, name, ok := strings.Cut(key, "/")
+		if !ok {
+			account, name = s.cfg.account, key
+		}
+		return nil, notFound("Stream %s under account %s not found.", name, account)
 	}
 	return st, nil
 }
@@ -281,7 +290,7 @@ func (s *Server) begin(ctx context.Context, op Op, streamName, shardID string) e
 // StreamARN and runs begin with it; a bad name fails the call only after
 // begin has counted it and consulted the call fault.
 func (s *Server) beginStream(ctx context.Context, op Op, name, arn *string, shardID string) (string, error) {
-	resolved, nameErr := streamName(name, arn)
+	resolved, nameErr := s.resolve(ctx, name, arn)
 	if err := s.begin(ctx, op, resolved, shardID); err != nil {
 		return "", err
 	}
@@ -317,8 +326,19 @@ func (s *Server) CreateStream(ctx context.Context, in *kinesis.CreateStreamInput
 	if n > s.cfg.shardLimit {
 		return nil, opError(op.String(), limitExceeded("This request would exceed the shard limit for the account %s in %s. Current shard count for the account: 0. Limit: %d.", s.cfg.account, s.cfg.region, s.cfg.shardLimit))
 	}
+	if err := validRecordKiB(in.MaxRecordSizeInKiB); err != nil {
+		return nil, opError(op.String(), err)
+	}
+	if err := validStrategy(in.RecordDistributionStrategy, mode); err != nil {
+		return nil, opError(op.String(), err)
+	}
 	now := s.now()
-	st := &stream{name: name, epoch: s.epochs.Add(1), created: now, mode: mode, consumers: map[string]*consumer{}, lastEpoch: map[string]int64{}}
+	st := &stream{name: aws.ToString(in.StreamName), account: s.caller(ctx), key: name, epoch: s.epochs.Add(1), created: now, mode: mode, consumers: map[string]*consumer{}, lastEpoch: map[string]int64{}}
+	st.maxRecordKiB.Store(aws.ToInt32(in.MaxRecordSizeInKiB))
+	if in.MaxRecordSizeInKiB == nil {
+		st.maxRecordKiB.Store(defaultRecordKiB)
+	}
+	st.auto.Store(in.RecordDistributionStrategy == types.RecordDistributionStrategyAuto)
 	shards := make([]*shard, n)
 	for i, r := range evenRanges(n) {
 		shards[i] = newShard(i, r[0], r[1], formatSeq(0, i), time.Time{})
@@ -346,11 +366,18 @@ func (s *Server) DeleteStream(ctx context.Context, in *kinesis.DeleteStreamInput
 	}
 	s.mu.Lock()
 	st := s.streams[name]
-	delete(s.streams, name)
-	s.mu.Unlock()
 	if st == nil {
+		s.mu.Unlock()
 		return nil, opError(op.String(), notFound("Stream %s under account %s not found.", name, s.cfg.account))
 	}
+	for _, q := range s.queues {
+		if q.st == st {
+			s.mu.Unlock()
+			return nil, opError(op.String(), inUse("Stream %s under account %s has queues; delete them first.", name, s.cfg.account))
+		}
+	}
+	delete(s.streams, name)
+	s.mu.Unlock()
 	// Wake long-polling readers so they see the stream is gone.
 	for _, sh := range *st.all.Load() {
 		sh.mu.Lock()
@@ -375,18 +402,21 @@ func (s *Server) DescribeStreamSummary(ctx context.Context, in *kinesis.Describe
 	created := st.created
 	st.cmu.Lock()
 	st.purgeLocked(s.now())
-	consumers := len(st.consumers)
+	consumers, queues := len(st.consumers), st.queueCount
 	st.cmu.Unlock()
 	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &types.StreamDescriptionSummary{
-		StreamName:              aws.String(st.name),
-		StreamARN:               aws.String(st.arn(s.cfg)),
-		StreamStatus:            types.StreamStatusActive,
-		StreamModeDetails:       &types.StreamModeDetails{StreamMode: st.mode},
-		OpenShardCount:          aws.Int32(int32(len(*st.open.Load()))),
-		RetentionPeriodHours:    aws.Int32(hours),
-		StreamCreationTimestamp: &created,
-		EncryptionType:          types.EncryptionTypeNone,
-		ConsumerCount:           aws.Int32(int32(consumers)),
-		EnhancedMonitoring:      []types.EnhancedMetrics{{}},
+		StreamName:                 aws.String(st.name),
+		StreamARN:                  aws.String(st.arn(s.cfg)),
+		StreamStatus:               types.StreamStatusActive,
+		StreamModeDetails:          &types.StreamModeDetails{StreamMode: st.mode},
+		OpenShardCount:             aws.Int32(int32(len(*st.open.Load()))),
+		RetentionPeriodHours:       aws.Int32(hours),
+		StreamCreationTimestamp:    &created,
+		EncryptionType:             types.EncryptionTypeNone,
+		ConsumerCount:              aws.Int32(int32(consumers)),
+		EnhancedMonitoring:         []types.EnhancedMetrics{{}},
+		MaxRecordSizeInKiB:         aws.Int32(st.maxRecordKiB.Load()),
+		QueueCount:                 aws.Int32(int32(queues)),
+		RecordDistributionStrategy: st.strategy(),
 	}}, nil
 }

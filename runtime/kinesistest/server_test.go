@@ -388,8 +388,14 @@ func TestRequestValidation(t *testing.T) {
 			_, err := s.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("v"), PartitionKey: aws.String(""), Data: []byte("x")})
 			return err
 		}, is[*types.ValidationException]},
-		{"data over 1 MiB", func() error {
-			_, err := s.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("v"), PartitionKey: aws.String("k"), Data: make([]byte, 1<<20+1)})
+		// Over the stream's limit (1 MiB, data plus key) is a check of the
+		// stream; over 10 MiB breaks the request's shape.
+		{"data over the stream's 1 MiB", func() error {
+			_, err := s.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("v"), PartitionKey: aws.String("k"), Data: make([]byte, 1<<20)})
+			return err
+		}, is[*types.InvalidArgumentException]},
+		{"data over 10 MiB", func() error {
+			_, err := s.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("v"), PartitionKey: aws.String("k"), Data: make([]byte, 10<<20+1)})
 			return err
 		}, is[*types.ValidationException]},
 		{"a bad ExplicitHashKey", func() error {
@@ -700,8 +706,9 @@ func TestThrottling(t *testing.T) {
 	if out := putBatch(); aws.ToInt32(out.FailedRecordCount) != 0 {
 		t.Fatalf("next second: %d failed, want 0", aws.ToInt32(out.FailedRecordCount))
 	}
-	// Bytes: a maximal record fits alone, not with another.
-	big := make([]byte, 1<<20)
+	// Bytes: a maximal record (data plus key 1 MiB) fits alone, not with
+	// another.
+	big := make([]byte, 1<<20-len("k"))
 	clk.Advance(time.Second)
 	put(t, s, "th", "k", string(big))
 	_, err = s.PutRecord(testCtx(t), &kinesis.PutRecordInput{StreamName: aws.String("th"), PartitionKey: aws.String("k"), Data: []byte("x")})

@@ -130,7 +130,7 @@ func (s *Server) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _ 
 			return nil, opError(op.String(), invalidArg("NextToken cannot be provided together with StreamName, StreamARN, ExclusiveStartShardId or ShardFilter."))
 		}
 	} else {
-		name, nameErr = streamName(in.StreamName, in.StreamARN)
+		name, nameErr = s.resolve(ctx, in.StreamName, in.StreamARN)
 	}
 	if err := s.begin(ctx, op, name, ""); err != nil {
 		return nil, err

@@ -147,7 +147,7 @@ func (s *Server) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToSh
 // subscription; its pump is not running yet.
 func (s *Server) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInput) (*subscription, error) {
 	const op = OpSubscribeToShard
-	sname, cname := callNames(in.ConsumerARN, nil, nil)
+	sname, cname := s.callNames(in.ConsumerARN, nil, nil)
 	shardArg := aws.ToString(in.ShardId)
 	if err := s.beginConsumer(ctx, op, sname, cname, shardArg); err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func (s *Server) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInpu
 	}
 	sh := st.shardByID(shardArg)
 	if sh == nil {
-		return nil, opError(op.String(), notFound("Shard %s in stream %s under account %s does not exist", shardArg, st.name, s.cfg.account))
+		return nil, opError(op.String(), notFound("Shard %s in stream %s under account %s does not exist", shardArg, st.name, st.account))
 	}
 	p := in.StartingPosition
 	it, err := s.position(st, sh, p.Type, p.SequenceNumber, p.Timestamp, now)
@@ -190,14 +190,14 @@ func (s *Server) subscribe(ctx context.Context, in *kinesis.SubscribeToShardInpu
 	}
 	if last, ok := c.lastSub[sh.index]; ok && s.cfg.subscribeInterval > 0 && wall.Sub(last) < s.cfg.subscribeInterval {
 		st.cmu.Unlock()
-		return nil, opError(op.String(), limitExceeded("Rate exceeded for consumer %s and shard %s in stream %s under account %s.", c.arn, sh.id, st.name, s.cfg.account))
+		return nil, opError(op.String(), limitExceeded("Rate exceeded for consumer %s and shard %s in stream %s under account %s.", c.arn, sh.id, st.name, st.account))
 	}
 	c.lastSub[sh.index] = wall
 	var old *subscription
 	if prev := c.subs[sh.index]; prev != nil {
 		if s.cfg.takeover <= 0 || wall.Sub(prev.started) < s.cfg.takeover {
 			st.cmu.Unlock()
-			return nil, opError(op.String(), inUse("Another active subscription exists for consumer %s and shard %s in stream %s under account %s.", c.arn, sh.id, st.name, s.cfg.account))
+			return nil, opError(op.String(), inUse("Another active subscription exists for consumer %s and shard %s in stream %s under account %s.", c.arn, sh.id, st.name, st.account))
 		}
 		old = prev
 	}
@@ -588,7 +588,7 @@ func (s *Server) Subscriptions(stream string) []Subscription {
 }
 
 func (s *Server) subscriptions(stream, shardID string) []*subscription {
-	st, err := s.lookup(stream)
+	st, err := s.find(stream)
 	if err != nil {
 		return nil
 	}

@@ -16,6 +16,11 @@ import (
 type observer struct {
 	mu   sync.Mutex
 	seen map[string]observation
+	// linger keeps what was seen of a key gone from a listing for that
+	// long: a member entry removed as dead (dropDeadMembers) that its
+	// owner writes again unchanged (its heartbeats land but go
+	// unconfirmed) is not taken for a new, live one.
+	linger time.Duration
 }
 
 type observation struct {
@@ -37,6 +42,13 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
 		}
 		keep[l.Key] = ob
+	}
+	if o.linger > 0 {
+		for k, ob := range o.seen {
+			if _, ok := keep[k]; !ok && now.Sub(ob.at) < o.linger {
+				keep[k] = ob
+			}
+		}
 	}
 	o.seen = keep
 }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -44,10 +43,33 @@ func (r *Record) Settle() {
 	}
 }
 
+// Abandon leaves r unsettled for good, with every record its reader
+// delivered and did not settle yet: their settlements no longer count, a
+// stop no longer waits for them, and the shard's next reader reads them
+// again from its checkpoint. A lane that stops while it holds r back (an
+// in-place retry backing off) calls it.
+func (r *Record) Abandon() {
+	if r.wm != nil {
+		r.wm.abandon()
+	}
+}
+
 // Stale reports whether settling r can no longer matter: its reader lost the
-// lease, handed it over or was repositioned by a seek. The record will be (or
-// was) delivered again from the shard's checkpoint; a lane may skip it.
-func (r *Record) Stale() bool { return r.wm != nil && r.wm.discard.Load() }
+// lease, handed it over or was repositioned by a seek, or the lease is past
+// its fence by this process's monotonic clock (after a pause, before the
+// fence's timer has run). The record will be (or was) delivered again from
+// the shard's checkpoint; a lane must not hand it to a handler.
+func (r *Record) Stale() bool { return r.wm != nil && (r.wm.discard.Load() || r.wm.expired()) }
+
+// Lease returns a context that ends when the lease r was read under is
+// lost, fenced or released: a handler's context is cancelled then, since
+// another instance may be handling the record already.
+func (r *Record) Lease() context.Context {
+	if r.wm == nil || r.wm.lost == nil {
+		return context.Background()
+	}
+	return r.wm.lost
+}
 
 // Sink receives a reader's records in shard order, a run at a time. It may
 // block (backpressure: the shard's reader waits). It returns how many of rs,
@@ -119,6 +141,12 @@ type Config struct {
 	// with others: a broker's subscriptions count together); else it
 	// counts them on its own. Status reads them too.
 	Counters *LeaseCounters
+	// OnDistribution, when set, is told the stream's record distribution
+	// strategy (auto: AUTO) at the first shard listing that reads it and
+	// whenever a later listing finds it changed (within one Sync on an
+	// on-demand stream, the only kind that can be AUTO). It is called from
+	// the sync loop and must not block.
+	OnDistribution func(auto bool)
 }
 
 const (
@@ -205,6 +233,15 @@ func (cfg *Config) setDefaults() error {
 // startCreates).
 func (cfg *Config) startSettle() time.Duration { return cfg.Renew / 10 }
 
+// beatEvery is the time from one heartbeat's send to the next's
+// (LivenessPerInstance): Renew, at most the lease-call deadline. A
+// heartbeat is sent at most that long after the one before, or when that
+// one's answer arrives, whichever is later; so while every answer arrives
+// within the deadline, each lands within two deadlines of the one before
+// was sent: 2/3 of Failover, before the fence (fenceAfter, at least 4/5 of
+// it). A store that is slow but answers never fences a live owner.
+func (cfg *Config) beatEvery() time.Duration { return min(cfg.Renew, cfg.leaseCallTimeout()) }
+
 // leaseEvery is how often the lease counters are observed (one List) and
 // expired leases taken: a quarter of the failover time, or Sync when that is
 // shorter. The observer's clock for a lease starts at the first listing that
@@ -263,7 +300,16 @@ type Coordinator struct {
 	// instances starting beside this one to create (startCreates); the
 	// next pass lists, and creates those still missing.
 	awaiting map[string]lease.Lease
-	beat     atomic.Int64 // the member entry's beat
+	// beat is the member entry's beat. A heartbeat writes a new one only
+	// once a heartbeat of the last one was confirmed (answered without
+	// error); until then it writes the same one again, so the others see
+	// the beat stand still while this owner cannot confirm it is alive
+	// (beatFirst, beatNew: guarded by beatMu, which serialises
+	// heartbeats).
+	beat      atomic.Int64
+	beatMu    sync.Mutex
+	beatFirst time.Time // when the current beat was first sent
+	beatNew   bool      // the current beat was confirmed: the next heartbeat writes a new one
 	// starting: the first pass has not ended, and the member entry says
 	// so (lease.Member.Starting): a fleet's start gives leases to create
 	// only to the members that are starting (startOwners).
@@ -292,6 +338,8 @@ type Coordinator struct {
 	beating    sync.WaitGroup       // the heartbeat loop
 	workers    sync.WaitGroup       // readers and handoffs
 	kick       chan bool            // wake the sync loop; true asks for a re-listing
+	dist       atomic.Pointer[distribution]
+	distSkip   int // listings since the distribution was read (guarded by passMu)
 }
 
 type runState int
@@ -355,7 +403,7 @@ func New(cfg Config) (*Coordinator, error) {
 		stats:    make(map[string]*Stats),
 		start:    cfg.Start,
 		obs:      newObserver(),
-		beats:    newObserver(),
+		beats:    &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover},
 		epoch:    time.Now(),
 		kick:     make(chan bool, 1),
 	}
@@ -468,7 +516,9 @@ func (c *Coordinator) streamDeleted(ctx context.Context, op string, cause error)
 	if classify(cause) != classGone {
 		return false
 	}
-	out, err := c.cfg.Client.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.cfg.Stream)})
+	in := &kinesis.DescribeStreamSummaryInput{}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
+	out, err := c.cfg.Client.DescribeStreamSummary(ctx, in)
 	switch {
 	case err != nil && classify(err) == classGone:
 	case err == nil && out.StreamDescriptionSummary != nil && out.StreamDescriptionSummary.StreamStatus == types.StreamStatusDeleting:
@@ -807,38 +857,57 @@ func (c *Coordinator) heartLoop() {
 	// of Renew, then Renew): the fence falls less than Failover after the
 	// last good one, so with a Renew between tries two failures in a row
 	// (one throttled write and its retry) would fence every lease held.
-	wait := c.cfg.Renew
-	t := time.NewTimer(wait)
+	//
+	// A heartbeat that lands is sent beatEvery after the one before was
+	// sent, not after its answer: a slow store's answers would otherwise
+	// add to the gap between sends, and each heartbeat could land after
+	// the fence the one before had set (issue 29, defect 7).
+	every := c.cfg.beatEvery()
+	retry := time.Duration(0)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.beatCtx.Done():
 			return
 		case <-t.C:
+			sent := time.Now()
+			var next time.Duration
 			if err := c.heartbeat(c.beatCtx); err != nil && c.beatCtx.Err() == nil {
 				// A store outage: keep reading; this owner looks dead to
 				// others only after Failover without a heartbeat, and
 				// fences itself before that.
 				c.log.Warn("heartbeat failed", "err", err)
-				if wait == c.cfg.Renew {
-					wait = c.cfg.Renew / 4
+				if retry == 0 {
+					retry = c.cfg.Renew / 4
 				} else {
-					wait = min(2*wait, c.cfg.Renew)
+					retry = min(2*retry, c.cfg.Renew)
 				}
+				next = retry
 			} else {
-				wait = c.cfg.Renew
+				retry = 0
+				next = every - time.Since(sent)
 			}
-			t.Reset(wait)
+			// The next heartbeat goes early enough to be confirmed within
+			// a call deadline before the fence: after failures the fence
+			// counts from the first send of the beat (heartbeat), and
+			// waiting the whole interval would let it pass. (Past the
+			// fence there is nothing to save: the backoff stands.)
+			if left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch); left > 0 {
+				next = min(next, max(left-c.cfg.leaseCallTimeout(), c.cfg.Renew/10))
+			}
+			t.Reset(max(next, 0))
 		}
 	}
 }
 
-// keepLoop renews held leases (LivenessPerLease, or compat) every Renew, follows
+// keepLoop renews held leases (LivenessPerLease, or compat) every renewal
+// interval (beatEvery), follows
 // handoffs this owner asked for, and persists settled progress every
 // Checkpoint.
 func (c *Coordinator) keepLoop() {
 	defer c.loops.Done()
-	renew := time.NewTicker(c.cfg.Renew)
+	renew := time.NewTicker(c.cfg.beatEvery())
 	defer renew.Stop()
 	cp := time.NewTicker(c.cfg.Checkpoint)
 	defer cp.Stop()
@@ -852,12 +921,12 @@ func (c *Coordinator) keepLoop() {
 			}
 			c.followHandoffs(c.ctx)
 		case <-cp.C:
-			for _, o := range c.snapshot() {
+			eachAtOnce(c.snapshot(), func(o *owned) {
 				if err := c.persist(c.ctx, o, false); err != nil && c.ctx.Err() == nil {
 					c.log.Warn("checkpoint failed", "shard", o.shard, "err", err)
 				}
 				c.answerHandoff(o)
-			}
+			})
 		}
 	}
 }
@@ -884,7 +953,7 @@ func (c *Coordinator) snapshot() []*owned {
 	return out
 }
 
-// renewDuring renews the held leases every Renew until ctx ends or the
+// renewDuring renews the held leases every beatEvery until ctx ends or the
 // returned stop is called, when this owner renews every lease it holds
 // (isCompat): Start's first pass, run before keepLoop starts, and Stop's
 // final writes, run after it ended, would otherwise leave the leases
@@ -898,7 +967,7 @@ func (c *Coordinator) renewDuring(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(c.cfg.Renew)
+		t := time.NewTicker(c.cfg.beatEvery())
 		defer t.Stop()
 		for {
 			select {
@@ -915,19 +984,22 @@ func (c *Coordinator) renewDuring(ctx context.Context) (stop func()) {
 	}
 }
 
-// renewAll renews every held lease not written within Renew/2; answer makes
+// renewAll renews every held lease not written within half a renewal
+// interval (beatEvery); answer makes
 // it start the handoffs its writes find asked for.
 func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
-	for _, o := range c.snapshot() {
+	eachAtOnce(c.snapshot(), func(o *owned) {
 		o.mu.Lock()
-		// Skipping is safe while the longest gap between writes (1.5 × Renew)
-		// stays under the failover time.
-		recent := time.Since(o.wrote) < c.cfg.Renew/2 && c.cfg.Renew*3/2 < c.cfg.Failover
+		// Skipping is safe while the longest gap from one write's send to
+		// the next one's answer (1.5 renewal intervals and a call
+		// deadline) stays under the fence time.
+		every := c.cfg.beatEvery()
+		recent := time.Since(o.wrote) < every/2 && every*3/2+c.cfg.leaseCallTimeout() < c.cfg.fenceAfter()
 		o.mu.Unlock()
 		if recent {
 			// A checkpoint just moved the counter: that renewed it, and a
 			// busy shard costs one lease write per checkpoint, not two.
-			continue
+			return
 		}
 		_, err := c.mutate(ctx, o, "lease renew", func(l lease.Lease) (lease.Lease, error) {
 			return c.cfg.Leases.Renew(ctx, l)
@@ -940,5 +1012,32 @@ func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
 		if answer {
 			c.answerHandoff(o)
 		}
+	})
+}
+
+// writesAtOnce bounds the lease writes eachAtOnce has in flight.
+const writesAtOnce = 16
+
+// eachAtOnce runs f for each lease of list, up to writesAtOnce at a time,
+// and returns when all have returned. The writes of a slow store (one that
+// answers within the call deadline) must not add up across leases: one
+// after the other, a renewal could come after its lease's fence
+// (issue 29, defect 7).
+func eachAtOnce(list []*owned, f func(*owned)) {
+	if len(list) == 1 {
+		f(list[0])
+		return
 	}
+	sem := make(chan struct{}, writesAtOnce)
+	var wg sync.WaitGroup
+	for _, o := range list {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			f(o)
+		}()
+	}
+	wg.Wait()
 }

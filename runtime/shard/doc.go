@@ -13,6 +13,22 @@
 // whose entry stood still for Failover, as seen on this host's clock (no two
 // hosts' clocks are ever compared), is dead and its leases are free. The
 // leases are listed only when something may have changed (see members.go).
+//
+// The liveness rule (issue 29). An owner's beat moves only on heartbeats
+// it confirmed: one that landed but was answered late or with an error
+// leaves the next writing the same beat, so an owner that cannot confirm
+// its liveness, and fences itself, looks dead to the others a Failover
+// later (slow, throttled, failed and late answers alike). Its fence is
+// fenceAfter (Failover less a fifth) after the confirmed beat was first
+// sent, on its monotonic clock; the others' clock for a beat starts when
+// a read showing it returned, and its age is judged at the time that read
+// was sent, never at when a (possibly pre-pause) answer was processed.
+// Heartbeats go every min(Renew, Failover/3) from the last send, so a
+// store answering within the call deadline (Failover/3) never fences a
+// live owner. A lease past its fence is fenced by the clock itself: no
+// renewal revives it, the reader hands out nothing more, Record.Stale is
+// true, and Record.Lease (the handlers' context in the runtime) ends when
+// the fence's timer runs.
 // With LivenessPerLease (the KCL's model, needed when Java KCL workers
 // share the table) every held lease is renewed every Renew, every pass
 // lists the leases, and an owner is live while the counter of one of its

@@ -63,11 +63,11 @@ var errFenced = errors.New("lease fenced")
 // deliver hands the user records of one read to the sink, the last run
 // included.
 func (f *feed) deliver(recs []types.Record) error {
-	if f.fctx.Err() != nil {
+	if f.fctx.Err() != nil || f.s.wm.expired() {
 		// Fenced while the read was out: hand out nothing it returned. The
 		// fence cancels the session's ctx only from another goroutine, a
-		// moment later; the next owner (or a take-back) reads these from
-		// the checkpoint.
+		// moment later (after a pause, when the timer runs); the next
+		// owner (or a take-back) reads these from the checkpoint.
 		return errFenced
 	}
 	f.users = 0
@@ -79,7 +79,11 @@ func (f *feed) deliver(recs []types.Record) error {
 			}
 			f.since = time.Time{}
 		}
-		if err := userRecords(&recs[i], f.hashRange, f.emitFn); err != nil {
+		hr := f.hashRange
+		if !f.c.dist.Load().filters(f.arrival) {
+			hr = nil
+		}
+		if err := userRecords(&recs[i], hr, f.emitFn); err != nil {
 			return err
 		}
 	}
@@ -124,6 +128,12 @@ func (f *feed) flush() error {
 				break
 			}
 			n = min(n, room)
+		}
+		if f.s.wm.expired() {
+			// The lease ran out while the reader waited for room: no
+			// more of the read goes out.
+			err = errFenced
+			break
 		}
 		part := rest[:n]
 		f.s.wm.addAll(part)

@@ -210,7 +210,8 @@ func listShardsAt(ctx context.Context, client kinesisapi.API, stream string) ([]
 	for attempt := 0; ; attempt++ {
 		var out []types.Shard
 		var at time.Time
-		in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
+		in := &kinesis.ListShardsInput{}
+		in.StreamName, in.StreamARN = streamRef(stream)
 		for {
 			sent := time.Now()
 			page, err := client.ListShards(ctx, in)

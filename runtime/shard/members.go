@@ -82,7 +82,15 @@ func (v memberView) liveOwners() []string {
 // readMembers reads the namespace's members and judges who is alive.
 // A beat's clock starts when the read that shows it has returned, after
 // the write was sent: so no owner is judged dead before its own fence.
+// Its age is judged at the time the read was sent, never at when its
+// answer was processed: an answer read just before a pause (GC, SIGSTOP,
+// a frozen VM) and processed after it shows what was alive before the
+// pause, and would make every beat it shows unchanged look a pause old
+// (issue 29, defect 6). The store answered after that send, so a beat
+// that stood still for Failover up to the send stood still at least that
+// long.
 func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
+	sent := time.Now()
 	ms, err := c.members.Members(ctx, c.cfg.Namespace)
 	if err != nil {
 		return memberView{}, &Error{Op: "lease members", Stream: c.cfg.Stream, Err: err}
@@ -96,7 +104,7 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 	}
 	c.beats.observe(beats, now)
 	for i, m := range ms {
-		if !c.beats.stale(beats[i], now, c.cfg.Failover) {
+		if !c.beats.stale(beats[i], sent, c.cfg.Failover) {
 			v.live[m.Owner] = true
 		}
 	}
@@ -106,9 +114,22 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 	return v, nil
 }
 
-// heartbeat writes this owner's member entry and, once it has landed, moves
-// the fence of every lease held when it was sent.
+// heartbeat writes this owner's member entry and, once it is confirmed
+// (answered without error), moves the fence of every lease held when it
+// was sent.
+//
+// The others judge this owner alive only while its beat moves, and the
+// beat moves only on confirmed heartbeats (issue 29, defect 2): one that
+// landed but was answered late, or with an error, leaves the next
+// heartbeat writing the same beat. So an owner that cannot confirm its
+// heartbeats, and fences itself, looks dead to the others a failover time
+// later and its shards are read again, whether its store is slow,
+// throttled, failing or answering late. The fence counts from when the
+// confirmed beat was first sent: the others' clock for that beat starts
+// no earlier.
 func (c *Coordinator) heartbeat(ctx context.Context) error {
+	c.beatMu.Lock()
+	defer c.beatMu.Unlock()
 	held := c.snapshot()
 	c.mu.Lock()
 	asks := make([]string, 0, len(c.pending))
@@ -117,10 +138,16 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	sent := time.Now()
-	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Add(1), Held: len(held), Asks: asks, Starting: c.starting.Load()})
+	if c.beatNew || c.beatFirst.IsZero() {
+		c.beat.Add(1)
+		c.beatFirst, c.beatNew = sent, false
+	}
+	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: len(held), Asks: asks, Starting: c.starting.Load()})
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
 	}
+	c.beatNew = true
+	sent = c.beatFirst
 	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
 	for {
 		cur := c.beatUntil.Load()

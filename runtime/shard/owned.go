@@ -28,7 +28,7 @@ type owned struct {
 	persisted uint64    // sess.wm version last written to the store
 	handing   bool      // a handoff to another owner is under way
 	finished  bool      // SHARD_END is written
-	wrote     time.Time // last successful mutation: it renewed the lease too
+	wrote     time.Time // send time of the last successful mutation: it renewed the lease from then
 	// stuck is the first unsettled record of the last postponed handoff,
 	// in generation stuckIn: while it is still the first, a new request is
 	// postponed at once, without stopping the reader again (startHandoff).
@@ -137,8 +137,8 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 		sent := time.Now()
 		l, err := f(o.l)
 		if err == nil {
-			o.wrote = time.Now()
-			o.setLease(l, o.wrote)
+			o.wrote = sent
+			o.setLease(l, time.Now())
 			c.renewed(o, sent)
 			return l, nil
 		}
@@ -222,9 +222,16 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 	if c.members != nil {
 		until = min(until, c.beatUntil.Load())
 	}
+	now := int64(time.Since(c.epoch))
 	for {
 		cur := o.until.Load()
 		if until <= cur {
+			return
+		}
+		if cur != 0 && now >= cur {
+			// Past its fence already: the lease is fenced by the clock
+			// (Record.Stale says so), whether or not the timer has run;
+			// a renewal answered after a pause must not revive it.
 			return
 		}
 		if o.until.CompareAndSwap(cur, until) {
@@ -233,6 +240,11 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 	}
 	o.timer.Reset(time.Duration(until) - time.Since(c.epoch))
 }
+
+// fenceLate delays every fence's timer callback (nanoseconds; tests only,
+// export_test.go): after a pause the timers may run after the lanes and
+// readers have resumed, which a test cannot otherwise arrange.
+var fenceLate atomic.Int64
 
 // fenceIfExpired fences o when its fence time has passed without a
 // successful write: the owner can no longer be sure nobody else has taken
@@ -243,6 +255,9 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 // (leftBehind) and takes it back (its reader then starts over from the
 // checkpoint) or releases it (takeBack, releaseLeftovers).
 func (c *Coordinator) fenceIfExpired(o *owned) {
+	if d := fenceLate.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	if o.fctx.Err() != nil {
 		return // released or lost already
 	}
@@ -597,6 +612,7 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	c.mu.Unlock()
 	took := false
 	for key := range asked {
+		sent := time.Now() // the read's age is judged at its send (askedOwnerDead)
 		l, err := c.cfg.Leases.Get(ctx, key)
 		drop := false
 		switch {
@@ -609,7 +625,7 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 		case l.ForeignOwner:
 			// A KCL worker took it since: it is taken only once it expires.
 			drop = true
-		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l):
+		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l, sent):
 			// Dead mid-handoff: it will neither release the lease nor
 			// read on, so the handoff time is no reason to wait.
 			c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
@@ -654,9 +670,12 @@ func (c *Coordinator) takeAsked(ctx context.Context, l lease.Lease) bool {
 // dead (fenceAfter), and the take is conditional on the counter read. A
 // live owner never looks dead, however slow its handoff, and is never
 // forced: it releases the lease or postpones the handoff (startHandoff).
-func (c *Coordinator) askedOwnerDead(l lease.Lease) bool {
+//
+// sent is when l was read: its age is judged then, not when its answer
+// was processed (see readMembers).
+func (c *Coordinator) askedOwnerDead(l lease.Lease, sent time.Time) bool {
 	c.mu.Lock()
 	view := c.view // readMembers replaces the maps, never writes them
 	c.mu.Unlock()
-	return c.expired(l, view, time.Now())
+	return c.expired(l, view, sent)
 }

@@ -55,6 +55,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			c.mu.Lock()
 			c.lineage = lin
 			c.mu.Unlock()
+			c.describeDistribution(ctx)
 		}
 	}
 	var view memberView
@@ -83,7 +84,9 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	}
 	var leases []lease.Lease
 	listed := false
+	var listSent time.Time // when the last listing was sent (balance)
 	if c.members == nil || c.known == nil || c.mustList(view) {
+		listSent = time.Now()
 		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
@@ -125,6 +128,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	}
 	if foundNew && !listed {
 		// New leases to share out: list them with the rest.
+		listSent = time.Now()
 		ls, err := c.listLeases(ctx, lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
@@ -155,6 +159,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		}
 		// A Scan of the namespace, as the first listing: cheaper than
 		// reading every lease by key.
+		listSent = time.Now()
 		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
@@ -193,7 +198,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	if listed {
 		// The observer's clock for a counter starts after the listing
 		// that shows it, never before the write.
-		errs = append(errs, c.balance(ctx, leases, byShard, view, time.Now(), reserve)...)
+		errs = append(errs, c.balance(ctx, leases, byShard, view, time.Now(), listSent, reserve)...)
 	} else if c.members != nil {
 		c.refreshParents(ctx, byShard)
 	}
@@ -491,10 +496,10 @@ const (
 // iterator every later record arrives at or after it.
 func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) (it string, since time.Time, err error) {
 	in := &kinesis.GetShardIteratorInput{
-		StreamName:        aws.String(c.cfg.Stream),
 		ShardId:           aws.String(shardID),
 		ShardIteratorType: at.typ,
 	}
+	in.StreamName, in.StreamARN = streamRef(c.cfg.Stream)
 	timeout := callTimeout
 	switch at.typ {
 	case types.ShardIteratorTypeAtSequenceNumber, types.ShardIteratorTypeAfterSequenceNumber:
@@ -551,6 +556,7 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	sctx, cancel := context.WithCancel(c.ctx)
 	wm := newWatermark()
 	wm.st = o.st
+	wm.until, wm.epoch, wm.lost = &o.until, c.epoch, o.fctx
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
 	if o.gone || o.handing || o.fctx.Err() != nil {
@@ -722,9 +728,17 @@ func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, lease
 // balance takes and asks for leases per the plan of this pass's listing.
 // At a fleet's start, reserve gives each active lease to the owner the
 // start gives it to (startCreates): the plan is made with them reserved.
-func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now time.Time, reserve map[string]string) []error {
+//
+// A counter that changed is stamped at now, after the listing returned; a
+// lease's age is judged at asOf, when the listing was sent: never on when
+// an answer read before a pause was processed (see readMembers).
+func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now, asOf time.Time, reserve map[string]string) []error {
 	var errs []error
 	c.obs.observe(leases, now)
+	judge := now
+	if asOf.Before(now) {
+		judge = asOf
+	}
 	if c.beatStale() {
 		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
 		return nil
@@ -734,7 +748,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	}
 	listed := make([]listedLease, len(leases))
 	for i, l := range leases {
-		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, now)}
+		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, judge)}
 	}
 	c.mu.Lock()
 	c.listed, c.listedAt = listed, now
@@ -742,7 +756,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.statusRead.Store(false)
 	heldKeys := c.heldKeys()
 	held := func(key string) bool { return heldKeys[key] }
-	stale := func(l lease.Lease) bool { return c.expired(l, view, now) }
+	stale := func(l lease.Lease) bool { return c.expired(l, view, judge) }
 	var plan balance
 	if c.cfg.Balance == BalanceOneSteal {
 		plan = planBalance(c.cfg.Owner, leases, held, stale)

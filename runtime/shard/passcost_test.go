@@ -55,7 +55,8 @@ func newBalancedPass(t *testing.T, n, owners int, liveness Liveness, bal Balance
 // what it took.
 func (p *balancedPass) run(t *testing.T) time.Duration {
 	began := time.Now()
-	errs := p.c.balance(context.Background(), p.leases, p.byShard, p.view, time.Now(), nil)
+	now := time.Now()
+	errs := p.c.balance(context.Background(), p.leases, p.byShard, p.view, now, now, nil)
 	took := time.Since(began)
 	if len(errs) > 0 {
 		t.Fatalf("a balanced pass failed: %v", errs)

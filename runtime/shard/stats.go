@@ -19,6 +19,7 @@ const (
 	Retried                     // a copy went to the tip of the stream
 	Rejected                    // given up without a dead-letter stream (logged, checkpointed past)
 	DeadLettered                // given up to the dead-letter stream
+	Skipped                     // not the application's to handle (another's retry copy): settled unhandled
 	NumOutcomes
 )
 
@@ -103,11 +104,14 @@ func (s *Stats) count(o Outcome) {
 	}
 }
 
-// handled returns the counts by outcome and their sum.
+// handled returns the counts by outcome and the sum of those handled
+// (all but Skipped).
 func (s *Stats) handled() (by [NumOutcomes]uint64, total uint64) {
 	for i := range by {
 		by[i] = s.outcomes[i].Load()
-		total += by[i]
+		if Outcome(i) != Skipped {
+			total += by[i]
+		}
 	}
 	return by, total
 }

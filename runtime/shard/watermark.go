@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // mark is a position inside a shard: a record's sequence number and, for a
@@ -25,7 +26,15 @@ type watermark struct {
 	// that reading it does not miss the cache.
 	discard atomic.Bool
 	st      *Stats // the shard's counters, for Record.Count; nil in tests
-	_       [cacheLine]byte
+	// The lease the generation reads under (nil in tests): until is its
+	// fence (owned.until, nanoseconds since epoch on the monotonic
+	// clock), lost its context (owned.fctx). Record.Stale reads the clock
+	// itself rather than wait for the fence's timer, which after a pause
+	// (SIGSTOP, a GC or VM freeze) may run after the lanes have resumed.
+	until *atomic.Int64
+	epoch time.Time
+	lost  context.Context
+	_     [cacheLine]byte
 
 	mu       sync.Mutex
 	ring     []slot // len is a power of two
@@ -47,6 +56,12 @@ type slot struct {
 }
 
 func newWatermark() *watermark { return &watermark{ring: make([]slot, 64)} }
+
+// expired reports whether the lease of the generation is past its fence by
+// the monotonic clock: fenced, whether or not its timer has run yet.
+func (w *watermark) expired() bool {
+	return w.until != nil && time.Since(w.epoch) >= time.Duration(w.until.Load())
+}
 
 // addAll gives each record of rs, in order, the next arrival index of w.
 func (w *watermark) addAll(rs []Record) {

@@ -125,6 +125,48 @@ type Deviations struct {
 	// after its consumer was deregistered, instead of ending with
 	// ResourceNotFoundException.
 	SubscriptionOutlivesConsumer bool
+
+	// The service's features of SDK v1.57.0 (queues, record size per
+	// stream, AUTO placement, StreamARN everywhere); see queues.go and
+	// streams.go for the behaviour the suite expects where the SDK's
+	// documentation is silent.
+
+	// NoOnDemand: CreateStream without ShardCount is a ValidationException:
+	// there are no on-demand streams, so the queue and AUTO cases check
+	// only that.
+	NoOnDemand bool
+	// NoQueues: the queue operations are unknown (CreateQueue fails).
+	NoQueues bool
+	// NoRecordDistributionStrategy: AUTO is not implemented:
+	// UpdateStreamRecordDistributionStrategy fails and records of one key
+	// all land on one shard of an on-demand stream created AUTO.
+	NoRecordDistributionStrategy bool
+	// NoMaxRecordSize: a record is limited to 1 MiB whatever
+	// MaxRecordSizeInKiB says, and UpdateMaxRecordSize fails.
+	NoMaxRecordSize bool
+	// RecordSizeExcludesKey: the record size limit counts the data alone,
+	// not data plus partition key as the SDK documents.
+	RecordSizeExcludesKey bool
+	// DefaultMaxRecordSizeUnreported: DescribeStreamSummary leaves out
+	// MaxRecordSizeInKiB for a stream created without one.
+	DefaultMaxRecordSizeUnreported bool
+	// MaxRecordSizeRangeIsInvalidArgument: UpdateMaxRecordSize out of 1024
+	// to 10240 answers InvalidArgumentException, not the
+	// ValidationException the SDK documents.
+	MaxRecordSizeRangeIsInvalidArgument bool
+	// PutRecordsUncheckedSizes: PutRecords stores a record over the
+	// stream's limit instead of refusing the request.
+	PutRecordsUncheckedSizes bool
+	// PutRecordsLimit5MiB: a PutRecords request over about 5 MiB is
+	// refused (HTTP 413, the server's body limit) instead of taken up to
+	// 10 MiB.
+	PutRecordsLimit5MiB bool
+	// NoStreamARN: a call naming its stream by StreamARN alone is refused
+	// (StreamName is required), so the ARN cases check only that.
+	NoStreamARN bool
+	// MalformedARNIsNotFound: a malformed StreamARN is
+	// ResourceNotFoundException, not ValidationException.
+	MalformedARNIsNotFound bool
 }
 
 // Kinesalite is how kinesalite 3.3.3 deviates from the service.
@@ -137,6 +179,14 @@ var Kinesalite = Deviations{
 	ReshardsClosedShards:        true,
 	IgnoresShardFilter:          true,
 	NoEnhancedFanOut:            true,
+
+	NoOnDemand:                   true,
+	NoQueues:                     true,
+	NoRecordDistributionStrategy: true,
+	NoMaxRecordSize:              true,
+	RecordSizeExcludesKey:        true,
+	PutRecordsLimit5MiB:          true,
+	NoStreamARN:                  true,
 }
 
 // KinesisMock is how kinesis-mock (npm kinesis-local 0.6.2) deviates from
@@ -163,6 +213,14 @@ var KinesisMock = Deviations{
 	NoSubscribeRateLimit:              true,
 	SubscriptionIgnoresShardEnd:       true,
 	SubscriptionOutlivesConsumer:      true,
+
+	NoQueues:                            true,
+	NoRecordDistributionStrategy:        true,
+	RecordSizeExcludesKey:               true,
+	DefaultMaxRecordSizeUnreported:      true,
+	MaxRecordSizeRangeIsInvalidArgument: true,
+	PutRecordsUncheckedSizes:            true,
+	MalformedARNIsNotFound:              true,
 }
 
 // maxLong is the EndingSequenceNumber of a closed shard on a backend with
@@ -192,6 +250,10 @@ type Harness struct {
 	// the service's); the in-process server's is configurable, so its
 	// harness can set it lower and wait less.
 	SubscribeInterval time.Duration
+	// OtherAccount, when set, returns api's backend acting for another
+	// account, for the cross-account ARN case (nil: the case checks only
+	// that another account's ARN is not found).
+	OtherAccount func(t *testing.T, api kinesisapi.API) kinesisapi.API
 }
 
 // Run runs every case against the harness's backend.
@@ -228,6 +290,14 @@ func Run(t *testing.T, h Harness) {
 		{"SubscribeAtShardEnd", testSubscribeAtShardEnd, false},
 		{"SubscribeLimits", testSubscribeLimits, false},
 		{"SubscribeDeregistered", testSubscribeDeregistered, false},
+		{"MaxRecordSize", testMaxRecordSize, false},
+		{"PutRecordsRequestSize", testPutRecordsRequestSize, false},
+		{"AutoDistribution", testAutoDistribution, false},
+		{"StreamARN", testStreamARN, false},
+		{"Queues", testQueues, false},
+		{"QueueVisibility", testQueueVisibility, false},
+		{"QueueDeadLetters", testQueueDeadLetters, false},
+		{"QueueErrors", testQueueErrors, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,6 +308,9 @@ func Run(t *testing.T, h Harness) {
 				newAPI = h.Throttled
 			}
 			e := &env{t: t, ctx: ctx, api: newAPI(t), dev: h.Deviations, subscribeInterval: h.SubscribeInterval}
+			if h.OtherAccount != nil {
+				e.other = h.OtherAccount(t, e.api)
+			}
 			if h.Unmended != nil {
 				e.unmended = h.Unmended(t)
 			}
@@ -253,6 +326,7 @@ type env struct {
 	dev               Deviations
 	subscribeInterval time.Duration
 	unmended          kinesisapi.API // nil: api is the backend as it answers
+	other             kinesisapi.API // the backend acting for another account, or nil
 }
 
 // stream creates a stream with a name unique to this run and waits until it

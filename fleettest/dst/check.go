@@ -1,0 +1,455 @@
+package dst
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Violation is one broken invariant, with an example.
+type Violation struct {
+	// Kind is one of: lost (an acknowledged publish an application never
+	// handled), overlap (one message handled by two instances of an
+	// application at once; overlap-paused when one of the two froze while
+	// it ran), order (a key's first handlings out of publish
+	// order), retry-crossed (an application handled a retry copy another
+	// one made), unread (a shard with waiting records unread longer than
+	// the bound), slow-call (a public call past its bound), publish-failed
+	// (a publish result other than stored), fenced-live (an instance fenced
+	// itself though its lease-store calls answered within their deadline),
+	// taken-from-live (a lease taken from an instance neither crashed, gone,
+	// frozen nor failing its lease-store calls), setup.
+	Kind string
+	// Count is how many times it was broken; What the first example.
+	Count int
+	What  string
+}
+
+func (v Violation) String() string {
+	if v.Count > 1 {
+		return fmt.Sprintf("%s ×%d: %s", v.Kind, v.Count, v.What)
+	}
+	return fmt.Sprintf("%s: %s", v.Kind, v.What)
+}
+
+// Kinds returns the distinct kinds of vs, sorted.
+func Kinds(vs []Violation) []string {
+	var out []string
+	for _, v := range vs {
+		if !slices.Contains(out, v.Kind) {
+			out = append(out, v.Kind)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+type collector struct {
+	vs []Violation
+}
+
+func (c *collector) add(kind, format string, args ...any) {
+	for i := range c.vs {
+		if c.vs[i].Kind == kind {
+			c.vs[i].Count++
+			return
+		}
+	}
+	c.vs = append(c.vs, Violation{Kind: kind, Count: 1, What: fmt.Sprintf(format, args...)})
+}
+
+// unhandledLocked returns, per application, the acknowledged messages it
+// has not handled.
+func (w *world) unhandledLocked() map[string][]published {
+	seen := map[string]map[int64]bool{}
+	for _, h := range w.handled {
+		if seen[h.app] == nil {
+			seen[h.app] = map[int64]bool{}
+		}
+		seen[h.app][h.id] = true
+	}
+	out := map[string][]published{}
+	for _, app := range w.apps {
+		for _, p := range w.pub {
+			if !seen[app][p.id] {
+				out[app] = append(out[app], p)
+			}
+		}
+	}
+	return out
+}
+
+// pausedDuring reports whether h's instance was paused while h ran.
+func (w *world) pausedDuring(h handling) bool {
+	for _, p := range w.pauses {
+		if p.inst == h.inst && p.from.Before(h.end) && h.start.Before(p.to) {
+			return true
+		}
+	}
+	return false
+}
+
+// effEnd is when a handling stopped counting as running: when it returned
+// or when the runtime cancelled its context, whichever came first (a
+// handler that ignores its context is the handler's doing).
+func (h handling) effEnd() time.Time {
+	if !h.cancelledAt.IsZero() && h.cancelledAt.Before(h.end) {
+		return h.cancelledAt
+	}
+	return h.end
+}
+
+func (w *world) atOrNever(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return w.at(t)
+}
+
+func (w *world) at(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(w.begin).Seconds()) }
+
+// check finds the broken invariants; w.mu is held.
+func (w *world) check() []Violation {
+	var c collector
+	// Every publish result is true.
+	for _, e := range w.pubErrs {
+		c.add("publish-failed", "%s", e)
+	}
+	// Every public call returns within its bound.
+	for _, r := range w.calls {
+		if r.took > r.bound {
+			c.add("slow-call", "%s took %v (bound %v; err %v)", r.what, r.took, r.bound, r.err)
+		}
+	}
+	// Every acknowledged publish is handled at least once by every application.
+	for app, ps := range w.unhandledLocked() {
+		for _, p := range ps {
+			c.add("lost", "app %s never handled message %d (key %q, aggregated %v, acknowledged at %s on %s)", app, p.id, p.key, p.agg, w.at(p.at), p.shard)
+		}
+	}
+	byApp := map[string]map[int64][]handling{}
+	for _, h := range w.handled {
+		if byApp[h.app] == nil {
+			byApp[h.app] = map[int64][]handling{}
+		}
+		byApp[h.app][h.id] = append(byApp[h.app][h.id], h)
+	}
+	for _, app := range w.apps {
+		for _, id := range slicesSortedKeys(byApp[app]) {
+			hs := byApp[app][id]
+			// No message handled by two instances of one application at once.
+			for i := range hs {
+				for j := i + 1; j < len(hs); j++ {
+					a, b := hs[i], hs[j]
+					if a.inst != b.inst && a.start.Before(b.effEnd()) && b.start.Before(a.effEnd()) {
+						kind := "overlap"
+						if w.pausedDuring(a) || w.pausedDuring(b) {
+							kind = "overlap-paused" // one of them froze mid-handling
+						}
+						c.add(kind, "app %s: message %d handled by %s (%s–%s, %s) and %s (%s–%s, %s) at once", app, id,
+							a.inst, w.at(a.start), w.at(a.effEnd()), a.shard, b.inst, w.at(b.start), w.at(b.effEnd()), b.shard)
+					}
+				}
+				// A retry copy is handled only by the application that made it.
+				if h := hs[i]; h.attempt > 1 && w.retried[app][id] < h.attempt-1 {
+					c.add("retry-crossed", "app %s handled attempt %d of message %d (by %s at %s) but never asked for a retry of it", app, h.attempt, id, h.inst, w.at(h.start))
+				}
+			}
+		}
+	}
+	// Each key's first handlings are in publish order.
+	first := map[string]map[int64]handling{}
+	for _, h := range w.handled {
+		m := first[h.app]
+		if m == nil {
+			m = map[int64]handling{}
+			first[h.app] = m
+		}
+		if f, ok := m[h.id]; !ok || h.start.Before(f.start) {
+			m[h.id] = h
+		}
+	}
+	for _, app := range w.apps {
+		last := map[string]handling{}
+		lastID := map[string]int64{}
+		for _, p := range w.pub {
+			if p.key == "" {
+				continue
+			}
+			f, ok := first[app][p.id]
+			if !ok {
+				continue
+			}
+			if prev, ok := last[p.key]; ok && f.start.Before(prev.start) {
+				c.add("order", "app %s, key %s: message %d (published after %d) first handled at %s by %s, before %d at %s by %s",
+					app, p.key, p.id, lastID[p.key], w.at(f.start), f.inst, lastID[p.key], w.at(prev.start), prev.inst)
+			}
+			if prev, ok := last[p.key]; !ok || f.start.After(prev.start) {
+				last[p.key], lastID[p.key] = f, p.id
+			}
+		}
+	}
+	w.checkUnread(&c, first)
+	// A lease store answering within the call deadline never fences a
+	// live owner: a fence needs a failed, late or frozen lease-store call
+	// of its instance within the failover time before it.
+	for _, in := range w.order {
+		for _, fb := range in.fences {
+			f, bad := fb[0], fb[1]
+			if in.crashed || !in.gone.IsZero() && !f.Before(in.gone) {
+				continue
+			}
+			if bad.IsZero() || f.Sub(bad) > w.cfg.Timing.Failover {
+				c.add("fenced-live", "%s fenced a lease at %s with every lease-store call answered in time (last failed or late one: %s)",
+					in.name, w.at(f), w.atOrNever(bad))
+			}
+		}
+	}
+	// A lease is taken from another instance only when that one may be
+	// dead: it crashed, left, is frozen, or one of its lease-store calls
+	// failed, was late or frozen within the failover time before.
+	for _, st := range w.steals {
+		in := w.insts[st.from]
+		if in.crashed || !in.gone.IsZero() && !st.at.Before(in.gone.Add(time.Second)) || st.fromPaused {
+			continue
+		}
+		if !st.fromBad.IsZero() && st.at.Sub(st.fromBad) <= 2*w.cfg.Timing.Failover {
+			continue
+		}
+		c.add("taken-from-live", "%s took %s from %s at %s, which was live with its lease-store calls answered in time (last failed, late or frozen one: %s)",
+			st.to, st.id, st.from, w.at(st.at), w.atOrNever(st.fromBad))
+	}
+	return c.vs
+}
+
+// unreadBound is how long a shard's waiting records may go unread: about
+// twice the failover time, plus a shard sync and the poll; with slow
+// handlers in the mix, plus the slowest handler (a lane it holds delays
+// the records behind it).
+func (w *world) unreadBound() time.Duration {
+	t := w.cfg.Timing
+	b := 2*t.Failover + t.Sync + 2*time.Second + w.cfg.Mix.UnreadSlack
+	if w.cfg.Mix.Slow > 0 {
+		b += 8 * time.Second
+	}
+	return b
+}
+
+// checkUnread finds records that waited longer than the bound while
+// nothing of their shard (or, for a child, of its parents) was handled by
+// the application, less any time an instance of it was paused or its
+// Kinesis reads failed (an injected outage excuses the wait).
+func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
+	bound := w.unreadBound()
+	for _, app := range w.apps {
+		// Activity per shard: handling starts and running spans.
+		type act struct{ from, to time.Time }
+		acts := map[string][]act{}
+		for _, h := range w.handled {
+			if h.app == app {
+				acts[h.shard] = append(acts[h.shard], act{h.start, h.end})
+			}
+		}
+		var excuse []span
+		for _, s := range w.pauses {
+			if in := w.insts[s.inst]; in != nil && in.app == app {
+				excuse = append(excuse, s)
+			}
+		}
+		for _, s := range w.storeOutages {
+			if in := w.insts[s.inst]; in != nil && in.app == app {
+				excuse = append(excuse, s)
+			}
+		}
+		for _, s := range w.outages {
+			if in := w.insts[s.inst]; in != nil && in.app == app {
+				excuse = append(excuse, s)
+			}
+		}
+		// Times when the application had no healthy member: none live, or
+		// every live one frozen or with its lease store or reads failing
+		// or answering late (nobody could read then).
+		var healthy []span
+		for _, in := range w.order {
+			if in.app != app {
+				continue
+			}
+			to := in.gone
+			if to.IsZero() {
+				to = w.begin.Add(24 * time.Hour)
+			}
+			var bad []span
+			for _, ss := range [][]span{w.pauses, w.storeOutages, w.lateSpans, w.outages} {
+				for _, s := range ss {
+					if s.inst == in.name {
+						bad = append(bad, s)
+					}
+				}
+			}
+			healthy = append(healthy, subtract(span{from: in.started, to: to}, bad)...)
+		}
+		cur := w.begin
+		for _, l := range sortedSpans(healthy) {
+			if l.from.After(cur) {
+				excuse = append(excuse, span{from: cur, to: l.from})
+			}
+			if l.to.After(cur) {
+				cur = l.to
+			}
+		}
+		excuse = append(excuse, span{from: cur, to: w.begin.Add(24 * time.Hour)})
+		for _, p := range w.pub {
+			f, ok := first[app][p.id]
+			end := f.start
+			if !ok {
+				continue // lost: reported as such
+			}
+			if end.Sub(p.at) <= bound {
+				continue
+			}
+			// The longest stretch in [p.at, end] without activity on the shard.
+			// A child is not read before its parents end: their
+			// handlings count as its own.
+			var marks []act
+			for _, id := range w.ancestry(p.shard) {
+				for _, a := range acts[id] {
+					if a.to.After(p.at) && a.from.Before(end) {
+						marks = append(marks, a)
+					}
+				}
+			}
+			slices.SortFunc(marks, func(a, b act) int { return a.from.Compare(b.from) })
+			cur := p.at
+			worst, worstFrom := time.Duration(0), cur
+			for _, a := range marks {
+				if a.from.After(cur) {
+					if g := a.from.Sub(cur) - overlap(excuse, cur, a.from); g > worst {
+						worst, worstFrom = g, cur
+					}
+				}
+				if a.to.After(cur) {
+					cur = a.to
+				}
+			}
+			if end.After(cur) {
+				if g := end.Sub(cur) - overlap(excuse, cur, end); g > worst {
+					worst, worstFrom = g, cur
+				}
+			}
+			if worst > bound {
+				c.add("unread", "app %s: shard %s unread for %.1fs from %s (bound %v) while message %d (key %q, acknowledged at %s) waited; first handled at %s by %s",
+					app, p.shard, worst.Seconds(), w.at(worstFrom), bound, p.id, p.key, w.at(p.at), w.at(end), f.inst)
+			}
+		}
+	}
+}
+
+// ancestry is id and its ancestors.
+func (w *world) ancestry(id string) []string {
+	out := []string{id}
+	for i := 0; i < len(out); i++ {
+		for _, p := range w.parents[out[i]] {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// subtract returns what of s the spans cut do not cover.
+func subtract(s span, cut []span) []span {
+	out := []span{s}
+	for _, c := range cut {
+		var next []span
+		for _, o := range out {
+			if !c.from.Before(o.to) || !o.from.Before(c.to) {
+				next = append(next, o)
+				continue
+			}
+			if o.from.Before(c.from) {
+				next = append(next, span{inst: o.inst, from: o.from, to: c.from})
+			}
+			if c.to.Before(o.to) {
+				next = append(next, span{inst: o.inst, from: c.to, to: o.to})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+func sortedSpans(s []span) []span {
+	s = slices.Clone(s)
+	slices.SortFunc(s, func(a, b span) int { return a.from.Compare(b.from) })
+	return s
+}
+
+// overlap is how much of [from, to] the spans cover (their union).
+func overlap(spans []span, from, to time.Time) time.Duration {
+	type iv struct{ a, b time.Time }
+	var ivs []iv
+	for _, s := range spans {
+		a, b := maxTime(s.from, from), minTime(s.to, to)
+		if a.Before(b) {
+			ivs = append(ivs, iv{a, b})
+		}
+	}
+	slices.SortFunc(ivs, func(x, y iv) int { return x.a.Compare(y.a) })
+	var total time.Duration
+	var cur time.Time
+	for _, v := range ivs {
+		if v.a.Before(cur) {
+			v.a = cur
+		}
+		if v.b.After(v.a) {
+			total += v.b.Sub(v.a)
+			cur = v.b
+		}
+	}
+	return total
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func slicesSortedKeys[V any](m map[int64]V) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// midpoint is the hash key halfway between two decimal hash keys.
+func midpoint(lo, hi string) string {
+	a, _ := new(big.Int).SetString(lo, 10)
+	b, _ := new(big.Int).SetString(hi, 10)
+	m := new(big.Int).Add(a, b)
+	m.Rsh(m, 1)
+	if m.Cmp(a) <= 0 {
+		m.Add(a, big.NewInt(1))
+	}
+	return m.String()
+}
+
+// cmpDec compares two decimal numbers.
+func cmpDec(a, b string) int {
+	x, _ := new(big.Int).SetString(a, 10)
+	y, _ := new(big.Int).SetString(b, 10)
+	return x.Cmp(y)
+}

@@ -1,0 +1,220 @@
+package dst_test
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/fleettest/dst"
+)
+
+var (
+	flagSeed    = flag.Uint64("dst.seed", 0, "run this seed only (with -dst.mix)")
+	flagMix     = flag.String("dst.mix", "", "the mix of -dst.seed, or the mixes of -dst.hunt (comma-separated)")
+	flagEvents  = flag.String("dst.events", "", "replay this schedule (as a failing run prints it) with -dst.seed")
+	flagSoak    = flag.Duration("dst.soak", 0, "run new random seeds of every mix for this long (make soak)")
+	flagHunt    = flag.Int("dst.hunt", 0, "run seeds 1..N of each -dst.mix and report the first that fails and how many it took")
+	flagShrink  = flag.Int("dst.shrink", 40, "re-runs a failing seed's shrinking may take")
+	flagLog     = flag.Bool("dst.log", false, "log the runtime at Info to stderr")
+	flagWant    = flag.String("dst.want", "", "with -dst.hunt: count a seed as failing only when it breaks this invariant kind")
+	flagDefects = flag.Bool("dst.defects", false, "include the defect-finding mixes in TestSeeds (they fail until issue 29's fixes are in)")
+)
+
+// runOne runs cfg in a fresh bubble, with a watchdog: a bubble whose
+// virtual clock stops (a goroutine waiting on a mutex held across a
+// virtual sleep) is reported with every goroutine's stack instead of
+// hanging the test binary.
+func runOne(t *testing.T, cfg dst.Config) *dst.Result {
+	t.Helper()
+	if *flagLog {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	var res *dst.Result
+	var done atomic.Bool
+	go func() {
+		for i := 0; !done.Load(); i++ {
+			time.Sleep(100 * time.Millisecond)
+			if i == 600 {
+				// A bubble cannot be abandoned: exit with the seed.
+				buf := make([]byte, 1<<22)
+				n := runtime.Stack(buf, true)
+				fmt.Fprintf(os.Stderr, "dst: seed %d (mix %s) has run a minute of wall time: its bubble's clock stopped; goroutines:\n%s\n", cfg.Seed, cfg.Mix.Name, buf[:n])
+				fmt.Printf("dst: seed %d (mix %s) hung its bubble (see the goroutines above); reproduce with:\n    %s\n", cfg.Seed, cfg.Mix.Name, rerun(cfg.Mix.Name, cfg.Seed))
+				os.Exit(3)
+			}
+		}
+	}()
+	t.Run(fmt.Sprintf("%s/%d", cfg.Mix.Name, cfg.Seed), func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { res = dst.Run(t.Context(), cfg) })
+	})
+	done.Store(true)
+	// The runtime's batcher keeps publish entries, each with a channel
+	// made in the bubble that used it, in a sync.Pool; a later bubble must
+	// not get one (a select on another bubble's channel is fatal). Two
+	// collections empty a pool.
+	runtime.GC()
+	runtime.GC()
+	return res
+}
+
+func rerun(mix string, seed uint64) string {
+	return fmt.Sprintf("go test -count=1 -run 'TestSeeds$' ./fleettest/dst/ -dst.mix=%s -dst.seed=%d", mix, seed)
+}
+
+// fail shrinks a failing run and fails t with its report.
+func fail(t *testing.T, cfg dst.Config, res *dst.Result) {
+	t.Helper()
+	short := dst.Shrink(func(c dst.Config) *dst.Result { return runOne(t, c) }, cfg, res, *flagShrink)
+	t.Errorf("\n%s", dst.Report(short, rerun(cfg.Mix.Name, cfg.Seed)))
+}
+
+func mixNamed(t *testing.T, name string) dst.Mix {
+	m, ok := dst.Mixes[name]
+	if !ok {
+		t.Fatalf("no mix %q", name)
+	}
+	return m
+}
+
+// fixedSeeds is what make test runs: mixes and seeds whose runs hold every
+// invariant on today's code, about two minutes on two cores.
+var fixedSeeds = map[string][]uint64{
+	"basic":     seeds(1, 150),
+	"twoapps":   seeds(1, 150),
+	"aggregate": seeds(1, 150),
+}
+
+func seeds(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// defectSeeds are seeds that find issue 29's defects on the code before its
+// fixes (TestSeeds runs them with -dst.defects).
+var defectSeeds = map[string][]uint64{
+	"slowjoin":  {1},           // defect 1: overlap
+	"late":      {1},           // defect 2: unread
+	"recreate":  {1},           // defect 3: lost
+	"retry":     {1},           // defect 4: retry-crossed
+	"pause":     {1},           // defect 5: overlap-paused
+	"pausemem":  seeds(1, 300), // defect 6: taken-from-live (the first failing seed varies from run to run)
+	"slowstore": {1},           // defect 7: fenced-live
+}
+
+// TestSeeds runs the fixed seeds (or the one -dst.seed) and fails with the
+// shrunk trace of the first that breaks an invariant.
+func TestSeeds(t *testing.T) {
+	if *flagSoak > 0 || *flagHunt > 0 {
+		t.Skip("soak or hunt")
+	}
+	if *flagSeed != 0 {
+		cfg := dst.Config{Seed: *flagSeed, Mix: mixNamed(t, *flagMix)}
+		if *flagEvents != "" {
+			evs, err := dst.DecodeEvents(*flagEvents)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Events = evs
+		}
+		res := runOne(t, cfg)
+		if res.Failed() {
+			if *flagEvents != "" {
+				t.Fatalf("\n%s", dst.Report(res, rerun(cfg.Mix.Name, cfg.Seed)))
+			}
+			fail(t, cfg, res)
+			return
+		}
+		t.Logf("seed %d (mix %s): %d published, %d handler runs, no invariant broken", res.Seed, res.Mix, res.Published, res.Handled)
+		return
+	}
+	sets := []map[string][]uint64{fixedSeeds}
+	if *flagDefects {
+		sets = append(sets, defectSeeds)
+	}
+	for _, set := range sets {
+		for mix, seeds := range set {
+			for _, seed := range seeds {
+				cfg := dst.Config{Seed: seed, Mix: mixNamed(t, mix)}
+				if res := runOne(t, cfg); res.Failed() {
+					fail(t, cfg, res)
+					return
+				}
+			}
+		}
+	}
+}
+
+// TestHunt runs seeds 1..-dst.hunt of each -dst.mix and reports, per mix,
+// the first failing seed, how many seeds it took and what it broke.
+func TestHunt(t *testing.T) {
+	if *flagHunt == 0 {
+		t.Skip("-dst.hunt not set")
+	}
+	for _, name := range strings.Split(*flagMix, ",") {
+		mix := mixNamed(t, name)
+		found := false
+		for seed := uint64(1); seed <= uint64(*flagHunt); seed++ {
+			cfg := dst.Config{Seed: seed, Mix: mix}
+			res := runOne(t, cfg)
+			if res.Failed() && (*flagWant == "" || slices.Contains(dst.Kinds(res.Violations), *flagWant)) {
+				fmt.Printf("HUNT mix=%s: seed %d failed after %d seeds: %v\n", name, seed, seed, dst.Kinds(res.Violations))
+				for _, v := range res.Violations {
+					fmt.Printf("HUNT   %s\n", v)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			fmt.Printf("HUNT mix=%s: no failure in %d seeds\n", name, *flagHunt)
+		}
+	}
+}
+
+// TestSoak runs new random seeds of every mix for -dst.soak, prints how
+// many schedules it ran and fails with the first failing seed's shrunk
+// trace.
+func TestSoak(t *testing.T) {
+	if *flagSoak == 0 {
+		t.Skip("-dst.soak not set")
+	}
+	var names []string
+	if *flagMix != "" {
+		names = strings.Split(*flagMix, ",")
+	} else {
+		for n := range fixedSeeds {
+			names = append(names, n)
+		}
+		if *flagDefects {
+			for n := range dst.Mixes {
+				if _, ok := fixedSeeds[n]; !ok {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	end := time.Now().Add(*flagSoak)
+	seed := uint64(time.Now().UnixNano())
+	n := 0
+	defer func() { fmt.Printf("dst soak: %d schedules run\n", n) }()
+	for time.Now().Before(end) {
+		seed++
+		cfg := dst.Config{Seed: seed, Mix: mixNamed(t, names[n%len(names)])}
+		n++
+		if res := runOne(t, cfg); res.Failed() {
+			fail(t, cfg, res)
+			return
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package dst
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+var (
+	// errDead is what a crashed instance's Kinesis calls fail with: an
+	// invalid argument, which the runtime does not retry in a loop.
+	errDead = &types.InvalidArgumentException{Message: aws.String("dst: instance crashed")}
+	// errStoreDead, errStoreDown and errThrottled are its lease-store
+	// failures: crashed, an outage, throttling.
+	errStoreDead = errors.New("dst: instance crashed")
+	errStoreDown = errors.New("dst: lease store unavailable")
+	errThrottled = errors.New("dst: lease store throttled (ProvisionedThroughputExceeded)")
+	errKinesis   = &types.KMSThrottlingException{Message: aws.String("dst: injected Kinesis failure")}
+)
+
+// faults is the state of one instance's injected faults, guarded by
+// world.mu; times are virtual.
+type faults struct {
+	resume       chan struct{} // non-nil while paused: closed when the pause ends
+	pausedAt     time.Time
+	resumedAt    time.Time
+	memberPause  time.Duration // PauseAfterMembers, armed
+	slowUntil    time.Time
+	slowLat      time.Duration
+	lateUntil    time.Time
+	failUntil    time.Time
+	failThrottle bool
+	kinUntil     time.Time
+	kinThrottle  bool
+}
+
+// membersAnswered starts an armed PauseAfterMembers when the answer shows
+// another member's beat where the last answer showed it: the reader's
+// clock for that beat then started before the pause.
+func (in *instance) membersAnswered(ms []lease.Member) {
+	w := in.w
+	w.mu.Lock()
+	unchanged := ""
+	for _, m := range ms {
+		if m.Owner != in.name && in.lastBeats[m.Owner] == m.Beat {
+			unchanged = m.Owner
+		}
+	}
+	if in.lastBeats == nil {
+		in.lastBeats = map[string]int64{}
+	}
+	for _, m := range ms {
+		in.lastBeats[m.Owner] = m.Beat
+	}
+	d := in.f.memberPause
+	if d > 0 && unchanged != "" {
+		in.f.memberPause = 0
+		w.noteLocked("%s: members read answered (%s's beat unchanged), then paused for %v", in.name, unchanged, d)
+	} else {
+		d = 0
+	}
+	w.mu.Unlock()
+	if d > 0 {
+		in.pause(d)
+	}
+}
+
+// thawing reports whether in resumed from a pause at this very instant
+// of virtual time.
+func (in *instance) thawing() bool {
+	in.w.mu.Lock()
+	defer in.w.mu.Unlock()
+	return !in.f.resumedAt.IsZero() && time.Now().Equal(in.f.resumedAt)
+}
+
+// markBad notes a lease-store call that failed or was answered late.
+func (in *instance) markBad() {
+	in.w.mu.Lock()
+	in.bad = time.Now()
+	in.w.mu.Unlock()
+}
+
+// gate blocks while in is paused. The channel was made in the bubble, so
+// the wait is durable and virtual time runs on.
+func (in *instance) gate() {
+	for {
+		in.w.mu.Lock()
+		ch := in.f.resume
+		in.w.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+		in.markBad() // a frozen process's calls count as late
+	}
+}
+
+// pause freezes in for d (from now); a pause already running is extended.
+func (in *instance) pause(d time.Duration) {
+	w := in.w
+	w.mu.Lock()
+	if in.f.resume == nil {
+		in.f.resume = make(chan struct{})
+		in.f.pausedAt = time.Now()
+	}
+	ch := in.f.resume
+	w.pauses = append(w.pauses, span{inst: in.name, from: time.Now(), to: time.Now().Add(d)})
+	w.mu.Unlock()
+	time.AfterFunc(d, func() {
+		w.mu.Lock()
+		if in.f.resume == ch {
+			in.f.resume = nil
+			in.f.resumedAt = time.Now()
+			close(ch)
+		}
+		w.mu.Unlock()
+	})
+}
+
+// storeOp classes: whether the runtime may hold a lease's mutex while it
+// waits for the call (a checkpoint, renewal, release, children write, a
+// take back of a kept lease, a re-read of a lease that moved).
+// Such a call is never made to wait on the virtual clock: a goroutine
+// waiting for a sync.Mutex is not durably blocked, so a sleep under the
+// mutex stops the bubble's clock for good. Their slow and late answers
+// come at once.
+type opClass struct {
+	name     string
+	write    bool
+	underMu  bool
+	isMember bool // a members read
+}
+
+var (
+	opList       = opClass{name: "list"}
+	opGet        = opClass{name: "get", underMu: true} // mutate re-reads a lease under its mutex
+	opGetMany    = opClass{name: "get-many"}
+	opMembers    = opClass{name: "members", isMember: true}
+	opCreate     = opClass{name: "create", write: true}
+	opTake       = opClass{name: "take", write: true, underMu: true} // keep takes back under the mutex
+	opHandoff    = opClass{name: "handoff", write: true}
+	opDelete     = opClass{name: "delete", write: true}
+	opHeartbeat  = opClass{name: "heartbeat", write: true}
+	opLeave      = opClass{name: "leave", write: true}
+	opRenew      = opClass{name: "renew", write: true, underMu: true}
+	opCheckpoint = opClass{name: "checkpoint", write: true, underMu: true}
+	opRelease    = opClass{name: "release", write: true, underMu: true}
+	opChildren   = opClass{name: "set-children", write: true, underMu: true}
+)
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// storeCall runs apply as one of in's lease-store calls, through its
+// faults.
+func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if op == opHeartbeat && in.w.cfg.Mix.HeartbeatsUnderMu {
+		op.underMu = true
+	}
+	if op.underMu {
+		// Under a lease's mutex a call cannot wait at the gate (see
+		// opClass): while paused it fails as a call sent just before a
+		// freeze does when the process runs again, past its deadline,
+		// without having reached the store.
+		in.w.mu.Lock()
+		paused := in.f.resume != nil
+		in.w.mu.Unlock()
+		if paused {
+			in.markBad()
+			return zero, context.DeadlineExceeded
+		}
+	} else {
+		in.gate()
+	}
+	if in.dead.Load() {
+		return zero, errStoreDead
+	}
+	now := time.Now()
+	in.w.mu.Lock()
+	f := in.f
+	in.w.mu.Unlock()
+	if now.Before(f.failUntil) {
+		in.markBad()
+		if f.failThrottle {
+			return zero, errThrottled
+		}
+		return zero, errStoreDown
+	}
+	if now.Before(f.slowUntil) && !op.underMu {
+		if err := sleepCtx(ctx, f.slowLat); err != nil {
+			in.markBad()
+			return zero, err
+		}
+	}
+	if in.thawing() {
+		// The process has just resumed: its deadlines' timers fired
+		// during the pause in virtual time, but a thawed process's
+		// goroutines race them, and a call made before they run goes
+		// out.
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		in.markBad()
+		return zero, err
+	}
+	v, err := apply(ctx)
+	if op.write && now.Before(f.lateUntil) {
+		defer in.markBad()
+		// Applied, answered after the deadline.
+		if !op.underMu {
+			<-ctx.Done()
+		}
+		return zero, context.DeadlineExceeded
+	}
+	if op.isMember {
+		if ms, ok := any(v).([]lease.Member); ok && err == nil {
+			in.membersAnswered(ms)
+		}
+	}
+	if !op.underMu {
+		in.gate()
+	}
+	return v, err
+}
+
+// store is one instance's client of the shared lease store.
+type store struct {
+	m  *lease.Memory
+	in *instance
+}
+
+func (s *store) List(ctx context.Context, ns string) ([]lease.Lease, error) {
+	return storeCall(ctx, s.in, opList, func(ctx context.Context) ([]lease.Lease, error) { return s.m.List(ctx, ns) })
+}
+func (s *store) Get(ctx context.Context, key string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opGet, func(ctx context.Context) (lease.Lease, error) { return s.m.Get(ctx, key) })
+}
+func (s *store) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
+	return storeCall(ctx, s.in, opGetMany, func(ctx context.Context) ([]lease.Lease, error) { return s.m.GetMany(ctx, keys) })
+}
+func (s *store) Create(ctx context.Context, l lease.Lease) (bool, error) {
+	return storeCall(ctx, s.in, opCreate, func(ctx context.Context) (bool, error) { return s.m.Create(ctx, l) })
+}
+
+type created struct {
+	l  lease.Lease
+	ok bool
+}
+
+func (s *store) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bool, error) {
+	c, err := storeCall(ctx, s.in, opCreate, func(ctx context.Context) (created, error) {
+		l, ok, err := s.m.CreateOrGet(ctx, l)
+		return created{l, ok}, err
+	})
+	return c.l, c.ok, err
+}
+func (s *store) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opTake, func(ctx context.Context) (lease.Lease, error) {
+		nl, err := s.m.Take(ctx, l, owner)
+		if err == nil && l.Owner != owner {
+			s.in.w.took(owner, l.Owner, l.ShardID)
+		}
+		return nl, err
+	})
+}
+func (s *store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opRenew, func(ctx context.Context) (lease.Lease, error) { return s.m.Renew(ctx, l) })
+}
+func (s *store) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opCheckpoint, func(ctx context.Context) (lease.Lease, error) { return s.m.Checkpoint(ctx, l, cp, sub) })
+}
+func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opRelease, func(ctx context.Context) (lease.Lease, error) {
+		nl, err := s.m.Release(ctx, l)
+		if err == nil {
+			s.in.w.note("%s released %s (to %s)", s.in.name, l.ShardID, orNobody(nl.Owner))
+		}
+		return nl, err
+	})
+}
+func (s *store) RequestHandoff(ctx context.Context, l lease.Lease, to string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opHandoff, func(ctx context.Context) (lease.Lease, error) {
+		nl, err := s.m.RequestHandoff(ctx, l, to)
+		if err == nil {
+			s.in.w.note("%s asked %s for %s", to, l.Owner, l.ShardID)
+		}
+		return nl, err
+	})
+}
+func (s *store) SetChildren(ctx context.Context, l lease.Lease, children []string) (lease.Lease, error) {
+	return storeCall(ctx, s.in, opChildren, func(ctx context.Context) (lease.Lease, error) { return s.m.SetChildren(ctx, l, children) })
+}
+func (s *store) Delete(ctx context.Context, l lease.Lease) error {
+	_, err := storeCall(ctx, s.in, opDelete, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.Delete(ctx, l) })
+	return err
+}
+func (s *store) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	_, err := storeCall(ctx, s.in, opHeartbeat, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.Heartbeat(ctx, ns, m) })
+	return err
+}
+func (s *store) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	return storeCall(ctx, s.in, opMembers, func(ctx context.Context) ([]lease.Member, error) { return s.m.Members(ctx, ns) })
+}
+func (s *store) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	_, err := storeCall(ctx, s.in, opLeave, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.m.Leave(ctx, ns, owner, beat) })
+	return err
+}
+
+var (
+	_ lease.Store          = (*store)(nil)
+	_ lease.MemberStore    = (*store)(nil)
+	_ lease.Lookup         = (*store)(nil)
+	_ lease.CreateOrGetter = (*store)(nil)
+)
+
+// client is one instance's Kinesis client.
+type client struct {
+	kinesisapi.API
+	w interface {
+		WaitForRecords(context.Context, string) error
+	}
+	in *instance
+}
+
+// readCall applies in's pause, crash and Kinesis faults to a read.
+func readCall[T any](ctx context.Context, in *instance, apply func() (T, error)) (T, error) {
+	var zero T
+	in.gate()
+	if in.dead.Load() {
+		return zero, errDead
+	}
+	in.w.mu.Lock()
+	f := in.f
+	in.w.mu.Unlock()
+	if time.Now().Before(f.kinUntil) {
+		if f.kinThrottle {
+			return zero, &types.ProvisionedThroughputExceededException{Message: aws.String("dst: injected throttling")}
+		}
+		return zero, errKinesis
+	}
+	v, err := apply()
+	in.gate()
+	return v, err
+}
+
+func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	return readCall(ctx, c.in, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
+}
+
+func (c *client) GetShardIterator(ctx context.Context, p *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return readCall(ctx, c.in, func() (*kinesis.GetShardIteratorOutput, error) { return c.API.GetShardIterator(ctx, p, o...) })
+}
+
+func (c *client) ListShards(ctx context.Context, p *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	c.in.gate()
+	if c.in.dead.Load() {
+		return nil, errDead
+	}
+	return c.API.ListShards(ctx, p, o...)
+}
+
+func (c *client) DescribeStreamSummary(ctx context.Context, p *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	c.in.gate()
+	if c.in.dead.Load() {
+		return nil, errDead
+	}
+	return c.API.DescribeStreamSummary(ctx, p, o...)
+}
+
+func (c *client) WaitForRecords(ctx context.Context, it string) error {
+	c.in.gate()
+	if c.in.dead.Load() {
+		_ = sleepCtx(ctx, time.Second)
+		return errDead
+	}
+	return c.w.WaitForRecords(ctx, it)
+}
+
+func orNobody(s string) string {
+	if s == "" {
+		return "nobody"
+	}
+	return s
+}

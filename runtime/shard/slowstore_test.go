@@ -1,0 +1,389 @@
+package shard_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// slowStore is a lease store whose calls take time on the way in and on the
+// way out, as a slow DynamoDB's do: a call lands (is carried out) after in,
+// and its answer arrives out later. A call whose deadline ends before it
+// lands does nothing; one whose deadline ends after it landed has done its
+// work, but its caller is told it failed (a late answer). Both are zero
+// until a test sets them.
+type slowStore struct {
+	lease.Store
+	m       lease.MemberStore
+	in, out atomic.Int64 // nanoseconds
+	// failLanded makes every call that landed answer with an error (a
+	// server error after the write was carried out).
+	failLanded atomic.Bool
+}
+
+func newSlowStore(s lease.Store) *slowStore {
+	m, _ := s.(lease.MemberStore)
+	return &slowStore{Store: s, m: m}
+}
+
+func (s *slowStore) set(in, out time.Duration) {
+	s.in.Store(int64(in))
+	s.out.Store(int64(out))
+}
+
+// wait waits d unless ctx ends first.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slowStore) call(ctx context.Context, op func() error) error {
+	if err := wait(ctx, time.Duration(s.in.Load())); err != nil {
+		return &lease.Error{Op: "slow store", Err: err} // never landed
+	}
+	err := op()
+	if werr := wait(ctx, time.Duration(s.out.Load())); werr != nil {
+		return &lease.Error{Op: "slow store", Err: werr} // landed; the answer came too late
+	}
+	if err == nil && s.failLanded.Load() {
+		return &lease.Error{Op: "slow store", Err: errThrottled} // landed; answered with an error
+	}
+	return err
+}
+
+func (s *slowStore) List(ctx context.Context, ns string) (ls []lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { ls, err = s.Store.List(ctx, ns); return err })
+	return ls, err
+}
+
+func (s *slowStore) Get(ctx context.Context, key string) (l lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { l, err = s.Store.Get(ctx, key); return err })
+	return l, err
+}
+
+func (s *slowStore) Take(ctx context.Context, l lease.Lease, owner string) (nl lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Take(ctx, l, owner); return err })
+	return nl, err
+}
+
+func (s *slowStore) Renew(ctx context.Context, l lease.Lease) (nl lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Renew(ctx, l); return err })
+	return nl, err
+}
+
+func (s *slowStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (nl lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Checkpoint(ctx, l, cp, sub); return err })
+	return nl, err
+}
+
+func (s *slowStore) Release(ctx context.Context, l lease.Lease) (nl lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.Release(ctx, l); return err })
+	return nl, err
+}
+
+func (s *slowStore) RequestHandoff(ctx context.Context, l lease.Lease, to string) (nl lease.Lease, err error) {
+	err = s.call(ctx, func() (err error) { nl, err = s.Store.RequestHandoff(ctx, l, to); return err })
+	return nl, err
+}
+
+func (s *slowStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	return s.call(ctx, func() error { return s.m.Heartbeat(ctx, ns, m) })
+}
+
+func (s *slowStore) Members(ctx context.Context, ns string) (ms []lease.Member, err error) {
+	err = s.call(ctx, func() (err error) { ms, err = s.m.Members(ctx, ns); return err })
+	return ms, err
+}
+
+func (s *slowStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	return s.call(ctx, func() error { return s.m.Leave(ctx, ns, owner, beat) })
+}
+
+// Issue 29, defect 7: a lease store that answers every call within the
+// runtime's own call deadline (Failover/3), however slowly, never fences a
+// live owner. (Before the fix the next heartbeat was sent Renew after the
+// last one's answer: at 80% of the deadline a call, each landed after the
+// fence the one before had set, and the owner fenced its leases every
+// cycle while the others saw it alive.)
+func TestSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T) {
+	eachLiveness(t, testSlowLeaseStoreWithinTheDeadlineNeverFences)
+}
+
+func testSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T, l shard.Liveness) {
+	e, _ := memEnvIn(t, 2, l)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = store
+	// The issue's timing, halved: a 1.5 s failover, a call deadline of
+	// 0.5 s, the renewal a third of the failover.
+	cfg.Renew, cfg.Failover = 500*time.Millisecond, 1500*time.Millisecond
+	cfg.Counters = new(shard.LeaseCounters)
+	c := e.start(cfg)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
+	store.set(200*time.Millisecond, 200*time.Millisecond) // 0.4 s a call: 80% of the deadline
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := cfg.Counters.Lost.Load(); n != 0 {
+			t.Fatalf("a fenced %d leases with every call answered within its deadline (reads %v)", n, c.Reading())
+		}
+	}
+	if got := c.Reading(); !slices.Equal(got, ids) {
+		t.Fatalf("a reads %v, want %v", got, ids)
+	}
+}
+
+// pausedReads is a store whose members read, once armed, is answered and
+// then held for pause before its caller gets it: the process froze (a GC
+// pause, SIGSTOP, a VM) just after the answer arrived. It holds a read
+// that shows of watch the beat the read before showed, so that the
+// reader's clock for that beat started before the pause.
+type pausedReads struct {
+	memberWrap
+	watch  string
+	pause  time.Duration
+	armed  atomic.Bool
+	paused atomic.Bool
+	last   atomic.Int64 // watch's beat in the last answer
+}
+
+func (s *pausedReads) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	ms, err := s.memberWrap.Members(ctx, ns)
+	if err != nil {
+		return ms, err
+	}
+	for _, m := range ms {
+		if m.Owner != s.watch {
+			continue
+		}
+		if s.last.Swap(m.Beat) == m.Beat && s.armed.CompareAndSwap(true, false) {
+			time.Sleep(s.pause) // frozen: the answer is read after the thaw
+			s.paused.Store(true)
+		}
+	}
+	return ms, nil
+}
+
+// Issue 29, defect 6: an instance whose members read was answered just
+// before a pause does not judge the others dead by it after the thaw: a
+// beat's age is counted to when the read was sent, not to when its answer
+// was processed. (Before the fix every beat the read showed unchanged
+// looked a pause old, and the paused instance took a live owner's leases.)
+//
+// (With liveness per lease the take is conditional on the counter the
+// listing showed, which a live owner moved during the pause: the take
+// fails.)
+func TestMembersReadBeforeAPauseTakesNoLiveLease(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	m, _ := lease.MembersOf(e.store)
+	store := &pausedReads{memberWrap: memberWrap{Store: e.store, m: m}, watch: "b"}
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	cfgA.Counters, cfgB.Counters = new(shard.LeaseCounters), new(shard.LeaseCounters)
+	// b beats every 200 ms, a reads the members every 100 ms or so: some
+	// of a's reads show b's beat unchanged.
+	cfgA.Renew, cfgA.Failover = 100*time.Millisecond, time.Second
+	cfgB.Renew, cfgB.Failover = 200*time.Millisecond, time.Second
+	store.pause = 3 * cfgA.Failover
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	taken := cfgA.Counters.Taken.Load()
+	store.armed.Store(true)
+	eventually(t, 10*time.Second, "a's members read paused", store.paused.Load)
+	time.Sleep(cfgA.Failover) // a's next passes
+	// (b writes nothing at rest: it finds out only at its next write.)
+	if n := cfgA.Counters.Taken.Load() - taken; n != 0 {
+		var owners []string
+		for _, id := range ids {
+			owners = append(owners, e.lease(id).Owner)
+		}
+		t.Fatalf("a took %d leases of b, alive throughout, after its paused members read (owners now %v; b reads %v)", n, owners, cb.Reading())
+	}
+}
+
+// Issue 29, defect 2: an owner whose lease-store calls land but are
+// answered after their deadline (slow, not failed) cannot confirm its
+// heartbeats and fences itself; the others must then see it dead, and
+// read its shards, within about twice the failover time. (Before the fix
+// they saw its beat move with every write that landed and counted it
+// alive, so nobody read its shards while the slowness lasted.)
+//
+// The same holds for calls that land and are answered with an error, and
+// for calls that never land (slower than the deadline).
+func TestLateAnsweredHeartbeatsLeaveNoShardUnread(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(s *slowStore)
+	}{
+		{"late", func(s *slowStore) { s.set(0, time.Second) }}, // lands at once, answered after the deadline (1/3 s)
+		{"failed", func(s *slowStore) { s.failLanded.Store(true) }},
+		{"never", func(s *slowStore) { s.set(time.Second, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testLateAnsweredHeartbeatsLeaveNoShardUnread(t, tc.set) })
+	}
+}
+
+func testLateAnsweredHeartbeatsLeaveNoShardUnread(t *testing.T, slow func(*slowStore)) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	slow(store)
+	late := time.Now()
+	for {
+		aReads, bReads := ca.Reading(), cb.Reading()
+		for _, id := range aReads {
+			if slices.Contains(bReads, id) {
+				t.Fatalf("a and b both read %s", id)
+			}
+		}
+		if len(bReads) == len(ids) && len(aReads) == 0 {
+			t.Logf("b reads every shard %v after a's answers turned late", time.Since(late).Round(time.Millisecond))
+			return
+		}
+		if time.Since(late) > 2*cfgA.Failover+cfgA.Failover/2 {
+			t.Fatalf("%v after a's answers turned late: a reads %v, b %v; want b to read all", time.Since(late).Round(time.Millisecond), aReads, bReads)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Issue 29, defect 5: after a pause longer than the fence time (here: a
+// slow handler while nothing of the owner's lands, and fence timers that
+// run late, as they may after SIGCONT), no record waiting in a lane is
+// handed to a handler: Record.Stale reads the monotonic clock against the
+// lease's fence itself. The handler's Lease context ends once the fence
+// has run. (Before the fix Stale read a flag that only the fence's timer
+// set: every record queued behind the slow one went to the handler after
+// another instance had taken the shard.)
+func TestPausedOwnerHandsNoRecordOutPastItsLease(t *testing.T) {
+	restore := shard.DelayFences(2 * time.Second)
+	defer restore()
+	e, _ := memEnv(t, 1)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	queue := make(chan shard.Record, 1000) // the lane: records wait here for the handler
+	sink := func(_ context.Context, rs []shard.Record) (int, error) {
+		for _, r := range rs {
+			queue <- r
+		}
+		return len(rs), nil
+	}
+	cfgA, cfgB := e.config("a", sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, time.Second
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	e.publish(map[string]int{}, 20, 4)
+	first := <-queue
+	// The slow handler runs on the first record; meanwhile nothing of a
+	// reaches the store (a pause, to the others), and b takes the shard.
+	store.set(time.Hour, 0)
+	cb := e.start(cfgB)
+	eventually(t, 5*time.Second, "b takes the shard", func() bool { return slices.Equal(cb.Reading(), ids) })
+	first.Settle()
+	if len(queue) == 0 {
+		t.Fatal("no record waits behind the slow one; the test means some to")
+	}
+	for n := len(queue); n > 0; n-- {
+		if r := <-queue; !r.Stale() {
+			t.Fatalf("record %s/%s handed to a's handler after b took the shard (its lease fenced by the clock, its timer not yet run)", r.ShardID, r.SequenceNumber)
+		}
+	}
+	eventually(t, 5*time.Second, "the handler's lease context ends", func() bool { return first.Lease().Err() != nil })
+}
+
+// halfThrottled refuses every other heartbeat, checkpoint and members
+// read, without carrying it out (a throttled DynamoDB).
+type halfThrottled struct {
+	*slowStore
+	on                      atomic.Bool
+	beats, writes, readings atomic.Int64
+}
+
+func (s *halfThrottled) throttled(calls *atomic.Int64) bool {
+	return s.on.Load() && calls.Add(1)%2 == 0
+}
+
+func (s *halfThrottled) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	if s.throttled(&s.beats) {
+		return &lease.Error{Op: "heartbeat", Err: errThrottled}
+	}
+	return s.slowStore.Heartbeat(ctx, ns, m)
+}
+
+func (s *halfThrottled) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
+	if s.throttled(&s.writes) {
+		return lease.Lease{}, &lease.Error{Op: "checkpoint", Err: errThrottled}
+	}
+	return s.slowStore.Checkpoint(ctx, l, cp, sub)
+}
+
+func (s *halfThrottled) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if s.throttled(&s.readings) {
+		return nil, &lease.Error{Op: "members", Err: errThrottled}
+	}
+	return s.slowStore.Members(ctx, ns)
+}
+
+// Issue 29, defect 2's rule seen from the other side: an owner half of
+// whose lease calls are throttled, and the rest slow, confirms enough
+// heartbeats to stay alive: it is never fenced, and the others never take
+// its shards.
+func TestHalfThrottledOwnerStaysAlive(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	store := &halfThrottled{slowStore: newSlowStore(e.store)}
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	cfgA.Counters, cfgB.Counters = new(shard.LeaseCounters), new(shard.LeaseCounters)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 300*time.Millisecond, 1500*time.Millisecond
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(ca.Reading()) == 4 })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	lost, taken := cfgA.Counters.Lost.Load(), cfgB.Counters.Taken.Load()
+	store.set(100*time.Millisecond, 100*time.Millisecond)
+	store.on.Store(true)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := cfgA.Counters.Lost.Load() - lost; n != 0 {
+			t.Fatalf("a, half its calls throttled, lost %d leases (a reads %v, b %v)", n, ca.Reading(), cb.Reading())
+		}
+		if n := cfgB.Counters.Taken.Load() - taken; n != 0 {
+			t.Fatalf("b took %d of a's leases while a was alive", n)
+		}
+	}
+}
