@@ -147,8 +147,10 @@ func (i *inlineSub) Begin(ctx context.Context) inline.Run {
 type inlineRun struct{ r *subRun }
 
 func (i *inlineRun) Handle(rec inline.Record) bool {
+	// The stream as the subscription names it (a name or an ARN), as the
+	// consumer's deliveries do, whatever names it in the event.
 	sr := shard.Record{
-		Stream: rec.Stream, ShardID: rec.ShardID, SequenceNumber: rec.SequenceNumber,
+		Stream: i.r.s.stream, ShardID: rec.ShardID, SequenceNumber: rec.SequenceNumber,
 		SubSequence: rec.SubSequence, PartitionKey: rec.PartitionKey, Data: rec.Data, ArrivalTime: rec.ArrivalTime,
 	}
 	return i.r.process(&sr)

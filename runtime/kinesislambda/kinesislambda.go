@@ -140,11 +140,10 @@ func (h *handler) handle(ctx context.Context, ev events.KinesisEvent) (events.Ki
 	}
 	streams := make([]string, len(ev.Records))
 	for i, r := range ev.Records {
-		s, err := checkRecord(r)
-		if err != nil {
+		if err := checkRecord(r); err != nil {
 			return events.KinesisEventResponse{}, &EventError{Reason: fmt.Sprintf("record %d: %v", i, err)}
 		}
-		streams[i] = s
+		streams[i] = streamARN(r.EventSourceArn)
 	}
 	if err := h.connect(ctx); err != nil {
 		return events.KinesisEventResponse{}, err
@@ -212,30 +211,45 @@ func (h *handler) connect(ctx context.Context) error {
 	return nil
 }
 
-func (h *handler) sub(stream string) inline.Sub {
+// sub is the subscriber of the stream arn names: one mounted by that ARN,
+// else one mounted by the stream's name.
+func (h *handler) sub(arn string) inline.Sub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s, ok := h.subs[stream]; ok {
+	if s, ok := h.subs[arn]; ok {
 		return s
 	}
-	s, ok := inline.Lookup(h.b, stream)
+	s, ok := inline.Lookup(h.b, arn)
 	if !ok {
-		return nil // looked up again next time: a later Mount is seen
+		name, _ := StreamOf(arn)
+		if s, ok = inline.Lookup(h.b, name); !ok {
+			return nil // looked up again next time: a later Mount is seen
+		}
 	}
-	h.subs[stream] = s
+	h.subs[arn] = s
 	return s
 }
 
-// checkRecord returns the record's stream name, from its eventSourceARN
-// (a stream's, or an enhanced fan-out consumer's, which names its stream).
-func checkRecord(r events.KinesisEventRecord) (string, error) {
+// checkRecord checks that r is a Kinesis record of a stream named by its
+// eventSourceARN (a stream's, or an enhanced fan-out consumer's, which
+// names its stream).
+func checkRecord(r events.KinesisEventRecord) error {
 	if r.EventSource != "" && r.EventSource != "aws:kinesis" {
-		return "", fmt.Errorf("event source %q", r.EventSource)
+		return fmt.Errorf("event source %q", r.EventSource)
 	}
 	if r.Kinesis.SequenceNumber == "" {
-		return "", errors.New("no sequence number")
+		return errors.New("no sequence number")
 	}
-	return StreamOf(r.EventSourceArn)
+	_, err := StreamOf(r.EventSourceArn)
+	return err
+}
+
+// streamARN is the stream's ARN in an eventSourceARN checked by StreamOf:
+// a consumer's ARN without its consumer part.
+func streamARN(arn string) string {
+	head, rest, _ := strings.Cut(arn, ":stream/")
+	name, _, _ := strings.Cut(rest, "/")
+	return head + ":stream/" + name
 }
 
 // StreamOf returns the stream name an eventSourceARN names: a stream's ARN

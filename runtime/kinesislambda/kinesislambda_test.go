@@ -456,3 +456,29 @@ func TestStreamOf(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A subscriber mounted by the stream's ARN gets the stream's records, those
+// an enhanced fan-out consumer's mapping delivers too; its deliveries name
+// the stream as it was mounted.
+func TestMountedByARN(t *testing.T) {
+	srv := kinesistest.New()
+	_ = srv.AddStream("orders", 1)
+	arn := "arn:aws:kinesis:us-east-1:000000000000:stream/orders"
+	b := srv.NewBroker()
+	var got []string
+	if _, err := runtime.Subscribe(b, arn, func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		got = append(got, d.Stream)
+		return runtime.Ack()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r0, r1 := orderRecord(0, "k"), orderRecord(1, "k")
+	r1.EventSourceArn = arn + "/consumer/fn:1480641523"
+	resp, err := kinesislambda.Handler(b)(context.Background(), events.KinesisEvent{Records: []events.KinesisEventRecord{r0, r1}})
+	if err != nil || failed(resp) != "" {
+		t.Fatalf("resp %+v, err %v", resp, err)
+	}
+	if fmt.Sprint(got) != "["+arn+" "+arn+"]" {
+		t.Fatalf("deliveries name %v", got)
+	}
+}

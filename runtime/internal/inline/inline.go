@@ -15,7 +15,8 @@ import (
 // sub-record of a KPL aggregate (SubSequence its index), or a corrupt
 // aggregate whole (the subscriber then rejects it as undecodable).
 type Record struct {
-	Stream         string
+	Stream string // for the logs; deliveries name the subscription's
+
 	ShardID        string
 	SequenceNumber string
 	SubSequence    int64
