@@ -246,10 +246,13 @@ func checkRecord(r events.KinesisEventRecord) error {
 
 // streamARN is the stream's ARN in an eventSourceARN checked by StreamOf:
 // a consumer's ARN without its consumer part.
+// It is a prefix of the consumer's, so nothing is allocated.
 func streamARN(arn string) string {
-	head, rest, _ := strings.Cut(arn, ":stream/")
-	name, _, _ := strings.Cut(rest, "/")
-	return head + ":stream/" + name
+	i := strings.Index(arn, ":stream/") + len(":stream/")
+	if j := strings.IndexByte(arn[i:], '/'); j >= 0 {
+		return arn[:i+j]
+	}
+	return arn
 }
 
 // StreamOf returns the stream name an eventSourceARN names: a stream's ARN
