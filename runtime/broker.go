@@ -86,6 +86,11 @@ type state struct {
 	failErr error
 	failing sync.WaitGroup // subscriptions stopping themselves (startFail)
 
+	// inline: connected by runtime/kinesislambda, whose event source
+	// mapping reads the streams; a subscription mounted later is not
+	// started either.
+	inline bool
+
 	// live mirrors conn while connected, so that publishes, which all ask
 	// for it, need no lock.
 	live atomic.Pointer[conn]

@@ -603,6 +603,9 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 		}
 	}
 	c := b.s.conn
+	if b.s.inline {
+		c = nil // a Lambda handler's broker: mounted, never started
+	}
 	if c != nil {
 		s.mu.Lock()
 		s.beginStart()

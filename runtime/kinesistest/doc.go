@@ -30,6 +30,12 @@
 // *kinesis.Client (HTTPServer.Client) runs the SDK's network path, the
 // HTTP/2 event stream of SubscribeToShard included.
 //
+// Server.Drain stands in for an AWS Lambda event source mapping: it reads
+// a stream shard by shard and invokes a Kinesis Lambda handler (such as
+// runtime/kinesislambda's) with batches shaped as the service shapes them,
+// until every record is handled. It does not model the 6 MB invocation
+// payload limit, MaximumRecordAgeInSeconds, or tumbling windows.
+//
 // Listen (and ListenTLS) serve a Server on a TCP port for clients of any
 // language, as kinesalite does: plain HTTP/1.1 and h2c, JSON and the Java
 // SDK's CBOR. ServeLocal gives an application's test one on a loopback
