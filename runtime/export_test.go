@@ -61,3 +61,7 @@ func SetAggDistributionEvery(t testing.TB, d time.Duration) {
 	aggDistributionEvery = d
 	t.Cleanup(func() { aggDistributionEvery = old })
 }
+
+// ShortenQueueRetryBackoff makes a queue subscriber's first Retry wait d
+// (rounded up to whole seconds) until t ends.
+func ShortenQueueRetryBackoff(t testing.TB, d time.Duration) { shorten(t, &queueRetryBackoff, d) }
