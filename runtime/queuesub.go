@@ -130,7 +130,8 @@ type queueRun struct {
 	slots      chan struct{} // in-flight bound: one per record received and not yet handled
 	work       chan types.QueueRecord
 	acks       chan string
-	quit       chan struct{} // closed when the ackers are to flush and stop
+	quit       chan struct{} // closed when the workers are to stop (nothing queued for them)
+	ackQuit    chan struct{} // closed once the workers are done: the ackers flush and stop
 	receivers  sync.WaitGroup
 	workers    sync.WaitGroup
 	ackers     sync.WaitGroup
@@ -331,6 +332,7 @@ func (q *queueRun) start(workers int) {
 	q.work = make(chan types.QueueRecord, inflight)
 	q.acks = make(chan string, inflight)
 	q.quit = make(chan struct{})
+	q.ackQuit = make(chan struct{})
 	q.recvCtx, q.stopRecv = context.WithCancel(context.Background())
 	// One long poll per ten workers (and a second to keep a receive
 	// outstanding while the first one's records are handed out).
@@ -439,7 +441,7 @@ func (q *queueRun) acker() {
 		select {
 		case h := <-q.acks:
 			batch = append(batch, h)
-		case <-q.quit:
+		case <-q.ackQuit:
 			// Flush what the workers queued before they stopped.
 			for {
 				select {
@@ -575,7 +577,7 @@ func (q *queueRun) handle(m types.QueueRecord) {
 	case qAck:
 		select {
 		case q.acks <- handle:
-		case <-q.quit:
+		case <-q.ackQuit: // a handler that outlived Shutdown: received again after its visibility timeout
 		}
 	case qRetry:
 		q.retried.Add(1)
@@ -731,6 +733,7 @@ func (r *subRun) stopQueue(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+	close(q.ackQuit)
 	q.ackers.Wait()
 	r.cancel()
 	if err != nil {
