@@ -323,11 +323,12 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	return nil
 }
 
-// start runs the receivers, workers and ackers. At most 2×workers
-// records (and at least 10, one receive's worth) are received and not
-// yet handled.
+// start runs the receivers, workers and ackers. At most 4×workers
+// records (and at least 30, three receives' worth) are received and not
+// yet handled: enough for the next receives to be under way while the
+// workers handle the last ones.
 func (q *queueRun) start(workers int) {
-	inflight := max(2*workers, queueBatch)
+	inflight := max(4*workers, 3*queueBatch)
 	q.slots = make(chan struct{}, inflight)
 	q.work = make(chan types.QueueRecord, inflight)
 	q.acks = make(chan string, inflight)
@@ -352,20 +353,18 @@ func (q *queueRun) start(workers int) {
 func (q *queueRun) receive() {
 	backoff := 100 * time.Millisecond
 	for {
-		// Wait for one slot, then take what else is free, up to 10.
-		select {
-		case q.slots <- struct{}{}:
-		case <-q.recvCtx.Done():
-			return
-		}
-		n := 1
-	more:
+		// A full receive's worth of slots: a receive of fewer records
+		// costs as much as one of 10.
+		n := 0
 		for n < queueBatch {
 			select {
 			case q.slots <- struct{}{}:
 				n++
-			default:
-				break more
+			case <-q.recvCtx.Done():
+				for range n {
+					<-q.slots
+				}
+				return
 			}
 		}
 		in := &kinesis.ReceiveQueueRecordsInput{QueueARN: &q.arn, Limit: aws.Int32(int32(n)), WaitTimeSeconds: aws.Int32(queueWait)}
@@ -461,17 +460,47 @@ func (q *queueRun) acker() {
 			}
 			return
 		}
-	fill:
-		for len(batch) < queueBatch {
-			select {
-			case h := <-q.acks:
-				batch = append(batch, h)
-			default:
-				break fill
-			}
-		}
+		q.fill(&batch)
 		q.ack(batch)
 		batch = batch[:0]
+	}
+}
+
+// ackLinger is how long a partial batch of acknowledgements waits for
+// more while records are still being handled: fuller calls cost the
+// service and this process less, and a record waits at most this long.
+const ackLinger = time.Millisecond
+
+// fill adds to batch what is waiting, up to 10; while records are still
+// being handled it waits up to ackLinger for them.
+func (q *queueRun) fill(batch *[]string) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for len(*batch) < queueBatch {
+		select {
+		case h := <-q.acks:
+			*batch = append(*batch, h)
+			continue
+		default:
+		}
+		if q.inHandling.Load() == 0 && len(q.work) == 0 {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(ackLinger)
+		}
+		select {
+		case h := <-q.acks:
+			*batch = append(*batch, h)
+		case <-t.C:
+			return
+		case <-q.ackQuit:
+			return
+		}
 	}
 }
 
