@@ -38,9 +38,10 @@ var (
 	queueRetryMax     = 5 * time.Minute
 )
 
-// queueWait is the long poll of one ReceiveQueueRecords call, in seconds.
-// A variable only so that tests can shorten it.
-var queueWait int32 = 2
+// queueWait is the long poll of one ReceiveQueueRecords call, in seconds
+// (the service's default): an idle subscription makes few calls, and
+// Shutdown cuts a poll short.
+const queueWait int32 = 9
 
 // Queue reads the stream through the Kinesis queue named queue (1–128 of
 // [a-zA-Z0-9_.-], or the queue's ARN) instead of its shards: any number of
@@ -323,30 +324,37 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	return nil
 }
 
-// start runs the receivers, workers and ackers. At most 4×workers
-// records (and at least 30, three receives' worth) are received and not
-// yet handled: enough for the next receives to be under way while the
-// workers handle the last ones.
+// start runs the receivers, workers and ackers. At most 10 records per
+// receiver plus 2×workers are received and not yet handled: enough for
+// the next receives to be under way while the workers handle the last
+// ones.
 func (q *queueRun) start(workers int) {
-	inflight := max(4*workers, 3*queueBatch)
+	receivers, ackers := queueCalls(workers)
+	inflight := queueBatch*receivers + 2*workers
 	q.slots = make(chan struct{}, inflight)
 	q.work = make(chan types.QueueRecord, inflight)
 	q.acks = make(chan string, inflight)
 	q.quit = make(chan struct{})
 	q.ackQuit = make(chan struct{})
 	q.recvCtx, q.stopRecv = context.WithCancel(context.Background())
-	// One long poll per ten workers (and a second to keep a receive
-	// outstanding while the first one's records are handed out).
-	receivers := 1 + (workers+9)/10
 	for range receivers {
 		q.receivers.Go(q.receive)
 	}
 	for range workers {
 		q.workers.Go(q.worker)
 	}
-	for range max(1, receivers) {
+	for range ackers {
 		q.ackers.Go(q.acker)
 	}
+}
+
+// queueCalls is how many receives and acknowledgements a subscription
+// keeps under way: a receive takes a round trip for its 10 records, so
+// one per worker (up to 64) keeps the workers busy; acknowledgements,
+// 10 a call, need half as many.
+var queueCalls = func(workers int) (receivers, ackers int) {
+	receivers = min(max(2, workers), 64)
+	return receivers, max(1, receivers/2)
 }
 
 // receive long-polls the queue while there are free slots.
