@@ -446,3 +446,55 @@ func TestQueueSubscriberBadInput(t *testing.T) {
 		t.Errorf("a second queue of the stream: %v", err)
 	}
 }
+
+// Shutdown lets the running handler finish and acknowledges its record,
+// and makes the records received but not begun visible again at once:
+// another broker handles them long before their visibility timeout (30 s).
+func TestQueueSubscriberShutdownReleasesUnstarted(t *testing.T) {
+	for _, be := range queueBackends {
+		t.Run(be.name, func(t *testing.T) {
+			_, api := be.make(t)
+			a := runtime.NewBroker(runtime.WithKinesisClient(api), runtime.WithShutdownTimeout(5*time.Second), runtime.WithLogger(slog.New(slog.DiscardHandler)))
+			if err := a.Connect(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := newSeen()
+			started := make(chan struct{}, 100)
+			if _, err := runtime.Subscribe(a, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				started <- struct{}{}
+				time.Sleep(300 * time.Millisecond)
+				got.add(o, d)
+				return runtime.Ack()
+			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Workers(1)); err != nil {
+				t.Fatal(err)
+			}
+			putQueueOrders(t, api, "orders", 0, 10)
+			<-started
+			time.Sleep(50 * time.Millisecond) // the rest received by now
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := a.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n := got.distinct()
+			if n < 1 {
+				t.Fatal("the running handler did not finish within Shutdown")
+			}
+			b := queueBroker(t, api)
+			if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				got.add(o, d)
+				return runtime.Ack()
+			}, runtime.Queue("work"), runtime.Workers(4)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the other records", 5*time.Second, func() bool { return got.distinct() == 10 })
+			got.mu.Lock()
+			defer got.mu.Unlock()
+			for id, c := range got.ids {
+				if c != 1 {
+					t.Errorf("order %d handled %d times", id, c)
+				}
+			}
+		})
+	}
+}
