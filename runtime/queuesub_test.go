@@ -498,3 +498,35 @@ func TestQueueSubscriberShutdownReleasesUnstarted(t *testing.T) {
 		})
 	}
 }
+
+// create_if_missing waits for the queue it creates to become ACTIVE; a
+// queue named by the ARN of another stream's queue is refused.
+func TestQueueSubscriberCreateWaitsAndChecksStream(t *testing.T) {
+	s := kinesistest.New(kinesistest.WithQueueActivation(500 * time.Millisecond))
+	b := queueBroker(t, s)
+	got := make(chan runtime.Delivery, 1)
+	began := time.Now()
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		got <- d
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work")); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(began); waited < 400*time.Millisecond {
+		t.Errorf("Subscribe returned after %s, before the queue was ACTIVE", waited)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not handled")
+	}
+	if err := s.AddOnDemandStream("other"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runtime.Subscribe(b, "other", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome { return runtime.Ack() },
+		runtime.Queue(queueARN(t, s, "work")))
+	if !errors.Is(err, runtime.ErrInvalid) {
+		t.Errorf("queue of another stream: %v", err)
+	}
+}
