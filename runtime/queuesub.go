@@ -784,7 +784,7 @@ func (r *subRun) stopQueue(ctx context.Context) error {
 func (q *queueRun) status(out *SubscriptionStatus) {
 	out.Queue = q.name
 	out.QueueDepth = len(q.work)
-	out.InFlight = len(q.slots)
+	out.InFlight = len(q.work) + int(q.inHandling.Load()) // received, not yet settled
 	out.Outcomes = Outcomes{
 		Acked:        q.acked.Load(),
 		Retried:      q.retried.Load(),
