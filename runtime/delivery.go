@@ -183,6 +183,7 @@ type subRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	tel    *telemetry // nil: no telemetry
+	queue  *queueRun  // a queue subscription's; coord and lanes are then nil
 	obs    runObs
 	began  time.Time // when the run started (checkpoint age before the first checkpoint)
 	// leaseCtxs: by a lease's context (shard.Record.Lease), the handlers'
@@ -229,7 +230,12 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(aborted, cancel)()
-	err := s.launch(ctx, c)
+	var err error
+	if s.set.queue != "" {
+		err = s.launchQueue(ctx, c)
+	} else {
+		err = s.launch(ctx, c)
+	}
 	if err != nil && aborted.Err() != nil {
 		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream, Err: errors.New("stopped while starting")}
 	}
@@ -390,6 +396,9 @@ func (r *subRun) abandon() {
 // releases the leases. Handlers still running after that see their context
 // cancelled; records they never settle are read again by the next owner.
 func (r *subRun) stop(ctx context.Context) error {
+	if r.queue != nil {
+		return r.stopQueue(ctx)
+	}
 	r.stopOnce.Do(func() { close(r.stopping) })
 	err := r.coord.Stop(ctx)
 	r.lanes.close()
