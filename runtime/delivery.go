@@ -555,11 +555,20 @@ var inPlaceBase, inPlaceMax = InPlaceRetryBase, InPlaceRetryMax
 // InPlaceRetryMax. It reports false when the record is to be left
 // unsettled instead: the run is stopping (its shard's unsettled records
 // are then abandoned, so that the stop does not wait for them: the next
-// owner reads them again) or the record went stale (its lease was lost or
-// its shard repositioned).
+// owner reads them again), the record went stale (its lease was lost or
+// its shard repositioned), or the run's context ends before the wait does
+// (a Lambda invocation's deadline less its margin).
 func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
 	d := min(inPlaceBase<<min(attempt-1, 16), inPlaceMax)
 	wait := max(d/2+rand.N(d/2+1), time.Millisecond)
+	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < wait {
+		// A Lambda invocation's run (runtime/kinesislambda): the next
+		// attempt could not start before its deadline, so waiting would
+		// only be billed. Left unsettled, the record is reported failed
+		// and the mapping delivers it again, its key's later records after.
+		r.log.Info("in-place retry stopped: the next attempt would start after the invocation's deadline; the record is left unsettled and delivered again", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
+		return false
+	}
 	r.log.Debug("record retried in place", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -360,7 +360,10 @@ func RetryAtTip() SubscribeOption { // retry=tip
 // waiting lane holds only its keys; without it, the record holds its
 // worker. A shutdown ends a backoff at once and leaves the record (and
 // the rest of its shard's unsettled records) unsettled, as does a lost
-// lease: the shard's next owner reads them again.
+// lease: the shard's next owner reads them again. In a Lambda invocation
+// (runtime/kinesislambda) a backoff that would end after the invocation's
+// deadline less the margin does not start: the record is reported failed,
+// unsettled, and the event source mapping delivers it again.
 func RetryInPlace() SubscribeOption { // retry=in_place
 	return func(s *subscribeSettings) { s.inPlace = true }
 }
