@@ -72,7 +72,7 @@ type Message struct {
 
 // Subscriber mounts a function or method as the handler of a stream:
 //
-//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [max_record_size=KiB] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [retries=N] [retry=tip|in_place] [dead_letter=STREAM]
+//	//kinesis:subscriber stream=NAME [create_if_missing=SHARDS|on_demand] [max_record_size=KiB] [workers=N] [by_key] [reply] [partition_key=KEY] [start_at=horizon|latest|RFC3339] [batch=N] [poll=DURATION] [fanout=NAME] [queue=QUEUE [visibility=DURATION] [max_receives=N]] [retries=N] [retry=tip|in_place] [dead_letter=STREAM]
 //
 // It goes in the doc comment of a function or method with the shape
 //
@@ -151,6 +151,30 @@ type Subscriber struct {
 	// registered. The runtime never deregisters it (it costs per shard hour
 	// while it exists). Excludes poll and batch.
 	Fanout string `marker:"fanout" meta:"NAME"`
+
+	// Queue reads the stream through the Kinesis queue QUEUE (a name of 1
+	// to 128 letters, digits, '_', '-' and '.', or the queue's ARN) instead
+	// of its shards: any number of instances share its records, each
+	// acknowledged on its own, in no order, and no lease store is used. Ack
+	// acknowledges (batched); Retry makes the record visible again after a
+	// backoff, the queue's receive count being the attempt; Reject and
+	// exhausted retries go to dead_letter, or without one to the queue's own
+	// dead letters (runtime.Broker.QueueDeadLetters). The stream must be
+	// on-demand; a missing queue is created with create_if_missing=on_demand
+	// (start_at=horizon makes it start at the oldest record). Excludes
+	// by_key (a queue keeps no order), fanout, poll and batch.
+	Queue string `marker:"queue" meta:"QUEUE"`
+
+	// Visibility is how long a received record stays hidden from other
+	// receivers while it is handled: whole seconds, 1s to 12h (default: the
+	// queue's own, 30s for a queue created here). Needs queue.
+	Visibility time.Duration `marker:"visibility" meta:"DURATION"`
+
+	// MaxReceives is the MaxReceiveCount of a queue create_if_missing
+	// creates: a record received this many times without an
+	// acknowledgement becomes one of its dead letters (1 to 1000; the
+	// service's default is 6). An existing queue keeps its own. Needs queue.
+	MaxReceives int `marker:"max_receives" meta:"N" min:"1" max:"1000"`
 
 	// Retries bounds the retries of one record (default 3; 0: none, a
 	// retry rejects at once); a record that exhausts them is handled like

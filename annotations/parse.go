@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"go/token"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -381,7 +382,11 @@ func (f *fieldSpec) set(fv reflect.Value, value string) string {
 		if err != nil {
 			return "not a duration; write for example 500ms or 2s"
 		}
-		if d < MinPoll {
+		if f.key == "visibility" {
+			if d < time.Second || d > 12*time.Hour || d%time.Second != 0 {
+				return "must be whole seconds, 1s to 12h"
+			}
+		} else if d < MinPoll {
 			return "must be at least " + MinPoll.String() + " (five reads per shard per second)"
 		}
 		fv.SetInt(int64(d))
@@ -468,6 +473,10 @@ func checkString(key, value string) string {
 		if value != RetryTip && value != RetryInPlace {
 			return "want " + RetryTip + " (a copy at the stream's tip, the default) or " + RetryInPlace + " (back off in the lane, keeping the key's order)"
 		}
+	case "queue":
+		if !ValidStreamName(value) && !queueARN.MatchString(value) {
+			return "a queue is named by 1 to 128 characters of letters, digits, '_', '-' and '.', or by its ARN (arn:aws:kinesis:REGION:ACCOUNT:queue/ID)"
+		}
 	case "partition_key":
 		if err := rules.PartitionKey(value); err != nil {
 			return err.Error()
@@ -479,6 +488,9 @@ func checkString(key, value string) string {
 	}
 	return ""
 }
+
+// queueARN is the form of a queue ARN.
+var queueARN = regexp.MustCompile(`^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:[0-9]{12}:queue/\S+$`)
 
 // ValidStreamName reports whether s is a Kinesis stream name.
 func ValidStreamName(s string) bool {
@@ -548,6 +560,31 @@ func checkSubscriber(m any, keyPos map[string]token.Position) []Diagnostic {
 		for _, key := range []string{"poll", "batch"} {
 			if pos, ok := keyPos[key]; ok {
 				ds = append(ds, Diagnostic{pos, key + " sets how GetRecords is polled; a fanout subscriber does not poll (Kinesis pushes its records): drop one of them"})
+			}
+		}
+	}
+	if _, ok := keyPos["queue"]; ok {
+		for _, key := range []string{"by_key", "fanout", "poll", "batch"} {
+			pos, ok := keyPos[key]
+			if !ok {
+				continue
+			}
+			switch key {
+			case "by_key":
+				ds = append(ds, Diagnostic{pos, "by_key keeps each key's messages in order, and a queue keeps no order: drop by_key, or read the stream by shards (drop queue)"})
+			case "fanout":
+				ds = append(ds, Diagnostic{pos, "fanout and queue are two ways to read a stream: a queue subscriber reads through the queue, not the shards: drop one of them"})
+			default:
+				ds = append(ds, Diagnostic{pos, key + " sets how GetRecords is polled; a queue subscriber long-polls the queue instead: drop one of them"})
+			}
+		}
+		if pos, ok := keyPos["create_if_missing"]; ok && !s.CreateIfMissing.OnDemand {
+			ds = append(ds, Diagnostic{pos, "queues need an on-demand stream: create_if_missing=on_demand"})
+		}
+	} else {
+		for _, key := range []string{"visibility", "max_receives"} {
+			if pos, ok := keyPos[key]; ok {
+				ds = append(ds, Diagnostic{pos, key + " is a setting of a queue subscriber; it needs queue"})
 			}
 		}
 	}

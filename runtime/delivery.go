@@ -183,6 +183,7 @@ type subRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	tel    *telemetry // nil: no telemetry
+	queue  *queueRun  // a queue subscription's; coord and lanes are then nil
 	obs    runObs
 	began  time.Time // when the run started (checkpoint age before the first checkpoint)
 	// leaseCtxs: by a lease's context (shard.Record.Lease), the handlers'
@@ -229,7 +230,12 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(aborted, cancel)()
-	err := s.launch(ctx, c)
+	var err error
+	if s.set.queue != "" {
+		err = s.launchQueue(ctx, c)
+	} else {
+		err = s.launch(ctx, c)
+	}
 	if err != nil && aborted.Err() != nil {
 		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream, Err: errors.New("stopped while starting")}
 	}
@@ -390,6 +396,9 @@ func (r *subRun) abandon() {
 // releases the leases. Handlers still running after that see their context
 // cancelled; records they never settle are read again by the next owner.
 func (r *subRun) stop(ctx context.Context) error {
+	if r.queue != nil {
+		return r.stopQueue(ctx)
+	}
 	r.stopOnce.Do(func() { close(r.stopping) })
 	err := r.coord.Stop(ctx)
 	r.lanes.close()
@@ -546,11 +555,20 @@ var inPlaceBase, inPlaceMax = InPlaceRetryBase, InPlaceRetryMax
 // InPlaceRetryMax. It reports false when the record is to be left
 // unsettled instead: the run is stopping (its shard's unsettled records
 // are then abandoned, so that the stop does not wait for them: the next
-// owner reads them again) or the record went stale (its lease was lost or
-// its shard repositioned).
+// owner reads them again), the record went stale (its lease was lost or
+// its shard repositioned), or the run's context ends before the wait does
+// (a Lambda invocation's deadline less its margin).
 func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
 	d := min(inPlaceBase<<min(attempt-1, 16), inPlaceMax)
 	wait := max(d/2+rand.N(d/2+1), time.Millisecond)
+	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < wait {
+		// A Lambda invocation's run (runtime/kinesislambda): the next
+		// attempt could not start before its deadline, so waiting would
+		// only be billed. Left unsettled, the record is reported failed
+		// and the mapping delivers it again, its key's later records after.
+		r.log.Info("in-place retry stopped: the next attempt would start after the invocation's deadline; the record is left unsettled and delivered again", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
+		return false
+	}
 	r.log.Debug("record retried in place", "shard", rec.ShardID, "sequence", rec.SequenceNumber, "attempt", attempt, "retry_in", wait, "error", cause)
 	t := time.NewTimer(wait)
 	defer t.Stop()

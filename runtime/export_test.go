@@ -72,3 +72,7 @@ func SetAggDistributionEvery(t testing.TB, d time.Duration) {
 
 // KeyLane is the by-key lane of key among n.
 func KeyLane(key string, n int) int { return keyLane(key, n) }
+
+// ShortenQueueRetryBackoff makes a queue subscriber's first Retry wait d
+// (rounded up to whole seconds) until t ends.
+func ShortenQueueRetryBackoff(t testing.TB, d time.Duration) { shorten(t, &queueRetryBackoff, d) }

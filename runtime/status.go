@@ -43,6 +43,9 @@ type SubscriptionStatus struct {
 	State   string `json:"state"`
 	Workers int    `json:"workers"`
 	ByKey   bool   `json:"by_key"`
+	// Queue is the queue of a queue subscriber (runtime.Queue); it has no
+	// Shards or Others.
+	Queue string `json:"queue,omitempty"`
 	// QueueDepth is how many records wait in the lanes for a worker.
 	QueueDepth int `json:"queue_depth"`
 	// InFlight is how many records the shards held here have handed out
@@ -243,6 +246,10 @@ func (s *Subscription) status() SubscriptionStatus {
 		out.State = "stopped"
 	}
 	if r == nil {
+		return out
+	}
+	if r.queue != nil {
+		r.queue.status(&out)
 		return out
 	}
 	// The queue first: read after the shards, it could show records

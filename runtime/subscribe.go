@@ -58,7 +58,13 @@ type Delivery struct {
 	SequenceNumber string
 	PartitionKey   string
 	ArrivalTime    time.Time
-	Attempt        int // 1 on first delivery; this application's retry copies count up (another's are not delivered)
+	Attempt        int // 1 on first delivery; this application's retry copies count up (another's are not delivered); on a queue, the record's receive count
+
+	// Queue and RecordID are set for a queue subscriber (Queue): the
+	// queue's name and the record's RecordId (the same on every delivery);
+	// ShardID and SequenceNumber are then empty.
+	Queue    string
+	RecordID string
 
 	// headers are the record's user headers as decoded (nil when it has
 	// none). They are shared with the runtime's retry and dead-letter
@@ -177,8 +183,13 @@ type subscribeSettings struct {
 	inPlace    bool // retry=in_place: a retry backs off in the lane (RetryInPlace)
 	deadLetter string
 	name       string
-	middleware []Middleware // Use
-	problems   []string     // what the options found wrong, reported by Subscribe
+	// A queue subscription (queuesub.go): the queue, the visibility
+	// timeout of its receives and the MaxReceiveCount of a queue created.
+	queue       string
+	visibility  time.Duration
+	maxReceives int
+	middleware  []Middleware // Use
+	problems    []string     // what the options found wrong, reported by Subscribe
 }
 
 func defaultSettings() subscribeSettings {
@@ -349,7 +360,10 @@ func RetryAtTip() SubscribeOption { // retry=tip
 // waiting lane holds only its keys; without it, the record holds its
 // worker. A shutdown ends a backoff at once and leaves the record (and
 // the rest of its shard's unsettled records) unsettled, as does a lost
-// lease: the shard's next owner reads them again.
+// lease: the shard's next owner reads them again. In a Lambda invocation
+// (runtime/kinesislambda) a backoff that would end after the invocation's
+// deadline less the margin does not start: the record is reported failed,
+// unsettled, and the event source mapping delivers it again.
 func RetryInPlace() SubscribeOption { // retry=in_place
 	return func(s *subscribeSettings) { s.inPlace = true }
 }
@@ -561,6 +575,7 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 		}
 		set.create.maxKiB = set.maxRecord
 	}
+	checkQueueSettings(&set)
 	if set.deadLetter != "" && set.deadLetter == stream {
 		set.invalid("dead_letter=%s: the stream itself", stream)
 	}
@@ -597,8 +612,11 @@ func Subscribe[M any](b *Broker, stream string, h Handler[M], opts ...SubscribeO
 		return nil, &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: stream, Err: errors.New("the broker was shut down")}
 	}
 	for _, other := range b.s.subs {
-		if other.stream == stream {
+		if other.stream == stream && other.set.queue == set.queue {
 			b.s.mu.Unlock()
+			if set.queue != "" {
+				return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: fmt.Errorf("this broker already subscribes to queue %s of the stream (one subscription per queue per broker: mount the other handler on a second broker with its own runtime.WithApplication)", set.queue)}
+			}
 			return nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: errSecondSubscription(other.set.name)}
 		}
 	}
@@ -699,6 +717,9 @@ func (s *Subscription) Seek(ctx context.Context, p Position) error {
 	r := s.run
 	running := s.state == subRunning
 	s.mu.Unlock()
+	if s.set.queue != "" {
+		return &Error{Kind: ErrInvalid, Op: "seek", Stream: s.stream, Err: fmt.Errorf("queue=%s: a queue subscription has no position to seek", s.set.queue)}
+	}
 	if !running || r == nil {
 		return &Error{Kind: ErrNotConnected, Op: "seek", Stream: s.stream}
 	}

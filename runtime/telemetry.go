@@ -280,10 +280,14 @@ func (t *telemetry) startProcess(ctx context.Context, ro *runObs, d *Delivery) (
 		return ctx, nil
 	}
 	ctx = t.prop.Extract(ctx, propagation.MapCarrier(d.headers))
+	id := d.SequenceNumber
+	if d.RecordID != "" { // a queue's record
+		id = d.RecordID
+	}
 	return t.tracer.Start(ctx, ro.span, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("process"),
 			attrOperationType.String("process"), attrStream.String(d.Stream), attrShard.String(d.ShardID),
-			attrMessageID.String(d.SequenceNumber), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
+			attrMessageID.String(id), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
 }
 
 // endProcess counts a handled delivery and ends its span. kind is an

@@ -20,9 +20,9 @@ func NewOrderPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime
 	return runtime.NewPublisher[Order](b, runtime.PublisherSpec{Stream: "orders"}, opts...)
 }
 
-// NewReceiptPublisher returns a publisher of Receipt to the stream "receipts".
+// NewReceiptPublisher returns a publisher of Receipt to the stream "order-receipts".
 func NewReceiptPublisher(b *runtime.Broker, opts ...runtime.PublishOption) runtime.Publisher[Receipt] {
-	return runtime.NewPublisher[Receipt](b, runtime.PublisherSpec{Stream: "receipts"}, opts...)
+	return runtime.NewPublisher[Receipt](b, runtime.PublisherSpec{Stream: "order-receipts"}, opts...)
 }
 
 // Mount registers the //kinesis:subscriber handlers of package main on b; each

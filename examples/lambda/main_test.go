@@ -21,7 +21,7 @@ func TestFunction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv := kinesistest.New()
-	for name, shards := range map[string]int{"orders": 2, "receipts": 2, "orders.dead-letters": 1} {
+	for name, shards := range map[string]int{"orders": 2, "order-receipts": 2, "orders.dead-letters": 1} {
 		if err := srv.AddStream(name, shards); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestFunction(t *testing.T) {
 		t.Fatalf("stats %+v, err %v", stats, err)
 	}
 
-	recs, err := srv.Records("receipts")
+	recs, err := srv.Records("order-receipts")
 	if err != nil {
 		t.Fatal(err)
 	}

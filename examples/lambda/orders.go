@@ -25,7 +25,7 @@ type Order struct {
 // Receipt answers an order, under the order's key: each customer's
 // receipts keep the order of their orders.
 //
-//kinesis:message stream=receipts
+//kinesis:message stream=order-receipts
 type Receipt struct {
 	Order    int    `json:"order"`
 	Customer string `json:"customer"`

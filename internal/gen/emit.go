@@ -425,6 +425,15 @@ func subscribeOptions(h *handler, name string) []jen.Code {
 	if mk.Fanout != "" {
 		opts = append(opts, opt("FanOut", jen.Lit(mk.Fanout)))
 	}
+	if mk.Queue != "" {
+		opts = append(opts, opt("Queue", jen.Lit(mk.Queue)))
+	}
+	if mk.Visibility != 0 {
+		opts = append(opts, opt("Visibility", durationCode(mk.Visibility)))
+	}
+	if mk.MaxReceives != 0 {
+		opts = append(opts, opt("MaxReceives", jen.Lit(mk.MaxReceives)))
+	}
 	if mk.Retries != nil {
 		opts = append(opts, opt("MaxRetries", jen.Lit(*mk.Retries)))
 	}

@@ -69,3 +69,14 @@ func TestSubscribeOptionsMaxRecordSize(t *testing.T) {
 		t.Errorf("options:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestSubscribeOptionsQueue: queue=, visibility= and max_receives= become
+// runtime.Queue, runtime.Visibility and runtime.MaxReceives.
+func TestSubscribeOptionsQueue(t *testing.T) {
+	h := &handler{marker: &annotations.Subscriber{Stream: "s", CreateIfMissing: annotations.CreateIfMissing{OnDemand: true}, Workers: 8, Queue: "work", Visibility: 45 * time.Second, MaxReceives: 4}}
+	got := fmt.Sprintf("%#v", jen.Index().Qual(runtimePath, "SubscribeOption").Values(subscribeOptions(h, "p.F")...))
+	want := `[]runtime.SubscribeOption{runtime.CreateOnDemandIfMissing(), runtime.Workers(8), runtime.Queue("work"), runtime.Visibility(45 * time.Second), runtime.MaxReceives(4), runtime.HandlerName("p.F")}`
+	if got != want {
+		t.Errorf("options:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -10,17 +10,21 @@
 // by the record's eventSourceARN) and is decoded as the consumer decodes
 // it: envelope and headers, foreign plain records, KPL aggregates
 // de-aggregated. workers= and by_key apply inside one batch (each key's
-// records in order); Ack, Retry (a copy at the stream's tip, counted by
-// retries=), Reject and dead_letter= behave as in the consumer; panics are
-// recovered; middleware, traces and metrics are the broker's.
+// records in order); Ack, Retry (a copy at the stream's tip, or with
+// retry=in_place handled again in its lane within the invocation, its
+// key's later records waiting), Reject and dead_letter= behave as in the
+// consumer; panics are recovered; middleware, traces and metrics are the
+// broker's.
 //
 // The response reports the earliest record that failed (the mapping needs
 // FunctionResponseTypes ReportBatchItemFailures) so the mapping resumes
 // there: nothing after a failure is skipped, and records after it that were
 // handled already are handled again (delivery is at least once). A record
 // fails when its stream has no subscriber, when a republish (retry copy,
-// dead letter) is not stored in time, or when it cannot start before the
-// invocation's deadline less a margin. See docs/lambda.md.
+// dead letter) is not stored in time, when it cannot start before the
+// invocation's deadline less a margin, or when an in-place retry's next
+// attempt could not (the record is then left unsettled and delivered
+// again, from Attempt 1). See docs/lambda.md.
 package kinesislambda
 
 import (

@@ -1,0 +1,796 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// Queue subscribers (issue 31): a subscription with Queue reads the
+// stream's records through a Kinesis queue instead of its shards. The
+// queue hands each record to one receiver at a time for its visibility
+// timeout; the runtime acknowledges what was handled. No leases, no
+// checkpoints, no order.
+
+// Limits of the queue settings (the service's, as the SDK and the
+// in-process backend have them).
+const (
+	MaxVisibility  = 12 * time.Hour
+	MaxMaxReceives = 1000
+)
+
+// queueRetryBackoff is the first Retry's wait before the record is
+// visible again; it doubles with each receive, up to queueRetryMax.
+var (
+	queueRetryBackoff = time.Second
+	queueRetryMax     = 5 * time.Minute
+)
+
+// queueWait is the long poll of one ReceiveQueueRecords call, in seconds
+// (the service's default): an idle subscription makes few calls, and
+// Shutdown cuts a poll short.
+const queueWait int32 = 9
+
+// Queue reads the stream through the Kinesis queue named queue (1–128 of
+// [a-zA-Z0-9_.-], or the queue's ARN) instead of its shards: any number of
+// instances share its records, each acknowledged on its own, in no order.
+// No lease store is used. The queue must exist on the stream (ErrStream
+// otherwise) unless CreateIfMissing... is set: then a missing one is
+// created and waited for. Queues need an on-demand stream (ErrInvalid
+// otherwise). Excludes ByKey (a queue keeps no order), FanOut,
+// PollInterval and BatchSize; StartAt(Horizon()) makes a queue it creates
+// start at the stream's oldest record (default: records arriving after
+// its creation).
+func Queue(queue string) SubscribeOption { // queue=QUEUE
+	return func(s *subscribeSettings) {
+		if !validQueueName(queue) && !queueARNForm.MatchString(queue) {
+			s.invalid("queue=%q: want 1 to 128 of [a-zA-Z0-9_.-], or a queue ARN", queue)
+			return
+		}
+		s.queue = queue
+	}
+}
+
+// Visibility is how long a received record stays hidden from other
+// receivers while it is handled (whole seconds, 1 s to 12 h; default: the
+// queue's own, 30 s for one created here). A handler that runs longer may
+// see its record handled elsewhere too. Needs Queue.
+func Visibility(d time.Duration) SubscribeOption { // visibility=DURATION
+	return func(s *subscribeSettings) {
+		if d < time.Second || d > MaxVisibility {
+			s.invalid("visibility=%s: want 1s..%s", d, MaxVisibility)
+			return
+		}
+		s.visibility = d
+	}
+}
+
+// MaxReceives is the MaxReceiveCount of a queue CreateIfMissing creates:
+// a record received this many times without an acknowledgement becomes
+// one of the queue's dead letters (1–1000; the service's default is 6). An
+// existing queue keeps its own. Needs Queue.
+func MaxReceives(n int) SubscribeOption { // max_receives=N
+	return func(s *subscribeSettings) {
+		if n < 1 || n > MaxMaxReceives {
+			s.invalid("max_receives=%d: want 1..%d", n, MaxMaxReceives)
+			return
+		}
+		s.maxReceives = n
+	}
+}
+
+// checkQueueSettings adds what is wrong with the queue settings of s.
+func checkQueueSettings(s *subscribeSettings) {
+	if s.queue == "" {
+		if s.visibility != 0 {
+			s.invalid("visibility=%s without queue", s.visibility)
+		}
+		if s.maxReceives != 0 {
+			s.invalid("max_receives=%d without queue", s.maxReceives)
+		}
+		return
+	}
+	if s.byKey {
+		s.invalid("by_key with queue=%s: a queue keeps no order, so no key's messages can be handled in order", s.queue)
+	}
+	if s.fanout != "" {
+		s.invalid("queue=%s with fanout=%s: a queue subscriber reads through the queue, not the shards", s.queue, s.fanout)
+	}
+	if s.poll != 0 {
+		s.invalid("queue=%s with poll=%s: a queue subscriber long-polls the queue", s.queue, s.poll)
+	}
+	if s.batch != 0 {
+		s.invalid("queue=%s with batch=%d: a queue hands out up to 10 records a receive", s.queue, s.batch)
+	}
+	if s.create.shards > 0 {
+		s.invalid("queue=%s with create_if_missing=%d: queues need an on-demand stream (create_if_missing=on_demand)", s.queue, s.create.shards)
+	}
+}
+
+// queueRun is the queue half of a subRun: receivers, workers and ackers.
+type queueRun struct {
+	r          *subRun
+	arn        string
+	name       string
+	vis        int32 // receive's VisibilityTimeoutSeconds; 0: the queue's
+	maxRecv    int32 // the queue's MaxReceiveCount; 0: no dead-letter handling
+	recvCtx    context.Context
+	stopRecv   context.CancelFunc
+	slots      chan struct{} // in-flight bound: one per record received and not yet handled
+	work       chan types.QueueRecord
+	acks       chan string
+	quit       chan struct{} // closed when the workers are to stop (nothing queued for them)
+	ackQuit    chan struct{} // closed once the workers are done: the ackers flush and stop
+	receivers  sync.WaitGroup
+	workers    sync.WaitGroup
+	ackers     sync.WaitGroup
+	stopping   atomic.Bool
+	rejected   sync.Map // record id -> struct{}: rejected here, released until the queue dead-letters it
+	inHandling atomic.Int64
+	quitOnce   sync.Once
+	// How handlings ended, for Status.
+	acked, retried, rejectedN, deadLettered, skippedN atomic.Uint64
+}
+
+// ensureQueue finds the queue of the subscription (by ARN, or by name
+// among the stream's queues), creating it when missing and create is set,
+// and waits until it is ACTIVE. It returns its description.
+func (s *Subscription) ensureQueue(ctx context.Context, c *conn, streamARN string) (*types.QueueDescription, error) {
+	qerr := func(kind error, op string, err error) error {
+		return &Error{Kind: kind, Op: op, Stream: s.stream, Err: fmt.Errorf("queue %s: %w", s.set.queue, err)}
+	}
+	find := func(ctx context.Context) (string, error) {
+		if strings.HasPrefix(s.set.queue, "arn:") {
+			return s.set.queue, nil
+		}
+		in := &kinesis.ListQueuesInput{StreamFilter: []types.QueueStreamFilter{{StreamARN: &streamARN}}}
+		for {
+			out, err := c.client.ListQueues(ctx, in)
+			if err != nil {
+				return "", qerr(kindOr(ErrStream, err), "ListQueues", err)
+			}
+			for _, q := range out.QueueSummaries {
+				if aws.ToString(q.QueueName) == s.set.queue {
+					return aws.ToString(q.QueueARN), nil
+				}
+			}
+			if out.NextToken == nil {
+				return "", nil
+			}
+			in.NextToken = out.NextToken
+		}
+	}
+	arn, err := find(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if arn == "" {
+		if !s.set.create.enabled() {
+			return nil, qerr(ErrStream, "ListQueues", fmt.Errorf("no queue of that name on stream %s (create it, or set create_if_missing=on_demand)", s.stream))
+		}
+		in := &kinesis.CreateQueueInput{
+			QueueName:               &s.set.queue,
+			StreamConfigurationList: []types.QueueStreamConfiguration{{StreamARN: &streamARN}},
+		}
+		if s.set.start.Kind == shard.Horizon {
+			in.StreamConfigurationList[0].StartingPosition = &types.QueueStartingPosition{Type: types.QueueStartingPositionTypeTrimHorizon}
+		}
+		attrs := &types.QueueAttributes{}
+		if s.set.visibility > 0 {
+			attrs.VisibilityTimeoutSeconds = aws.Int32(visSeconds(s.set.visibility))
+		}
+		if s.set.maxReceives > 0 {
+			attrs.DeadLetterConfiguration = &types.DeadLetterConfiguration{TargetType: types.TargetTypeBuiltIn, MaxReceiveCount: aws.Int32(int32(s.set.maxReceives))}
+		}
+		in.QueueAttributes = attrs
+		out, err := c.client.CreateQueue(ctx, in)
+		var inUse *types.ResourceInUseException
+		switch {
+		case err == nil && out.QueueDescription != nil:
+			arn = aws.ToString(out.QueueDescription.QueueARN)
+			s.log.Info("queue created", "queue", s.set.queue)
+		case errors.As(err, &inUse): // another instance created it first
+			if arn, err = find(ctx); err != nil {
+				return nil, err
+			}
+		case err != nil:
+			kind := kindOr(ErrStream, err)
+			var inv *types.InvalidArgumentException
+			if errors.As(err, &inv) {
+				kind = ErrInvalid
+			}
+			return nil, qerr(kind, "CreateQueue", err)
+		}
+		if arn == "" {
+			return nil, qerr(ErrStream, "CreateQueue", errors.New("created, but the answer names no queue ARN"))
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	for {
+		out, err := c.client.DescribeQueue(wctx, &kinesis.DescribeQueueInput{QueueARN: &arn})
+		switch {
+		case err != nil && isNotFound(err) && wctx.Err() == nil:
+			// Just after CreateQueue it may read as missing for a moment.
+		case err != nil:
+			return nil, qerr(kindOr(ErrStream, err), "DescribeQueue", err)
+		case out.QueueDescription == nil:
+			return nil, qerr(ErrStream, "DescribeQueue", errors.New("the answer describes no queue"))
+		case out.QueueDescription.QueueStatus == types.QueueStatusActive, out.QueueDescription.QueueStatus == types.QueueStatusUpdating:
+			d := out.QueueDescription
+			for _, sc := range d.StreamConfigurationList {
+				if aws.ToString(sc.StreamARN) != streamARN {
+					return nil, qerr(ErrInvalid, "DescribeQueue", fmt.Errorf("the queue delivers stream %s, not %s", aws.ToString(sc.StreamARN), streamARN))
+				}
+			}
+			return d, nil
+		case out.QueueDescription.QueueStatus == types.QueueStatusDeleting:
+			return nil, qerr(ErrStream, "DescribeQueue", errors.New("the queue is being deleted"))
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return nil, qerr(ErrStream, "DescribeQueue", fmt.Errorf("not active: %w", wctx.Err()))
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// visSeconds rounds d up to whole seconds.
+func visSeconds(d time.Duration) int32 { return int32((d + time.Second - 1) / time.Second) }
+
+// launchQueue is launch for a queue subscription.
+func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
+	log := s.log.With("owner", c.owner, "queue", s.set.queue)
+	for _, stream := range []string{s.stream, s.set.deadLetter} {
+		if err := c.checkRegion(stream); err != nil {
+			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
+		}
+	}
+	_, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	if err != nil {
+		return err
+	}
+	c.learnLimit(s.stream, sum)
+	if sum.StreamModeDetails == nil || sum.StreamModeDetails.StreamMode != types.StreamModeOnDemand {
+		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: fmt.Errorf("queue=%s on a provisioned stream: queues deliver only on-demand streams (switch its capacity mode, or read it by shards)", s.set.queue)}
+	}
+	if sum.StreamARN == nil {
+		return &Error{Kind: ErrStream, Op: "DescribeStreamSummary", Stream: s.stream, Err: errors.New("the answer names no stream ARN")}
+	}
+	desc, err := s.ensureQueue(ctx, c, *sum.StreamARN)
+	if err != nil {
+		return err
+	}
+	if dl := s.set.deadLetter; dl != "" {
+		_, dlSum, err := ensureStream(ctx, c, dl, s.set.create, log.With("dead_letter", dl))
+		if err != nil {
+			return err
+		}
+		c.learnLimit(dl, dlSum)
+	}
+
+	cfg := s.b.s.cfg
+	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{})}
+	r.obs = r.tel.runObs(s.stream, s.set.name)
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	q := &queueRun{r: r, arn: aws.ToString(desc.QueueARN), name: aws.ToString(desc.QueueName)}
+	if a := desc.QueueAttributes; a != nil && a.DeadLetterConfiguration != nil && a.DeadLetterConfiguration.TargetType == types.TargetTypeBuiltIn {
+		q.maxRecv = aws.ToInt32(a.DeadLetterConfiguration.MaxReceiveCount)
+	} else if a == nil || a.DeadLetterConfiguration == nil {
+		q.maxRecv = 6 // the service's default
+	}
+	if s.set.maxReceives > 0 && q.maxRecv != int32(s.set.maxReceives) {
+		log.Warn("the queue exists with another max_receives; it keeps its own", "max_receives", q.maxRecv)
+	}
+	if s.set.visibility > 0 {
+		q.vis = visSeconds(s.set.visibility)
+	}
+	r.queue = q
+	q.start(s.set.workers)
+	r.idle = make(chan struct{})
+	go func() {
+		q.workers.Wait()
+		close(r.idle)
+	}()
+
+	s.mu.Lock()
+	if s.state != subStarting { // stopped while starting
+		s.mu.Unlock()
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.stopBound())
+		defer cancel()
+		_ = r.stop(stopCtx)
+		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream}
+	}
+	s.state = subRunning
+	s.run = r
+	s.mu.Unlock()
+	log.Info("subscribed", "workers", s.set.workers, "queue_arn", q.arn)
+	return nil
+}
+
+// start runs the receivers, workers and ackers. At most 10 records per
+// receiver plus 2×workers are received and not yet handled: enough for
+// the next receives to be under way while the workers handle the last
+// ones.
+func (q *queueRun) start(workers int) {
+	receivers, ackers := queueCalls(workers)
+	inflight := queueBatch*receivers + 2*workers
+	q.slots = make(chan struct{}, inflight)
+	q.work = make(chan types.QueueRecord, inflight)
+	q.acks = make(chan string, inflight)
+	q.quit = make(chan struct{})
+	q.ackQuit = make(chan struct{})
+	q.recvCtx, q.stopRecv = context.WithCancel(context.Background())
+	for range receivers {
+		q.receivers.Go(q.receive)
+	}
+	for range workers {
+		q.workers.Go(q.worker)
+	}
+	for range ackers {
+		q.ackers.Go(q.acker)
+	}
+}
+
+// queueCalls is how many receives and acknowledgements a subscription
+// keeps under way: a receive takes a round trip for its 10 records, so
+// one per worker (up to 64) keeps the workers busy; acknowledgements,
+// 10 a call, need half as many.
+var queueCalls = func(workers int) (receivers, ackers int) {
+	receivers = min(max(2, workers), 64)
+	return receivers, max(1, receivers/2)
+}
+
+// receive long-polls the queue while there are free slots.
+func (q *queueRun) receive() {
+	backoff := 100 * time.Millisecond
+	for {
+		// A full receive's worth of slots: a receive of fewer records
+		// costs as much as one of 10.
+		n := 0
+		for n < queueBatch {
+			select {
+			case q.slots <- struct{}{}:
+				n++
+			case <-q.recvCtx.Done():
+				for range n {
+					<-q.slots
+				}
+				return
+			}
+		}
+		in := &kinesis.ReceiveQueueRecordsInput{QueueARN: &q.arn, Limit: aws.Int32(int32(n)), WaitTimeSeconds: aws.Int32(queueWait)}
+		if q.vis > 0 {
+			in.VisibilityTimeoutSeconds = aws.Int32(q.vis)
+		}
+		out, err := q.r.c.client.ReceiveQueueRecords(q.recvCtx, in)
+		got := 0
+		if err == nil {
+			got = len(out.QueueRecords)
+		}
+		for range n - got {
+			<-q.slots
+		}
+		if err != nil {
+			if q.recvCtx.Err() != nil {
+				// Records a cut receive took stay in flight until their
+				// visibility timeout: nothing is lost.
+				return
+			}
+			if isNotFound(err) {
+				q.r.s.b.startFail(q.r.s, q.r, err)
+				return
+			}
+			wait := backoff/2 + rand.N(backoff/2+1)
+			q.r.log.Warn("ReceiveQueueRecords failed; trying again", "retry_in", wait, "error", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-q.recvCtx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		for _, rec := range out.QueueRecords {
+			q.work <- rec // never blocks: a slot was taken for it
+		}
+	}
+}
+
+// worker handles received records until the run stops.
+func (q *queueRun) worker() {
+	for {
+		select {
+		case rec := <-q.work:
+			if q.stopping.Load() || q.r.ctx.Err() != nil {
+				// Received but not begun: visible again at once for
+				// another instance, rather than after its timeout.
+				q.setVisibility(context.Background(), aws.ToString(rec.ReceiptHandle), 0)
+			} else {
+				q.inHandling.Add(1)
+				q.handle(rec)
+				q.inHandling.Add(-1)
+			}
+			<-q.slots
+		case <-q.r.ctx.Done():
+			return
+		case <-q.quit:
+			return
+		}
+	}
+}
+
+// acker acknowledges handled records, up to 10 a call: whatever is waiting
+// when a call can be made goes in it, so acks are never held back for a
+// fuller batch.
+func (q *queueRun) acker() {
+	batch := make([]string, 0, queueBatch)
+	for {
+		select {
+		case h := <-q.acks:
+			batch = append(batch, h)
+		case <-q.ackQuit:
+			// Flush what the workers queued before they stopped.
+			for {
+				select {
+				case h := <-q.acks:
+					batch = append(batch, h)
+					if len(batch) == queueBatch {
+						q.ack(batch)
+						batch = batch[:0]
+					}
+					continue
+				default:
+				}
+				break
+			}
+			if len(batch) > 0 {
+				q.ack(batch)
+			}
+			return
+		}
+		q.fill(&batch)
+		q.ack(batch)
+		batch = batch[:0]
+	}
+}
+
+// ackLinger is how long a partial batch of acknowledgements waits for
+// more while records are still being handled: fuller calls cost the
+// service and this process less, and a record waits at most this long.
+const ackLinger = time.Millisecond
+
+// fill adds to batch what is waiting, up to 10; while records are still
+// being handled it waits up to ackLinger for them.
+func (q *queueRun) fill(batch *[]string) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for len(*batch) < queueBatch {
+		select {
+		case h := <-q.acks:
+			*batch = append(*batch, h)
+			continue
+		default:
+		}
+		if q.inHandling.Load() == 0 && len(q.work) == 0 {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(ackLinger)
+		}
+		select {
+		case h := <-q.acks:
+			*batch = append(*batch, h)
+		case <-t.C:
+			return
+		case <-q.ackQuit:
+			return
+		}
+	}
+}
+
+// ack acknowledges the records of handles, trying a failed call again a
+// few times; a record not acknowledged is received again after its
+// visibility timeout (handled twice, never lost).
+func (q *queueRun) ack(handles []string) {
+	entries := make([]types.AcknowledgeQueueRecordsRequestEntry, len(handles))
+	for i := range handles {
+		entries[i].ReceiptHandle = &handles[i]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for try := 0; ; try++ {
+		out, err := q.r.c.client.AcknowledgeQueueRecords(ctx, &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &q.arn, Entries: entries})
+		if err == nil {
+			for _, f := range out.Failed {
+				q.r.log.Warn("record not acknowledged; it will be received again", "code", aws.ToString(f.ErrorCode), "error", aws.ToString(f.ErrorMessage))
+			}
+			return
+		}
+		if try == 3 || ctx.Err() != nil {
+			q.r.log.Warn("AcknowledgeQueueRecords failed; its records will be received again", "records", len(handles), "error", err)
+			return
+		}
+		time.Sleep(backoff)
+		backoff *= 2
+	}
+}
+
+// setVisibility makes the record of handle visible again after secs.
+func (q *queueRun) setVisibility(ctx context.Context, handle string, secs int32) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := q.r.c.client.UpdateQueueRecordsVisibility(ctx, &kinesis.UpdateQueueRecordsVisibilityInput{
+		QueueARN: &q.arn,
+		Entries:  []types.UpdateQueueRecordsVisibilityRequestEntry{{ReceiptHandle: &handle, VisibilityTimeoutSeconds: &secs}},
+	})
+	if err == nil && len(out.Failed) > 0 {
+		err = errors.New(aws.ToString(out.Failed[0].ErrorMessage))
+	}
+	if err != nil {
+		q.r.log.Warn("UpdateQueueRecordsVisibility failed; the record is received again after its visibility timeout", "error", err)
+	}
+}
+
+// queueVerdict is what becomes of one received record.
+type queueVerdict uint8
+
+const (
+	qAck     queueVerdict = iota // handled (or dead-lettered to dead_letter): acknowledge
+	qRelease                     // rejected without dead_letter: to the queue's dead letters
+	qRetry                       // visible again after a backoff
+	qLeave                       // the run stopped mid-way: left to its visibility timeout
+)
+
+// handle handles one received record (each message of a KPL aggregate)
+// and carries out the outcome.
+func (q *queueRun) handle(m types.QueueRecord) {
+	handle := aws.ToString(m.ReceiptHandle)
+	id := aws.ToString(m.RecordId)
+	attempt := int(aws.ToInt32(m.ReceiveCount))
+	if attempt < 1 {
+		attempt = 1
+	}
+	if _, ok := q.rejected.Load(id); ok {
+		// Rejected here before: only its receive count still has to reach
+		// the queue's limit.
+		if q.maxRecv == 0 || int32(attempt) >= q.maxRecv {
+			q.rejected.Delete(id)
+		}
+		q.setVisibility(q.r.ctx, handle, 0)
+		return
+	}
+	rec := &shard.Record{
+		Stream:         q.r.s.stream,
+		SequenceNumber: id,
+		PartitionKey:   aws.ToString(m.PartitionKey),
+		Data:           m.Data,
+		ArrivalTime:    aws.ToTime(m.ApproximateArrivalTimestamp),
+	}
+	verdict := qAck
+	var cause error
+	if !q.r.s.raw && kpl.IsAggregated(m.Data) {
+		subs, _, err := kpl.Deaggregate(m.Data)
+		if err != nil {
+			q.count(undecodable)
+			verdict, cause = q.giveUp(rec, nil, m.Data, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Err: err})
+		}
+		for _, sub := range subs {
+			sr := *rec
+			sr.PartitionKey, sr.Data = sub.PartitionKey, sub.Data
+			v, c := q.process(&sr, attempt)
+			if v > verdict {
+				verdict, cause = v, c
+			}
+		}
+	} else {
+		verdict, cause = q.process(rec, attempt)
+	}
+	switch verdict {
+	case qAck:
+		select {
+		case q.acks <- handle:
+		case <-q.ackQuit: // a handler that outlived Shutdown: received again after its visibility timeout
+		}
+	case qRetry:
+		q.retried.Add(1)
+		wait := queueRetryBackoff << min(attempt-1, 20)
+		wait = min(wait, queueRetryMax)
+		q.r.log.Debug("record retried", "record_id", id, "attempt", attempt, "retry_in", wait, "error", cause)
+		q.setVisibility(q.r.ctx, handle, visSeconds(wait))
+	case qRelease:
+		if q.maxRecv > 0 && int32(attempt) < q.maxRecv {
+			q.rejected.Store(id, struct{}{})
+		}
+		q.setVisibility(q.r.ctx, handle, 0)
+	}
+}
+
+// process is the queue's counterpart of subRun.process for one message:
+// the same decoding, handler call (middleware, tracing, metrics) and
+// outcomes, carried out on the queue.
+func (q *queueRun) process(rec *shard.Record, attempt int) (queueVerdict, error) {
+	r := q.r
+	ctx := context.Context(&handling{Context: r.ctx, key: rec.PartitionKey, log: r.log})
+	headers, payload, err := decodeEnvelope(rec.Data)
+	if err != nil {
+		if !r.s.raw {
+			q.count(undecodable)
+			return q.giveUp(rec, nil, rec.Data, attempt, err)
+		}
+		headers, payload = nil, rec.Data
+	}
+	if app, ok := headers[ApplicationHeader]; ok {
+		if app != r.s.b.s.cfg.app {
+			q.skippedN.Add(1)
+			if t := r.tel; t != nil && t.metrics {
+				t.handled.Add(context.Background(), 1, r.obs.outcome[skipped])
+			}
+			return qAck, nil
+		}
+		delete(headers, ApplicationHeader)
+	}
+	takeAttempt(headers) // a shard subscriber's retry copy: the receive count is the attempt here
+	d := Delivery{
+		Stream:       rec.Stream,
+		Queue:        q.name,
+		RecordID:     rec.SequenceNumber,
+		PartitionKey: rec.PartitionKey,
+		ArrivalTime:  rec.ArrivalTime,
+		Attempt:      attempt,
+		headers:      headers,
+	}
+	var out Outcome
+	if t := r.tel; t != nil {
+		out, err = r.callObserved(ctx, t, payload, &d)
+	} else {
+		out, err = r.call(ctx, payload, d)
+	}
+	if err != nil {
+		return q.giveUp(rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Err: err})
+	}
+	switch out.kind {
+	case outcomeAck:
+		q.acked.Add(1)
+		return qAck, nil
+	case outcomeRetry:
+		cause := out.err
+		if cause == nil {
+			cause = errors.New("handler asked for a retry")
+		}
+		if attempt > r.s.set.retries {
+			return q.giveUp(rec, headers, payload, attempt, fmt.Errorf("gave up after %d attempts: %w", attempt, cause))
+		}
+		return qRetry, cause
+	default:
+		reason := out.err
+		if reason == nil {
+			reason = errors.New("rejected by the handler")
+		}
+		return q.giveUp(rec, headers, payload, attempt, reason)
+	}
+}
+
+// count counts a record given up before its handler call.
+func (q *queueRun) count(kind int) {
+	if t := q.r.tel; t != nil && t.metrics {
+		t.handled.Add(context.Background(), 1, q.r.obs.outcome[kind])
+	}
+}
+
+// giveUp sends a record to dead_letter (then it is acknowledged) or,
+// without one, leaves it to the queue's own dead-letter handling.
+func (q *queueRun) giveUp(rec *shard.Record, headers Headers, payload []byte, attempt int, reason error) (queueVerdict, error) {
+	r := q.r
+	attrs := []any{"record_id", rec.SequenceNumber, "partition_key_md5", keyDigest(rec.PartitionKey), "attempt", attempt, "error", reason}
+	dl := r.s.set.deadLetter
+	if dl == "" {
+		if q.maxRecv == 0 {
+			// The queue has no dead letters: the record would come back
+			// for ever.
+			r.log.Error("record rejected and acknowledged (the queue has no dead-letter handling)", attrs...)
+			q.rejectedN.Add(1)
+			return qAck, reason
+		}
+		r.log.Warn("record rejected: left to the queue's dead letters", append(attrs, "max_receives", q.maxRecv)...)
+		q.rejectedN.Add(1)
+		return qRelease, reason
+	}
+	out := deadLetter(dl, r.c.knownLimit(dl), rec, headers, payload, attempt, reason)
+	out.Headers[OriginStreamHeader] = rec.Stream + "#queue/" + q.name
+	switch r.publish(r.ctx, rec, out) {
+	case published:
+		r.log.Warn("record sent to the dead-letter stream", append(attrs, "dead_letter", dl)...)
+		q.deadLettered.Add(1)
+		return qAck, reason
+	case refused:
+		r.log.Error("dead-letter stream refused the record; left to the queue's dead letters", append(attrs, "dead_letter", dl)...)
+		q.rejectedN.Add(1)
+		return qRelease, reason
+	}
+	return qLeave, reason
+}
+
+// stopQueue stops receiving, lets the handlers finish (bounded by ctx),
+// flushes the acknowledgements and releases the records received but not
+// begun. Records still being handled are left to their visibility timeout.
+func (r *subRun) stopQueue(ctx context.Context) error {
+	q := r.queue
+	q.stopping.Store(true)
+	q.stopRecv()
+	q.receivers.Wait()
+	var err error
+	done := make(chan struct{})
+	closeQuit := func() { q.quitOnce.Do(func() { close(q.quit) }) }
+	go func() {
+		// Workers return once nothing is queued for them (what is, they
+		// release at once).
+		for len(q.work) > 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		closeQuit()
+		q.workers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		closeQuit()
+		r.cancel()
+		t := time.NewTimer(stopGrace)
+		select {
+		case <-done:
+		case <-t.C:
+			r.log.Warn("handlers still running after the shutdown timeout; their records are received again after their visibility timeout", "handling", q.inHandling.Load())
+			err = fmt.Errorf("handlers still running: %w", ctx.Err())
+		}
+		t.Stop()
+	}
+	close(q.ackQuit)
+	q.ackers.Wait()
+	r.cancel()
+	if err != nil {
+		return &Error{Kind: ErrRead, Op: "stop", Stream: r.s.stream, Err: err}
+	}
+	r.log.Info("subscription stopped")
+	return nil
+}
+
+// queueStatus fills a queue subscription's status.
+func (q *queueRun) status(out *SubscriptionStatus) {
+	out.Queue = q.name
+	out.QueueDepth = len(q.work)
+	out.InFlight = len(q.work) + int(q.inHandling.Load()) // received, not yet settled
+	out.Outcomes = Outcomes{
+		Acked:        q.acked.Load(),
+		Retried:      q.retried.Load(),
+		Rejected:     q.rejectedN.Load(),
+		DeadLettered: q.deadLettered.Load(),
+		Skipped:      q.skippedN.Load(),
+	}
+	out.Handled = out.Outcomes.Total()
+}
