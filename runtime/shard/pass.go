@@ -206,9 +206,9 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	slices.SortFunc(held, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	for _, o := range held {
 		o.mu.Lock()
-		idle := o.sess == nil && !o.gone && !o.handing
+		st := o.stateLocked()
 		// (Not while its reader is still recording the children.)
-		done := o.l.Checkpoint == lease.CheckpointShardEnd && !o.gone && !o.handing && (o.sess == nil || closed(o.sess.done))
+		done := st == stEnded && (o.sess == nil || closed(o.sess.done))
 		l := o.l
 		o.mu.Unlock()
 		if done {
@@ -219,7 +219,7 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 			}
 			continue
 		}
-		if !idle {
+		if st != stWaiting {
 			continue
 		}
 		from, ready := c.startable(l, lin, byShard)

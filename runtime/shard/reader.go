@@ -313,8 +313,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 			}
 			nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
 			if err == nil {
-				o.finished = true
-				o.ended.Store(true)
+				o.setFinished()
 			}
 			return nl, err
 		})
