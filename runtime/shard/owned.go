@@ -625,23 +625,16 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 			drop = true
 		case err != nil:
 			c.log.Warn("handoff: lease read failed", "key", key, "err", err)
-		case l.Owner == c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd:
-			drop = true
-		case l.ForeignOwner:
-			// A KCL worker took it since: it is taken only once it expires.
-			drop = true
-		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l, sent):
-			// Dead mid-handoff: it will neither release the lease nor
-			// read on, so the handoff time is no reason to wait.
-			c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
-			took = c.takeAsked(ctx, l) || took
-		case l.Owner == "":
-			took = c.takeAsked(ctx, l) || took
-		case l.PendingOwner == c.cfg.Owner:
-			// A live owner is never forced: it releases the lease once its
-			// records settled, or postpones and clears the request.
-		case l.PendingOwner != c.cfg.Owner:
-			drop = true // someone else asked since, or the owner kept it
+		default:
+			switch followStep(c.cfg.Owner, l, func() bool { return c.askedOwnerDead(l, sent) }) {
+			case followDrop:
+				drop = true
+			case followTakeDead:
+				c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
+				took = c.takeAsked(ctx, l) || took
+			case followTake:
+				took = c.takeAsked(ctx, l) || took
+			}
 		}
 		if drop {
 			c.mu.Lock()
@@ -652,6 +645,41 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	if took {
 		c.wake(false)
 	}
+}
+
+// followAction is what followHandoffs does with a lease this owner (me)
+// asked for.
+type followAction int
+
+const (
+	followWait     followAction = iota // its live owner hands it over, or postpones and clears the request
+	followDrop                         // forget the request: taken, ended, gone, or asked for by someone else since
+	followTake                         // released: take it
+	followTakeDead                     // its owner died mid-handoff: take it now, whatever Handoff
+)
+
+// followStep decides what to do with l, as read, a lease me asked for;
+// dead (called only when it matters) reports whether its owner is dead
+// as a crash failover judges it (askedOwnerDead).
+func followStep(me string, l lease.Lease, dead func() bool) followAction {
+	switch {
+	case l.Owner == me || l.Checkpoint == lease.CheckpointShardEnd:
+		return followDrop
+	case l.ForeignOwner:
+		// A KCL worker took it since: it is taken only once it expires.
+		return followDrop
+	case l.PendingOwner == me && l.Owner != "" && dead():
+		// Dead mid-handoff: it will neither release the lease nor read
+		// on, so the handoff time is no reason to wait.
+		return followTakeDead
+	case l.Owner == "":
+		return followTake
+	case l.PendingOwner == me:
+		// A live owner is never forced: it releases the lease once its
+		// records settled, or postpones and clears the request.
+		return followWait
+	}
+	return followDrop // someone else asked since, or the owner kept it
 }
 
 // takeAsked takes l, a lease this owner asked for, and reports whether it
