@@ -139,3 +139,38 @@ func TestBelowShare(t *testing.T) {
 		}
 	}
 }
+
+func TestPace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		full    bool
+		n       int
+		behind  int64
+		closed  bool
+		canWait bool
+		woken   bool
+		want    pacing
+		wokenTo bool
+	}{
+		{"full read", true, 10, 0, false, true, true, paceAgain, false},
+		{"catching up", false, 3, 500, true, true, true, paceShardRate, false},
+		{"draining a closed shard", false, 0, 0, true, true, true, paceDrain, true},
+		{"draining, not woken", false, 0, 0, true, true, false, paceDrain, false},
+		{"at the tip, a waiter", false, 2, 0, false, true, false, paceWaiter, true},
+		{"woken to an empty read", false, 0, 0, false, true, true, pacePoll, false},
+		{"woken to records", false, 1, 0, false, true, true, paceWaiter, true},
+		{"no waiter", false, 0, 0, false, false, false, pacePoll, false},
+	} {
+		asked := false
+		got := pace(tc.full, tc.n, tc.behind, func() bool { asked = true; return tc.closed }, tc.canWait, tc.woken)
+		if got != tc.want {
+			t.Errorf("%s: pace = %v, want %v", tc.name, got, tc.want)
+		}
+		if w := got.woken(tc.woken); w != tc.wokenTo {
+			t.Errorf("%s: woken after = %v, want %v", tc.name, w, tc.wokenTo)
+		}
+		if asked && (tc.full || tc.n > 0 && tc.behind > 0) {
+			t.Errorf("%s: asked whether the shard is closed, which does not decide it", tc.name)
+		}
+	}
+}
