@@ -148,7 +148,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if o.gone || o.fctx.Err() != nil {
+		if st := o.stateLocked(); st == stGone || st == stFenced {
 			return lease.Lease{}, errGone
 		}
 		sent := time.Now()

@@ -640,7 +640,7 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	wm.until, wm.epoch, wm.lost = &o.until, c.epoch, o.fctx
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
-	if o.gone || o.handing || o.fctx.Err() != nil {
+	if st := o.stateLocked(); st == stGone || st == stFenced || st == stHanding {
 		o.mu.Unlock()
 		cancel()
 		return nil
