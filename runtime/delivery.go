@@ -292,7 +292,11 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	r.obs = r.tel.runObs(s.stream, handlerName)
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.lanes = newLanes(s.set.workers, s.set.byKey, r.process)
+	var begin func([]shard.Record) func()
+	if r.tel != nil && r.tel.tracer != nil {
+		begin = func(batch []shard.Record) func() { return r.tel.startBatch(r.ctx, &r.obs, batch) }
+	}
+	r.lanes = newLanesBegin(s.set.workers, s.set.byKey, r.process, begin)
 	r.idle = r.lanes.idle
 
 	// The coordinator adds stream and owner itself.
@@ -591,17 +595,19 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 	return r.s.invoke(ctx, payload, d)
 }
 
-// callObserved is call within the delivery's consumer span, counted and
-// timed.
+// callObserved is call counted and timed, its handler's context carrying
+// the producer's trace context when tracing is on (see handlerContext).
 func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
-	ctx, span := t.startProcess(ctx, &r.obs, d)
+	if t.tracer != nil {
+		ctx = handlerContext(ctx, d)
+	}
 	began := time.Now()
 	out, err := r.call(ctx, payload, *d)
-	kind, cause := int(out.kind), out.err
+	kind := int(out.kind)
 	if err != nil {
-		kind, cause = undecodable, err
+		kind = undecodable
 	}
-	t.endProcess(span, &r.obs, began, kind, cause)
+	t.endProcess(&r.obs, began, kind)
 	return out, err
 }
 

@@ -45,13 +45,22 @@ type lanes struct {
 	stopped atomic.Bool // set by close, before quit is closed
 	wg      sync.WaitGroup
 	idle    chan struct{} // closed when every worker has exited
+	// begin, when set, is called with each take before its records are
+	// handled; the func it returns is called once they are settled. It is
+	// how tracing makes one span per take (see telemetry.startBatch).
+	begin func([]shard.Record) (end func())
 }
 
 // newLanes starts the workers. work handles one record and reports whether
 // the record is to be settled; the lane settles it (in a batch with the
 // others of its take, see work).
 func newLanes(workers int, byKey bool, work func(*shard.Record) (settle bool)) *lanes {
-	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{})}
+	return newLanesBegin(workers, byKey, work, nil)
+}
+
+// newLanesBegin is newLanes with lanes.begin set (nil: none).
+func newLanesBegin(workers int, byKey bool, work func(*shard.Record) (settle bool), begin func([]shard.Record) func()) *lanes {
+	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{}), begin: begin}
 	if byKey {
 		l.queues = make([]*queue, workers)
 		for i := range l.queues {
@@ -90,6 +99,10 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 		if batch, ok = q.get(batch[:0], l.quit); !ok {
 			return
 		}
+		var end func()
+		if l.begin != nil {
+			end = l.begin(batch)
+		}
 		for i := range batch {
 			if l.stopped.Load() {
 				break
@@ -99,6 +112,9 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 			}
 		}
 		shard.SettleAll(done)
+		if end != nil {
+			end()
+		}
 		done = done[:0]
 		clear(batch) // the records' data goes with their deliveries
 		if l.stopped.Load() {

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
 // instrumentationName names the runtime's tracer and meter.
@@ -28,6 +30,7 @@ const (
 	attrAttempt       = attribute.Key("kinesisgen.attempt")
 	attrHandler       = attribute.Key("kinesisgen.handler")
 	attrOutcome       = attribute.Key("kinesisgen.outcome")
+	attrBatchCount    = attribute.Key("messaging.batch.message_count")
 )
 
 // systemName is messaging.system of every span.
@@ -245,6 +248,7 @@ func (t *telemetry) endSend(span trace.Span, po publishObs, r Receipt, err error
 // runObs is the precomputed measurement options of one subscription run.
 type runObs struct {
 	span    string                      // the consumer span's name
+	attrs   []attribute.KeyValue        // the consumer span's attributes
 	sub     metric.MeasurementOption    // stream, handler
 	stream  metric.MeasurementOption    // stream
 	outcome [5]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable, skipped
@@ -259,53 +263,148 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 	if t == nil {
 		return runObs{}
 	}
+	o := runObs{span: "process " + stream}
+	if t.tracer != nil {
+		o.attrs = []attribute.KeyValue{attrSystem.String(systemName), attrOperationName.String("process"),
+			attrOperationType.String("process"), attrStream.String(stream), attrConsumerGroup.String(t.app)}
+	}
 	if !t.metrics {
-		return runObs{span: "process " + stream}
+		return o
 	}
-	o := runObs{
-		span:   "process " + stream,
-		sub:    metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler))),
-		stream: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream))),
-	}
+	o.sub = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler)))
+	o.stream = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream)))
 	for i, name := range []string{"ack", "retry", "reject", "undecodable", "skipped"} {
 		o.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler), attrOutcome.String(name)))
 	}
 	return o
 }
 
-// startProcess starts the consumer span of d's delivery, the child of the
-// span whose context its headers carry (a root span when they carry none).
-func (t *telemetry) startProcess(ctx context.Context, ro *runObs, d *Delivery) (context.Context, trace.Span) {
-	if t.tracer == nil {
-		return ctx, nil
+// startBatch starts the consumer span of a lane's take ("process STREAM",
+// one per take of up to laneDepth/2 records, not one per record: the
+// messaging conventions' batch process span), linked to the producer span
+// of each of its records that carries a trace context. It reads that
+// context from the record's envelope only here, without decoding the
+// other headers. The returned func ends the span once the take's records
+// are handled and settled.
+func (t *telemetry) startBatch(ctx context.Context, ro *runObs, batch []shard.Record) func() {
+	links := make([]trace.Link, 0, len(batch))
+	for i := range batch {
+		if sc, ok := recordTraceContext(batch[i].Data); ok {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
 	}
-	ctx = t.prop.Extract(ctx, propagation.MapCarrier(d.headers))
-	return t.tracer.Start(ctx, ro.span, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("process"),
-			attrOperationType.String("process"), attrStream.String(d.Stream), attrShard.String(d.ShardID),
-			attrMessageID.String(d.SequenceNumber), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
+	_, span := t.tracer.Start(ctx, ro.span, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
+		trace.WithAttributes(ro.attrs...), trace.WithAttributes(attrBatchCount.Int(len(batch))))
+	return func() { span.End() }
 }
 
-// endProcess counts a handled delivery and ends its span. kind is an
-// outcomeKind, or undecodable.
-func (t *telemetry) endProcess(span trace.Span, ro *runObs, began time.Time, kind int, err error) {
-	if t.metrics {
-		t.handled.Add(context.Background(), 1, ro.outcome[kind])
-		if kind != undecodable {
-			t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.sub)
+// handlerContext is the context a handler of d runs under when tracing is
+// on: ctx with the producer's span context (from d's traceparent header)
+// as its remote parent, so that a span the handler starts, or a publish
+// it makes with ctx, continues the producer's trace. No span is started
+// per record: the take's span (startBatch) links to the producer's.
+func handlerContext(ctx context.Context, d *Delivery) context.Context {
+	tp, ok := d.headers[traceparentHeader]
+	if !ok {
+		return ctx
+	}
+	sc, ok := parseTraceparent(tp)
+	if !ok {
+		return ctx
+	}
+	if ts := d.headers[tracestateHeader]; ts != "" {
+		if state, err := trace.ParseTraceState(ts); err == nil {
+			sc = sc.WithTraceState(state)
 		}
 	}
-	if span == nil {
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// The W3C trace context headers (propagation.TraceContext's).
+const (
+	traceparentHeader = "traceparent"
+	tracestateHeader  = "tracestate"
+)
+
+// recordTraceContext is the producer span context that data's envelope
+// carries, if any.
+func recordTraceContext(data []byte) (trace.SpanContext, bool) {
+	tp, ok := envelopeHeader(data, traceparentHeader)
+	if !ok {
+		return trace.SpanContext{}, false
+	}
+	sc, ok := parseTraceparent(tp)
+	if !ok {
+		return sc, false
+	}
+	if ts, ok := envelopeHeader(data, tracestateHeader); ok && len(ts) > 0 {
+		if state, err := trace.ParseTraceState(string(ts)); err == nil {
+			sc = sc.WithTraceState(state)
+		}
+	}
+	return sc, true
+}
+
+// parseTraceparent parses a W3C traceparent value
+// ("00-<trace id>-<span id>-<flags>") without allocating, as
+// propagation.TraceContext does: a later version may append fields after
+// the four; version ff and all-zero ids are invalid.
+func parseTraceparent[S ~string | ~[]byte](s S) (trace.SpanContext, bool) {
+	const n = 55
+	if len(s) < n || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	ver, ok := hexByte(s[0], s[1])
+	if !ok || ver == 0xff || (ver == 0 && len(s) != n) || (ver != 0 && len(s) > n && s[n] != '-') {
+		return trace.SpanContext{}, false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	for i := range tid {
+		if tid[i], ok = hexByte(s[3+2*i], s[4+2*i]); !ok {
+			return trace.SpanContext{}, false
+		}
+	}
+	for i := range sid {
+		if sid[i], ok = hexByte(s[36+2*i], s[37+2*i]); !ok {
+			return trace.SpanContext{}, false
+		}
+	}
+	flags, ok := hexByte(s[53], s[54])
+	if !ok {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(flags) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}
+
+// hexByte decodes two lower-case hex digits (W3C trace context allows no
+// upper case).
+func hexByte(hi, lo byte) (byte, bool) {
+	h, ok1 := hexDigit(hi)
+	l, ok2 := hexDigit(lo)
+	return h<<4 | l, ok1 && ok2
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+// endProcess counts a handled delivery. kind is an outcomeKind, or
+// undecodable.
+func (t *telemetry) endProcess(ro *runObs, began time.Time, kind int) {
+	if !t.metrics {
 		return
 	}
-	span.SetAttributes(attrOutcome.String([...]string{"ack", "retry", "reject", "undecodable"}[kind]))
-	if kind != int(outcomeAck) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		} else {
-			span.SetStatus(codes.Error, "")
-		}
+	t.handled.Add(context.Background(), 1, ro.outcome[kind])
+	if kind != undecodable {
+		t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.sub)
 	}
-	span.End()
 }
