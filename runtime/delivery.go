@@ -450,7 +450,8 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	// A publish from inside the handler that names no key goes under this
 	// record's key (the key ladder's fourth rung).
-	ctx := context.Context(&handling{Context: r.handlerCtx(rec), key: rec.PartitionKey, log: r.log})
+	hc := &handling{Context: r.handlerCtx(rec), key: rec.PartitionKey, log: r.log}
+	ctx := context.Context(hc)
 	if !r.s.raw && kpl.IsAggregated(rec.Data) {
 		// The reader hands over a KPL aggregate whole only when it is
 		// corrupt: say so, rather than that its bytes do not decode.
@@ -473,13 +474,16 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		if app != r.s.b.s.cfg.app {
 			rec.Count(shard.Skipped)
 			if t := r.tel; t != nil && t.metrics {
-				t.handled.Add(context.Background(), 1, r.obs.outcome[skipped])
+				t.handled.Add(context.Background(), 1, r.obs.outcomeAdd[skipped]...)
 			}
 			return true
 		}
 		delete(headers, ApplicationHeader)
 	}
 	attempt := takeAttempt(headers)
+	if r.tel != nil && r.tel.tracer != nil {
+		hc.traced = headers
+	}
 	for {
 		d := Delivery{
 			Stream:         rec.Stream,
@@ -595,12 +599,9 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 	return r.s.invoke(ctx, payload, d)
 }
 
-// callObserved is call counted and timed, its handler's context carrying
-// the producer's trace context when tracing is on (see handlerContext).
+// callObserved is call counted and timed. (With tracing on, the handler's
+// context carries the producer's span: see handling.traced.)
 func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
-	if t.tracer != nil {
-		ctx = handlerContext(ctx, d)
-	}
 	began := time.Now()
 	out, err := r.call(ctx, payload, *d)
 	kind := int(out.kind)
@@ -615,7 +616,7 @@ func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte,
 // it does not decode.
 func (r *subRun) countUndecodable() {
 	if t := r.tel; t != nil && t.metrics {
-		t.handled.Add(context.Background(), 1, r.obs.outcome[undecodable])
+		t.handled.Add(context.Background(), 1, r.obs.outcomeAdd[undecodable]...)
 	}
 }
 

@@ -124,9 +124,25 @@ func decodeEnvelope(data []byte) (Headers, []byte, error) {
 		if _, dup := h[string(name)]; dup {
 			return nil, nil, envelopeError(fmt.Sprintf("header %q repeated", name))
 		}
-		h[string(name)] = string(value)
+		h[headerName(name)] = string(value)
 	}
 	return h, rest, nil
+}
+
+// headerName is string(name), without an allocation for the names the
+// runtime itself writes (a traced record carries traceparent).
+func headerName(name []byte) string {
+	switch string(name) {
+	case traceparentHeader:
+		return traceparentHeader
+	case tracestateHeader:
+		return tracestateHeader
+	case AttemptHeader:
+		return AttemptHeader
+	case ApplicationHeader:
+		return ApplicationHeader
+	}
+	return string(name)
 }
 
 func uvarint(b []byte, what string) (uint64, []byte, error) {

@@ -58,6 +58,9 @@ type handling struct {
 	context.Context
 	key string
 	log *slog.Logger // the subscription's (stream, handler, owner); nil in tests
+	// traced: the record's headers, when tracing is on; the context's span
+	// is then its producer's (see producerSpan), found when asked for.
+	traced Headers
 }
 
 type handlingKey struct{}
@@ -65,6 +68,11 @@ type handlingKey struct{}
 func (c *handling) Value(k any) any {
 	if k == (handlingKey{}) {
 		return c
+	}
+	if c.traced != nil && k == spanKey {
+		if s, ok := producerSpan(c.traced); ok {
+			return s
+		}
 	}
 	return c.Context.Value(k)
 }

@@ -252,6 +252,10 @@ type runObs struct {
 	sub     metric.MeasurementOption    // stream, handler
 	stream  metric.MeasurementOption    // stream
 	outcome [5]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable, skipped
+	// The same as the variadic arguments of Add and Record, made once: a
+	// slice made at each call would be allocated per record.
+	outcomeAdd [5][]metric.AddOption
+	subRecord  []metric.RecordOption
 }
 
 const (
@@ -273,8 +277,10 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 	}
 	o.sub = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler)))
 	o.stream = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream)))
+	o.subRecord = []metric.RecordOption{o.sub}
 	for i, name := range []string{"ack", "retry", "reject", "undecodable", "skipped"} {
 		o.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler), attrOutcome.String(name)))
+		o.outcomeAdd[i] = []metric.AddOption{o.outcome[i]}
 	}
 	return o
 }
@@ -298,26 +304,47 @@ func (t *telemetry) startBatch(ctx context.Context, ro *runObs, batch []shard.Re
 	return func() { span.End() }
 }
 
-// handlerContext is the context a handler of d runs under when tracing is
-// on: ctx with the producer's span context (from d's traceparent header)
-// as its remote parent, so that a span the handler starts, or a publish
-// it makes with ctx, continues the producer's trace. No span is started
-// per record: the take's span (startBatch) links to the producer's.
-func handlerContext(ctx context.Context, d *Delivery) context.Context {
-	tp, ok := d.headers[traceparentHeader]
+// producerSpan is the span a handler's context carries when tracing is
+// on (see handling.Value): a non-recording span of the producer's span
+// context, from h's traceparent header, so that a span the handler starts,
+// or a publish it makes with its context, continues the producer's trace.
+// No span is started per record (the take's span links to the
+// producer's), and the header is parsed only when something asks for the
+// context's span.
+func producerSpan(h Headers) (trace.Span, bool) {
+	tp, ok := h[traceparentHeader]
 	if !ok {
-		return ctx
+		return nil, false
 	}
 	sc, ok := parseTraceparent(tp)
 	if !ok {
-		return ctx
+		return nil, false
 	}
-	if ts := d.headers[tracestateHeader]; ts != "" {
+	if ts := h[tracestateHeader]; ts != "" {
 		if state, err := trace.ParseTraceState(ts); err == nil {
 			sc = sc.WithTraceState(state)
 		}
 	}
-	return trace.ContextWithRemoteSpanContext(ctx, sc)
+	return trace.SpanFromContext(trace.ContextWithRemoteSpanContext(context.Background(), sc)), true
+}
+
+// spanKey is the key under which the trace API keeps a context's span,
+// learnt by asking a probe context for it: a handler's context answers it
+// without a context.WithValue per record.
+var spanKey = func() any {
+	var p keyProbe
+	trace.SpanFromContext(&p)
+	return p.key
+}()
+
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(k any) any {
+	p.key = k
+	return nil
 }
 
 // The W3C trace context headers (propagation.TraceContext's).
@@ -382,20 +409,23 @@ func parseTraceparent[S ~string | ~[]byte](s S) (trace.SpanContext, bool) {
 // hexByte decodes two lower-case hex digits (W3C trace context allows no
 // upper case).
 func hexByte(hi, lo byte) (byte, bool) {
-	h, ok1 := hexDigit(hi)
-	l, ok2 := hexDigit(lo)
-	return h<<4 | l, ok1 && ok2
+	h, l := hexValue[hi], hexValue[lo]
+	return h<<4 | l, h|l < 16
 }
 
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
+// hexValue is a byte's value as a lower-case hex digit; 0xff: none.
+var hexValue = func() (v [256]byte) {
+	for i := range v {
+		v[i] = 0xff
 	}
-	return 0, false
-}
+	for c := '0'; c <= '9'; c++ {
+		v[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		v[c] = byte(c-'a') + 10
+	}
+	return v
+}()
 
 // endProcess counts a handled delivery. kind is an outcomeKind, or
 // undecodable.
@@ -403,8 +433,8 @@ func (t *telemetry) endProcess(ro *runObs, began time.Time, kind int) {
 	if !t.metrics {
 		return
 	}
-	t.handled.Add(context.Background(), 1, ro.outcome[kind])
+	t.handled.Add(context.Background(), 1, ro.outcomeAdd[kind]...)
 	if kind != undecodable {
-		t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.sub)
+		t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.subRecord...)
 	}
 }
