@@ -292,11 +292,11 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	r.obs = r.tel.runObs(s.stream, handlerName)
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	var begin func([]shard.Record) func()
+	var observe func() takeObserver
 	if r.tel != nil && r.tel.tracer != nil {
-		begin = func(batch []shard.Record) func() { return r.tel.startBatch(r.ctx, &r.obs, batch) }
+		observe = func() takeObserver { return &batchSpans{t: r.tel, ro: &r.obs} }
 	}
-	r.lanes = newLanesBegin(s.set.workers, s.set.byKey, r.process, begin)
+	r.lanes = newLanesObserved(s.set.workers, s.set.byKey, r.process, observe)
 	r.idle = r.lanes.idle
 
 	// The coordinator adds stream and owner itself.

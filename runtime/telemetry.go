@@ -285,23 +285,53 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 	return o
 }
 
-// startBatch starts the consumer span of a lane's take ("process STREAM",
-// one per take of up to laneDepth/2 records, not one per record: the
-// messaging conventions' batch process span), linked to the producer span
-// of each of its records that carries a trace context. It reads that
-// context from the record's envelope only here, without decoding the
-// other headers. The returned func ends the span once the take's records
-// are handled and settled.
-func (t *telemetry) startBatch(ctx context.Context, ro *runObs, batch []shard.Record) func() {
-	links := make([]trace.Link, 0, len(batch))
-	for i := range batch {
-		if sc, ok := recordTraceContext(batch[i].Data); ok {
-			links = append(links, trace.Link{SpanContext: sc})
+// maxBatchLinks is the most records one process span links to: the SDK's
+// default link count limit, past which it drops links.
+const maxBatchLinks = 128
+
+// batchSpans makes one lane worker's consumer spans: one "process STREAM"
+// span per batch of records (the messaging conventions' batch process
+// span), not one per record, linked to the producer span of each of its
+// records that carries a trace context. A batch is what the worker
+// handles back to back: its takes until its queue is empty, at most
+// maxBatchLinks records. The span is made when the batch ends, with the
+// time its first take began, so the links are gathered in a reused slice;
+// each record's trace context is read from its envelope only here,
+// without decoding its other headers.
+type batchSpans struct {
+	t     *telemetry
+	ro    *runObs
+	began time.Time
+	n     int // records in the batch
+	links []trace.Link
+}
+
+func (b *batchSpans) take(recs []shard.Record) {
+	if b.n > 0 && b.n+len(recs) > maxBatchLinks {
+		b.idle()
+	}
+	if b.n == 0 {
+		b.began = time.Now()
+	}
+	b.n += len(recs)
+	for i := range recs {
+		if sc, ok := recordTraceContext(recs[i].Data); ok {
+			b.links = append(b.links, trace.Link{SpanContext: sc})
 		}
 	}
-	_, span := t.tracer.Start(ctx, ro.span, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...),
-		trace.WithAttributes(ro.attrs...), trace.WithAttributes(attrBatchCount.Int(len(batch))))
-	return func() { span.End() }
+}
+
+// idle ends the batch: its span is made and ended.
+func (b *batchSpans) idle() {
+	if b.n == 0 {
+		return
+	}
+	_, span := b.t.tracer.Start(context.Background(), b.ro.span, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(b.began), trace.WithLinks(b.links...),
+		trace.WithAttributes(b.ro.attrs...), trace.WithAttributes(attrBatchCount.Int(b.n)))
+	span.End()
+	clear(b.links)
+	b.links, b.n = b.links[:0], 0
 }
 
 // producerSpan is the span a handler's context carries when tracing is
