@@ -39,9 +39,14 @@ const systemName = "aws_kinesis"
 // WithTracerProvider traces publishes and deliveries through tp: a publish
 // starts a producer span ("send STREAM") and carries its W3C trace context
 // in the record's headers (traceparent, tracestate), so such a record is
-// always an envelope; a delivery starts a consumer span ("process STREAM")
-// as the child of the publisher's, and its handler's context carries it,
-// so a reply or a publish made with that context continues the trace.
+// always an envelope. Deliveries follow OpenTelemetry's messaging
+// conventions for batches: a lane worker makes one consumer span
+// ("process STREAM") per batch of records it handles back to back (at most
+// 128), linked to each record's producer span, rather than a span per
+// record, which cost three times an untraced delivery's CPU. A handler's
+// context carries its record's producer span context as a remote parent
+// (parsed only when asked for), so a span the handler starts, a reply or
+// a publish made with that context continues the producer's trace.
 // Without it nothing is traced and no header is added.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
