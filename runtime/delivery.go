@@ -482,7 +482,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	attempt := takeAttempt(headers)
 	if r.tel != nil && r.tel.tracer != nil {
-		hc.traced = headers
+		hc.traceparent, hc.tracestate = headers[traceparentHeader], headers[tracestateHeader]
 	}
 	for {
 		d := Delivery{
@@ -600,7 +600,7 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 }
 
 // callObserved is call counted and timed. (With tracing on, the handler's
-// context carries the producer's span: see handling.traced.)
+// context carries the producer's span: see handling.traceparent.)
 func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
 	began := time.Now()
 	out, err := r.call(ctx, payload, *d)

@@ -341,22 +341,18 @@ func (b *batchSpans) idle() {
 
 // producerSpan is the span a handler's context carries when tracing is
 // on (see handling.Value): a non-recording span of the producer's span
-// context, from h's traceparent header, so that a span the handler starts,
-// or a publish it makes with its context, continues the producer's trace.
-// No span is started per record (the take's span links to the
-// producer's), and the header is parsed only when something asks for the
-// context's span.
-func producerSpan(h Headers) (trace.Span, bool) {
-	tp, ok := h[traceparentHeader]
+// context, from its record's traceparent and tracestate headers, so that
+// a span the handler starts, or a publish it makes with its context,
+// continues the producer's trace. No span is started per record (the
+// batch's span links to the producer's), and the header is parsed only
+// when something asks for the context's span.
+func producerSpan(traceparent, tracestate string) (trace.Span, bool) {
+	sc, ok := parseTraceparent(traceparent)
 	if !ok {
 		return nil, false
 	}
-	sc, ok := parseTraceparent(tp)
-	if !ok {
-		return nil, false
-	}
-	if ts := h[tracestateHeader]; ts != "" {
-		if state, err := trace.ParseTraceState(ts); err == nil {
+	if tracestate != "" {
+		if state, err := trace.ParseTraceState(tracestate); err == nil {
 			sc = sc.WithTraceState(state)
 		}
 	}
