@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -191,7 +192,10 @@ type subRun struct {
 	leaseCtxs sync.Map
 
 	stopping chan struct{} // closed when stop begins: in-place retries stop backing off
-	stopOnce sync.Once
+	// recordSpans: a span per record (queue subscribers and Lambda, whose
+	// records are not handed over in lane batches that batchSpans traces).
+	recordSpans bool
+	stopOnce    sync.Once
 }
 
 // handlerCtx returns the context the handlers of rec run under: the run's,
@@ -298,7 +302,11 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	r.obs = r.tel.runObs(s.stream, handlerName)
 	// Handlers outlive the caller's ctx (Connect's, say): they stop with the run.
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.lanes = newLanes(s.set.workers, s.set.byKey, r.process)
+	var observe func() takeObserver
+	if r.tel != nil && r.tel.tracer != nil {
+		observe = func() takeObserver { return &batchSpans{t: r.tel, ro: &r.obs} }
+	}
+	r.lanes = newLanesObserved(s.set.workers, s.set.byKey, r.process, observe)
 	r.idle = r.lanes.idle
 
 	// The coordinator adds stream and owner itself.
@@ -455,7 +463,8 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 	}
 	// A publish from inside the handler that names no key goes under this
 	// record's key (the key ladder's fourth rung).
-	ctx := context.Context(&handling{Context: r.handlerCtx(rec), key: rec.PartitionKey, log: r.log})
+	hc := &handling{Context: r.handlerCtx(rec), key: rec.PartitionKey, log: r.log}
+	ctx := context.Context(hc)
 	if !r.s.raw && kpl.IsAggregated(rec.Data) {
 		// The reader hands over a KPL aggregate whole only when it is
 		// corrupt: say so, rather than that its bytes do not decode.
@@ -478,13 +487,16 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 		if app != r.s.b.s.cfg.app {
 			rec.Count(shard.Skipped)
 			if t := r.tel; t != nil && t.metrics {
-				t.handled.Add(context.Background(), 1, r.obs.outcome[skipped])
+				t.handled.Add(context.Background(), 1, r.obs.outcomeAdd[skipped]...)
 			}
 			return true
 		}
 		delete(headers, ApplicationHeader)
 	}
 	attempt := takeAttempt(headers)
+	if r.tel != nil && r.tel.tracer != nil {
+		hc.traceparent, hc.tracestate = headers[traceparentHeader], headers[tracestateHeader]
+	}
 	for {
 		d := Delivery{
 			Stream:         rec.Stream,
@@ -609,17 +621,23 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 	return r.s.invoke(ctx, payload, d)
 }
 
-// callObserved is call within the delivery's consumer span, counted and
-// timed.
+// callObserved is call counted and timed. (With tracing on, the handler's
+// context carries the producer's span: see handling.traceparent.)
 func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
-	ctx, span := t.startProcess(ctx, &r.obs, d)
+	var span trace.Span
+	if r.recordSpans {
+		ctx, span = t.startRecordSpan(ctx, &r.obs, d)
+	}
 	began := time.Now()
 	out, err := r.call(ctx, payload, *d)
 	kind, cause := int(out.kind), out.err
 	if err != nil {
 		kind, cause = undecodable, err
 	}
-	t.endProcess(span, &r.obs, began, kind, cause)
+	t.endProcess(&r.obs, began, kind)
+	if span != nil {
+		endRecordSpan(span, kind, cause)
+	}
 	return out, err
 }
 
@@ -627,7 +645,7 @@ func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte,
 // it does not decode.
 func (r *subRun) countUndecodable() {
 	if t := r.tel; t != nil && t.metrics {
-		t.handled.Add(context.Background(), 1, r.obs.outcome[undecodable])
+		t.handled.Add(context.Background(), 1, r.obs.outcomeAdd[undecodable]...)
 	}
 }
 

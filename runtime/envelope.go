@@ -124,9 +124,25 @@ func decodeEnvelope(data []byte) (Headers, []byte, error) {
 		if _, dup := h[string(name)]; dup {
 			return nil, nil, envelopeError(fmt.Sprintf("header %q repeated", name))
 		}
-		h[string(name)] = string(value)
+		h[headerName(name)] = string(value)
 	}
 	return h, rest, nil
+}
+
+// headerName is string(name), without an allocation for the names the
+// runtime itself writes (a traced record carries traceparent).
+func headerName(name []byte) string {
+	switch string(name) {
+	case traceparentHeader:
+		return traceparentHeader
+	case tracestateHeader:
+		return tracestateHeader
+	case AttemptHeader:
+		return AttemptHeader
+	case ApplicationHeader:
+		return ApplicationHeader
+	}
+	return string(name)
 }
 
 func uvarint(b []byte, what string) (uint64, []byte, error) {
@@ -157,3 +173,37 @@ func envelopeError(msg string) error {
 // other producers come back as they are, without headers; a corrupt
 // envelope is an ErrDecode error.
 func DecodeRecord(data []byte) (Headers, []byte, error) { return decodeEnvelope(data) }
+
+// envelopeHeader is the value of header name in data's envelope, found
+// without decoding the others or allocating; ok is false when data is no
+// envelope, is corrupt or has no such header. Tracing reads a record's
+// trace context with it only when it needs it (see telemetry.startBatch).
+func envelopeHeader(data []byte, name string) (value []byte, ok bool) {
+	if !bytes.HasPrefix(data, envelopeMagic) {
+		return nil, false
+	}
+	rest := data[len(envelopeMagic):]
+	if len(rest) == 0 || rest[0] != envelopeVersion {
+		return nil, false
+	}
+	count, n := binary.Uvarint(rest[1:])
+	if n <= 0 {
+		return nil, false
+	}
+	rest = rest[1+n:]
+	for range count {
+		k, r, err := lengthPrefixed(rest, "")
+		if err != nil {
+			return nil, false
+		}
+		v, r, err := lengthPrefixed(r, "")
+		if err != nil {
+			return nil, false
+		}
+		if string(k) == name {
+			return v, true
+		}
+		rest = r
+	}
+	return nil, false
+}

@@ -141,7 +141,7 @@ func (i *inlineSub) ByKey() bool  { return i.s.set.byKey }
 // Begin makes the invocation's run: its handlers' context is the
 // invocation's. Its workers share it, as the consumer's lanes share theirs.
 func (i *inlineSub) Begin(ctx context.Context) inline.Run {
-	return &inlineRun{r: &subRun{s: i.s, c: i.c, log: i.log, tel: i.tel, obs: i.obs, began: i.began, ctx: ctx}}
+	return &inlineRun{r: &subRun{s: i.s, c: i.c, log: i.log, tel: i.tel, obs: i.obs, began: i.began, ctx: ctx, recordSpans: true}}
 }
 
 type inlineRun struct{ r *subRun }

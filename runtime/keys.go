@@ -58,6 +58,10 @@ type handling struct {
 	context.Context
 	key string
 	log *slog.Logger // the subscription's (stream, handler, owner); nil in tests
+	// The record's trace context headers, when tracing is on: the
+	// context's span is then its producer's (see producerSpan), parsed when
+	// asked for. Copied out of the headers, which the handler may change.
+	traceparent, tracestate string
 }
 
 type handlingKey struct{}
@@ -65,6 +69,11 @@ type handlingKey struct{}
 func (c *handling) Value(k any) any {
 	if k == (handlingKey{}) {
 		return c
+	}
+	if c.traceparent != "" && k == spanKey {
+		if s, ok := producerSpan(c.traceparent, c.tracestate); ok {
+			return s
+		}
 	}
 	return c.Context.Value(k)
 }

@@ -45,13 +45,29 @@ type lanes struct {
 	stopped atomic.Bool // set by close, before quit is closed
 	wg      sync.WaitGroup
 	idle    chan struct{} // closed when every worker has exited
+	// observe, when set, makes each worker's observer of its takes: how
+	// tracing makes one span per batch of records (see batchSpans).
+	observe func() takeObserver
+}
+
+// takeObserver sees a worker's takes: take before a take's records are
+// handled, idle when the worker has handled and settled everything it took
+// and is about to wait for more (or exit).
+type takeObserver interface {
+	take([]shard.Record)
+	idle()
 }
 
 // newLanes starts the workers. work handles one record and reports whether
 // the record is to be settled; the lane settles it (in a batch with the
 // others of its take, see work).
 func newLanes(workers int, byKey bool, work func(*shard.Record) (settle bool)) *lanes {
-	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{})}
+	return newLanesObserved(workers, byKey, work, nil)
+}
+
+// newLanesObserved is newLanes with lanes.observe set (nil: none).
+func newLanesObserved(workers int, byKey bool, work func(*shard.Record) (settle bool), observe func() takeObserver) *lanes {
+	l := &lanes{quit: make(chan struct{}), idle: make(chan struct{}), observe: observe}
 	if byKey {
 		l.queues = make([]*queue, workers)
 		for i := range l.queues {
@@ -85,10 +101,18 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 	// Both grow with the takes, to q.take at most.
 	var batch []shard.Record
 	var done []*shard.Record
+	var obs takeObserver
+	if l.observe != nil {
+		obs = l.observe()
+		defer obs.idle()
+	}
 	for {
 		var ok bool
 		if batch, ok = q.get(batch[:0], l.quit); !ok {
 			return
+		}
+		if obs != nil {
+			obs.take(batch)
 		}
 		for i := range batch {
 			if l.stopped.Load() {
@@ -99,6 +123,9 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 			}
 		}
 		shard.SettleAll(done)
+		if obs != nil && q.empty() {
+			obs.idle()
+		}
 		done = done[:0]
 		clear(batch) // the records' data goes with their deliveries
 		if l.stopped.Load() {
@@ -226,6 +253,13 @@ func newQueue(size, take, workers int) *queue {
 		low:   size / 2,
 		ready: make(chan struct{}, workers),
 	}
+}
+
+// empty reports whether nothing is queued (a worker's next get would wait).
+func (q *queue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n == 0
 }
 
 // room is how many more records the queue takes; q.mu is held.

@@ -286,7 +286,7 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	}
 
 	cfg := s.b.s.cfg
-	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{})}
+	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{}), recordSpans: true}
 	r.obs = r.tel.runObs(s.stream, s.set.name)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	q := &queueRun{r: r, arn: aws.ToString(desc.QueueARN), name: aws.ToString(desc.QueueName)}

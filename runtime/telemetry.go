@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
 // instrumentationName names the runtime's tracer and meter.
@@ -28,6 +30,7 @@ const (
 	attrAttempt       = attribute.Key("kinesisgen.attempt")
 	attrHandler       = attribute.Key("kinesisgen.handler")
 	attrOutcome       = attribute.Key("kinesisgen.outcome")
+	attrBatchCount    = attribute.Key("messaging.batch.message_count")
 )
 
 // systemName is messaging.system of every span.
@@ -36,9 +39,14 @@ const systemName = "aws_kinesis"
 // WithTracerProvider traces publishes and deliveries through tp: a publish
 // starts a producer span ("send STREAM") and carries its W3C trace context
 // in the record's headers (traceparent, tracestate), so such a record is
-// always an envelope; a delivery starts a consumer span ("process STREAM")
-// as the child of the publisher's, and its handler's context carries it,
-// so a reply or a publish made with that context continues the trace.
+// always an envelope. Deliveries follow OpenTelemetry's messaging
+// conventions for batches: a lane worker makes one consumer span
+// ("process STREAM") per batch of records it handles back to back (at most
+// 128), linked to each record's producer span, rather than a span per
+// record, which cost three times an untraced delivery's CPU. A handler's
+// context carries its record's producer span context as a remote parent
+// (parsed only when asked for), so a span the handler starts, a reply or
+// a publish made with that context continues the producer's trace.
 // Without it nothing is traced and no header is added.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
@@ -245,9 +253,14 @@ func (t *telemetry) endSend(span trace.Span, po publishObs, r Receipt, err error
 // runObs is the precomputed measurement options of one subscription run.
 type runObs struct {
 	span    string                      // the consumer span's name
+	attrs   []attribute.KeyValue        // the consumer span's attributes
 	sub     metric.MeasurementOption    // stream, handler
 	stream  metric.MeasurementOption    // stream
 	outcome [5]metric.MeasurementOption // stream, handler, outcome: by outcomeKind, then undecodable, skipped
+	// The same as the variadic arguments of Add and Record, made once: a
+	// slice made at each call would be allocated per record.
+	outcomeAdd [5][]metric.AddOption
+	subRecord  []metric.RecordOption
 }
 
 const (
@@ -259,23 +272,198 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 	if t == nil {
 		return runObs{}
 	}
+	o := runObs{span: "process " + stream}
+	if t.tracer != nil {
+		o.attrs = []attribute.KeyValue{attrSystem.String(systemName), attrOperationName.String("process"),
+			attrOperationType.String("process"), attrStream.String(stream), attrConsumerGroup.String(t.app)}
+	}
 	if !t.metrics {
-		return runObs{span: "process " + stream}
+		return o
 	}
-	o := runObs{
-		span:   "process " + stream,
-		sub:    metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler))),
-		stream: metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream))),
-	}
+	o.sub = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler)))
+	o.stream = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream)))
+	o.subRecord = []metric.RecordOption{o.sub}
 	for i, name := range []string{"ack", "retry", "reject", "undecodable", "skipped"} {
 		o.outcome[i] = metric.WithAttributeSet(attribute.NewSet(attrStream.String(stream), attrHandler.String(handler), attrOutcome.String(name)))
+		o.outcomeAdd[i] = []metric.AddOption{o.outcome[i]}
 	}
 	return o
 }
 
-// startProcess starts the consumer span of d's delivery, the child of the
-// span whose context its headers carry (a root span when they carry none).
-func (t *telemetry) startProcess(ctx context.Context, ro *runObs, d *Delivery) (context.Context, trace.Span) {
+// maxBatchLinks is the most records one process span links to: the SDK's
+// default link count limit, past which it drops links.
+const maxBatchLinks = 128
+
+// batchSpans makes one lane worker's consumer spans: one "process STREAM"
+// span per batch of records (the messaging conventions' batch process
+// span), not one per record, linked to the producer span of each of its
+// records that carries a trace context. A batch is what the worker
+// handles back to back: its takes until its queue is empty, at most
+// maxBatchLinks records. The span is made when the batch ends, with the
+// time its first take began, so the links are gathered in a reused slice;
+// each record's trace context is read from its envelope only here,
+// without decoding its other headers.
+type batchSpans struct {
+	t     *telemetry
+	ro    *runObs
+	began time.Time
+	n     int // records in the batch
+	links []trace.Link
+}
+
+func (b *batchSpans) take(recs []shard.Record) {
+	if b.n > 0 && b.n+len(recs) > maxBatchLinks {
+		b.idle()
+	}
+	if b.n == 0 {
+		b.began = time.Now()
+	}
+	b.n += len(recs)
+	for i := range recs {
+		if sc, ok := recordTraceContext(recs[i].Data); ok {
+			b.links = append(b.links, trace.Link{SpanContext: sc})
+		}
+	}
+}
+
+// idle ends the batch: its span is made and ended.
+func (b *batchSpans) idle() {
+	if b.n == 0 {
+		return
+	}
+	_, span := b.t.tracer.Start(context.Background(), b.ro.span, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(b.began), trace.WithLinks(b.links...),
+		trace.WithAttributes(b.ro.attrs...), trace.WithAttributes(attrBatchCount.Int(b.n)))
+	span.End()
+	clear(b.links)
+	b.links, b.n = b.links[:0], 0
+}
+
+// producerSpan is the span a handler's context carries when tracing is
+// on (see handling.Value): a non-recording span of the producer's span
+// context, from its record's traceparent and tracestate headers, so that
+// a span the handler starts, or a publish it makes with its context,
+// continues the producer's trace. No span is started per record (the
+// batch's span links to the producer's), and the header is parsed only
+// when something asks for the context's span.
+func producerSpan(traceparent, tracestate string) (trace.Span, bool) {
+	sc, ok := parseTraceparent(traceparent)
+	if !ok {
+		return nil, false
+	}
+	if tracestate != "" {
+		if state, err := trace.ParseTraceState(tracestate); err == nil {
+			sc = sc.WithTraceState(state)
+		}
+	}
+	return trace.SpanFromContext(trace.ContextWithRemoteSpanContext(context.Background(), sc)), true
+}
+
+// spanKey is the key under which the trace API keeps a context's span,
+// learnt by asking a probe context for it: a handler's context answers it
+// without a context.WithValue per record.
+var spanKey = func() any {
+	var p keyProbe
+	trace.SpanFromContext(&p)
+	return p.key
+}()
+
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(k any) any {
+	p.key = k
+	return nil
+}
+
+// The W3C trace context headers (propagation.TraceContext's).
+const (
+	traceparentHeader = "traceparent"
+	tracestateHeader  = "tracestate"
+)
+
+// recordTraceContext is the producer span context that data's envelope
+// carries, if any.
+func recordTraceContext(data []byte) (trace.SpanContext, bool) {
+	tp, ok := envelopeHeader(data, traceparentHeader)
+	if !ok {
+		return trace.SpanContext{}, false
+	}
+	sc, ok := parseTraceparent(tp)
+	if !ok {
+		return sc, false
+	}
+	if ts, ok := envelopeHeader(data, tracestateHeader); ok && len(ts) > 0 {
+		if state, err := trace.ParseTraceState(string(ts)); err == nil {
+			sc = sc.WithTraceState(state)
+		}
+	}
+	return sc, true
+}
+
+// parseTraceparent parses a W3C traceparent value
+// ("00-<trace id>-<span id>-<flags>") without allocating, as
+// propagation.TraceContext does: a later version may append fields after
+// the four; version ff and all-zero ids are invalid.
+func parseTraceparent[S ~string | ~[]byte](s S) (trace.SpanContext, bool) {
+	const n = 55
+	if len(s) < n || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	ver, ok := hexByte(s[0], s[1])
+	if !ok || ver == 0xff || (ver == 0 && len(s) != n) || (ver != 0 && len(s) > n && s[n] != '-') {
+		return trace.SpanContext{}, false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	for i := range tid {
+		if tid[i], ok = hexByte(s[3+2*i], s[4+2*i]); !ok {
+			return trace.SpanContext{}, false
+		}
+	}
+	for i := range sid {
+		if sid[i], ok = hexByte(s[36+2*i], s[37+2*i]); !ok {
+			return trace.SpanContext{}, false
+		}
+	}
+	flags, ok := hexByte(s[53], s[54])
+	if !ok {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(flags) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}
+
+// hexByte decodes two lower-case hex digits (W3C trace context allows no
+// upper case).
+func hexByte(hi, lo byte) (byte, bool) {
+	h, l := hexValue[hi], hexValue[lo]
+	return h<<4 | l, h|l < 16
+}
+
+// hexValue is a byte's value as a lower-case hex digit; 0xff: none.
+var hexValue = func() (v [256]byte) {
+	for i := range v {
+		v[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		v[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		v[c] = byte(c-'a') + 10
+	}
+	return v
+}()
+
+// startRecordSpan starts a consumer span for one record, the child of the
+// span whose context its headers carry (a root span when they carry none),
+// for the paths that hand records over one by one rather than in lane
+// batches (queue subscribers, Lambda): each record's producer span stays
+// reachable as its parent, and a record's handling is traced whole.
+func (t *telemetry) startRecordSpan(ctx context.Context, ro *runObs, d *Delivery) (context.Context, trace.Span) {
 	if t.tracer == nil {
 		return ctx, nil
 	}
@@ -290,18 +478,9 @@ func (t *telemetry) startProcess(ctx context.Context, ro *runObs, d *Delivery) (
 			attrMessageID.String(id), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
 }
 
-// endProcess counts a handled delivery and ends its span. kind is an
-// outcomeKind, or undecodable.
-func (t *telemetry) endProcess(span trace.Span, ro *runObs, began time.Time, kind int, err error) {
-	if t.metrics {
-		t.handled.Add(context.Background(), 1, ro.outcome[kind])
-		if kind != undecodable {
-			t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.sub)
-		}
-	}
-	if span == nil {
-		return
-	}
+// endRecordSpan ends a span of startRecordSpan with its outcome. kind is
+// an outcomeKind, or undecodable.
+func endRecordSpan(span trace.Span, kind int, err error) {
 	span.SetAttributes(attrOutcome.String([...]string{"ack", "retry", "reject", "undecodable"}[kind]))
 	if kind != int(outcomeAck) {
 		if err != nil {
@@ -312,4 +491,16 @@ func (t *telemetry) endProcess(span trace.Span, ro *runObs, began time.Time, kin
 		}
 	}
 	span.End()
+}
+
+// endProcess counts a handled delivery. kind is an outcomeKind, or
+// undecodable.
+func (t *telemetry) endProcess(ro *runObs, began time.Time, kind int) {
+	if !t.metrics {
+		return
+	}
+	t.handled.Add(context.Background(), 1, ro.outcomeAdd[kind]...)
+	if kind != undecodable {
+		t.duration.Record(context.Background(), time.Since(began).Seconds(), ro.subRecord...)
+	}
 }

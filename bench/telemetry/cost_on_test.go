@@ -24,5 +24,12 @@ func init() {
 			_ = mp.Shutdown(context.Background())
 		})
 		return []runtime.Option{runtime.WithTracerProvider(tp), runtime.WithMeterProvider(mp)}
+	}}, variant{name: "traced", opts: func(tb testing.TB) []runtime.Option {
+		// Traces alone, as "on" makes them: what tracing costs without
+		// the metrics.
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+			sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		tb.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		return []runtime.Option{runtime.WithTracerProvider(tp)}
 	}})
 }

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -100,7 +103,17 @@ func TestTraceRunsFromPublishThroughHandlerAndReplyToItsHandler(t *testing.T) {
 			var spans tracetest.SpanStubs
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 				// The last consumer span ends after its handler returned.
-				if spans = exp.GetSpans(); len(spans) >= 6 || time.Now().After(deadline) {
+				// Every process span is made once its batch is handled: wait
+				// for the reply's and for both deliveries of the order.
+				spans = exp.GetSpans()
+				receipts, orders := false, 0
+				for _, s := range spans {
+					receipts = receipts || s.Name == "process receipts"
+					if s.Name == "process orders" {
+						orders += len(s.Links)
+					}
+				}
+				if receipts && orders >= 2 || time.Now().After(deadline) {
 					break
 				}
 			}
@@ -111,7 +124,11 @@ func TestTraceRunsFromPublishThroughHandlerAndReplyToItsHandler(t *testing.T) {
 				names = append(names, s.Name)
 			}
 			slices.Sort(names)
+			// The retry copy is in a batch of its own or in the original's.
 			want := []string{"checkout", "process orders", "process orders", "process receipts", "send orders", "send receipts"}
+			if len(byName["process orders"]) == 1 {
+				want = slices.Delete(want, 1, 2)
+			}
 			if !slices.Equal(names, want) {
 				t.Fatalf("spans %q, want %q", names, want)
 			}
@@ -126,34 +143,129 @@ func TestTraceRunsFromPublishThroughHandlerAndReplyToItsHandler(t *testing.T) {
 					t.Errorf("%s's parent is %s, want %s (%s)", child.Name, child.Parent.SpanID(), parent.SpanContext.SpanID(), parent.Name)
 				}
 			}
+			checkLink := func(consumer, producer tracetest.SpanStub) {
+				t.Helper()
+				for _, l := range consumer.Links {
+					if l.SpanContext.Equal(producer.SpanContext.WithRemote(true)) {
+						return
+					}
+				}
+				t.Errorf("%s links to %v, not to %s's %s", consumer.Name, consumer.Links, producer.Name, producer.SpanContext.SpanID())
+			}
 			checkParent(sendOrders, byName["checkout"][0])
-			var second tracetest.SpanStub
+			linked := 0
 			for i, p := range byName["process orders"] {
-				checkParent(p, sendOrders) // the retry copy carries the original's context
+				checkLink(p, sendOrders) // the retry copy carries the original's context
+				linked += len(p.Links)
 				a := attrs(p)
 				if p.SpanKind != trace.SpanKindConsumer || a["messaging.destination.name"].AsString() != "orders" ||
-					!strings.HasPrefix(a["messaging.destination.partition.id"].AsString(), "shardId-") ||
-					a["messaging.message.id"].AsString() == "" || a["messaging.system"].AsString() != "aws_kinesis" ||
+					a["messaging.batch.message_count"].AsInt64() != int64(len(p.Links)) || a["messaging.system"].AsString() != "aws_kinesis" ||
 					a["messaging.operation.type"].AsString() != "process" || a["messaging.consumer.group.name"].AsString() != "shop" {
 					t.Errorf("process span %d: kind %v, attributes %v", i, p.SpanKind, p.Attributes)
 				}
-				if a["kinesisgen.attempt"].AsInt64() == 2 {
-					second = p
-				}
 			}
-			if second.Name == "" {
-				t.Fatalf("no process span of attempt 2 among %v", byName["process orders"])
+			if linked != 2 {
+				t.Errorf("the process spans link to %d records, want 2 (the order and its retry copy)", linked)
 			}
-			if a := attrs(byName["process orders"][0]); a["kinesisgen.attempt"].AsInt64() != 1 || a["kinesisgen.outcome"].AsString() != "retry" {
-				t.Errorf("first process span: %v", byName["process orders"][0].Attributes)
-			}
-			checkParent(sendReceipts, second)
-			checkParent(processReceipts, sendReceipts)
+			// The handler's context carries the producer's context: its
+			// reply's span is the child of the order's.
+			checkParent(sendReceipts, sendOrders)
+			checkLink(processReceipts, sendReceipts)
 			if sendOrders.SpanKind != trace.SpanKindProducer || !strings.HasPrefix(attrs(sendOrders)["messaging.destination.partition.id"].AsString(), "shardId-") {
 				t.Errorf("send span: kind %v, attributes %v", sendOrders.SpanKind, sendOrders.Attributes)
 			}
-			if handlerSpan.SpanID() != processReceipts.SpanContext.SpanID() {
-				t.Errorf("the handler's context carries span %s, not its process span %s", handlerSpan.SpanID(), processReceipts.SpanContext.SpanID())
+			if handlerSpan.SpanID() != sendReceipts.SpanContext.SpanID() || !handlerSpan.IsRemote() {
+				t.Errorf("the handler's context carries span %s, not its record's producer span %s", handlerSpan.SpanID(), sendReceipts.SpanContext.SpanID())
+			}
+		})
+	}
+}
+
+// Every handled record's producer span is reachable from the consumer
+// side's spans: one of them links to it (a take's process span) or is its
+// child (a span the handler started with its context), with by-key lanes
+// (takes of many records, over several shards) and without.
+func TestEveryHandledRecordsProducerSpanIsReachable(t *testing.T) {
+	for _, byKey := range []bool{true, false} {
+		t.Run(fmt.Sprintf("byKey=%v", byKey), func(t *testing.T) {
+			const n = 600
+			ctx := testCtx(t)
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			pb, srv := kinesistest.NewBrokerServer(runtime.WithTracerProvider(tp))
+			if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(4)}); err != nil {
+				t.Fatal(err)
+			}
+			pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
+			connect(t, ctx, pb)
+			msgs := make([]order, n)
+			for i := range msgs {
+				msgs[i] = order{ID: i, Customer: fmt.Sprint("c", i%37)}
+			}
+			if err := runtime.PublishAll(ctx, pub, msgs); err != nil {
+				t.Fatal(err)
+			}
+			var handled atomic.Int64
+			done := make(chan struct{})
+			opts := []runtime.SubscribeOption{runtime.StartAt(runtime.Horizon()), runtime.Workers(4)}
+			if byKey {
+				opts = append(opts, runtime.ByKey())
+			}
+			cb := srv.NewBroker(runtime.WithTracerProvider(tp))
+			if _, err := runtime.Subscribe(cb, "orders", func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
+				if o.ID%5 == 0 { // some handlers start spans of their own
+					_, s := tp.Tracer("handler").Start(ctx, "handle")
+					s.End()
+				}
+				if handled.Add(1) == n {
+					close(done)
+				}
+				return runtime.Ack()
+			}, opts...); err != nil {
+				t.Fatal(err)
+			}
+			connect(t, ctx, cb)
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatalf("handled %d of %d", handled.Load(), n)
+			}
+			if err := cb.Shutdown(ctx); err != nil { // ends the last take's span
+				t.Fatal(err)
+			}
+			reached := map[trace.SpanID]bool{}
+			var sends []tracetest.SpanStub
+			maxTake, takes := 0, 0
+			for _, s := range exp.GetSpans() {
+				switch {
+				case s.Name == "send orders":
+					sends = append(sends, s)
+				case s.Name == "process orders":
+					for _, l := range s.Links {
+						reached[l.SpanContext.SpanID()] = true
+					}
+					maxTake = max(maxTake, len(s.Links))
+					takes++
+				case s.Parent.IsValid():
+					reached[s.Parent.SpanID()] = true
+				}
+			}
+			if len(sends) != n {
+				t.Fatalf("%d send spans, want %d", len(sends), n)
+			}
+			missing := 0
+			for _, s := range sends {
+				if !reached[s.SpanContext.SpanID()] {
+					missing++
+				}
+			}
+			if missing > 0 {
+				t.Errorf("%d of %d producer spans reached by no consumer-side span", missing, n)
+			}
+			t.Logf("%d records in %d process spans, at most %d in one", n, takes, maxTake)
+			if byKey && maxTake < 2 {
+				t.Errorf("by-key takes linked at most %d records: no batch span", maxTake)
 			}
 		})
 	}

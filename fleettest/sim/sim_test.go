@@ -170,11 +170,14 @@ func checkPhases(t *testing.T, rep *sim.Report) {
 	}
 }
 
-// TestSimulationCatchesUnsafeHandoffs shows the checks fail when the
-// invariants break: with handlers slower than the handoff allows (4 s
-// against half of a 1 s handoff), an owner releases leases with records
-// still being handled, and the next owner handles them again meanwhile.
-func TestSimulationCatchesUnsafeHandoffs(t *testing.T) {
+// TestSlowHandlersPostponeHandoffs: with handlers slower than the handoff
+// allows (4 s against half of a 1 s handoff), an owner asked for a lease
+// postpones the handoff instead of releasing the lease with records still
+// being handled (issue 29, defect 1), so no record is handled twice
+// without a crash or partition to explain it. Before that fix this
+// very scenario had such records (the checker's own failure is shown by
+// TestCheckReportsOverlapsAndDuplicates).
+func TestSlowHandlersPostponeHandoffs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := sim.Config{
 			Shards: 16, Instances: 3, Seed: 1,
@@ -188,13 +191,16 @@ func TestSimulationCatchesUnsafeHandoffs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all := strings.Join(rep.Violations, "\n")
-		if len(rep.Violations) > 0 {
-			t.Logf("%d violations, the first: %s", len(rep.Violations), rep.Violations[0])
-		}
-		for _, want := range []string{"overlapped another instance's on the same shard", "no crash or partition explains it"} {
-			if !strings.Contains(all, want) {
-				t.Errorf("violations do not say %q:\n%s", want, all)
+		// The scenario also crashes and cuts off instances, whose handlers
+		// run on past their leases (overlaps that failover allows), and its
+		// 4 s handlers cannot keep up with the publishing (records left
+		// unhandled at the end): what a graceful handoff must never cause is
+		// a record handled twice that no crash or partition explains.
+		for _, v := range rep.Violations {
+			if strings.Contains(v, "no crash or partition explains it") {
+				t.Errorf("violation: %s", v)
+			} else {
+				t.Logf("allowed here: %s", v)
 			}
 		}
 	})
