@@ -387,3 +387,29 @@ func TestHalfThrottledOwnerStaysAlive(t *testing.T) {
 		}
 	}
 }
+
+// Issue 29, defect 7 (fleettest/dst mix slowstore, seed 9): leases taken
+// while a slow heartbeat is in flight are renewed by that heartbeat when it
+// lands. (Before, a heartbeat renewed only the leases held when it was
+// sent: the leases an instance took at its start, with its first heartbeat
+// in flight, kept a fence counted from no heartbeat and were fenced while
+// every call was answered within its deadline.)
+func TestLeasesTakenDuringASlowHeartbeatAreRenewedByIt(t *testing.T) {
+	e, _ := memEnvIn(t, 2, shard.LivenessPerInstance)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	store.set(50*time.Millisecond, 400*time.Millisecond) // 0.45 s a call, from the start: 90% of the deadline
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = store
+	cfg.Renew, cfg.Failover = 500*time.Millisecond, 1500*time.Millisecond
+	cfg.Counters = new(shard.LeaseCounters)
+	c := e.start(cfg)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n := cfg.Counters.Lost.Load(); n != 0 {
+			t.Fatalf("a fenced %d leases with every call answered within its deadline (reads %v)", n, c.Reading())
+		}
+	}
+	if got := c.Reading(); !slices.Equal(got, ids) {
+		t.Fatalf("a reads %v, want %v", got, ids)
+	}
+}
