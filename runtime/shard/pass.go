@@ -557,6 +557,9 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	wm := newWatermark()
 	wm.st = o.st
 	wm.until, wm.epoch, wm.lost = &o.until, c.epoch, o.fctx
+	if o.lctx != nil {
+		wm.lost = o.lctx // done by the clock past the fence too
+	}
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
 	if o.gone || o.handing || o.fctx.Err() != nil {
