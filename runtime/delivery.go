@@ -210,7 +210,8 @@ func (r *subRun) handlerCtx(rec *shard.Record) context.Context {
 	if v, ok := r.leaseCtxs.Load(lc); ok {
 		return v.(context.Context)
 	}
-	ctx, cancel := context.WithCancel(r.ctx)
+	cctx, cancel := context.WithCancel(r.ctx)
+	ctx := &leaseBound{Context: cctx, lease: lc, cancel: cancel}
 	if v, loaded := r.leaseCtxs.LoadOrStore(lc, ctx); loaded {
 		cancel()
 		return v.(context.Context)
@@ -220,6 +221,35 @@ func (r *subRun) handlerCtx(rec *shard.Record) context.Context {
 		r.leaseCtxs.Delete(lc)
 	})
 	return ctx
+}
+
+// leaseBound is a handler's context bound to its record's lease: Err looks
+// at the lease itself, which reports a lease past its fence by the clock
+// before the fence's timer has run (after a pause), and Deadline is the
+// lease's fence when that comes first.
+type leaseBound struct {
+	context.Context
+	lease  context.Context
+	cancel context.CancelFunc
+}
+
+func (c *leaseBound) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.lease.Err() != nil {
+		c.cancel()
+		return c.Context.Err()
+	}
+	return nil
+}
+
+func (c *leaseBound) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	if ld, lok := c.lease.Deadline(); lok && (!ok || ld.Before(d)) {
+		return ld, true
+	}
+	return d, ok
 }
 
 // start checks (or creates) the stream and the dead-letter stream, starts

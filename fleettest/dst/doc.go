@@ -82,9 +82,9 @@
 // clock. The runtime holds a lease's mutex across its checkpoint, renewal,
 // release, children and keep writes (and the re-read of a moved lease):
 // those calls are never delayed; their slow and late answers come at
-// once (with Mix.HeartbeatsUnderMu, heartbeats too: the liveness fix
-// holds a mutex across them), and while the instance is paused they fail with the deadline error
-// at once (as a call sent just before a freeze fails after the thaw). A
+// once (with Mix.HeartbeatsUnderMu, heartbeats too), and while the
+// instance is paused they fail with the deadline error at once (as a call
+// sent just before a freeze fails after the thaw). A
 // paused instance's timers still fire (the fence among them); its calls
 // made at the instant it resumes ignore deadlines that expired during the
 // pause, as a thawed process's goroutines race their timers. A bubble

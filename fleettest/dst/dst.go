@@ -492,8 +492,14 @@ func (w *world) handler(in *instance) runtime.Handler[Msg] {
 		b := w.behaviour(in.app, m.ID, d.Attempt)
 		h.outcome = b.kind
 		defer func() {
-			stop()
+			// Frozen before it returns (the gate): a cancellation meanwhile
+			// counts, so the AfterFunc stays armed across the gate. The
+			// handler may see Done before the AfterFunc runs (a context
+			// closes Done before it runs its AfterFuncs): record that too.
 			in.gate()
+			if stop() && ctx.Err() != nil {
+				cancelled.CompareAndSwap(0, int64(time.Since(w.begin)))
+			}
 			h.end = time.Now()
 			if c := cancelled.Load(); c != 0 {
 				h.cancelledAt = w.begin.Add(time.Duration(c))
@@ -516,6 +522,7 @@ func (w *world) handler(in *instance) runtime.Handler[Msg] {
 		select {
 		case <-time.After(b.d):
 		case <-ctx.Done():
+			cancelled.CompareAndSwap(0, int64(time.Since(w.begin)))
 		}
 		switch b.kind {
 		case "retry":

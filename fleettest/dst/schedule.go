@@ -120,9 +120,10 @@ type Mix struct {
 	// the "churn" mix, which does not).
 	UnreadSlack time.Duration
 	// HeartbeatsUnderMu treats heartbeats as calls made under a mutex:
-	// never delayed (see opClass). The liveness fix of issue 29 holds a
-	// sync.Mutex (beatMu) across the heartbeat, so a slow heartbeat there
-	// stops the bubble's clock; "slowreads" is "slowstore" without them.
+	// never delayed (see opClass); "slowreads" is "slowstore" without
+	// slow heartbeats. (The liveness fix of issue 29 first held a
+	// sync.Mutex across the heartbeat, which stopped the bubble's clock;
+	// heartbeats now wait on a channel, beatSem, and may be slow.)
 	HeartbeatsUnderMu bool
 	// NoChurn: no instance joins or leaves after the start (to tell a
 	// fault's violations from a handoff's).

@@ -304,10 +304,10 @@ type Coordinator struct {
 	// once a heartbeat of the last one was confirmed (answered without
 	// error); until then it writes the same one again, so the others see
 	// the beat stand still while this owner cannot confirm it is alive
-	// (beatFirst, beatNew: guarded by beatMu, which serialises
-	// heartbeats).
+	// (beatFirst, beatNew: guarded by beatSem, a 1-buffered channel held
+	// by the heartbeat in flight, which serialises heartbeats).
 	beat      atomic.Int64
-	beatMu    sync.Mutex
+	beatSem   chan struct{}
 	beatFirst time.Time // when the current beat was first sent
 	beatNew   bool      // the current beat was confirmed: the next heartbeat writes a new one
 	// starting: the first pass has not ended, and the member entry says
@@ -406,6 +406,7 @@ func New(cfg Config) (*Coordinator, error) {
 		beats:    &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover},
 		epoch:    time.Now(),
 		kick:     make(chan bool, 1),
+		beatSem:  make(chan struct{}, 1),
 	}
 	if cg, ok := raw.(lease.CreateOrGetter); ok {
 		c.creator = boundedCreator{c: cg, d: cfg.leaseCallTimeout()}

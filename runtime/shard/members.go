@@ -116,7 +116,12 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 
 // heartbeat writes this owner's member entry and, once it is confirmed
 // (answered without error), moves the fence of every lease held when it
-// was sent.
+// lands, to fenceAfter past when the beat was first sent. A lease taken
+// while the beat was in flight is moved too (issue 29, defect 7): with
+// liveness per instance the others judge this owner by its beat alone, and
+// they see the new beat no earlier than it was sent, whenever the lease was
+// taken; a lease is never moved earlier (renewed), so one taken after the
+// beat was sent keeps the later of the two.
 //
 // The others judge this owner alive only while its beat moves, and the
 // beat moves only on confirmed heartbeats (issue 29, defect 2): one that
@@ -128,9 +133,15 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 // confirmed beat was first sent: the others' clock for that beat starts
 // no earlier.
 func (c *Coordinator) heartbeat(ctx context.Context) error {
-	c.beatMu.Lock()
-	defer c.beatMu.Unlock()
-	held := c.snapshot()
+	// A channel, not a sync.Mutex: a heartbeat waiting on a slow one gives
+	// up with its ctx, and is durably blocked in a synctest bubble.
+	select {
+	case c.beatSem <- struct{}{}:
+	case <-ctx.Done():
+		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: ctx.Err()}
+	}
+	defer func() { <-c.beatSem }()
+	held := len(c.snapshot())
 	c.mu.Lock()
 	asks := make([]string, 0, len(c.pending))
 	for key := range c.pending {
@@ -142,7 +153,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		c.beat.Add(1)
 		c.beatFirst, c.beatNew = sent, false
 	}
-	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: len(held), Asks: asks, Starting: c.starting.Load()})
+	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load()})
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
 	}
@@ -155,7 +166,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 			break
 		}
 	}
-	for _, o := range held {
+	for _, o := range c.snapshot() {
 		c.renewed(o, sent)
 	}
 	return nil

@@ -51,6 +51,7 @@ type owned struct {
 	timer  *time.Timer
 	fctx   context.Context
 	fencer context.CancelFunc
+	lctx   *leaseCtx // the handlers' view of fctx (Record.Lease)
 
 	// For Status, which must not wait for mu (a write in flight holds it):
 	// the shard's counters and mirrors of sess, handing, finished and the
@@ -252,6 +253,38 @@ func (c *Coordinator) renewed(o *owned, sent time.Time) {
 		}
 	}
 	o.timer.Reset(time.Duration(until) - time.Since(c.epoch))
+}
+
+// leaseCtx is a lease's context as its handlers see it (Record.Lease):
+// done when the lease is lost, fenced or released, and, by the monotonic
+// clock, as soon as the lease is past its fence: after a pause the fence's
+// timer may run after a thawed handler looks (issue 29, defect 5). The
+// first Err past the fence closes Done. Deadline is the current fence.
+type leaseCtx struct {
+	context.Context // ends with fctx, or at the first Err past the fence
+	cancel          context.CancelFunc
+	until           *atomic.Int64 // owned.until
+	epoch           time.Time
+}
+
+func newLeaseCtx(fctx context.Context, until *atomic.Int64, epoch time.Time) *leaseCtx {
+	ctx, cancel := context.WithCancel(fctx)
+	return &leaseCtx{Context: ctx, cancel: cancel, until: until, epoch: epoch}
+}
+
+func (l *leaseCtx) Deadline() (time.Time, bool) {
+	return l.epoch.Add(time.Duration(l.until.Load())), true
+}
+
+func (l *leaseCtx) Err() error {
+	if err := l.Context.Err(); err != nil {
+		return err
+	}
+	if time.Since(l.epoch) >= time.Duration(l.until.Load()) {
+		l.cancel()
+		return l.Context.Err()
+	}
+	return nil
 }
 
 // fenceLate delays every fence's timer callback (nanoseconds; tests only,
@@ -584,6 +617,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	}
 	o := &owned{shard: nl.ShardID, key: nl.Key, log: c.log}
 	o.fctx, o.fencer = context.WithCancel(context.Background())
+	o.lctx = newLeaseCtx(o.fctx, &o.until, c.epoch)
 	o.timer = time.AfterFunc(time.Hour, func() { c.fenceIfExpired(o) })
 	c.renewed(o, sent)
 	c.mu.Lock()

@@ -639,6 +639,9 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	wm := newWatermark()
 	wm.st = o.st
 	wm.until, wm.epoch, wm.lost = &o.until, c.epoch, o.fctx
+	if o.lctx != nil {
+		wm.lost = o.lctx // done by the clock past the fence too
+	}
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
 	if st := o.stateLocked(); st == stGone || st == stFenced || st == stHanding {

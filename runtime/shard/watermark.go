@@ -28,7 +28,7 @@ type watermark struct {
 	st      *Stats // the shard's counters, for Record.Count; nil in tests
 	// The lease the generation reads under (nil in tests): until is its
 	// fence (owned.until, nanoseconds since epoch on the monotonic
-	// clock), lost its context (owned.fctx). Record.Stale reads the clock
+	// clock), lost its context (owned.lctx). Record.Stale reads the clock
 	// itself rather than wait for the fence's timer, which after a pause
 	// (SIGSTOP, a GC or VM freeze) may run after the lanes have resumed.
 	until *atomic.Int64
