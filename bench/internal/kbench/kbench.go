@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,11 +44,21 @@ func Payload(id, size int) []byte {
 	return b
 }
 
-// Counter counts the Kinesis calls made through an HTTP client, by operation.
+// Counter counts the Kinesis calls made through an HTTP client, by operation,
+// and stamps the first GetRecords sent: where a drain's start-up ends and
+// its steady state begins, the same point for every consumer.
 type Counter struct {
 	getRecords atomic.Int64
 	all        atomic.Int64
+	once       sync.Once
+	firstAt    time.Time
+	firstCPU   time.Duration
 }
+
+// FirstGetRecords is when the first GetRecords was sent and the process's
+// CPU time then (zero before it). Read it only after a record was read:
+// the read's answer orders it after the stamp.
+func (c *Counter) FirstGetRecords() (time.Time, time.Duration) { return c.firstAt, c.firstCPU }
 
 // GetRecords is the number of GetRecords calls so far.
 func (c *Counter) GetRecords() int64 { return c.getRecords.Load() }
@@ -65,6 +76,7 @@ type countingClient struct {
 func (h countingClient) Do(r *http.Request) (*http.Response, error) {
 	h.c.all.Add(1)
 	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetRecords") {
+		h.c.once.Do(func() { h.c.firstAt, h.c.firstCPU = time.Now(), benchkit.CPUTime() })
 		h.c.getRecords.Add(1)
 	}
 	// A cancelled call aborts its request; scripts/local-server.js keeps
