@@ -150,6 +150,29 @@ func main() {
 			fmt.Printf("ours/(a): throughput %.2f, CPU per record %.2f\n", o.rate()/a.rate(), o.cpuPerRecord()/a.cpuPerRecord())
 		}
 	}
+	t := benchkit.Table{Title: fmt.Sprintf("Publishing %d records to kinesalite; peer: (b), bare PutRecords of 500 from 4 goroutines", *n)}
+	b, okb := results["b"]
+	row := func(mode, label string, goalRate, goalCPU float64) {
+		o, ok := results[mode]
+		if !ok || !okb {
+			return
+		}
+		r, c := o.rate()/b.rate(), o.cpuPerRecord()/b.cpuPerRecord()
+		rr := benchkit.Row{Measure: label + " records/s", Ours: fmt.Sprintf("%.0f", o.rate()), Peer: fmt.Sprintf("%.0f", b.rate()), Ratio: r}
+		cr := benchkit.Row{Measure: label + " client CPU µs/record", Ours: fmt.Sprintf("%.2f", o.cpuPerRecord()), Peer: fmt.Sprintf("%.2f", b.cpuPerRecord()), Ratio: c}
+		if goalRate > 0 {
+			rr.Goal, rr.Met = fmt.Sprintf("≥ %.2f", goalRate), benchkit.Verdict(r >= goalRate)
+			cr.Goal, cr.Met = fmt.Sprintf("≤ %.2f", goalCPU), benchkit.Verdict(c <= goalCPU)
+		}
+		t.Add(rr)
+		t.Add(cr)
+	}
+	row("ours", "Publish, many goroutines,", 0.9, 1.5)
+	row("bulk", "PublishAll of 500, 4 goroutines,", 0, 0)
+	row("bj", "(bj) bare with per-record JSON,", 0, 0)
+	row("a", "(a) PutRecord per message,", 0, 0)
+	t.Note = fmt.Sprintf("Load average %s at the end; kinesalite is the limit on rate for (b), Publish and PublishAll alike.", benchkit.LoadAverage())
+	t.Print()
 }
 
 type result struct {
