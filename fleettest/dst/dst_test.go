@@ -86,10 +86,11 @@ func mixNamed(t *testing.T, name string) dst.Mix {
 
 // fixedSeeds is what make test runs: mixes and seeds whose runs hold every
 // invariant on today's code, about two minutes on two cores.
+// After the numbered seeds, soak seeds that once failed (regressions).
 var fixedSeeds = map[string][]uint64{
-	"basic":     seeds(1, 150),
+	"basic":     append(seeds(1, 150), 1796534455378349340), // order: a merge's child read before its other parent (a split's child) had a lease
 	"twoapps":   seeds(1, 150),
-	"aggregate": seeds(1, 150),
+	"aggregate": append(seeds(1, 150), 1796534525113198913), // the same
 }
 
 func seeds(from, to uint64) []uint64 {
