@@ -1,6 +1,7 @@
 package dst_test
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -34,7 +35,7 @@ var (
 // hanging the test binary.
 func runOne(t *testing.T, cfg dst.Config) *dst.Result {
 	t.Helper()
-	if *flagLog {
+	if *flagLog && cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	var res *dst.Result
@@ -167,12 +168,20 @@ func TestHunt(t *testing.T) {
 		found := false
 		for seed := uint64(1); seed <= uint64(*flagHunt); seed++ {
 			cfg := dst.Config{Seed: seed, Mix: mix}
+			var log bytes.Buffer
+			if *flagLog {
+				// Only the failing run's log is printed.
+				cfg.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			}
 			res := runOne(t, cfg)
 			if res.Failed() && (*flagWant == "" || slices.Contains(dst.Kinds(res.Violations), *flagWant)) {
 				fmt.Printf("HUNT mix=%s: seed %d failed after %d seeds: %v\n", name, seed, seed, dst.Kinds(res.Violations))
 				for _, v := range res.Violations {
 					fmt.Printf("HUNT   %s\n", v)
 				}
+				// The run unshrunk: a seed's failure may need the seeds
+				// before it in the same process to repeat.
+				fmt.Printf("%s%s", dst.Report(res, rerun(name, seed)), log.String())
 				found = true
 				break
 			}
