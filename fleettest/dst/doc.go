@@ -90,7 +90,6 @@
 // pause, as a thawed process's goroutines race their timers. A bubble
 // whose clock stops anyway is reported (every goroutine's stack and the
 // seed) and the test binary exits. The runtime's batcher pools its publish
-// entries, whose channels belong to the bubble that made them: the tests
-// run two garbage collections between bubbles to empty the pool. The
+// entries per batcher, so no channel of one bubble reaches the next. The
 // simulation runs without -race (golang/go#78156).
 package dst

@@ -57,12 +57,6 @@ func runOne(t *testing.T, cfg dst.Config) *dst.Result {
 		synctest.Test(t, func(t *testing.T) { res = dst.Run(t.Context(), cfg) })
 	})
 	done.Store(true)
-	// The runtime's batcher keeps publish entries, each with a channel
-	// made in the bubble that used it, in a sync.Pool; a later bubble must
-	// not get one (a select on another bubble's channel is fatal). Two
-	// collections empty a pool.
-	runtime.GC()
-	runtime.GC()
 	return res
 }
 
