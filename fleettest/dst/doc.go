@@ -59,8 +59,9 @@
 //	make soak SOAK=30m SOAK_FLAGS=-dst.defects
 //
 // -dst.log logs the runtime at Info. make test runs TestSeeds' fixed set
-// (mixes basic, twoapps and aggregate, 150 seeds each), which holds
-// both before issue 29's fixes and on them as merged; -dst.defects adds
+// (mixes basic, twoapps and aggregate, 150 seeds each, which held both
+// before issue 29's fixes and on them as merged, and soak seeds that once
+// failed, which hold since their fixes); -dst.defects adds
 // the mixes that find defects 1–7 (FINDINGS.md has what they found).
 //
 // # What may vary
