@@ -99,13 +99,13 @@ func seeds(from, to uint64) []uint64 {
 // defectSeeds are seeds that find issue 29's defects on the code before its
 // fixes (TestSeeds runs them with -dst.defects).
 var defectSeeds = map[string][]uint64{
-	"slowjoin":  {1},           // defect 1: overlap
-	"late":      {1},           // defect 2: unread
-	"recreate":  {1},           // defect 3: lost
-	"retry":     {1},           // defect 4: retry-crossed
-	"pause":     {1},           // defect 5: overlap-paused
-	"pausemem":  seeds(1, 300), // defect 6: taken-from-live (the first failing seed varies from run to run)
-	"slowstore": {1},           // defect 7: fenced-live
+	"slowjoin":  {1, 1796537878458872688}, // defect 1: overlap; then (a soak's) lost, with a drain too short for the backlog
+	"late":      {1},                      // defect 2: unread
+	"recreate":  {1},                      // defect 3: lost
+	"retry":     {1},                      // defect 4: retry-crossed
+	"pause":     {1},                      // defect 5: overlap-paused
+	"pausemem":  seeds(1, 300),            // defect 6: taken-from-live (the first failing seed varies from run to run)
+	"slowstore": {1},                      // defect 7: fenced-live
 }
 
 // TestSeeds runs the fixed seeds (or the one -dst.seed) and fails with the
