@@ -293,7 +293,7 @@ func (a *aggregator) submit(ctx context.Context, key string, data []byte) (*entr
 	if err := ctx.Err(); err != nil {
 		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
-	e := entryPool.Get().(*entry)
+	e := a.bt.entries.get()
 	e.ctx, e.key, e.data, e.ordered = ctx, key, data, true
 	e.hk = shard.HashKeyOf(key) // here, on the caller's goroutine, not on run's
 	e.state.Store(entryQueued)

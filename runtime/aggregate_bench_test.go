@@ -14,6 +14,10 @@ import (
 
 // testAggregator is an aggregator without goroutines or client, whose
 // shard map is n shards of equal ranges.
+// testEntries is the entry pool of the tests' aggregators, which have no
+// batcher.
+var testEntries entryPool
+
 func testAggregator(n int) *aggregator {
 	a := &aggregator{cfg: Aggregation{}.withDefaults(), log: slog.New(slog.DiscardHandler)}
 	step := uint64(math.MaxUint64 / uint64(n))
@@ -57,7 +61,7 @@ func BenchmarkAggregatorPass(b *testing.B) {
 		m := min(pass, b.N-done)
 		for i := range m {
 			k := (done + i) % len(keys)
-			e := entryPool.Get().(*entry)
+			e := testEntries.get()
 			e.ctx, e.key, e.data, e.ordered, e.hk = ctx, keys[k], data, true, hks[k]
 			e.state.Store(entryQueued)
 			a.unrouted = append(a.unrouted, e)

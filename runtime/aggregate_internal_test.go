@@ -19,7 +19,7 @@ func TestAggregatorKeysOfOneHashKey(t *testing.T) {
 	sh := a.shards[0]
 	hk := shard.HashKeyOf("a")
 	msg := func(key, data string) *entry {
-		e := entryPool.Get().(*entry)
+		e := testEntries.get()
 		e.ctx, e.key, e.data, e.ordered, e.hk = context.Background(), key, []byte(data), true, hk
 		e.state.Store(entryQueued)
 		return e

@@ -115,6 +115,7 @@ type entry struct {
 	receipt Receipt
 	err     error
 	done    chan struct{}
+	pool    *entryPool // where recycle returns it
 }
 
 func (e *entry) size() int { return len(e.data) + len(e.key) }
@@ -152,9 +153,20 @@ func (e *entry) finish() bool {
 	}
 }
 
-// Entries are pooled: a publish then allocates neither its entry nor its
-// done channel.
-var entryPool = sync.Pool{New: func() any { return &entry{done: make(chan struct{}, 1)} }}
+// entryPool keeps one batcher's entries: a publish then allocates neither
+// its entry nor its done channel. One per batcher, not one per process: a
+// channel belongs to the synctest bubble it was made in (as the batcher's
+// own channels do), and a process-wide pool handed one bubble's channels
+// to a publisher in the next ("select on synctest channel from outside
+// bubble"), unless two collections emptied the pool in between.
+type entryPool struct{ p sync.Pool }
+
+func (p *entryPool) get() *entry {
+	if e, ok := p.p.Get().(*entry); ok {
+		return e
+	}
+	return &entry{done: make(chan struct{}, 1), pool: p}
+}
 
 // result reads a resolved entry's result and recycles it.
 func (e *entry) result() (Receipt, error) {
@@ -164,9 +176,9 @@ func (e *entry) result() (Receipt, error) {
 }
 
 func (e *entry) recycle() {
-	done := e.done
-	*e = entry{done: done} // the atomic state is reset with the rest
-	entryPool.Put(e)
+	done, pool := e.done, e.pool
+	*e = entry{done: done, pool: pool} // the atomic state is reset with the rest
+	pool.p.Put(e)
 }
 
 // batcher coalesces one stream's publishes into PutRecords calls. One
@@ -200,6 +212,7 @@ type batcher struct {
 	results    chan callResult
 	done       chan struct{} // closed when run has returned
 	unresolved atomic.Int64  // records submitted and not yet resolved
+	entries    entryPool     // this stream's entries (its aggregator's too)
 
 	// Owned by run.
 	ready    fifo             // sendable now, in arrival order
@@ -248,7 +261,7 @@ func (b *batcher) submit(ctx context.Context, key, hashKey string, data []byte, 
 	if err := ctx.Err(); err != nil {
 		return nil, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
-	e := entryPool.Get().(*entry)
+	e := b.entries.get()
 	e.ctx, e.key, e.hashKey, e.data, e.ordered = ctx, key, hashKey, data, ordered
 	e.state.Store(entryQueued)
 	b.mu.Lock()
@@ -285,7 +298,7 @@ type unorderedRecord struct {
 func (b *batcher) submitMany(recs []unorderedRecord, out []*entry) ([]*entry, error) {
 	start := len(out)
 	for _, r := range recs {
-		e := entryPool.Get().(*entry)
+		e := b.entries.get()
 		e.ctx, e.key, e.hashKey, e.data, e.ordered = context.Background(), r.key, r.hashKey, r.data, false
 		e.state.Store(entryQueued)
 		out = append(out, e)

@@ -59,8 +59,9 @@
 //	make soak SOAK=30m SOAK_FLAGS=-dst.defects
 //
 // -dst.log logs the runtime at Info. make test runs TestSeeds' fixed set
-// (mixes basic, twoapps and aggregate, 150 seeds each), which holds
-// both before issue 29's fixes and on them as merged; -dst.defects adds
+// (mixes basic, twoapps and aggregate, 150 seeds each, which held both
+// before issue 29's fixes and on them as merged, and soak seeds that once
+// failed, which hold since their fixes); -dst.defects adds
 // the mixes that find defects 1–7 (FINDINGS.md has what they found).
 //
 // # What may vary
@@ -90,7 +91,6 @@
 // pause, as a thawed process's goroutines race their timers. A bubble
 // whose clock stops anyway is reported (every goroutine's stack and the
 // seed) and the test binary exits. The runtime's batcher pools its publish
-// entries, whose channels belong to the bubble that made them: the tests
-// run two garbage collections between bubbles to empty the pool. The
+// entries per batcher, so no channel of one bubble reaches the next. The
 // simulation runs without -race (golang/go#78156).
 package dst

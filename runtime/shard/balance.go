@@ -17,16 +17,18 @@ type observer struct {
 	mu   sync.Mutex
 	seen map[string]observation
 	// linger keeps what was seen of a key gone from a listing for that
-	// long: a member entry removed as dead (dropDeadMembers) that its
-	// owner writes again unchanged (its heartbeats land but go
-	// unconfirmed) is not taken for a new, live one.
+	// long after it was last seen: a member entry removed as dead
+	// (dropDeadMembers) that its owner writes again unchanged (its
+	// heartbeats land but go unconfirmed) is not taken for a new, live
+	// one, however long ago its beat was first seen.
 	linger time.Duration
 }
 
 type observation struct {
 	counter int64
 	owner   string
-	at      time.Time
+	at      time.Time // when counter and owner were first seen
+	last    time.Time // when the key was last listed
 }
 
 func newObserver() *observer { return &observer{seen: make(map[string]observation)} }
@@ -41,11 +43,12 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
 			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
 		}
+		ob.last = now
 		keep[l.Key] = ob
 	}
 	if o.linger > 0 {
 		for k, ob := range o.seen {
-			if _, ok := keep[k]; !ok && now.Sub(ob.at) < o.linger {
+			if _, ok := keep[k]; !ok && now.Sub(ob.last) < o.linger {
 				keep[k] = ob
 			}
 		}

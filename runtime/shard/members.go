@@ -67,6 +67,8 @@ func (c *Coordinator) startSettles(leases []lease.Lease) bool {
 type memberView struct {
 	all  map[string]lease.Member
 	live map[string]bool // live members, this owner included
+	// sent is when the read was sent: the view says who was alive then.
+	sent time.Time
 }
 
 // liveOwners returns the live members, sorted.
@@ -96,7 +98,7 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 		return memberView{}, &Error{Op: "lease members", Stream: c.cfg.Stream, Err: err}
 	}
 	now := time.Now()
-	v := memberView{all: make(map[string]lease.Member, len(ms)), live: map[string]bool{c.cfg.Owner: true}}
+	v := memberView{all: make(map[string]lease.Member, len(ms)), live: map[string]bool{c.cfg.Owner: true}, sent: sent}
 	beats := make([]lease.Lease, len(ms))
 	for i, m := range ms {
 		v.all[m.Owner] = m

@@ -746,6 +746,23 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
 		return nil
 	}
+	if c.members != nil && time.Since(view.sent) > c.cfg.leaseCallTimeout() {
+		// The view says who was alive when it was read. Older than a lease
+		// call's deadline (a pause, GC or slow pass since), it may judge
+		// dead a member that has beaten since (issue 29, defect 6: a
+		// paused instance took every lease of one that came back while it
+		// was frozen): read it again, and take nothing on a second one
+		// that is as old.
+		v, err := c.readMembers(ctx)
+		if err != nil {
+			return append(errs, err)
+		}
+		if time.Since(v.sent) > c.cfg.leaseCallTimeout() {
+			c.log.Warn("members read answered too late to judge liveness: taking no lease this pass", "age", time.Since(v.sent))
+			return errs
+		}
+		view = v
+	}
 	if c.members != nil {
 		errs = append(errs, c.takeBack(ctx, leases, byShard, view)...)
 	}

@@ -355,6 +355,16 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 		} else {
 			for _, id := range lin.IDs() {
 				info, _ := lin.Shard(id)
+				if p, ok := c.unleasedParent(ctx, info, o.shard); !ok {
+					// Leases are created parents first: a pass counts a
+					// listed parent without a lease as read to its end
+					// (startable), and creates no lease for a shard with a
+					// leased child (missingLeases). A merge's child created
+					// before its other parent (a split's child whose own
+					// parent is still read) would be read before it.
+					log.Debug("child lease left to the next listing: another parent has no lease yet", "child", id, "parent", p)
+					continue
+				}
 				// Whether it is new or was there already, nothing here
 				// needs the stored lease: the next pass lists it.
 				if _, _, err := c.putLease(ctx, info, "", 0); err != nil {
@@ -379,6 +389,21 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 	}
 	log.Info("shard read to its end", "children", ids)
 	c.wake(true)
+}
+
+// unleasedParent returns a parent of child other than ended whose lease
+// is not in the store (or could not be read), and false; true when each
+// has one.
+func (c *Coordinator) unleasedParent(ctx context.Context, child Info, ended string) (string, bool) {
+	for _, p := range child.Parents {
+		if p == ended {
+			continue
+		}
+		if _, err := c.cfg.Leases.Get(ctx, lease.KeyFor(c.cfg.Namespace, p)); err != nil {
+			return p, false
+		}
+	}
+	return "", true
 }
 
 // firstReadLimit bounds a session's first read: until a read shows how many
