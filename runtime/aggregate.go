@@ -224,6 +224,10 @@ type aggShard struct {
 	inFlight int                         // units of this shard in flight
 	keys     map[shard.HashKey]aggKeyRef // keys with a message in an unresolved unit, by hash key
 	waiting  int                         // messages in the keys' lines
+	// fill is how many messages the shard's last aggregate sent held: the
+	// next one's item list starts at that capacity, rather than growing
+	// to it one doubling (and allocation) at a time.
+	fill int
 }
 
 // aggKeyRef is a key with messages in an unresolved unit of its shard.
@@ -766,7 +770,7 @@ func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 	}
 	// A key busy in a unit is busy in the open one (see above), so this
 	// key is in none.
-	u = &aggUnit{sh: sh, b: a.builder()}
+	u = &aggUnit{sh: sh, b: a.builder(), items: make([]*entry, 0, max(sh.fill, 1))}
 	sh.open, sh.openedAt = u, now
 	idx, _ := u.b.AddNewWithin(e.key, e.data, math.MaxInt) // it fits: it is not plain
 	u.items = append(u.items, e)
@@ -900,6 +904,7 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 	if u.plain {
 		u.rec = unorderedRecord{key: u.items[0].key, data: u.items[0].data}
 	} else {
+		u.sh.fill = len(u.items)
 		if len(u.dropped) > 0 {
 			u.b.Reset()
 			for _, e := range u.items {
