@@ -19,25 +19,29 @@ import (
 // aggregate's share of its buffer, call and stored record (entries and
 // their done channels are pooled, aggregate builders reused). Measured at
 // 3.1–3.6 when it was set (smaller aggregates, so larger shares, on a
-// loaded machine): one more allocation per message fails it.
-const maxAggregatedPublishAllocs = 4.0
+// loaded machine), 4.8–4.9 under the race detector, whose sync.Pool drops
+// a quarter of what is put back: one more allocation per message fails
+// either.
+func maxAggregatedPublishAllocs() float64 {
+	if raceEnabled {
+		return 5.6
+	}
+	return 4.0
+}
 
 // TestAggregatedPublishAllocs is an allocation-count guard for the path
 // every service takes, one Publish per message from many goroutines with
 // aggregation on: counts, not time, so a loaded machine does not make it
 // flaky.
 func TestAggregatedPublishAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop items: allocation counts are not the runtime's")
-	}
 	if testing.Short() {
 		t.Skip("publishes 40,000 messages")
 	}
 	ctx := testContext(t, 60*time.Second)
 	allocs := aggregatedPublishAllocs(ctx, t, 256, 40_000)
 	t.Logf("%.2f allocations per message", allocs)
-	if allocs > maxAggregatedPublishAllocs {
-		t.Errorf("%.2f heap allocations per aggregated Publish, want at most %.1f", allocs, maxAggregatedPublishAllocs)
+	if bound := maxAggregatedPublishAllocs(); allocs > bound {
+		t.Errorf("%.2f heap allocations per aggregated Publish, want at most %.1f", allocs, bound)
 	}
 }
 

@@ -2,6 +2,6 @@
 
 package runtime_test
 
-// raceEnabled says whether the race detector is on: it makes sync.Pool
-// drop items at random, so allocation counts are not the runtime's.
+// raceEnabled says whether the race detector is on: its sync.Pool drops
+// items at random, which allocation counts see.
 const raceEnabled = false
