@@ -461,7 +461,7 @@ func (c *conn) countPut(stream string, err error) {
 // already, as put and a publisher's outgoing check it: a stream name, a
 // valid key, no partition-key header.
 func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
-	return c.submitVia(ctx, rec, nil)
+	return c.submitVia(ctx, rec, nil, false)
 }
 
 // route is where a publisher's records go on one connection: its
@@ -484,8 +484,9 @@ type route struct {
 
 // submitVia is submit through the route that last holds, when it is this
 // connection's for rec's stream and aggregation, and stores the route it
-// took there otherwise (last may be nil: no caching).
-func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer[route]) (*batcher, *entry, error) {
+// took there otherwise (last may be nil: no caching). batch says that rec
+// is one of a batch its goroutine submits (see aggregator.submit).
+func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer[route], batch bool) (*batcher, *entry, error) {
 	data := encodeRecord(rec.Headers, rec.Payload)
 	if err := c.checkRecordSize(ctx, rec.Stream, len(data)+len(rec.PartitionKey)); err != nil {
 		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
@@ -510,7 +511,7 @@ func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer
 		}
 	}
 	if r.ag != nil {
-		e, err := r.ag.submit(ctx, rec.PartitionKey, data)
+		e, err := r.ag.submit(ctx, rec.PartitionKey, data, batch)
 		return r.bt, e, err
 	}
 	e, err := r.bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey)

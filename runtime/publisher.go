@@ -316,7 +316,7 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		if err == nil {
 			lines.await(ctx, rec)
 			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
-			if q.bt, q.e, err = c.submitVia(ctx, rec, &p.route); err == nil {
+			if q.bt, q.e, err = c.submitVia(ctx, rec, &p.route, true); err == nil {
 				lines.add(rec, q.e)
 				pd.queued = append(pd.queued, q)
 				continue
@@ -472,7 +472,7 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.submitVia(ctx, rec, &p.route)
+	return c.submitVia(ctx, rec, &p.route, false)
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
