@@ -224,6 +224,10 @@ type aggShard struct {
 	inFlight int                         // units of this shard in flight
 	keys     map[shard.HashKey]aggKeyRef // keys with a message in an unresolved unit, by hash key
 	waiting  int                         // messages in the keys' lines
+	// fill is how many messages the shard's last aggregate sent held: the
+	// next one's item list starts at that capacity, rather than growing
+	// to it one doubling (and allocation) at a time.
+	fill int
 }
 
 // aggKeyRef is a key with messages in an unresolved unit of its shard.
@@ -289,13 +293,22 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 // submit queues one message; its key must be valid and its data within
 // the stream's record size with the key (conn.submit checks both). One
 // over MaxBytes goes plain.
-func (a *aggregator) submit(ctx context.Context, key string, data []byte) (*entry, error) {
+//
+// The key's MD5 is computed here when the message is one of a batch
+// (StartAll, SendAll, PublishAll): one goroutine submits many, its cache
+// warm, and the batches' callers spread the work over the cores. A lone
+// Publish leaves it to run, which hashes the messages of many callers in
+// one pass: on the caller's goroutine, one of thousands whose cache is
+// cold by the time it runs again, the MD5 took twice as long.
+func (a *aggregator) submit(ctx context.Context, key string, data []byte, batch bool) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
 	e := a.bt.entries.get()
 	e.ctx, e.key, e.data, e.ordered = ctx, key, data, true
-	e.hk = shard.HashKeyOf(key) // here, on the caller's goroutine, not on run's
+	if batch {
+		e.hk, e.hashed = shard.HashKeyOf(key), true
+	}
 	e.state.Store(entryQueued)
 	a.mu.Lock()
 	if a.closing {
@@ -357,6 +370,11 @@ func (a *aggregator) run() {
 		a.incoming = a.spareIn[:0]
 		closing := a.closing
 		a.mu.Unlock()
+		for _, e := range in {
+			if !e.hashed {
+				e.hk, e.hashed = shard.HashKeyOf(e.key), true
+			}
+		}
 		a.unrouted = append(a.unrouted, in...)
 		clear(in)
 		a.spareIn = in[:0]
@@ -766,7 +784,7 @@ func (a *aggregator) route(sh *aggShard, e *entry, plain bool, now time.Time) {
 	}
 	// A key busy in a unit is busy in the open one (see above), so this
 	// key is in none.
-	u = &aggUnit{sh: sh, b: a.builder()}
+	u = &aggUnit{sh: sh, b: a.builder(), items: make([]*entry, 0, max(sh.fill, 1))}
 	sh.open, sh.openedAt = u, now
 	idx, _ := u.b.AddNewWithin(e.key, e.data, math.MaxInt) // it fits: it is not plain
 	u.items = append(u.items, e)
@@ -900,6 +918,7 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 	if u.plain {
 		u.rec = unorderedRecord{key: u.items[0].key, data: u.items[0].data}
 	} else {
+		u.sh.fill = len(u.items)
 		if len(u.dropped) > 0 {
 			u.b.Reset()
 			for _, e := range u.items {

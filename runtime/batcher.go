@@ -95,9 +95,11 @@ type entry struct {
 	data    []byte
 	ordered bool // false for process-unique keys, which need no ordering
 	state   atomic.Int32
-	// hk is the key's MD5 (an aggregated message's), computed once by the
-	// caller's goroutine when it is submitted.
-	hk shard.HashKey
+	// hk is the key's MD5 (an aggregated message's), computed once: by the
+	// caller's goroutine when it submits a batch (hashed), else by the
+	// aggregator's as it takes the message in (see aggregator.submit).
+	hk     shard.HashKey
+	hashed bool
 
 	// Owned by the batcher goroutine.
 	attempts  int

@@ -461,24 +461,61 @@ func (c *conn) countPut(stream string, err error) {
 // already, as put and a publisher's outgoing check it: a stream name, a
 // valid key, no partition-key header.
 func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
+	return c.submitVia(ctx, rec, nil, false)
+}
+
+// route is where a publisher's records go on one connection: its
+// stream's batcher and, when it aggregates, its aggregator. A publisher
+// keeps the last one it used (publisher.route), so that a publish looks
+// neither up: each lookup hashes the stream name (and the aggregator's
+// key, the Aggregation with it), which costs a publish from one of
+// thousands of goroutines, its cache cold, more than the rest of submit.
+// A connection only ever adds batchers and aggregators, and a closed one
+// refuses records itself, so a route stays right for its connection.
+type route struct {
+	c   *conn
+	bt  *batcher
+	ag  *aggregator // nil for plain records
+	agg *Aggregation
+	// stream is the records' stream (a publisher's is fixed; checked
+	// anyway).
+	stream string
+}
+
+// submitVia is submit through the route that last holds, when it is this
+// connection's for rec's stream and aggregation, and stores the route it
+// took there otherwise (last may be nil: no caching). batch says that rec
+// is one of a batch its goroutine submits (see aggregator.submit).
+func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer[route], batch bool) (*batcher, *entry, error) {
 	data := encodeRecord(rec.Headers, rec.Payload)
 	if err := c.checkRecordSize(ctx, rec.Stream, len(data)+len(rec.PartitionKey)); err != nil {
 		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
 	}
-	bt, err := c.batcher(rec.Stream)
-	if err != nil {
-		return nil, nil, err
+	var r *route
+	if last != nil {
+		r = last.Load()
 	}
-	if rec.aggregate != nil {
-		ag, err := c.aggregator(bt, *rec.aggregate)
+	if r == nil || r.c != c || r.stream != rec.Stream || r.agg != rec.aggregate {
+		bt, err := c.batcher(rec.Stream)
 		if err != nil {
 			return nil, nil, err
 		}
-		e, err := ag.submit(ctx, rec.PartitionKey, data)
-		return bt, e, err
+		r = &route{c: c, bt: bt, agg: rec.aggregate, stream: rec.Stream}
+		if rec.aggregate != nil {
+			if r.ag, err = c.aggregator(bt, *rec.aggregate); err != nil {
+				return nil, nil, err
+			}
+		}
+		if last != nil {
+			last.Store(r)
+		}
 	}
-	e, err := bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey)
-	return bt, e, err
+	if r.ag != nil {
+		e, err := r.ag.submit(ctx, rec.PartitionKey, data, batch)
+		return r.bt, e, err
+	}
+	e, err := r.bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey)
+	return r.bt, e, err
 }
 
 // aggregator returns the aggregator of bt's stream with cfg, starting it on

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -181,6 +182,7 @@ type publisher[T any] struct {
 	arnRegion string       // the region of a stream named by ARN
 	tel       *telemetry   // nil: no telemetry
 	obs       publishObs
+	route     atomic.Pointer[route] // the last connection's batcher and aggregator (see route)
 }
 
 func (p *publisher[T]) Publish(ctx context.Context, msg T) error {
@@ -314,7 +316,7 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		if err == nil {
 			lines.await(ctx, rec)
 			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
-			if q.bt, q.e, err = c.submit(ctx, rec); err == nil {
+			if q.bt, q.e, err = c.submitVia(ctx, rec, &p.route, true); err == nil {
 				lines.add(rec, q.e)
 				pd.queued = append(pd.queued, q)
 				continue
@@ -470,7 +472,7 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.submit(ctx, rec)
+	return c.submitVia(ctx, rec, &p.route, false)
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the

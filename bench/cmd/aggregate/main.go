@@ -23,9 +23,8 @@
 //	         aggregates (50 KiB, by shard, eight to a request), built
 //	         before the clock starts and sent over plain HTTP from
 //	         -bulkcallers goroutines, so that the client costs next to
-//	         nothing; their ratio is the most any client could reach
-//	         against this server on this machine (not in the default
-//	         -modes)
+//	         nothing; agg-replay's rate over the bare loop's is the most
+//	         any client could reach against this server on this machine
 //
 // then drains the plain and the aggregated stream (agg-all's, else agg's)
 // with runtime.Subscribe (Workers(8), ByKey, BatchSize -batch, a no-op
@@ -47,7 +46,11 @@
 // counted aggregate. It reports messages per second,
 // client CPU per message (getrusage around each mode) and the server's CPU
 // per message (the process listening on the endpoint, from /proc), medians
-// over the rounds, and ratios of the medians with each round's in brackets.
+// over the rounds, and ratios of the medians with each round's in brackets,
+// then the goals of issue 34 item 1 side by side, each round's ratio
+// against its bound: agg (Publish from -callers goroutines) at least 0.9×
+// agg-pipe's (StartAll's) messages/s and at most the bare loop's client
+// CPU per message, agg-pipe at most a8m's, beside the replay ceiling.
 //
 //	bash scripts/with-servers.sh sh -c 'cd bench && go run ./cmd/aggregate'
 package main
@@ -129,7 +132,7 @@ func main() {
 	flag.DurationVar(&o.linger, "linger", 0, "Aggregation.Linger for agg")
 	flag.IntVar(&o.batch, "batch", kgrt.MaxBatchSize, "the drains' BatchSize")
 	flag.IntVar(&o.aggBatch, "aggbatch", 0, "if > 0, drain the aggregated stream once more with this BatchSize (reads of about that many messages)")
-	modes := flag.String("modes", "bare,plain,agg,agg-all,agg-pipe,a8m", "publishing modes to run: bare, plain, agg, agg-all, agg-pipe, a8m, bare-replay, agg-replay (the drains need plain and agg-all or agg)")
+	modes := flag.String("modes", "bare,plain,agg,agg-all,agg-pipe,a8m,bare-replay,agg-replay", "publishing modes to run: bare, plain, agg, agg-all, agg-pipe, a8m, bare-replay, agg-replay (the drains need plain and agg-all or agg)")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of each mode of the last round to this prefix plus .MODE.prof (.drain-STREAM.prof for the drains)")
 	flag.Parse()
 	o.modes = strings.Split(*modes, ",")
@@ -206,7 +209,7 @@ func main() {
 		return kbench.Median(x) / kbench.Median(y), per
 	}
 	fmt.Println("\nratios (of medians; per round in brackets)")
-	for _, r := range [][2]string{{"agg", "bare"}, {"agg-all", "bare"}, {"agg-pipe", "bare"}, {"agg-pipe", "agg-all"}, {"a8m", "bare"}, {"agg", "plain"}, {"agg-replay", "bare-replay"}, {"agg-all", "agg-replay"}, {"agg-pipe", "agg-replay"}, {"bare", "bare-replay"}} {
+	for _, r := range [][2]string{{"agg", "bare"}, {"agg-all", "bare"}, {"agg-pipe", "bare"}, {"agg-pipe", "agg-all"}, {"agg", "agg-pipe"}, {"a8m", "bare"}, {"agg-pipe", "a8m"}, {"agg", "plain"}, {"agg-replay", "bare-replay"}, {"agg-replay", "bare"}, {"agg-all", "agg-replay"}, {"agg-pipe", "agg-replay"}, {"agg", "agg-replay"}, {"bare", "bare-replay"}} {
 		m, per := ratio(r[0], r[1], rate)
 		if per == nil {
 			continue
@@ -214,6 +217,7 @@ func main() {
 		c, cper := ratio(r[0], r[1], cpu)
 		fmt.Printf("  %s / %s: msg/s %.1f [%s], client CPU/msg %.2f [%s]\n", r[0], r[1], m, kbench.Fmt(per, 1), c, kbench.Fmt(cper, 2))
 	}
+	goals(ratio, rate, cpu)
 	fromRead := func(s *series) []float64 { return s.fromRead }
 	for _, a := range []string{"drain-" + drained, smallReads} {
 		if m, per := ratio(a, "drain-plain", rate); per != nil {
@@ -229,6 +233,57 @@ func main() {
 		per := 1e6 / float64(st.messages)
 		fmt.Printf("  %-7s %9.0f records  %9.0f PUT payload units  %6.1f bytes/msg  misplaced %d  out of order %d  under another key %d\n",
 			mode, float64(st.records)*per, float64(st.units)*per, float64(st.bytes)/float64(st.messages), st.misplaced, st.unordered, st.wrongKey)
+	}
+}
+
+// ratioFunc is main's ratio: the ratio of two modes' medians of a measure,
+// and each round's.
+type ratioFunc[S any] func(a, b string, f func(S) []float64) (float64, []float64)
+
+// goals prints the goals of issue 34 item 1, each with the ratio of the
+// medians and each round's, and whether every round met it: Publish from
+// many goroutines (agg) against StartAll (agg-pipe) and the bare loop,
+// StartAll against a8m, beside the server-alone ceiling (agg-replay over
+// the bare loop). Placement and order need no line: check fails the run
+// when a message of ours is on a shard its key does not hash to, or out
+// of its key's order.
+func goals[S any](ratio ratioFunc[S], rate, cpu func(S) []float64) {
+	type goal struct {
+		name, a, b string
+		f          func(S) []float64
+		bound      float64
+		atLeast    bool
+	}
+	fmt.Println("\ngoals (issue 34 item 1; every message of ours on its key's shard in its key's order: checked above, the run fails otherwise)")
+	for _, g := range []goal{
+		{"Publish (agg) / StartAll (agg-pipe), msg/s", "agg", "agg-pipe", rate, 0.9, true},
+		{"Publish (agg) / bare loop, client CPU/msg", "agg", "bare", cpu, 1, false},
+		{"StartAll (agg-pipe) / a8m, client CPU/msg", "agg-pipe", "a8m", cpu, 1, false},
+	} {
+		m, per := ratio(g.a, g.b, g.f)
+		if per == nil {
+			fmt.Printf("  %s: not measured (-modes needs %s and %s)\n", g.name, g.a, g.b)
+			continue
+		}
+		met := 0
+		for _, x := range per {
+			if g.atLeast && x >= g.bound || !g.atLeast && x <= g.bound {
+				met++
+			}
+		}
+		op := "≤"
+		if g.atLeast {
+			op = "≥"
+		}
+		fmt.Printf("  %s: %.2f [%s], goal %s %.1f: met in %d of %d rounds\n", g.name, m, kbench.Fmt(per, 2), op, g.bound, met, len(per))
+	}
+	for _, c := range [][2]string{{"agg-replay", "bare"}, {"agg", "bare"}, {"agg-pipe", "bare"}} {
+		if m, per := ratio(c[0], c[1], rate); per != nil {
+			fmt.Printf("  %s / %s, msg/s: %.1f [%s]\n", c[0], c[1], m, kbench.Fmt(per, 1))
+		}
+	}
+	if m, _ := ratio("agg-replay", "bare", rate); m == 0 {
+		fmt.Println("  the server-alone ceiling (agg-replay / bare) needs -modes with agg-replay and bare")
 	}
 }
 
