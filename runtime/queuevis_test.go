@@ -1,0 +1,147 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// concurrency tracks how many handlings of each record run at once.
+type concurrency struct {
+	mu      sync.Mutex
+	now     map[string]int
+	most    int
+	handled int
+}
+
+func (c *concurrency) begin(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.now == nil {
+		c.now = map[string]int{}
+	}
+	c.now[id]++
+	c.handled++
+	c.most = max(c.most, c.now[id])
+}
+
+func (c *concurrency) end(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now[id]--
+}
+
+func (c *concurrency) counts() (most, handled int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.most, c.handled
+}
+
+// A handler that runs past the visibility timeout keeps its record: the
+// subscriber extends its visibility while it runs, so no other worker
+// (or instance) receives it meanwhile, and it is handled once.
+func TestQueueSubscriberExtendsVisibilityOfLongHandlers(t *testing.T) {
+	for _, be := range queueBackends {
+		t.Run(be.name, func(t *testing.T) {
+			_, api := be.make(t)
+			b := queueBroker(t, api)
+			var c concurrency
+			_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				c.begin(d.RecordID)
+				defer c.end(d.RecordID)
+				time.Sleep(2500 * time.Millisecond) // 2.5 visibility timeouts
+				return runtime.Ack()
+			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putQueueOrders(t, api, "orders", 0, 1)
+			waitFor(t, "the handling", 10*time.Second, func() bool { _, n := c.counts(); return n > 0 })
+			// Done, acknowledged, and past another visibility timeout.
+			time.Sleep(4 * time.Second)
+			most, handled := c.counts()
+			if most > 1 || handled != 1 {
+				t.Errorf("one record handled %d times, %d at once: want once", handled, most)
+			}
+			st := b.Status().Subscriptions[0]
+			if st.VisibilityExtended == 0 || st.VisibilityLost != 0 {
+				t.Errorf("status: %d extensions, %d lost, want some and none", st.VisibilityExtended, st.VisibilityLost)
+			}
+		})
+	}
+}
+
+// When the extensions fail, the subscriber says so (log and Status) and
+// loses nothing: the record is delivered again once its visibility is
+// over, and handled to the end.
+func TestQueueSubscriberFailingExtensionLosesNothing(t *testing.T) {
+	s := kinesistest.New()
+	var refused atomic.Int64
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpUpdateQueueRecordsVisibility {
+			refused.Add(1)
+			return errors.New("injected: visibility not updated")
+		}
+		return nil
+	})
+	var logs lockedBuffer
+	b := queueBroker(t, s, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var c concurrency
+	var acked sync.Map
+	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		if d.Attempt == 1 {
+			time.Sleep(2500 * time.Millisecond)
+		}
+		acked.Store(o.ID, true)
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "a second delivery", 10*time.Second, func() bool { _, n := c.counts(); return n >= 2 })
+	waitFor(t, "the handling", 10*time.Second, func() bool { _, ok := acked.Load(0); return ok })
+	if refused.Load() == 0 {
+		t.Error("no extension was tried")
+	}
+	waitFor(t, "the failure in Status", 5*time.Second, func() bool { return b.Status().Subscriptions[0].VisibilityLost > 0 })
+	if !strings.Contains(logs.String(), "UpdateQueueRecordsVisibility failed") || !strings.Contains(logs.String(), "it may be handled twice") {
+		t.Errorf("the failed extension is not in the log:\n%s", logs.String())
+	}
+	// Nothing left: the second delivery was acknowledged, so the queue
+	// hands the record out no more.
+	s.InjectCallFault(nil)
+	time.Sleep(2 * time.Second)
+	if _, n := c.counts(); n != 2 {
+		t.Errorf("handled %d times, want twice", n)
+	}
+}
+
+// lockedBuffer is a log sink safe for the handlers' goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
