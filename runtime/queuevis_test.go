@@ -145,3 +145,62 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Extensions end after the longest a queue keeps one record hidden: a
+// handler still running then is taken as stuck, and its record goes to
+// another receiver.
+func TestQueueSubscriberStopsExtendingAtMaxHold(t *testing.T) {
+	runtime.ShortenQueueMaxHold(t, 1500*time.Millisecond)
+	s := kinesistest.New()
+	b := queueBroker(t, s)
+	var c concurrency
+	release := make(chan struct{})
+	defer close(release)
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		if d.Attempt == 1 {
+			<-release // stuck
+		}
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "the record handled again", 10*time.Second, func() bool { _, n := c.counts(); return n == 2 })
+	if st := b.Status().Subscriptions[0]; st.VisibilityExtended == 0 {
+		t.Errorf("no extension before the bound: %+v", st)
+	}
+}
+
+// The records a subscriber rejected (without dead_letter) are remembered
+// so that, received again, they are not handled again; the memory is
+// bounded even when another instance takes them and they never come back.
+func TestQueueSubscriberRejectedSetIsBounded(t *testing.T) {
+	runtime.CapQueueRejected(t, 10)
+	s := kinesistest.New()
+	a := queueBroker(t, s)
+	var rejected atomic.Int64
+	sub, err := runtime.Subscribe(a, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		rejected.Add(1)
+		return runtime.Reject(errors.New("not here"))
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.MaxReceives(1000), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 50)
+	waitFor(t, "50 rejections", 10*time.Second, func() bool { return rejected.Load() >= 50 })
+	// Another instance takes them all: they never come back to a.
+	b := queueBroker(t, s)
+	got := newSeen()
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		got.add(o, d)
+		return runtime.Ack()
+	}, runtime.Queue("work"), runtime.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "50 orders acknowledged elsewhere", 20*time.Second, func() bool { return got.distinct() == 50 })
+	if n := runtime.QueueRejectedRemembered(sub); n > 10 {
+		t.Errorf("%d rejected records remembered, want at most 10", n)
+	}
+}
