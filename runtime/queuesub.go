@@ -270,16 +270,10 @@ func visSeconds(d time.Duration) int32 { return int32((d + time.Second - 1) / ti
 // launchQueue is launch for a queue subscription.
 func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner, "queue", s.set.queue)
-	for _, stream := range []string{s.stream, s.set.deadLetter} {
-		if err := c.checkRegion(stream); err != nil {
-			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
-		}
-	}
-	_, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	_, sum, err := s.ensureSource(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	c.learnLimit(s.stream, sum)
 	if sum.StreamModeDetails == nil || sum.StreamModeDetails.StreamMode != types.StreamModeOnDemand {
 		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: fmt.Errorf("queue=%s on a provisioned stream: queues deliver only on-demand streams (switch its capacity mode, or read it by shards)", s.set.queue)}
 	}
@@ -290,12 +284,8 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	if err != nil {
 		return err
 	}
-	if dl := s.set.deadLetter; dl != "" {
-		_, dlSum, err := ensureStream(ctx, c, dl, s.set.create, log.With("dead_letter", dl))
-		if err != nil {
-			return err
-		}
-		c.learnLimit(dl, dlSum)
+	if err := s.ensureDeadLetter(ctx, c); err != nil {
+		return err
 	}
 
 	cfg := s.b.s.cfg
@@ -329,17 +319,9 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 		close(r.idle)
 	}()
 
-	s.mu.Lock()
-	if s.state != subStarting { // stopped while starting
-		s.mu.Unlock()
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.stopBound())
-		defer cancel()
-		_ = r.stop(stopCtx)
-		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream}
+	if err := s.install(ctx, r); err != nil {
+		return err
 	}
-	s.state = subRunning
-	s.run = r
-	s.mu.Unlock()
 	log.Info("subscribed", "workers", s.set.workers, "queue_arn", q.arn)
 	return nil
 }
@@ -703,12 +685,7 @@ func (q *queueRun) process(rec *shard.Record, attempt int) (queueVerdict, error)
 		Attempt:      attempt,
 		headers:      headers,
 	}
-	var out Outcome
-	if t := r.tel; t != nil {
-		out, err = r.callObserved(ctx, t, payload, &d)
-	} else {
-		out, err = r.call(ctx, payload, d)
-	}
+	out, err := r.invoke(ctx, payload, &d)
 	if err != nil {
 		return q.giveUp(rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Err: err})
 	}
