@@ -68,9 +68,16 @@ func Queue(queue string) SubscribeOption { // queue=QUEUE
 }
 
 // Visibility is how long a received record stays hidden from other
-// receivers while it is handled (whole seconds, 1 s to 12 h; default: the
-// queue's own, 30 s for one created here). A handler that runs longer may
-// see its record handled elsewhere too. Needs Queue.
+// receivers (whole seconds, 1 s to 12 h; default: the queue's own as it
+// is at the start, 30 s for one created here). While a record waits for a
+// worker or is handled, the subscriber extends its visibility by this
+// much (UpdateQueueRecordsVisibility, 10 a call) a quarter to a half of it
+// before it runs out, so a handler that runs longer keeps its record, up
+// to 12 h from its receive; a record whose extension fails may be handled
+// elsewhere too (logged, and counted in SubscriptionStatus.VisibilityLost).
+// On Shutdown, extensions end once the handlers finish or are abandoned to
+// its timeout: an abandoned handler's record is received again within
+// this long. Needs Queue.
 func Visibility(d time.Duration) SubscribeOption { // visibility=DURATION
 	return func(s *subscribeSettings) {
 		if d < time.Second || d > MaxVisibility {
