@@ -11,7 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 )
 
@@ -38,6 +43,18 @@ func (c *concurrency) end(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now[id]--
+}
+
+// idle tells whether no handling runs now.
+func (c *concurrency) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.now {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *concurrency) counts() (most, handled int) {
@@ -202,5 +219,63 @@ func TestQueueSubscriberRejectedSetIsBounded(t *testing.T) {
 	waitFor(t, "50 orders acknowledged elsewhere", 20*time.Second, func() bool { return got.distinct() == 50 })
 	if n := runtime.QueueRejectedRemembered(sub); n > 10 {
 		t.Errorf("%d rejected records remembered, want at most 10", n)
+	}
+}
+
+// refusingVisibility answers every extension with each entry failed, as
+// the service does for a receipt handle that expired.
+type refusingVisibility struct {
+	kinesisapi.API
+	calls atomic.Int64
+}
+
+func (r *refusingVisibility) UpdateQueueRecordsVisibility(ctx context.Context, in *kinesis.UpdateQueueRecordsVisibilityInput, _ ...func(*kinesis.Options)) (*kinesis.UpdateQueueRecordsVisibilityOutput, error) {
+	r.calls.Add(1)
+	out := &kinesis.UpdateQueueRecordsVisibilityOutput{Successful: []types.UpdateQueueRecordsVisibilityResultEntry{}}
+	for _, e := range in.Entries {
+		if aws.ToInt32(e.VisibilityTimeoutSeconds) == 0 {
+			return r.API.UpdateQueueRecordsVisibility(ctx, in) // a release, not an extension
+		}
+		out.Failed = append(out.Failed, types.UpdateQueueRecordsVisibilityErrorEntry{
+			ReceiptHandle: e.ReceiptHandle, ErrorCode: aws.String("InvalidArgumentException"), ErrorMessage: aws.String("The receipt handle has expired."),
+		})
+	}
+	return out, nil
+}
+
+// An entry the queue refuses (its receipt handle expired) is given up at
+// once: logged, counted, not tried again; the record comes back and is
+// handled, nothing lost.
+func TestQueueSubscriberRefusedExtensionGivenUp(t *testing.T) {
+	s := kinesistest.New()
+	api := &refusingVisibility{API: s}
+	var logs lockedBuffer
+	b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var c concurrency
+	var acked atomic.Bool
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		if d.Attempt == 1 {
+			time.Sleep(2500 * time.Millisecond)
+		} else {
+			acked.Store(true)
+		}
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "the second delivery handled", 10*time.Second, acked.Load)
+	waitFor(t, "the first handling's end", 5*time.Second, func() bool { most, _ := c.counts(); return most >= 1 && c.idle() })
+	st := b.Status().Subscriptions[0]
+	if st.VisibilityLost != 1 || st.VisibilityExtended != 0 {
+		t.Errorf("status: %d lost, %d extended; want 1 and 0", st.VisibilityLost, st.VisibilityExtended)
+	}
+	if n := api.calls.Load(); n != 1 {
+		t.Errorf("%d extension calls, want 1: a refused entry is not tried again", n)
+	}
+	if !strings.Contains(logs.String(), "the queue refused to extend its visibility") {
+		t.Errorf("the refusal is not in the log:\n%s", logs.String())
 	}
 }

@@ -130,27 +130,34 @@ func (q *queueRun) extend(hs []*held) {
 		}
 	}
 	now := q.since()
+	again := 0
+	var cause error
 	for _, h := range hs {
 		f, refused := failed[aws.ToString(h.rec.ReceiptHandle)]
 		switch {
 		case err == nil && !refused:
 			h.expires.Store(int64(sent + q.visDur))
 			q.visExtended.Add(1)
-			continue
 		case refused && permanentEntryError(aws.ToString(f.ErrorCode)):
 			q.lose(h, "the queue refused to extend its visibility", "code", aws.ToString(f.ErrorCode), "error", aws.ToString(f.ErrorMessage))
-			continue
-		}
-		cause := err
-		if refused {
-			cause = fmt.Errorf("%s: %s", aws.ToString(f.ErrorCode), aws.ToString(f.ErrorMessage))
-		}
-		if time.Duration(h.expires.Load()) <= now {
-			q.lose(h, "its visibility ran out before an extension went through", "error", cause)
-		} else {
-			q.r.log.Warn("UpdateQueueRecordsVisibility failed; trying again before the visibility runs out", "record_id", aws.ToString(h.rec.RecordId), "error", cause)
+		case time.Duration(h.expires.Load()) <= now:
+			q.lose(h, "its visibility ran out before an extension went through", "error", entryError(err, f))
+		default:
+			again++
+			cause = entryError(err, f)
 		}
 	}
+	if again > 0 {
+		q.r.log.Warn("UpdateQueueRecordsVisibility failed; trying again before the visibility runs out", "records", again, "error", cause)
+	}
+}
+
+// entryError is why an extension failed: the call's error, or the entry's.
+func entryError(err error, f types.UpdateQueueRecordsVisibilityErrorEntry) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: %s", aws.ToString(f.ErrorCode), aws.ToString(f.ErrorMessage))
 }
 
 // lose gives up extending h: another receiver may get it while it is
