@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -110,7 +109,7 @@ func TestQueueSubscriberFailingExtensionLosesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	var logs lockedBuffer
+	var logs syncBuffer
 	b := queueBroker(t, s, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	var c concurrency
 	var acked sync.Map
@@ -143,24 +142,6 @@ func TestQueueSubscriberFailingExtensionLosesNothing(t *testing.T) {
 	if _, n := c.counts(); n != 2 {
 		t.Errorf("handled %d times, want twice", n)
 	}
-}
-
-// lockedBuffer is a log sink safe for the handlers' goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Extensions end after the longest a queue keeps one record hidden: a
@@ -249,7 +230,7 @@ func (r *refusingVisibility) UpdateQueueRecordsVisibility(ctx context.Context, i
 func TestQueueSubscriberRefusedExtensionGivenUp(t *testing.T) {
 	s := kinesistest.New()
 	api := &refusingVisibility{API: s}
-	var logs lockedBuffer
+	var logs syncBuffer
 	b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	var c concurrency
 	var acked atomic.Bool
