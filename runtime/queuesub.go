@@ -430,7 +430,7 @@ func (q *queueRun) receive() {
 		now := q.since()
 		hs := make([]held, got)
 		for i := range hs {
-			hs[i].rec = out.QueueRecords[i]
+			hs[i].rec = &out.QueueRecords[i]
 			hs[i].at = now
 			hs[i].expires.Store(int64(now + time.Duration(q.vis)*time.Second))
 		}
@@ -595,7 +595,7 @@ const (
 // handle handles one received record (each message of a KPL aggregate)
 // and carries out the outcome.
 func (q *queueRun) handle(h *held) {
-	m := &h.rec
+	m := h.rec
 	handle := aws.ToString(m.ReceiptHandle)
 	id := aws.ToString(m.RecordId)
 	attempt := int(aws.ToInt32(m.ReceiveCount))

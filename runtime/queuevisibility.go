@@ -28,11 +28,11 @@ var queueMaxHold = MaxVisibility
 
 // held is a record received and not yet settled.
 type held struct {
-	rec     types.QueueRecord
-	at      time.Duration // received, since queueRun.base
-	expires atomic.Int64  // its visibility ends (as far as known here), since queueRun.base
-	settled atomic.Bool   // handled, released or left: no longer extended
-	dropped bool          // the keeper's: extending it failed for good or took too long
+	rec     *types.QueueRecord // in the receive's answer
+	at      time.Duration      // received, since queueRun.base
+	expires atomic.Int64       // its visibility ends (as far as known here), since queueRun.base
+	settled atomic.Bool        // handled, released or left: no longer extended
+	dropped bool               // the keeper's: extending it failed for good or took too long
 }
 
 // since is the time since the run's base, on the monotonic clock.
