@@ -260,3 +260,44 @@ func TestQueueSubscriberRefusedExtensionGivenUp(t *testing.T) {
 		t.Errorf("the refusal is not in the log:\n%s", logs.String())
 	}
 }
+
+// Shutdown waits for a long handler with its record still extended: no
+// other instance receives it meanwhile, and once handled it is
+// acknowledged, not delivered again.
+func TestQueueSubscriberShutdownExtendsUntilHandlersFinish(t *testing.T) {
+	s := kinesistest.New()
+	a := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.WithShutdownTimeout(10*time.Second), runtime.WithLogger(slog.New(slog.DiscardHandler)))
+	if err := a.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var c concurrency
+	started := make(chan struct{}, 1)
+	if _, err := runtime.Subscribe(a, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		started <- struct{}{}
+		time.Sleep(2500 * time.Millisecond) // ignores ctx: finishes within Shutdown's timeout
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	other := queueBroker(t, s)
+	if _, err := runtime.Subscribe(other, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		return runtime.Ack()
+	}, runtime.Queue("work")); err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // past another visibility timeout
+	if most, n := c.counts(); n != 1 {
+		t.Errorf("handled %d times (%d at once), want once", n, most)
+	}
+}
