@@ -166,8 +166,8 @@ func TestQueueSubscriberStopsExtendingAtMaxHold(t *testing.T) {
 	}
 	putQueueOrders(t, s, "orders", 0, 1)
 	waitFor(t, "the record handled again", 10*time.Second, func() bool { _, n := c.counts(); return n == 2 })
-	if st := b.Status().Subscriptions[0]; st.VisibilityExtended == 0 {
-		t.Errorf("no extension before the bound: %+v", st)
+	if st := b.Status().Subscriptions[0]; st.VisibilityExtended == 0 || st.VisibilityLost != 1 {
+		t.Errorf("status: %d extensions before the bound, %d lost; want some and 1", st.VisibilityExtended, st.VisibilityLost)
 	}
 }
 

@@ -56,7 +56,8 @@ func (q *queueRun) track(hs []held) {
 }
 
 // compactLocked drops the settled records from q.held and, when due is
-// not nil, adds to it the others whose visibility ends within lead of now.
+// not nil, adds to it the others whose visibility ends within half of
+// the visibility timeout from now.
 func (q *queueRun) compactLocked(due *[]*held, now time.Duration) {
 	live := q.held[:0]
 	for _, h := range q.held {
@@ -94,8 +95,7 @@ func (q *queueRun) keep() {
 		n := 0
 		for _, h := range due {
 			if now-h.at >= queueMaxHold {
-				h.dropped = true
-				q.r.log.Warn("record held for the longest a queue allows; no longer extended, it will be received again", "record_id", aws.ToString(h.rec.RecordId), "held", now-h.at)
+				q.lose(h, "held for the longest a queue allows: its handler is taken as stuck", "held", now-h.at)
 				continue
 			}
 			due[n] = h
