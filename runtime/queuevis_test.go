@@ -281,6 +281,13 @@ func TestQueueSubscriberShutdownExtendsUntilHandlersFinish(t *testing.T) {
 	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record was not handled")
+	}
+	// Another instance, once a has the record.
 	other := queueBroker(t, s)
 	if _, err := runtime.Subscribe(other, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 		c.begin(d.RecordID)
@@ -289,8 +296,6 @@ func TestQueueSubscriberShutdownExtendsUntilHandlersFinish(t *testing.T) {
 	}, runtime.Queue("work")); err != nil {
 		t.Fatal(err)
 	}
-	putQueueOrders(t, s, "orders", 0, 1)
-	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {
