@@ -166,8 +166,9 @@ type Subscriber struct {
 	Queue string `marker:"queue" meta:"QUEUE"`
 
 	// Visibility is how long a received record stays hidden from other
-	// receivers while it is handled: whole seconds, 1s to 12h (default: the
-	// queue's own, 30s for a queue created here). Needs queue.
+	// receivers: whole seconds, 1s to 12h (default: the queue's own, 30s
+	// for a queue created here). The runtime extends it while the record
+	// is handled, up to 12h. Needs queue.
 	Visibility time.Duration `marker:"visibility" meta:"DURATION"`
 
 	// MaxReceives is the MaxReceiveCount of a queue create_if_missing

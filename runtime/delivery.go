@@ -279,17 +279,10 @@ func (s *Subscription) start(ctx context.Context, c *conn) error {
 // launch is start's work.
 func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner)
-	for _, stream := range []string{s.stream, s.set.deadLetter} {
-		if err := c.checkRegion(stream); err != nil {
-			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
-		}
-	}
-	fresh, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	fresh, sum, err := s.ensureSource(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	// Retry copies go back to the stream, up to its record size.
-	c.learnLimit(s.stream, sum)
 	if s.set.byKey && autoDistribution(sum) {
 		// The service places an AUTO stream's records on any shard: one
 		// key's records are on many, read by many owners, in no order.
@@ -308,22 +301,8 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 			return err
 		}
 	}
-	if dl := s.set.deadLetter; dl != "" {
-		// With create_if_missing a missing dead-letter stream is created
-		// too, with one shard (it carries the few records handlers give
-		// up), or on demand like the stream.
-		create := s.set.create
-		if create.shards > 0 {
-			create.shards = 1
-		}
-		// Logged under its own name: log names the subscription's stream.
-		dlLog := s.b.s.cfg.logger.With("stream", dl, "owner", c.owner, "dead_letter_of", s.stream)
-		_, dlSum, err := ensureStream(ctx, c, dl, create, dlLog)
-		if err != nil {
-			return err
-		}
-		// A dead letter is cut to the dead-letter stream's record size.
-		c.learnLimit(dl, dlSum)
+	if err := s.ensureDeadLetter(ctx, c); err != nil {
+		return err
 	}
 
 	cfg := s.b.s.cfg
@@ -400,6 +379,23 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 		return &Error{Kind: readErrorKind(err), Op: "subscribe", Stream: s.stream, Err: err}
 	}
 
+	if err := s.install(ctx, r); err != nil {
+		return err
+	}
+	if err := coord.Err(); err != nil { // failed before the run was set
+		s.b.startFail(s, r, err)
+	}
+	if consumerARN != "" {
+		r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey, "fanout", s.set.fanout)
+	} else {
+		r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey)
+	}
+	return nil
+}
+
+// install makes r the subscription's run, unless the subscription was
+// stopped while starting: then it stops r and answers ErrNotConnected.
+func (s *Subscription) install(ctx context.Context, r *subRun) error {
 	s.mu.Lock()
 	if s.state != subStarting { // stopped while starting
 		s.mu.Unlock()
@@ -411,14 +407,6 @@ func (s *Subscription) launch(ctx context.Context, c *conn) error {
 	s.state = subRunning
 	s.run = r
 	s.mu.Unlock()
-	if err := coord.Err(); err != nil { // failed before the run was set
-		s.b.startFail(s, r, err)
-	}
-	if consumerARN != "" {
-		r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey, "fanout", s.set.fanout)
-	} else {
-		r.log.Info("subscribed", "workers", s.set.workers, "by_key", s.set.byKey)
-	}
 	return nil
 }
 
@@ -541,12 +529,7 @@ func (r *subRun) process(rec *shard.Record) (settle bool) {
 			// The handler may have changed the map it was given.
 			d.headers = maps.Clone(headers)
 		}
-		var out Outcome
-		if t := r.tel; t != nil {
-			out, err = r.callObserved(ctx, t, payload, &d)
-		} else {
-			out, err = r.call(ctx, payload, d)
-		}
+		out, err := r.invoke(ctx, payload, &d)
 		if err != nil {
 			return r.giveUp(ctx, rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Shard: rec.ShardID, Err: err})
 		}
@@ -637,6 +620,14 @@ func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
 			return false
 		}
 	}
+}
+
+// invoke calls the handler on d, observed when telemetry is on.
+func (r *subRun) invoke(ctx context.Context, payload []byte, d *Delivery) (Outcome, error) {
+	if t := r.tel; t != nil {
+		return r.callObserved(ctx, t, payload, d)
+	}
+	return r.call(ctx, payload, *d)
 }
 
 // call runs the handling (middleware and handler); a panic is recovered,

@@ -76,3 +76,24 @@ func KeyLane(key string, n int) int { return keyLane(key, n) }
 // ShortenQueueRetryBackoff makes a queue subscriber's first Retry wait d
 // (rounded up to whole seconds) until t ends.
 func ShortenQueueRetryBackoff(t testing.TB, d time.Duration) { shorten(t, &queueRetryBackoff, d) }
+
+// ShortenQueueMaxHold makes queue subscribers stop extending a record's
+// visibility d after its receive, until t ends.
+func ShortenQueueMaxHold(t testing.TB, d time.Duration) { shorten(t, &queueMaxHold, d) }
+
+// CapQueueRejected makes the queue subscribers started until t ends
+// remember at most n rejected records.
+func CapQueueRejected(t testing.TB, n int) {
+	old := rejectedMax
+	rejectedMax = n
+	t.Cleanup(func() { rejectedMax = old })
+}
+
+// QueueRejectedRemembered is how many rejected records the queue
+// subscription s remembers now.
+func QueueRejectedRemembered(s *Subscription) int {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	return r.queue.rejected.len()
+}

@@ -91,18 +91,8 @@ func (b *Broker) QueueDeadLetters(ctx context.Context, queue string) (*QueueDead
 	}
 }
 
-func validQueueName(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validQueueName tells a queue name, which follows the stream-name rule.
+func validQueueName(s string) bool { return validateName("queue", s) == "" }
 
 // ARN is the queue's ARN.
 func (d *QueueDeadLetters) ARN() string { return d.arn }
@@ -162,20 +152,15 @@ func (d *QueueDeadLetters) Receive(ctx context.Context, max int, hold time.Durat
 // one error (ErrRead), each with the service's reason: a letter whose hold
 // ended and that another Receive took since is refused.
 func (d *QueueDeadLetters) Acknowledge(ctx context.Context, letters ...QueueDeadLetter) error {
+	type entry = types.AcknowledgeDeadLetterQueueRecordsRequestEntry
 	return d.each(ctx, "AcknowledgeDeadLetterQueueRecords", letters, func(ctx context.Context, hs []string) (map[string]string, error) {
-		in := &kinesis.AcknowledgeDeadLetterQueueRecordsInput{QueueARN: &d.arn}
-		for i := range hs {
-			in.Entries = append(in.Entries, types.AcknowledgeDeadLetterQueueRecordsRequestEntry{ReceiptHandle: &hs[i]})
-		}
+		in := &kinesis.AcknowledgeDeadLetterQueueRecordsInput{QueueARN: &d.arn, Entries: receipts(hs, func(h *string) entry { return entry{ReceiptHandle: h} })}
 		out, err := d.api.AcknowledgeDeadLetterQueueRecords(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		failed := map[string]string{}
-		for _, f := range out.Failed {
-			failed[aws.ToString(f.ReceiptHandle)] = aws.ToString(f.ErrorCode) + ": " + aws.ToString(f.ErrorMessage)
-		}
-		return failed, nil
+		return failures(out, err, func(out *kinesis.AcknowledgeDeadLetterQueueRecordsOutput, add func(h, code, msg *string)) {
+			for _, f := range out.Failed {
+				add(f.ReceiptHandle, f.ErrorCode, f.ErrorMessage)
+			}
+		})
 	})
 }
 
@@ -184,20 +169,15 @@ func (d *QueueDeadLetters) Acknowledge(ctx context.Context, letters ...QueueDead
 // consumers to receive again (up to MaxReceiveCount times). Failures are
 // reported as Acknowledge reports them.
 func (d *QueueDeadLetters) Restore(ctx context.Context, letters ...QueueDeadLetter) error {
+	type entry = types.RestoreDeadLetterQueueRecordsRequestEntry
 	return d.each(ctx, "RestoreDeadLetterQueueRecords", letters, func(ctx context.Context, hs []string) (map[string]string, error) {
-		in := &kinesis.RestoreDeadLetterQueueRecordsInput{QueueARN: &d.arn}
-		for i := range hs {
-			in.Entries = append(in.Entries, types.RestoreDeadLetterQueueRecordsRequestEntry{ReceiptHandle: &hs[i]})
-		}
+		in := &kinesis.RestoreDeadLetterQueueRecordsInput{QueueARN: &d.arn, Entries: receipts(hs, func(h *string) entry { return entry{ReceiptHandle: h} })}
 		out, err := d.api.RestoreDeadLetterQueueRecords(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		failed := map[string]string{}
-		for _, f := range out.Failed {
-			failed[aws.ToString(f.ReceiptHandle)] = aws.ToString(f.ErrorCode) + ": " + aws.ToString(f.ErrorMessage)
-		}
-		return failed, nil
+		return failures(out, err, func(out *kinesis.RestoreDeadLetterQueueRecordsOutput, add func(h, code, msg *string)) {
+			for _, f := range out.Failed {
+				add(f.ReceiptHandle, f.ErrorCode, f.ErrorMessage)
+			}
+		})
 	})
 }
 
@@ -205,21 +185,36 @@ func (d *QueueDeadLetters) Restore(ctx context.Context, letters ...QueueDeadLett
 // letters for the next Receive. Failures are reported as Acknowledge
 // reports them.
 func (d *QueueDeadLetters) Release(ctx context.Context, letters ...QueueDeadLetter) error {
+	type entry = types.UpdateDeadLetterQueueRecordsVisibilityRequestEntry
 	return d.each(ctx, "UpdateDeadLetterQueueRecordsVisibility", letters, func(ctx context.Context, hs []string) (map[string]string, error) {
-		in := &kinesis.UpdateDeadLetterQueueRecordsVisibilityInput{QueueARN: &d.arn}
-		for i := range hs {
-			in.Entries = append(in.Entries, types.UpdateDeadLetterQueueRecordsVisibilityRequestEntry{ReceiptHandle: &hs[i], VisibilityTimeoutSeconds: aws.Int32(0)})
-		}
+		in := &kinesis.UpdateDeadLetterQueueRecordsVisibilityInput{QueueARN: &d.arn, Entries: receipts(hs, func(h *string) entry { return entry{ReceiptHandle: h, VisibilityTimeoutSeconds: aws.Int32(0)} })}
 		out, err := d.api.UpdateDeadLetterQueueRecordsVisibility(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		failed := map[string]string{}
-		for _, f := range out.Failed {
-			failed[aws.ToString(f.ReceiptHandle)] = aws.ToString(f.ErrorCode) + ": " + aws.ToString(f.ErrorMessage)
-		}
-		return failed, nil
+		return failures(out, err, func(out *kinesis.UpdateDeadLetterQueueRecordsVisibilityOutput, add func(h, code, msg *string)) {
+			for _, f := range out.Failed {
+				add(f.ReceiptHandle, f.ErrorCode, f.ErrorMessage)
+			}
+		})
 	})
+}
+
+// receipts is a batch call's request entries, one a receipt handle.
+func receipts[E any](hs []string, entry func(h *string) E) []E {
+	es := make([]E, len(hs))
+	for i := range hs {
+		es[i] = entry(&hs[i])
+	}
+	return es
+}
+
+// failures is what a batch call's answer out (or error err) says failed:
+// "code: message" by receipt handle, as each lists them.
+func failures[O any](out *O, err error, each func(out *O, add func(h, code, msg *string))) (map[string]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	failed := map[string]string{}
+	each(out, func(h, code, msg *string) { failed[aws.ToString(h)] = aws.ToString(code) + ": " + aws.ToString(msg) })
+	return failed, nil
 }
 
 // each runs call over the letters' receipt handles, 10 at a time, and

@@ -38,6 +38,10 @@ var (
 	queueRetryMax     = 5 * time.Minute
 )
 
+// queueDefaultVis is the visibility timeout, in seconds, of a queue that
+// names none (the SDK's default).
+const queueDefaultVis = 30
+
 // queueWait is the long poll of one ReceiveQueueRecords call, in seconds
 // (the service's default): an idle subscription makes few calls, and
 // Shutdown cuts a poll short.
@@ -64,9 +68,16 @@ func Queue(queue string) SubscribeOption { // queue=QUEUE
 }
 
 // Visibility is how long a received record stays hidden from other
-// receivers while it is handled (whole seconds, 1 s to 12 h; default: the
-// queue's own, 30 s for one created here). A handler that runs longer may
-// see its record handled elsewhere too. Needs Queue.
+// receivers (whole seconds, 1 s to 12 h; default: the queue's own as it
+// is at the start, 30 s for one created here). While a record waits for a
+// worker or is handled, the subscriber extends its visibility by this
+// much (UpdateQueueRecordsVisibility, 10 a call) a quarter to a half of it
+// before it runs out, so a handler that runs longer keeps its record, up
+// to 12 h from its receive; a record whose extension fails may be handled
+// elsewhere too (logged, and counted in SubscriptionStatus.VisibilityLost).
+// On Shutdown, extensions end once the handlers finish or are abandoned to
+// its timeout: an abandoned handler's record is received again within
+// this long. Needs Queue.
 func Visibility(d time.Duration) SubscribeOption { // visibility=DURATION
 	return func(s *subscribeSettings) {
 		if d < time.Second || d > MaxVisibility {
@@ -129,7 +140,7 @@ type queueRun struct {
 	recvCtx    context.Context
 	stopRecv   context.CancelFunc
 	slots      chan struct{} // in-flight bound: one per record received and not yet handled
-	work       chan types.QueueRecord
+	work       chan *held
 	acks       chan string
 	quit       chan struct{} // closed when the workers are to stop (nothing queued for them)
 	ackQuit    chan struct{} // closed once the workers are done: the ackers flush and stop
@@ -137,11 +148,20 @@ type queueRun struct {
 	workers    sync.WaitGroup
 	ackers     sync.WaitGroup
 	stopping   atomic.Bool
-	rejected   sync.Map // record id -> struct{}: rejected here, released until the queue dead-letters it
+	rejected   rejectedSet // rejected here, released until the queue dead-letters them
 	inHandling atomic.Int64
 	quitOnce   sync.Once
 	// How handlings ended, for Status.
 	acked, retried, rejectedN, deadLettered, skippedN atomic.Uint64
+
+	// Visibility extension (queuevisibility.go).
+	visDur               time.Duration // the visibility of what is received here; 0: not extended
+	base                 time.Time
+	heldMu               sync.Mutex
+	held                 []*held // received and maybe not settled
+	stopKeep             chan struct{}
+	keeper               sync.WaitGroup
+	visExtended, visLost atomic.Uint64
 }
 
 // ensureQueue finds the queue of the subscription (by ARN, or by name
@@ -257,16 +277,10 @@ func visSeconds(d time.Duration) int32 { return int32((d + time.Second - 1) / ti
 // launchQueue is launch for a queue subscription.
 func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	log := s.log.With("owner", c.owner, "queue", s.set.queue)
-	for _, stream := range []string{s.stream, s.set.deadLetter} {
-		if err := c.checkRegion(stream); err != nil {
-			return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
-		}
-	}
-	_, sum, err := ensureStream(ctx, c, s.stream, s.set.create, log)
+	_, sum, err := s.ensureSource(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	c.learnLimit(s.stream, sum)
 	if sum.StreamModeDetails == nil || sum.StreamModeDetails.StreamMode != types.StreamModeOnDemand {
 		return &Error{Kind: ErrInvalid, Op: "subscribe", Stream: s.stream, Err: fmt.Errorf("queue=%s on a provisioned stream: queues deliver only on-demand streams (switch its capacity mode, or read it by shards)", s.set.queue)}
 	}
@@ -277,12 +291,8 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	if err != nil {
 		return err
 	}
-	if dl := s.set.deadLetter; dl != "" {
-		_, dlSum, err := ensureStream(ctx, c, dl, s.set.create, log.With("dead_letter", dl))
-		if err != nil {
-			return err
-		}
-		c.learnLimit(dl, dlSum)
+	if err := s.ensureDeadLetter(ctx, c); err != nil {
+		return err
 	}
 
 	cfg := s.b.s.cfg
@@ -298,9 +308,16 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	if s.set.maxReceives > 0 && q.maxRecv != int32(s.set.maxReceives) {
 		log.Warn("the queue exists with another max_receives; it keeps its own", "max_receives", q.maxRecv)
 	}
+	// Every receive names the visibility, so that the keeper knows when
+	// each record's runs out (a later UpdateQueue does not change it).
+	q.vis = queueDefaultVis
 	if s.set.visibility > 0 {
 		q.vis = visSeconds(s.set.visibility)
+	} else if a := desc.QueueAttributes; a != nil && a.VisibilityTimeoutSeconds != nil {
+		q.vis = *a.VisibilityTimeoutSeconds
 	}
+	q.rejected.ttl = time.Duration(max(q.maxRecv, 1)) * time.Duration(max(q.vis, 1)) * time.Second
+	q.rejected.max = rejectedMax
 	r.queue = q
 	q.start(s.set.workers)
 	r.idle = make(chan struct{})
@@ -309,17 +326,9 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 		close(r.idle)
 	}()
 
-	s.mu.Lock()
-	if s.state != subStarting { // stopped while starting
-		s.mu.Unlock()
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.b.stopBound())
-		defer cancel()
-		_ = r.stop(stopCtx)
-		return &Error{Kind: ErrNotConnected, Op: "subscribe", Stream: s.stream}
+	if err := s.install(ctx, r); err != nil {
+		return err
 	}
-	s.state = subRunning
-	s.run = r
-	s.mu.Unlock()
 	log.Info("subscribed", "workers", s.set.workers, "queue_arn", q.arn)
 	return nil
 }
@@ -332,11 +341,17 @@ func (q *queueRun) start(workers int) {
 	receivers, ackers := queueCalls(workers)
 	inflight := queueBatch*receivers + 2*workers
 	q.slots = make(chan struct{}, inflight)
-	q.work = make(chan types.QueueRecord, inflight)
+	q.work = make(chan *held, inflight)
 	q.acks = make(chan string, inflight)
 	q.quit = make(chan struct{})
 	q.ackQuit = make(chan struct{})
 	q.recvCtx, q.stopRecv = context.WithCancel(context.Background())
+	q.base = time.Now()
+	q.stopKeep = make(chan struct{})
+	if q.vis > 0 {
+		q.visDur = time.Duration(q.vis) * time.Second
+		q.keeper.Go(q.keep)
+	}
 	for range receivers {
 		q.receivers.Go(q.receive)
 	}
@@ -375,10 +390,7 @@ func (q *queueRun) receive() {
 				return
 			}
 		}
-		in := &kinesis.ReceiveQueueRecordsInput{QueueARN: &q.arn, Limit: aws.Int32(int32(n)), WaitTimeSeconds: aws.Int32(queueWait)}
-		if q.vis > 0 {
-			in.VisibilityTimeoutSeconds = aws.Int32(q.vis)
-		}
+		in := &kinesis.ReceiveQueueRecordsInput{QueueARN: &q.arn, Limit: aws.Int32(int32(n)), WaitTimeSeconds: aws.Int32(queueWait), VisibilityTimeoutSeconds: aws.Int32(q.vis)}
 		out, err := q.r.c.client.ReceiveQueueRecords(q.recvCtx, in)
 		got := 0
 		if err == nil {
@@ -410,8 +422,21 @@ func (q *queueRun) receive() {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		for _, rec := range out.QueueRecords {
-			q.work <- rec // never blocks: a slot was taken for it
+		if got == 0 {
+			continue
+		}
+		// The visibility began when the queue answered, a little before
+		// now: the keeper extends it with half of it to spare.
+		now := q.since()
+		hs := make([]held, got)
+		for i := range hs {
+			hs[i].rec = &out.QueueRecords[i]
+			hs[i].at = now
+			hs[i].expires.Store(int64(now + time.Duration(q.vis)*time.Second))
+		}
+		q.track(hs)
+		for i := range hs {
+			q.work <- &hs[i] // never blocks: a slot was taken for it
 		}
 	}
 }
@@ -420,14 +445,15 @@ func (q *queueRun) receive() {
 func (q *queueRun) worker() {
 	for {
 		select {
-		case rec := <-q.work:
+		case h := <-q.work:
 			if q.stopping.Load() || q.r.ctx.Err() != nil {
 				// Received but not begun: visible again at once for
 				// another instance, rather than after its timeout.
-				q.setVisibility(context.Background(), aws.ToString(rec.ReceiptHandle), 0)
+				h.settled.Store(true)
+				q.setVisibility(context.Background(), aws.ToString(h.rec.ReceiptHandle), 0)
 			} else {
 				q.inHandling.Add(1)
-				q.handle(rec)
+				q.handle(h)
 				q.inHandling.Add(-1)
 			}
 			<-q.slots
@@ -568,19 +594,18 @@ const (
 
 // handle handles one received record (each message of a KPL aggregate)
 // and carries out the outcome.
-func (q *queueRun) handle(m types.QueueRecord) {
+func (q *queueRun) handle(h *held) {
+	m := h.rec
 	handle := aws.ToString(m.ReceiptHandle)
 	id := aws.ToString(m.RecordId)
 	attempt := int(aws.ToInt32(m.ReceiveCount))
 	if attempt < 1 {
 		attempt = 1
 	}
-	if _, ok := q.rejected.Load(id); ok {
+	if q.rejected.has(id, time.Now(), q.maxRecv == 0 || int32(attempt) >= q.maxRecv) {
 		// Rejected here before: only its receive count still has to reach
 		// the queue's limit.
-		if q.maxRecv == 0 || int32(attempt) >= q.maxRecv {
-			q.rejected.Delete(id)
-		}
+		h.settled.Store(true)
 		q.setVisibility(q.r.ctx, handle, 0)
 		return
 	}
@@ -610,6 +635,9 @@ func (q *queueRun) handle(m types.QueueRecord) {
 	} else {
 		verdict, cause = q.process(rec, attempt)
 	}
+	// Settled: its visibility is no longer extended (a retry or a release
+	// sets it, an acknowledgement ends it, a stop leaves it to run out).
+	h.settled.Store(true)
 	switch verdict {
 	case qAck:
 		select {
@@ -624,7 +652,7 @@ func (q *queueRun) handle(m types.QueueRecord) {
 		q.setVisibility(q.r.ctx, handle, visSeconds(wait))
 	case qRelease:
 		if q.maxRecv > 0 && int32(attempt) < q.maxRecv {
-			q.rejected.Store(id, struct{}{})
+			q.rejected.add(id, time.Now())
 		}
 		q.setVisibility(q.r.ctx, handle, 0)
 	}
@@ -664,12 +692,7 @@ func (q *queueRun) process(rec *shard.Record, attempt int) (queueVerdict, error)
 		Attempt:      attempt,
 		headers:      headers,
 	}
-	var out Outcome
-	if t := r.tel; t != nil {
-		out, err = r.callObserved(ctx, t, payload, &d)
-	} else {
-		out, err = r.call(ctx, payload, d)
-	}
+	out, err := r.invoke(ctx, payload, &d)
 	if err != nil {
 		return q.giveUp(rec, headers, payload, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Err: err})
 	}
@@ -737,7 +760,10 @@ func (q *queueRun) giveUp(rec *shard.Record, headers Headers, payload []byte, at
 
 // stopQueue stops receiving, lets the handlers finish (bounded by ctx),
 // flushes the acknowledgements and releases the records received but not
-// begun. Records still being handled are left to their visibility timeout.
+// begun. The records being handled keep their visibility extended until
+// their handlers finish or ctx ends; a handler still running then is
+// abandoned: its record is not acknowledged and, no longer extended,
+// becomes visible again within a visibility timeout.
 func (r *subRun) stopQueue(ctx context.Context) error {
 	q := r.queue
 	q.stopping.Store(true)
@@ -770,6 +796,11 @@ func (r *subRun) stopQueue(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+	// The handlers are done, or abandoned to the shutdown timeout: their
+	// records are no longer extended, and an abandoned one, never
+	// acknowledged, is visible again within a visibility timeout.
+	close(q.stopKeep)
+	q.keeper.Wait()
 	close(q.ackQuit)
 	q.ackers.Wait()
 	r.cancel()
@@ -793,4 +824,6 @@ func (q *queueRun) status(out *SubscriptionStatus) {
 		Skipped:      q.skippedN.Load(),
 	}
 	out.Handled = out.Outcomes.Total()
+	out.VisibilityExtended = q.visExtended.Load()
+	out.VisibilityLost = q.visLost.Load()
 }

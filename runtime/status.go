@@ -52,6 +52,14 @@ type SubscriptionStatus struct {
 	// past their checkpoints and not all settled: queued, being handled,
 	// or handled but behind an unsettled one.
 	InFlight int `json:"in_flight"`
+	// VisibilityExtended counts, for a queue subscriber, the extensions of
+	// the visibility timeout of records received and not yet settled (see
+	// Visibility); VisibilityLost the records whose visibility ran out
+	// while they were here, which the queue refused to extend (a receipt
+	// handle expired), or which were held for 12 h: they may be handled
+	// twice.
+	VisibilityExtended uint64 `json:"visibility_extended,omitempty"`
+	VisibilityLost     uint64 `json:"visibility_lost,omitempty"`
 	// Handled and Outcomes count the records handled on every shard this
 	// run of the subscription has held, also those it no longer holds;
 	// PerSecond is their rate over the last ten seconds or so.

@@ -203,3 +203,44 @@ func ensureConsumer(ctx context.Context, c *conn, stream, name string, create bo
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// ensureSource checks the regions of the stream and the dead-letter
+// stream, and checks (or creates) the stream.
+func (s *Subscription) ensureSource(ctx context.Context, c *conn, log *slog.Logger) (fresh bool, sum *types.StreamDescriptionSummary, err error) {
+	for _, stream := range []string{s.stream, s.set.deadLetter} {
+		if err := c.checkRegion(stream); err != nil {
+			return false, nil, &Error{Kind: ErrInvalid, Op: "subscribe", Stream: stream, Err: err}
+		}
+	}
+	fresh, sum, err = ensureStream(ctx, c, s.stream, s.set.create, log)
+	if err != nil {
+		return false, nil, err
+	}
+	// Retry copies go back to the stream, up to its record size.
+	c.learnLimit(s.stream, sum)
+	return fresh, sum, nil
+}
+
+// ensureDeadLetter checks (or creates) the dead-letter stream, if any.
+func (s *Subscription) ensureDeadLetter(ctx context.Context, c *conn) error {
+	dl := s.set.deadLetter
+	if dl == "" {
+		return nil
+	}
+	// With create_if_missing a missing dead-letter stream is created too,
+	// with one shard (it carries the few records handlers give up), or on
+	// demand like the stream.
+	create := s.set.create
+	if create.shards > 0 {
+		create.shards = 1
+	}
+	// Logged under its own name: s.log names the subscription's stream.
+	dlLog := s.b.s.cfg.logger.With("stream", dl, "owner", c.owner, "dead_letter_of", s.stream)
+	_, dlSum, err := ensureStream(ctx, c, dl, create, dlLog)
+	if err != nil {
+		return err
+	}
+	// A dead letter is cut to the dead-letter stream's record size.
+	c.learnLimit(dl, dlSum)
+	return nil
+}

@@ -1,0 +1,308 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
+)
+
+// concurrency tracks how many handlings of each record run at once.
+type concurrency struct {
+	mu      sync.Mutex
+	now     map[string]int
+	most    int
+	handled int
+}
+
+func (c *concurrency) begin(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.now == nil {
+		c.now = map[string]int{}
+	}
+	c.now[id]++
+	c.handled++
+	c.most = max(c.most, c.now[id])
+}
+
+func (c *concurrency) end(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now[id]--
+}
+
+// idle tells whether no handling runs now.
+func (c *concurrency) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.now {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *concurrency) counts() (most, handled int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.most, c.handled
+}
+
+// A handler that runs past the visibility timeout keeps its record: the
+// subscriber extends its visibility while it runs, so no other worker
+// (or instance) receives it meanwhile, and it is handled once.
+func TestQueueSubscriberExtendsVisibilityOfLongHandlers(t *testing.T) {
+	for _, be := range queueBackends {
+		t.Run(be.name, func(t *testing.T) {
+			_, api := be.make(t)
+			b := queueBroker(t, api)
+			var c concurrency
+			_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				c.begin(d.RecordID)
+				defer c.end(d.RecordID)
+				time.Sleep(2500 * time.Millisecond) // 2.5 visibility timeouts
+				return runtime.Ack()
+			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putQueueOrders(t, api, "orders", 0, 1)
+			waitFor(t, "the handling", 10*time.Second, func() bool { _, n := c.counts(); return n > 0 })
+			// Done, acknowledged, and past another visibility timeout.
+			time.Sleep(4 * time.Second)
+			most, handled := c.counts()
+			if most > 1 || handled != 1 {
+				t.Errorf("one record handled %d times, %d at once: want once", handled, most)
+			}
+			st := b.Status().Subscriptions[0]
+			if st.VisibilityExtended == 0 || st.VisibilityLost != 0 {
+				t.Errorf("status: %d extensions, %d lost, want some and none", st.VisibilityExtended, st.VisibilityLost)
+			}
+		})
+	}
+}
+
+// When the extensions fail, the subscriber says so (log and Status) and
+// loses nothing: the record is delivered again once its visibility is
+// over, and handled to the end.
+func TestQueueSubscriberFailingExtensionLosesNothing(t *testing.T) {
+	s := kinesistest.New()
+	var refused atomic.Int64
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpUpdateQueueRecordsVisibility {
+			refused.Add(1)
+			return errors.New("injected: visibility not updated")
+		}
+		return nil
+	})
+	var logs syncBuffer
+	b := queueBroker(t, s, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var c concurrency
+	var acked sync.Map
+	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		if d.Attempt == 1 {
+			time.Sleep(2500 * time.Millisecond)
+		}
+		acked.Store(o.ID, true)
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "a second delivery", 10*time.Second, func() bool { _, n := c.counts(); return n >= 2 })
+	waitFor(t, "the handling", 10*time.Second, func() bool { _, ok := acked.Load(0); return ok })
+	if refused.Load() == 0 {
+		t.Error("no extension was tried")
+	}
+	waitFor(t, "the failure in Status", 5*time.Second, func() bool { return b.Status().Subscriptions[0].VisibilityLost > 0 })
+	if !strings.Contains(logs.String(), "UpdateQueueRecordsVisibility failed") || !strings.Contains(logs.String(), "it may be handled twice") {
+		t.Errorf("the failed extension is not in the log:\n%s", logs.String())
+	}
+	// Nothing left: the second delivery was acknowledged, so the queue
+	// hands the record out no more.
+	s.InjectCallFault(nil)
+	time.Sleep(2 * time.Second)
+	if _, n := c.counts(); n != 2 {
+		t.Errorf("handled %d times, want twice", n)
+	}
+}
+
+// Extensions end after the longest a queue keeps one record hidden: a
+// handler still running then is taken as stuck, and its record goes to
+// another receiver.
+func TestQueueSubscriberStopsExtendingAtMaxHold(t *testing.T) {
+	runtime.ShortenQueueMaxHold(t, 1500*time.Millisecond)
+	s := kinesistest.New()
+	b := queueBroker(t, s)
+	var c concurrency
+	release := make(chan struct{})
+	defer close(release)
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		if d.Attempt == 1 {
+			<-release // stuck
+		}
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "the record handled again", 10*time.Second, func() bool { _, n := c.counts(); return n == 2 })
+	if st := b.Status().Subscriptions[0]; st.VisibilityExtended == 0 || st.VisibilityLost != 1 {
+		t.Errorf("status: %d extensions before the bound, %d lost; want some and 1", st.VisibilityExtended, st.VisibilityLost)
+	}
+}
+
+// The records a subscriber rejected (without dead_letter) are remembered
+// so that, received again, they are not handled again; the memory is
+// bounded even when another instance takes them and they never come back.
+func TestQueueSubscriberRejectedSetIsBounded(t *testing.T) {
+	runtime.CapQueueRejected(t, 10)
+	s := kinesistest.New()
+	a := queueBroker(t, s)
+	var rejected atomic.Int64
+	sub, err := runtime.Subscribe(a, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		rejected.Add(1)
+		return runtime.Reject(errors.New("not here"))
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.MaxReceives(1000), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 50)
+	waitFor(t, "50 rejections", 10*time.Second, func() bool { return rejected.Load() >= 50 })
+	// Another instance takes them all: they never come back to a.
+	b := queueBroker(t, s)
+	got := newSeen()
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		got.add(o, d)
+		return runtime.Ack()
+	}, runtime.Queue("work"), runtime.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "50 orders acknowledged elsewhere", 20*time.Second, func() bool { return got.distinct() == 50 })
+	if n := runtime.QueueRejectedRemembered(sub); n > 10 {
+		t.Errorf("%d rejected records remembered, want at most 10", n)
+	}
+}
+
+// refusingVisibility answers every extension with each entry failed, as
+// the service does for a receipt handle that expired.
+type refusingVisibility struct {
+	kinesisapi.API
+	calls atomic.Int64
+}
+
+func (r *refusingVisibility) UpdateQueueRecordsVisibility(ctx context.Context, in *kinesis.UpdateQueueRecordsVisibilityInput, _ ...func(*kinesis.Options)) (*kinesis.UpdateQueueRecordsVisibilityOutput, error) {
+	r.calls.Add(1)
+	out := &kinesis.UpdateQueueRecordsVisibilityOutput{Successful: []types.UpdateQueueRecordsVisibilityResultEntry{}}
+	for _, e := range in.Entries {
+		if aws.ToInt32(e.VisibilityTimeoutSeconds) == 0 {
+			return r.API.UpdateQueueRecordsVisibility(ctx, in) // a release, not an extension
+		}
+		out.Failed = append(out.Failed, types.UpdateQueueRecordsVisibilityErrorEntry{
+			ReceiptHandle: e.ReceiptHandle, ErrorCode: aws.String("InvalidArgumentException"), ErrorMessage: aws.String("The receipt handle has expired."),
+		})
+	}
+	return out, nil
+}
+
+// An entry the queue refuses (its receipt handle expired) is given up at
+// once: logged, counted, not tried again; the record comes back and is
+// handled, nothing lost.
+func TestQueueSubscriberRefusedExtensionGivenUp(t *testing.T) {
+	s := kinesistest.New()
+	api := &refusingVisibility{API: s}
+	var logs syncBuffer
+	b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	var c concurrency
+	var acked atomic.Bool
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		if d.Attempt == 1 {
+			time.Sleep(2500 * time.Millisecond)
+		} else {
+			acked.Store(true)
+		}
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2)); err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "the second delivery handled", 10*time.Second, acked.Load)
+	waitFor(t, "the first handling's end", 5*time.Second, func() bool { most, _ := c.counts(); return most >= 1 && c.idle() })
+	st := b.Status().Subscriptions[0]
+	if st.VisibilityLost != 1 || st.VisibilityExtended != 0 {
+		t.Errorf("status: %d lost, %d extended; want 1 and 0", st.VisibilityLost, st.VisibilityExtended)
+	}
+	if n := api.calls.Load(); n != 1 {
+		t.Errorf("%d extension calls, want 1: a refused entry is not tried again", n)
+	}
+	if !strings.Contains(logs.String(), "the queue refused to extend its visibility") {
+		t.Errorf("the refusal is not in the log:\n%s", logs.String())
+	}
+}
+
+// Shutdown waits for a long handler with its record still extended: no
+// other instance receives it meanwhile, and once handled it is
+// acknowledged, not delivered again.
+func TestQueueSubscriberShutdownExtendsUntilHandlersFinish(t *testing.T) {
+	s := kinesistest.New()
+	a := runtime.NewBroker(runtime.WithKinesisClient(s), runtime.WithShutdownTimeout(10*time.Second), runtime.WithLogger(slog.New(slog.DiscardHandler)))
+	if err := a.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var c concurrency
+	started := make(chan struct{}, 1)
+	if _, err := runtime.Subscribe(a, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		started <- struct{}{}
+		time.Sleep(2500 * time.Millisecond) // ignores ctx: finishes within Shutdown's timeout
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record was not handled")
+	}
+	// Another instance, once a has the record.
+	other := queueBroker(t, s)
+	if _, err := runtime.Subscribe(other, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		return runtime.Ack()
+	}, runtime.Queue("work")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // past another visibility timeout
+	if most, n := c.counts(); n != 1 {
+		t.Errorf("handled %d times (%d at once), want once", n, most)
+	}
+}
