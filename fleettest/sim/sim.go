@@ -62,6 +62,12 @@ type Config struct {
 	Store, Observe lease.Store
 	// Namespace of the leases; default "sim/stream".
 	Namespace string
+	// Members is the layout of the member entries the run's member calls
+	// are billed in (Counts.RCU and WCU; Counts.MembersRCU and MembersWCU
+	// bill them in every layout side by side): by default, or over a store
+	// that says its layout (lease.DynamoDB), the store's; over another
+	// store (lease.Memory) the DynamoDB store's default, MembersMigrating.
+	Members lease.MembersLayout
 	// Latency is added to every lease-store call, and Hang makes the
 	// partitioned instance's calls hang until their deadline instead of
 	// failing at once. Neither works inside a synctest bubble: the
@@ -120,6 +126,9 @@ func (cfg *Config) setDefaults() error {
 	}
 	if cfg.Observe == nil {
 		cfg.Observe = cfg.Store
+	}
+	if l, ok := cfg.Store.(interface{ MembersLayout() lease.MembersLayout }); ok && cfg.Members == lease.MembersMigrating {
+		cfg.Members = l.MembersLayout()
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "sim/stream"
@@ -212,6 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		published:   map[recID]bool{},
 		checkpoints: map[string]map[string]string{},
 	}
+	f.c.layout = cfg.Members
 	var next slog.Handler
 	if cfg.Logger != nil {
 		next = cfg.Logger.Handler()

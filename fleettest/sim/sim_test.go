@@ -41,6 +41,23 @@ func sizes(t *testing.T, def string) [][2]int {
 	return out
 }
 
+// membersLayout reads SIM_MEMBERS (item, table or migrating): the layout
+// of the member entries a run on the in-memory store is billed in
+// (default migrating, the DynamoDB store's default).
+func membersLayout(t *testing.T) lease.MembersLayout {
+	switch v := os.Getenv("SIM_MEMBERS"); v {
+	case "", "migrating":
+		return lease.MembersMigrating
+	case "table":
+		return lease.MembersTable
+	case "item":
+		return lease.MembersItem
+	default:
+		t.Fatalf("SIM_MEMBERS %q: want item, table or migrating", v)
+	}
+	return 0
+}
+
 // modes are the coordinator's balancing modes the simulation compares:
 // this runtime's before issue 17 (a renewal per lease, one steal per pass)
 // and after (a heartbeat per instance, bulk balancing).
@@ -73,7 +90,9 @@ var modes = []struct {
 // a renewal per shard), more than 2 items read per instance per pass; the
 // per-lease mode must miss those (it shows that they can fail). Every run
 // must go through start, join, leave, crash, partition and heal and count
-// capacity units in each. SIM_SIZES picks the sizes (default 64 shards ×
+// capacity units in each. SIM_MEMBERS picks the members layout the run
+// is billed in (default migrating; every layout's member units are
+// printed side by side). SIM_SIZES picks the sizes (default 64 shards ×
 // 4 and × 20 instances in both modes, and 256 × 20, 1,000 × 4 and
 // 1,000 × 20 in the per-instance mode alone: about 10 s in all; the
 // per-lease mode at 1,000 × 20 takes 25 s alone); SIM_MODES the modes
@@ -109,7 +128,7 @@ func TestSimulatedFleet(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%dx%d/%s", sz[0], sz[1], m.name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					cfg := sim.Config{Shards: sz[0], Instances: sz[1], Seed: 1, Tune: m.tune}
+					cfg := sim.Config{Shards: sz[0], Instances: sz[1], Seed: 1, Tune: m.tune, Members: membersLayout(t)}
 					if os.Getenv("SIM_PROGRESS") != "" {
 						cfg.Progress = os.Stdout
 					}
