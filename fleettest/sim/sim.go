@@ -60,6 +60,10 @@ type Config struct {
 	// simulation's own looks at the table (so a metered client counts
 	// only the fleet's calls); default Store.
 	Store, Observe lease.Store
+	// StoreFor, when set, gives an instance its own client of the shared
+	// store by its name (RunRolling: instances of two versions, each with
+	// its layout, on one table); nil: Store for every instance.
+	StoreFor func(instance string) lease.Store
 	// Namespace of the leases; default "sim/stream".
 	Namespace string
 	// Members is the layout of the member entries the run's member calls
@@ -421,11 +425,15 @@ func (f *fleet) liveNames() []string {
 }
 
 func (f *fleet) startInstance(ctx context.Context, in *instance) error {
+	inner := f.cfg.Store
+	if f.cfg.StoreFor != nil {
+		inner = f.cfg.StoreFor(in.name)
+	}
 	ccfg := shard.Config{
 		Stream:    stream,
 		Namespace: f.cfg.Namespace,
 		Client:    &client{API: f.kin, w: f.kin, in: in},
-		Leases: newStore(&store{inner: f.cfg.Store, c: &f.c, latency: f.cfg.Latency, fault: &in.fault,
+		Leases: newStore(&store{inner: inner, c: &f.c, latency: f.cfg.Latency, fault: &in.fault,
 			moved: f.moves.add, checkpointed: f.checkpointed}),
 		Owner:      in.name,
 		Logger:     f.logger,
