@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,8 @@ type querier interface {
 }
 
 // membersState is what a MembersMigrating store knows of a namespace's
-// members item from its last read.
+// members item from its last read. Its map is never changed once stored
+// (setInItem stores a new one).
 type membersState struct {
 	read bool            // the item was read at least once
 	dual bool            // it holds an owner the members table lacks: write both
@@ -265,6 +267,8 @@ func (d *DynamoDB) setInItem(namespace, owner string, in bool) {
 		d.memState = map[string]membersState{}
 	}
 	st := d.memState[namespace]
+	// A copy: callers read the map of a state they took without the lock.
+	st.in = maps.Clone(st.in)
 	if st.in == nil {
 		st.in = map[string]bool{}
 	}
