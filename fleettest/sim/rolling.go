@@ -15,7 +15,8 @@ import (
 // RunRolling runs a rolling deploy through the fleet: cfg.Instances
 // instances of the old version (named o00, o01, …) start together; then,
 // one at a time, an instance of the new version (n00, …) joins and an old
-// one stops gracefully, the fleet settling after each; at the end a new
+// one stops gracefully, the fleet settling after each; then an old
+// instance starts again (a rollback begun late), and at the end a new
 // instance crashes. cfg.StoreFor gives each instance its lease store by
 // its name (the old version's layout for "o…", the new one's for "n…",
 // on one table). Records flow throughout. The report has a phase per
@@ -96,7 +97,17 @@ func RunRolling(ctx context.Context, cfg Config) (*Report, error) {
 		rep.add(f.settle(ctx, ev))
 	}
 
-	// A new instance crashes: the others, all new, take its shards.
+	// An old instance starts again once the new ones write their own items
+	// alone (a rollback begun, an old template still launching): it must
+	// see them alive, and they it.
+	late := fmt.Sprintf("o%02d", len(old))
+	ev = f.event(ctx, "join", late)
+	if err := f.startInstance(ctx, f.add(late)); err != nil {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("join: %s did not start: %v", late, err))
+	}
+	rep.add(f.settle(ctx, ev))
+
+	// A new instance crashes: the others take its shards.
 	if cfg.Instances > 1 {
 		victim := "n00"
 		ev = f.event(ctx, "crash", victim)
