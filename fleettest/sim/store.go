@@ -151,17 +151,21 @@ func (c *counters) itemBytes(ns string) int {
 // own item in the members table (attributes ns, owner, beat, held, asks,
 // starting).
 func memberEntry(ns string, m lease.Member) (item, table int) {
-	fields := len("beat") + numBytes(m.Beat) + len("held") + numBytes(int64(m.Held))
+	fields, elems := len("beat")+numBytes(m.Beat)+len("held")+numBytes(int64(m.Held)), 2
 	if len(m.Asks) > 0 {
 		fields += len("asks")
 		for _, a := range m.Asks {
 			fields += len(a)
 		}
+		elems++
 	}
 	if m.Starting {
 		fields += len("starting") + 1
+		elems++
 	}
-	item = len(m.Owner) + 1 + 3 + 2 + fields
+	// In the item: the owner's name, a byte as an element of the members
+	// map, and its own map (3 bytes, a byte per element).
+	item = len(m.Owner) + 1 + 3 + elems + fields
 	table = len("ns") + len(ns) + len("owner") + len(m.Owner) + fields
 	return item, table
 }
