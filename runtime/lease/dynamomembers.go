@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // MembersLayout is where a DynamoDB store keeps the member entries
@@ -141,7 +142,14 @@ func (d *DynamoDB) ensureMembersTable(ctx context.Context) error {
 	name := d.membersTableName()
 	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &name})
 	var missing *types.ResourceNotFoundException
+	var api smithy.APIError
 	switch {
+	case d.cfg.members == MembersMigrating && errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException":
+		// A role granted the lease table alone (an upgrade that has not
+		// granted the members table yet) keeps the earlier layout.
+		d.cfg.log.Warn("members table not accessible: keeping the member entries in one item per stream (grant the members table, see docs/instances.md)", "table", name, "err", err)
+		d.itemOnly.Store(true)
+		return nil
 	case errors.As(err, &missing):
 		if !d.cfg.create {
 			if d.cfg.members == MembersTable {

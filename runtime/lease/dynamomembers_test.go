@@ -3,12 +3,14 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -209,5 +211,41 @@ func TestDynamoDBMembersTableMissing(t *testing.T) {
 	strict := lease.NewDynamoDB(client, table, lease.WithMembers(lease.MembersTable))
 	if err := strict.EnsureTable(ctx); !errors.Is(err, lease.ErrNoTable) {
 		t.Fatalf("MembersTable without its table: %v; want ErrNoTable", err)
+	}
+}
+
+// queryFake is fakeAPI with Query, so the store tries the members table.
+type queryFake struct {
+	*fakeAPI
+}
+
+func (queryFake) Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return &dynamodb.QueryOutput{}, nil
+}
+
+// TestDynamoDBMembersTableDenied: a role that may use the lease table but
+// not the members table (an upgrade that has not granted it yet) keeps the
+// members item with the default layout, and is an error with MembersTable.
+func TestDynamoDBMembersTableDenied(t *testing.T) {
+	denied := &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"}
+	api := queryFake{&fakeAPI{describe: func() (*dynamodb.DescribeTableOutput, error) { return leaseTableDescription() }}}
+	var n atomic.Int32
+	api.describe = func() (*dynamodb.DescribeTableOutput, error) {
+		if n.Add(1)%2 == 0 { // every second call: the members table
+			return nil, denied
+		}
+		return leaseTableDescription()
+	}
+	ctx := context.Background()
+	s := lease.NewDynamoDB(api, "leases")
+	if err := s.EnsureTable(ctx); err != nil {
+		t.Fatalf("EnsureTable with the members table denied: %v", err)
+	}
+	if got := s.MembersLayout(); got != lease.MembersItem {
+		t.Fatalf("layout %v; want item", got)
+	}
+	strict := lease.NewDynamoDB(api, "leases", lease.WithMembers(lease.MembersTable))
+	if err := strict.EnsureTable(ctx); err == nil {
+		t.Fatal("MembersTable with its table denied: no error")
 	}
 }
