@@ -49,6 +49,11 @@ func scanUnits(b int64) int64 {
 	return u + max(1, (b+4095)/4096)
 }
 
+// queryUnits is the read units of a strongly consistent Query that read b
+// bytes of items: their total size rounded up to 4 KB, once per call (per
+// 1 MB page), one unit at least.
+func queryUnits(b int64) int64 { return scanUnits(b) }
+
 // numBytes is the DynamoDB size of a number: its significant digits, two
 // to a byte, plus one.
 func numBytes(v int64) int {

@@ -1,9 +1,19 @@
 package sim
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/kinesisgen/kinesisgen/internal/livetest"
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // TestCheckReportsOverlapsAndDuplicates: the checker names a record handled
@@ -39,5 +49,63 @@ func TestCheckReportsOverlapsAndDuplicates(t *testing.T) {
 	f.check(calm)
 	if len(calm.Violations) != 0 {
 		t.Errorf("handlings one after another: %v", calm.Violations)
+	}
+}
+
+// TestMemberBillingMatchesDynalite checks the simulation's billing of the
+// member calls (store.go) against the units dynalite reports for the same
+// calls, which it computes by DynamoDB's documented rules: a write a unit
+// per 1 KB of the item, a strongly consistent GetItem a unit per 4 KB of
+// the item, a Query a unit per 4 KB of the items it returns, summed
+// before rounding, once per call.
+func TestMemberBillingMatchesDynalite(t *testing.T) {
+	url := livetest.DynamoDBEndpoint(t)
+	client := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	api := &Metered{DynamoDBAPI: client}
+	table := fmt.Sprintf("sim-billing-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const ns, n = "sim/stream", 150
+	for _, layout := range []lease.MembersLayout{lease.MembersTable, lease.MembersItem} {
+		t.Run(layout.String(), func(t *testing.T) {
+			d := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing(), lease.WithMembers(layout))
+			if err := d.EnsureTable(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var c counters
+			c.layout = layout
+			var fault atomic.Int32
+			s := newStore(&store{inner: d, c: &c, fault: &fault}).(*memberStore)
+			space := ns + "/" + layout.String()
+			for i := range n {
+				if err := s.Heartbeat(ctx, space, lease.Member{Owner: fmt.Sprintf("i%03d", i), Beat: 12345, Held: 7}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w0 := c.snapshot().WCU
+			_, dw0 := api.Consumed()
+			if err := s.Heartbeat(ctx, space, lease.Member{Owner: "i000", Beat: 12346, Held: 7}); err != nil {
+				t.Fatal(err)
+			}
+			est := c.snapshot().WCU - w0
+			_, dw1 := api.Consumed()
+			lastWCU := dw1 - dw0
+			r0, _ := api.Consumed()
+			e0 := c.snapshot().RCU
+			if _, err := s.Members(ctx, space); err != nil {
+				t.Fatal(err)
+			}
+			r1, _ := api.Consumed()
+			if got, want := c.snapshot().RCU-e0, r1-r0; got != want {
+				t.Errorf("a read of %d members: estimated %v RCU, dynalite %v", n, got, want)
+			}
+			if est != lastWCU {
+				t.Errorf("a heartbeat among %d members: estimated %v WCU, dynalite %v (the last one)", n, est, lastWCU)
+			}
+			t.Logf("%s: a heartbeat among %d members %v WCU, a read of them %v RCU", layout, n, est, r1-r0)
+		})
 	}
 }

@@ -93,6 +93,23 @@ func (m *Metered) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, 
 	return out, err
 }
 
+// Query passes the call on when the client has it (the DynamoDB store
+// reads its members table with it, else keeps the members item).
+func (m *Metered) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	q, ok := m.DynamoDBAPI.(interface {
+		Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	})
+	if !ok {
+		return nil, errors.New("sim: the client has no Query")
+	}
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := q.Query(ctx, in, o...)
+	if err == nil {
+		m.add(out.ConsumedCapacity, false)
+	}
+	return out, err
+}
+
 // BatchGetItem passes the call on when the client has it (the DynamoDB
 // store's GetMany uses it then, else GetItem by GetItem).
 func (m *Metered) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {

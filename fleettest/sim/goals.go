@@ -129,6 +129,11 @@ func (r *Report) RestMisses() []string {
 	if w.WritesPerSec() > 1.1*beats {
 		out = append(out, fmt.Sprintf("at rest: %.2f writes/s, more than one heartbeat per instance per renewal interval (%.2f/s)", w.WritesPerSec(), beats))
 	}
+	if w.WCUPerSec() > 1.2*beats {
+		// Issue 34: the heartbeats' units grow with the instances, not
+		// with their square.
+		out = append(out, fmt.Sprintf("at rest: %.2f WCU/s (members layout %s), more than 1.2 × instances ÷ renewal interval (%.2f/s)", w.WCUPerSec(), r.Config.Members, 1.2*beats))
+	}
 	perShard := float64(r.Config.Shards) / r.Config.Renew.Seconds()
 	if r.Config.Shards == 1000 && r.Config.Instances == 20 && 20*w.WritesPerSec() > perShard {
 		out = append(out, fmt.Sprintf("at rest: %.2f writes/s, not 20× fewer than one renewal per shard (%.1f/s)", w.WritesPerSec(), perShard))

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // Report is what one run measured.
@@ -107,6 +109,16 @@ func (w Window) summary() string {
 		w.ReadsPerSec(), w.ItemsPerSec(), w.RCUPerSec(), w.WritesPerSec(), w.WCUPerSec(), w.Ops(), w.Counts.RefusedCreates, w.Monthly(OnDemand))
 }
 
+// MembersLine gives the member calls' units a second in each layout, the
+// writes also against 1.2 × instances ÷ renew (issue 34's bound).
+func (w Window) MembersLine(instances int, renew time.Duration) string {
+	var parts []string
+	for _, l := range []lease.MembersLayout{lease.MembersItem, lease.MembersTable, lease.MembersMigrating} {
+		parts = append(parts, fmt.Sprintf("%s %.1f RCU/s, %.1f WCU/s", l, w.per(w.Counts.MembersRCU[l]), w.per(w.Counts.MembersWCU[l])))
+	}
+	return strings.Join(parts, "; ") + fmt.Sprintf(" (write bound 1.2 × %d ÷ %v = %.1f WCU/s)", instances, renew, 1.2*float64(instances)/renew.Seconds())
+}
+
 func (p Phase) summary() string {
 	conv := "not converged: " + p.Stuck
 	if p.Converged {
@@ -163,6 +175,7 @@ func (r *Report) Write(w io.Writer, label string) {
 	}
 	fmt.Fprintf(w, "| at rest (%v) | | | | | | | %s |\n\n", r.Rest.Dur.Round(time.Second), r.Rest.cells())
 	fmt.Fprintf(w, "At rest: %s.\n", r.Rest.summary())
+	fmt.Fprintf(w, "At rest, the member calls alone (%s billed above): %s.\n", c.Members, r.Rest.MembersLine(c.Instances, c.Renew))
 	fmt.Fprintf(w, "A Scan of the lease table: %d RCU.\n", r.ScanUnits)
 	if p := r.phase("start"); p != nil {
 		fmt.Fprintf(w, "Lease creates refused (another instance had created the lease): %d at the start, %d in the whole run; the start read %.0f RCU and wrote %.0f WCU in all.\n",

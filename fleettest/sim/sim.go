@@ -60,8 +60,18 @@ type Config struct {
 	// simulation's own looks at the table (so a metered client counts
 	// only the fleet's calls); default Store.
 	Store, Observe lease.Store
+	// StoreFor, when set, gives an instance its own client of the shared
+	// store by its name (RunRolling: instances of two versions, each with
+	// its layout, on one table); nil: Store for every instance.
+	StoreFor func(instance string) lease.Store
 	// Namespace of the leases; default "sim/stream".
 	Namespace string
+	// Members is the layout of the member entries the run's member calls
+	// are billed in (Counts.RCU and WCU; Counts.MembersRCU and MembersWCU
+	// bill them in every layout side by side): by default, or over a store
+	// that says its layout (lease.DynamoDB), the store's; over another
+	// store (lease.Memory) the DynamoDB store's default, MembersMigrating.
+	Members lease.MembersLayout
 	// Latency is added to every lease-store call, and Hang makes the
 	// partitioned instance's calls hang until their deadline instead of
 	// failing at once. Neither works inside a synctest bubble: the
@@ -120,6 +130,9 @@ func (cfg *Config) setDefaults() error {
 	}
 	if cfg.Observe == nil {
 		cfg.Observe = cfg.Store
+	}
+	if l, ok := cfg.Store.(interface{ MembersLayout() lease.MembersLayout }); ok && cfg.Members == lease.MembersMigrating {
+		cfg.Members = l.MembersLayout()
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "sim/stream"
@@ -212,6 +225,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		published:   map[recID]bool{},
 		checkpoints: map[string]map[string]string{},
 	}
+	f.c.layout = cfg.Members
 	var next slog.Handler
 	if cfg.Logger != nil {
 		next = cfg.Logger.Handler()
@@ -411,11 +425,15 @@ func (f *fleet) liveNames() []string {
 }
 
 func (f *fleet) startInstance(ctx context.Context, in *instance) error {
+	inner := f.cfg.Store
+	if f.cfg.StoreFor != nil {
+		inner = f.cfg.StoreFor(in.name)
+	}
 	ccfg := shard.Config{
 		Stream:    stream,
 		Namespace: f.cfg.Namespace,
 		Client:    &client{API: f.kin, w: f.kin, in: in},
-		Leases: newStore(&store{inner: f.cfg.Store, c: &f.c, latency: f.cfg.Latency, fault: &in.fault,
+		Leases: newStore(&store{inner: inner, c: &f.c, latency: f.cfg.Latency, fault: &in.fault,
 			moved: f.moves.add, checkpointed: f.checkpointed}),
 		Owner:      in.name,
 		Logger:     f.logger,

@@ -41,6 +41,23 @@ func sizes(t *testing.T, def string) [][2]int {
 	return out
 }
 
+// membersLayout reads SIM_MEMBERS (item, table or migrating): the layout
+// of the member entries a run on the in-memory store is billed in
+// (default migrating, the DynamoDB store's default).
+func membersLayout(t *testing.T) lease.MembersLayout {
+	switch v := os.Getenv("SIM_MEMBERS"); v {
+	case "", "migrating":
+		return lease.MembersMigrating
+	case "table":
+		return lease.MembersTable
+	case "item":
+		return lease.MembersItem
+	default:
+		t.Fatalf("SIM_MEMBERS %q: want item, table or migrating", v)
+	}
+	return 0
+}
+
 // modes are the coordinator's balancing modes the simulation compares:
 // this runtime's before issue 17 (a renewal per lease, one steal per pass)
 // and after (a heartbeat per instance, bulk balancing).
@@ -73,7 +90,9 @@ var modes = []struct {
 // a renewal per shard), more than 2 items read per instance per pass; the
 // per-lease mode must miss those (it shows that they can fail). Every run
 // must go through start, join, leave, crash, partition and heal and count
-// capacity units in each. SIM_SIZES picks the sizes (default 64 shards ×
+// capacity units in each. SIM_MEMBERS picks the members layout the run
+// is billed in (default migrating; every layout's member units are
+// printed side by side). SIM_SIZES picks the sizes (default 64 shards ×
 // 4 and × 20 instances in both modes, and 256 × 20, 1,000 × 4 and
 // 1,000 × 20 in the per-instance mode alone: about 10 s in all; the
 // per-lease mode at 1,000 × 20 takes 25 s alone); SIM_MODES the modes
@@ -109,7 +128,7 @@ func TestSimulatedFleet(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%dx%d/%s", sz[0], sz[1], m.name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					cfg := sim.Config{Shards: sz[0], Instances: sz[1], Seed: 1, Tune: m.tune}
+					cfg := sim.Config{Shards: sz[0], Instances: sz[1], Seed: 1, Tune: m.tune, Members: membersLayout(t)}
 					if os.Getenv("SIM_PROGRESS") != "" {
 						cfg.Progress = os.Stdout
 					}
@@ -297,4 +316,114 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 	var b strings.Builder
 	sim.WriteGoals(&b, reports[modes[0].name], reports[modes[1].name])
 	fmt.Print(b.String())
+}
+
+// TestRollingDeployOnDynamoDB deploys the members table over a fleet of
+// the earlier version on one lease table (dynalite), the way a rolling
+// deploy does: three old instances (the members item, lease.MembersItem:
+// what an earlier version reads and writes) start, then one at a time a
+// new instance (the default, lease.MembersMigrating) joins and an old one
+// stops gracefully; then an old one starts again (a rollback begun once
+// the new ones write the members table alone), and at the end a new one
+// crashes. Every step must
+// balance (no shard stranded without a reader), no shard may be handled by
+// two instances at once (no split brain), every record must be handled,
+// none twice without the crash to explain it, and the crash's shards must
+// be read again within twice the failover time. SIM_DYNAMO_FAILOVER as
+// above (default 2 s).
+func TestRollingDeployOnDynamoDB(t *testing.T) {
+	url := livetest.DynamoDBEndpoint(t)
+	failover := 2 * time.Second
+	if v := os.Getenv("SIM_DYNAMO_FAILOVER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SIM_DYNAMO_FAILOVER: %v", err)
+		}
+		failover = d
+	}
+	// 2 × 3: an old instance holds no lease, so the others see it by its
+	// member entry alone (with a new version that wrote only the members
+	// table, it takes the leases of the new instances as expired once the
+	// last old lease holder has left: two owners at once); 8 × 3: every
+	// instance holds leases.
+	for _, sz := range [][2]int{{2, 3}, {8, 3}} {
+		t.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(t *testing.T) {
+			rollingDeploy(t, url, sz[0], sz[1], failover)
+		})
+	}
+}
+
+func rollingDeploy(t *testing.T, url string, shards, instances int, failover time.Duration) {
+	client := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	api := &sim.Metered{DynamoDBAPI: client}
+	table := fmt.Sprintf("sim-rolling-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	newStore := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
+	if err := newStore.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := newStore.MembersLayout(); got != lease.MembersMigrating {
+		t.Fatalf("the new version's layout %v; want migrating", got)
+	}
+	oldStore := lease.NewDynamoDB(api, table, lease.WithMembers(lease.MembersItem))
+	cfg := sim.Config{
+		Shards: shards, Instances: instances, Seed: 1, Hang: true,
+		Store: newStore, Observe: lease.NewDynamoDB(client, table),
+		StoreFor: func(name string) lease.Store {
+			if strings.HasPrefix(name, "o") {
+				return oldStore
+			}
+			return newStore
+		},
+		Tune:     modes[1].tune,
+		Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
+		Sample: max(250*time.Millisecond, failover/20), PhaseTimeout: 50 * failover,
+	}
+	if os.Getenv("SIM_PROGRESS") != "" {
+		cfg.Progress = os.Stdout
+	}
+	if os.Getenv("SIM_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	rep, err := sim.RunRolling(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b, "rolling deploy, members item to members table, on dynalite")
+	rcu, wcu := api.Consumed()
+	fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU.\n\n", rcu, wcu)
+	fmt.Print(b.String())
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	var names []string
+	for _, p := range rep.Phases {
+		names = append(names, p.Name+" "+p.Subject)
+		if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+			t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+		}
+	}
+	want := "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join o03,crash n00"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("phases %s, want %s", got, want)
+	}
+	// Every instance has stopped or crashed: the members item holds no
+	// entry but the crashed one's, if the others have not removed it yet
+	// (the old ones removed theirs on leaving, the new ones theirs on
+	// stopping).
+	ms, err := oldStore.Members(ctx, cfg.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Owner != "n00" {
+			t.Errorf("the members item still holds %v after the deploy", ms)
+			break
+		}
+	}
 }

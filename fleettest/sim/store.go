@@ -65,9 +65,17 @@ type Counts struct {
 	// Errors counts other failures the store returned.
 	Errors int64
 	// RCU and WCU are the DynamoDB capacity units the calls cost, as the
-	// DynamoDB store makes them (see capacity.go).
+	// DynamoDB store makes them (see capacity.go), the member calls in the
+	// run's layout (Config.Members).
 	RCU, WCU float64
+	// MembersRCU and MembersWCU are the units of the member calls alone
+	// (Heartbeat, Members, Leave), billed as each layout would bill the
+	// same calls (indexed by lease.MembersLayout), side by side.
+	MembersRCU, MembersWCU [layouts]float64
 }
+
+// layouts is the number of lease.MembersLayout values.
+const layouts = 3
 
 // Reads is the number of read calls (List and Get).
 func (c Counts) Reads() int64 {
@@ -98,6 +106,10 @@ func (c Counts) Sub(d Counts) Counts {
 	c.Errors -= d.Errors
 	c.RCU -= d.RCU
 	c.WCU -= d.WCU
+	for i := range c.MembersRCU {
+		c.MembersRCU[i] -= d.MembersRCU[i]
+		c.MembersWCU[i] -= d.MembersWCU[i]
+	}
 	return c
 }
 
@@ -115,47 +127,82 @@ type counters struct {
 	halfRCU atomic.Int64
 	wcu     atomic.Int64
 
-	// members is the size of each owner's entry in the members item, as
-	// last written, for the units of reading and writing that item.
-	mu      sync.Mutex
-	members map[string]int
+	// The member entries as last written, for the units of each layout's
+	// calls: item is the size of each owner's entry in the members item
+	// (MembersItem), table the size of its own item in the members table.
+	mu                    sync.Mutex
+	item, table           map[string]int
+	itemTotal, tableTotal int
+	// layoutHalfRCU and layoutWCU are the member calls' units per layout.
+	layoutHalfRCU [layouts]atomic.Int64
+	layoutWCU     [layouts]atomic.Int64
+	layout        lease.MembersLayout // the run's layout, billed in halfRCU and wcu
 }
 
-// membersBytes is the DynamoDB size of the members item: its key and map,
-// and each entry (the owner's name, a map of beat, held, asks and
-// starting), a map
-// counted as 3 bytes plus 1 per element, as DynamoDB sizes them.
-func (c *counters) membersBytes(ns string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := len("leaseKey") + len(lease.MembersKey(ns)) + len("members") + 3
-	for _, e := range c.members {
-		n += e
-	}
-	return n
+// itemBytes is the DynamoDB size of the members item of ns (MembersItem):
+// its key and map, and each entry (the owner's name, a map of beat, held,
+// asks and starting), a map counted as 3 bytes plus 1 per element, as
+// DynamoDB sizes them. Locked.
+func (c *counters) itemBytes(ns string) int {
+	return len("leaseKey") + len(lease.MembersKey(ns)) + len("members") + 3 + c.itemTotal
 }
 
-func (c *counters) setMember(m lease.Member, gone bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.members == nil {
-		c.members = map[string]int{}
-	}
-	if gone {
-		delete(c.members, m.Owner)
-		return
-	}
-	e := len(m.Owner) + 1 + 3 + 3 + len("beat") + numBytes(m.Beat) + len("held") + numBytes(int64(m.Held))
+// memberEntry returns the size of m's entry in the members item and of its
+// own item in the members table (attributes ns, owner, beat, held, asks,
+// starting).
+func memberEntry(ns string, m lease.Member) (item, table int) {
+	fields, elems := len("beat")+numBytes(m.Beat)+len("held")+numBytes(int64(m.Held)), 2
 	if len(m.Asks) > 0 {
-		e += len("asks")
+		fields += len("asks")
 		for _, a := range m.Asks {
-			e += len(a)
+			fields += len(a)
 		}
+		elems++
 	}
 	if m.Starting {
-		e += len("starting") + 1
+		fields += len("starting") + 1
+		elems++
 	}
-	c.members[m.Owner] = e
+	// In the item: the owner's name, a byte as an element of the members
+	// map, and its own map (3 bytes, a byte per element).
+	item = len(m.Owner) + 1 + 3 + elems + fields
+	table = len("ns") + len(ns) + len("owner") + len(m.Owner) + fields
+	return item, table
+}
+
+// setMember records m's entry (gone: removed) and returns the size of its
+// own members-table item before and after.
+func (c *counters) setMember(ns string, m lease.Member, gone bool) (before, after int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.item == nil {
+		c.item, c.table = map[string]int{}, map[string]int{}
+	}
+	before = c.table[m.Owner]
+	c.itemTotal -= c.item[m.Owner]
+	c.tableTotal -= c.table[m.Owner]
+	delete(c.item, m.Owner)
+	delete(c.table, m.Owner)
+	if gone {
+		return before, 0
+	}
+	i, t := memberEntry(ns, m)
+	c.item[m.Owner], c.table[m.Owner] = i, t
+	c.itemTotal += i
+	c.tableTotal += t
+	return before, t
+}
+
+// billMembers adds the units of one member call in each layout: reads in
+// read units (strongly consistent), writes in write units; the run's
+// layout's also to the totals.
+func (c *counters) billMembers(reads, writes [layouts]int64) {
+	for l := range layouts {
+		c.layoutHalfRCU[l].Add(2 * reads[l])
+		c.layoutWCU[l].Add(writes[l])
+	}
+	c.halfRCU.Add(2 * reads[c.layout])
+	c.wcu.Add(writes[c.layout])
 }
 
 func (c *counters) snapshot() Counts {
@@ -171,6 +218,10 @@ func (c *counters) snapshot() Counts {
 	s.Errors = c.errors.Load()
 	s.RCU = float64(c.halfRCU.Load()) / 2
 	s.WCU = float64(c.wcu.Load())
+	for l := range layouts {
+		s.MembersRCU[l] = float64(c.layoutHalfRCU[l].Load()) / 2
+		s.MembersWCU[l] = float64(c.layoutWCU[l].Load())
+	}
 	return s
 }
 
@@ -485,43 +536,90 @@ func (s *memberStore) GetMany(ctx context.Context, keys []string) ([]lease.Lease
 	return ls, err
 }
 
-// Heartbeat is one UpdateItem of the members item (billed by its size).
+// The member calls, billed as each layout makes them (lease.MembersLayout):
+//
+//   - MembersItem: a heartbeat is one UpdateItem of the members item,
+//     billed by the item's size after it (every entry); a read one
+//     strongly consistent GetItem of it; a leave one conditional
+//     UpdateItem of it.
+//   - MembersTable: a heartbeat is one PutItem of the owner's own item,
+//     billed by the larger of its size before and after; a read one
+//     strongly consistent Query, billed by the total size of the items it
+//     returns rounded up to 4 KB once per call (one read unit at least); a
+//     leave one DeleteItem of the owner's item (a unit at least, refused
+//     or not).
+//   - MembersMigrating, no instance of an earlier version running (as in a
+//     simulated fleet): MembersTable's calls, and a read also reads the
+//     members item (one strongly consistent GetItem: one unit for an item
+//     that is absent or small), a graceful leave (beat 0) also tries to
+//     take its entry out of that item (one write unit, refused or not).
+
+// Heartbeat writes the owner's entry.
 func (s *memberStore) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	err := s.m.Heartbeat(ctx, ns, m)
+	s.c.calls[OpHeartbeat].Add(1)
+	before, after := 0, 0
 	if err == nil {
-		s.c.setMember(m, false)
+		before, after = s.c.setMember(ns, m, false)
+	} else {
+		_, after = memberEntry(ns, m)
+		s.c.errors.Add(1)
 	}
-	s.count(OpHeartbeat, err, s.c.membersBytes(ns))
+	s.c.mu.Lock()
+	item := writeUnits(s.c.itemBytes(ns))
+	s.c.mu.Unlock()
+	table := writeUnits(max(before, after))
+	s.c.billMembers([layouts]int64{}, [layouts]int64{lease.MembersItem: item, lease.MembersTable: table, lease.MembersMigrating: table})
 	return err
 }
 
-// Members is one strongly consistent GetItem of the members item.
+// Members reads every entry.
 func (s *memberStore) Members(ctx context.Context, ns string) ([]lease.Member, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
 	ms, err := s.m.Members(ctx, ns)
-	s.count(OpMembers, err, s.c.membersBytes(ns))
+	s.c.calls[OpMembers].Add(1)
 	if err == nil {
 		s.c.itemsRead.Add(1)
+	} else {
+		s.c.errors.Add(1)
 	}
+	s.c.mu.Lock()
+	item := readUnits(s.c.itemBytes(ns))
+	query := queryUnits(int64(s.c.tableTotal))
+	s.c.mu.Unlock()
+	s.c.billMembers([layouts]int64{lease.MembersItem: item, lease.MembersTable: query, lease.MembersMigrating: query + readUnits(0)}, [layouts]int64{})
 	return ms, err
 }
 
-// Leave is one conditional UpdateItem of the members item.
+// Leave removes an entry, conditional on its beat unless beat is 0.
 func (s *memberStore) Leave(ctx context.Context, ns, owner string, beat int64) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	size := s.c.membersBytes(ns)
+	s.c.mu.Lock()
+	item := writeUnits(s.c.itemBytes(ns))
+	table := writeUnits(s.c.table[owner])
+	s.c.mu.Unlock()
 	err := s.m.Leave(ctx, ns, owner, beat)
-	if err == nil {
-		s.c.setMember(lease.Member{Owner: owner}, true)
+	s.c.calls[OpLeave].Add(1)
+	switch {
+	case err == nil:
+		s.c.setMember(ns, lease.Member{Owner: owner}, true)
+	case errors.Is(err, lease.ErrLeaseLost):
+		s.c.lostConditions.Add(1)
+	default:
+		s.c.errors.Add(1)
 	}
-	s.count(OpLeave, err, size)
+	migrating := table
+	if beat == 0 {
+		migrating += writeUnits(0)
+	}
+	s.c.billMembers([layouts]int64{}, [layouts]int64{lease.MembersItem: item, lease.MembersTable: table, lease.MembersMigrating: migrating})
 	return err
 }
 

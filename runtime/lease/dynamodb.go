@@ -67,10 +67,12 @@ const (
 type DynamoDBOption func(*dynamoConfig)
 
 type dynamoConfig struct {
-	create      bool
-	waitTimeout time.Duration
-	log         *slog.Logger
-	codec       itemCodec // how leases map to items: ownCodec unless WithKCLLayout
+	create       bool
+	waitTimeout  time.Duration
+	log          *slog.Logger
+	codec        itemCodec     // how leases map to items: ownCodec unless WithKCLLayout
+	members      MembersLayout // where member entries live (dynamomembers.go)
+	membersTable string        // the members table; "" for the lease table's name + "-members"
 }
 
 // CreateTableIfMissing creates the lease table (on-demand billing, leaseKey
@@ -116,6 +118,8 @@ type DynamoDB struct {
 	ready atomic.Bool // the table was seen usable: skip the check
 
 	units sync.Map // namespace -> float64: the read units its last List consumed (ListUnits)
+
+	membersFields
 }
 
 var _ Store = (*DynamoDB)(nil)
@@ -167,7 +171,10 @@ func (d *DynamoDB) ensureTable(ctx context.Context) error {
 		if err := d.createTable(ctx); err != nil {
 			return err
 		}
-		return d.cfg.codec.check(ctx, d)
+		if err := d.cfg.codec.check(ctx, d); err != nil {
+			return err
+		}
+		return d.ensureMembersTable(ctx)
 	case err != nil:
 		return err
 	}
@@ -179,7 +186,10 @@ func (d *DynamoDB) ensureTable(ctx context.Context) error {
 			return err
 		}
 	}
-	return d.cfg.codec.check(ctx, d)
+	if err := d.cfg.codec.check(ctx, d); err != nil {
+		return err
+	}
+	return d.ensureMembersTable(ctx)
 }
 
 // checkSchema refuses a table whose key is not the KCL's: writes to it would
@@ -215,13 +225,15 @@ func (d *DynamoDB) createTable(ctx context.Context) error {
 	return d.waitActive(ctx)
 }
 
-func (d *DynamoDB) waitActive(ctx context.Context) error {
+func (d *DynamoDB) waitActive(ctx context.Context) error { return d.waitActiveTable(ctx, d.table) }
+
+func (d *DynamoDB) waitActiveTable(ctx context.Context, table string) error {
 	w := dynamodb.NewTableExistsWaiter(d.client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
 		o.MaxDelay = 2 * time.Second
 	})
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &d.table}, d.cfg.waitTimeout); err != nil {
-		return fmt.Errorf("table %q not ACTIVE within %v: %w", d.table, d.cfg.waitTimeout, err)
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, d.cfg.waitTimeout); err != nil {
+		return fmt.Errorf("table %q not ACTIVE within %v: %w", table, d.cfg.waitTimeout, err)
 	}
 	return nil
 }
@@ -841,20 +853,11 @@ func (d *DynamoDB) noMembers(op, key string) error {
 	return nil
 }
 
-// Heartbeat writes m as its owner's entry of the namespace's members item:
-// one unconditional UpdateItem of one map entry (the item is created, empty,
-// the first time).
-func (d *DynamoDB) Heartbeat(ctx context.Context, namespace string, m Member) error {
+// itemHeartbeat writes m as its owner's entry of the namespace's members
+// item (MembersItem): one unconditional UpdateItem of one map entry (the
+// item is created, empty, the first time).
+func (d *DynamoDB) itemHeartbeat(ctx context.Context, namespace string, m Member) error {
 	key := MembersKey(namespace)
-	if err := d.noMembers("heartbeat", key); err != nil {
-		return err
-	}
-	if m.Owner == "" {
-		return invalid("heartbeat", key, "empty owner")
-	}
-	if err := d.begin(ctx, "heartbeat", key); err != nil {
-		return err
-	}
 	entry := map[string]types.AttributeValue{attrBeat: num(m.Beat), attrHeld: num(int64(m.Held))}
 	if asks := normSet(m.Asks); len(asks) > 0 {
 		entry[attrAsks] = &types.AttributeValueMemberSS{Value: asks}
@@ -898,16 +901,10 @@ func isValidation(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
-// Members reads the namespace's members item with one strongly consistent
-// GetItem.
-func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, error) {
+// itemMembers reads the namespace's members item (MembersItem) with one
+// strongly consistent GetItem.
+func (d *DynamoDB) itemMembers(ctx context.Context, namespace string) ([]Member, error) {
 	key := MembersKey(namespace)
-	if err := d.noMembers("members", key); err != nil {
-		return nil, err
-	}
-	if err := d.begin(ctx, "members", key); err != nil {
-		return nil, err
-	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &d.table,
 		Key:            map[string]types.AttributeValue{attrKey: str(key)},
@@ -946,25 +943,20 @@ func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, err
 	return ms, nil
 }
 
-// Leave removes owner's entry; with beat non-zero, only while it holds that
-// beat.
-func (d *DynamoDB) Leave(ctx context.Context, namespace, owner string, beat int64) error {
+// itemLeave removes owner's entry of the members item (MembersItem); with
+// beat non-zero, only while it holds that beat (upTo: at most that beat).
+func (d *DynamoDB) itemLeave(ctx context.Context, namespace, owner string, beat int64, upTo bool) error {
 	key := MembersKey(namespace)
-	if err := d.noMembers("leave", key); err != nil {
-		return err
-	}
-	if owner == "" {
-		return invalid("leave", key, "empty owner")
-	}
-	if err := d.begin(ctx, "leave", key); err != nil {
-		return err
-	}
 	names := map[string]string{"#m": attrMembers, "#o": owner}
 	cond := "attribute_exists(#m.#o)"
 	var values map[string]types.AttributeValue
 	if beat != 0 {
 		names["#b"] = attrBeat
-		cond += " AND #m.#o.#b = :beat"
+		if upTo {
+			cond += " AND #m.#o.#b <= :beat"
+		} else {
+			cond += " AND #m.#o.#b = :beat"
+		}
 		values = map[string]types.AttributeValue{":beat": num(beat)}
 	}
 	_, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -981,7 +973,7 @@ func (d *DynamoDB) Leave(ctx context.Context, namespace, owner string, beat int6
 		if beat == 0 {
 			return nil // not there: nothing to remove
 		}
-		ms, rerr := d.Members(ctx, namespace)
+		ms, rerr := d.itemMembers(ctx, namespace)
 		if rerr != nil {
 			return rerr
 		}

@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// MembersKey is the key of the item that holds a namespace's members (see
-// MemberStore). Like LeaderKey it sits beside the namespace's leases but
+// MembersKey is the key of the item that holds a namespace's members in
+// the lease table (see MemberStore; the DynamoDB store's MembersItem
+// layout, and the one MembersMigrating still reads). Like LeaderKey it sits beside the namespace's leases but
 // outside List(namespace).
 func MembersKey(namespace string) string { return namespace + "#members" }
 
@@ -32,9 +33,9 @@ type Member struct {
 }
 
 // MemberStore is a Store that also keeps instance liveness: one entry per
-// instance and namespace, all of a namespace's entries in one item, so one
-// strongly consistent read returns every member and nothing of another
-// namespace. Each instance writes its own entry only (and removes a dead
+// instance and namespace, read together, so one strongly consistent read
+// (a GetItem of one item, or a Query of a namespace's items: see
+// MembersLayout) returns every member and nothing of another namespace. Each instance writes its own entry only (and removes a dead
 // one's). With it a coordinator writes a lease only when its ownership
 // changes and at checkpoints, never to keep it.
 //

@@ -14,7 +14,8 @@ import (
 // writes this owner's member entry (one write, whatever it holds) and moves
 // the self-fence of every held lease to the failover time after that
 // write's send time, exactly as a lease write moves its own. Every pass
-// reads the namespace's members (one consistent read). An owner whose entry
+// reads the namespace's members (one consistent read: the item that holds
+// them, or the Query of their items, as the store lays them out). An owner whose entry
 // has not changed for Failover, on this host's clock, is dead: its leases
 // are expired. The leases of owners without an entry (an older version of
 // this runtime, or a Java KCL worker: they renew every lease) are judged by
@@ -27,7 +28,7 @@ import (
 // it knows of (a joiner, the survivors of a dead or departed owner), while
 // it asks for leases or has just taken some, when new shards were found,
 // after a fleet's start left leases to other instances to create (to
-// create those still missing: start.go), or in compat. At rest a pass reads the members item and nothing else, and
+// create those still missing: start.go), or in compat. At rest a pass reads the members and nothing else, and
 // writes nothing.
 //
 // Handoff requests travel with the asker's entry (Member.Asks): an owner
