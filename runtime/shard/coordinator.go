@@ -57,9 +57,25 @@ func (r *Record) Abandon() {
 // Stale reports whether settling r can no longer matter: its reader lost the
 // lease, handed it over or was repositioned by a seek, or the lease is past
 // its fence by this process's monotonic clock (after a pause, before the
-// fence's timer has run). The record will be (or was) delivered again from
+// fence's timer has run), or Stop has used half its time and no longer
+// lets a record begin. The record will be (or was) delivered again from
 // the shard's checkpoint; a lane must not hand it to a handler.
-func (r *Record) Stale() bool { return r.wm != nil && (r.wm.discard.Load() || r.wm.expired()) }
+func (r *Record) Stale() bool {
+	w := r.wm
+	if w == nil {
+		return false
+	}
+	if w.discard.Load() || w.expired() {
+		return true
+	}
+	if w.closing.Load() {
+		// A Stop's last seconds: only what a handler already runs is
+		// finished here; this record goes to the shard's next owner.
+		w.skip(r.idx)
+		return true
+	}
+	return false
+}
 
 // Lease returns a context that ends when the lease r was read under is
 // lost, fenced or released: a handler's context is cancelled then, since
@@ -634,7 +650,8 @@ func (c *Coordinator) Seek(ctx context.Context, p Position) error {
 	return errors.Join(errs...)
 }
 
-// Stop stops fetching, waits (bounded by ctx) for delivered records to settle,
+// Stop stops fetching, waits (bounded by ctx) for delivered records to settle
+// (past half of ctx's time, only for those a handler already runs: settle),
 // writes final checkpoints and releases leases.
 func (c *Coordinator) Stop(ctx context.Context) error {
 	c.mu.Lock()
@@ -673,11 +690,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 	// 3. Let them settle, bounded by ctx. The keeper keeps renewing meanwhile.
 	var errs []error
-	for _, s := range sessions {
-		if err := s.wm.wait(ctx); err != nil {
-			errs = append(errs, c.unsettled(sessions, shards, err))
-			break
-		}
+	if err := c.settle(ctx, sessions); err != nil {
+		errs = append(errs, c.unsettled(sessions, shards, err))
 	}
 
 	// 4. Stop the loops, then write final checkpoints and release every
@@ -710,6 +724,50 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.workers.Wait()
 	c.log.Info("coordinator stopped", "released", len(list))
 	return errors.Join(errs...)
+}
+
+// settle waits, bounded by ctx, until the delivered records of sessions
+// no longer run. For the first half of ctx's time every delivered record
+// may still begin and settle; then none that a lane has not handed to a
+// handler yet may begin (Record.Stale), and the rest of the time waits
+// for those that handlers run. Releasing a lease while one of its records
+// is being handled would let the next owner handle it again meanwhile
+// (issue 29, defect 1: a graceful leave, like a handoff, must not); the
+// records never begun are read again by the next owner, from the
+// checkpoint before the first of them. Only a handler that outruns the
+// whole of ctx leaves a record running at the release.
+func (c *Coordinator) settle(ctx context.Context, sessions []*session) error {
+	first := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		first, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+	}
+	i := 0
+	for ; i < len(sessions); i++ {
+		if sessions[i].wm.wait(first) != nil {
+			break
+		}
+	}
+	if i == len(sessions) || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, s := range sessions[i:] {
+		s.wm.close()
+	}
+	for _, s := range sessions[i:] {
+		if err := s.wm.wait(ctx); err != nil {
+			return err
+		}
+	}
+	var skipped uint64
+	for _, s := range sessions[i:] {
+		skipped += s.wm.pending()
+	}
+	if skipped > 0 {
+		c.log.Warn("stop: records not begun in half the stop's time are left to the shards' next owner", "records", skipped)
+	}
+	return nil
 }
 
 // finalSlots bounds the leases whose final writes Stop runs at once.

@@ -76,7 +76,12 @@
 // clearing the request). A handoff ends released, lost or kept, never
 // stranded.
 //
-// stop (any held → gone). Stop writes each lease's final checkpoint side
+// stop (any held → gone). Stop stops reading (no handoff postponed
+// meanwhile reads on), lets the delivered records settle for half its
+// time, then lets no record begin that a handler has not (Record.Stale)
+// and waits the other half for those that run, so that no lease is
+// released while a record of it is being handled (unless a handler
+// outruns the whole stop). It writes each lease's final checkpoint side
 // by side and releases it: the settled prefix, or, if none settled, the
 // first record out ("at" it), so the next owner reads the rest again. A
 // failed final checkpoint is written again for up to 5 s (heartbeats, or

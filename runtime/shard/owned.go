@@ -521,9 +521,12 @@ func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) 
 
 // resumeLocked starts a reader that goes on after the last record session
 // s (stopped) handed out, in s's generation; o.mu is held. Nothing is read
-// twice and the records of s still in flight move the checkpoint.
+// twice and the records of s still in flight move the checkpoint. Once
+// Stop has begun it starts none: a handoff postponed during a stop (the
+// keeper's writes go on) would otherwise read on, and hand out records
+// that Stop neither waits for nor stops until it releases the lease.
 func (c *Coordinator) resumeLocked(o *owned, s *session) {
-	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() {
+	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() || !c.running() {
 		return
 	}
 	from := s.from
