@@ -445,17 +445,22 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 // handoff is still unsettled, a new request is postponed at once.
 func (c *Coordinator) startHandoff(o *owned, to string) {
 	o.mu.Lock()
-	if o.handing || o.gone {
+	s := o.sess
+	step := handoffStep(o.handing, o.gone, func() bool {
+		if s == nil || o.stuck == nil || o.stuckIn != s.wm {
+			return false
+		}
+		first, out := s.wm.firstPending()
+		return out && first == *o.stuck
+	})
+	switch step {
+	case handoffIgnore:
 		o.mu.Unlock()
 		return
-	}
-	s := o.sess
-	if s != nil && o.stuck != nil && o.stuckIn == s.wm {
-		if first, out := s.wm.firstPending(); out && first == *o.stuck {
-			o.mu.Unlock()
-			c.postpone(o, nil, to, s.wm.pending())
-			return
-		}
+	case handoffPostpone:
+		o.mu.Unlock()
+		c.postpone(o, nil, to, s.wm.pending())
+		return
 	}
 	o.setHanding(true)
 	o.mu.Unlock()
@@ -470,7 +475,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			wctx, cancel := context.WithTimeout(c.ctx, c.cfg.Handoff/2)
 			err := s.wm.wait(wctx)
 			cancel()
-			if err != nil && c.ctx.Err() == nil {
+			if drainedStep(err == nil, c.ctx.Err() != nil) == drainedPostpone {
 				c.postpone(o, s, to, s.wm.pending())
 				return
 			}
@@ -482,6 +487,49 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		}
 		c.finishHandoff(o, began)
 	}()
+}
+
+// handoffAction is how a held lease answers a request for it.
+type handoffAction int
+
+const (
+	handoffIgnore   handoffAction = iota // a handoff is under way, or the lease is gone
+	handoffPostpone                      // the record that stopped the last handoff is still the first unsettled: postpone at once
+	handoffDrain                         // stop the reader, let its records settle for up to Handoff/2
+)
+
+// handoffStep decides how a lease (handing: a handoff is under way; gone)
+// answers a request; stuck (asked only when it matters) reports whether
+// the record that stopped the last handoff is still the first unsettled
+// one of the lease's reader generation.
+func handoffStep(handing, gone bool, stuck func() bool) handoffAction {
+	switch {
+	case handing || gone:
+		return handoffIgnore
+	case stuck():
+		return handoffPostpone
+	}
+	return handoffDrain
+}
+
+// drainedAction is what a handoff does once its drain ended.
+type drainedAction int
+
+const (
+	drainedRelease  drainedAction = iota // checkpoint the settled prefix and release
+	drainedPostpone                      // keep the lease and read on (postpone)
+)
+
+// drainedStep decides what a handoff does after its drain: settled, every
+// record it delivered settled; ending, the coordinator's context ended
+// (Stop, which waited for the records itself, releases every lease).
+// Records still being handled never go to the asker: the handoff is
+// postponed, never cut short.
+func drainedStep(settled, ending bool) drainedAction {
+	if settled || ending {
+		return drainedRelease
+	}
+	return drainedPostpone
 }
 
 // postpone ends a handoff whose delivered records did not settle in time:

@@ -174,3 +174,42 @@ func TestPace(t *testing.T) {
 		}
 	}
 }
+
+func TestHandoffStep(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		handing, gone bool
+		stuck         bool
+		want          handoffAction
+	}{
+		{"reading, nothing stuck", false, false, false, handoffDrain},
+		{"the last handoff's record still first", false, false, true, handoffPostpone},
+		{"a handoff under way", true, false, true, handoffIgnore},
+		{"gone", false, true, false, handoffIgnore},
+	} {
+		asked := false
+		got := handoffStep(tc.handing, tc.gone, func() bool { asked = true; return tc.stuck })
+		if got != tc.want {
+			t.Errorf("%s: handoffStep = %v, want %v", tc.name, got, tc.want)
+		}
+		if asked && (tc.handing || tc.gone) {
+			t.Errorf("%s: asked whether a record is stuck of a lease that ignores the request", tc.name)
+		}
+	}
+}
+
+func TestDrainedStep(t *testing.T) {
+	for _, tc := range []struct {
+		settled, ending bool
+		want            drainedAction
+	}{
+		{true, false, drainedRelease},
+		{false, false, drainedPostpone}, // never cut short
+		{false, true, drainedRelease},   // Stop waited for the records and releases every lease
+		{true, true, drainedRelease},
+	} {
+		if got := drainedStep(tc.settled, tc.ending); got != tc.want {
+			t.Errorf("drainedStep(settled %v, ending %v) = %v, want %v", tc.settled, tc.ending, got, tc.want)
+		}
+	}
+}
