@@ -912,7 +912,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	// Requests on leases this owner holds, seen in the listing (an asker
 	// without a member entry publishes none).
 	for _, l := range leases {
-		if l.Owner == c.cfg.Owner && l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner {
+		if askedOfMe(c.cfg.Owner, l) {
 			c.mu.Lock()
 			o := c.owned[l.ShardID]
 			c.mu.Unlock()
@@ -921,16 +921,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 			}
 		}
 	}
-	compat := false
-	for _, l := range leases {
-		_, member := view.all[l.Owner]
-		_, askerMember := view.all[l.PendingOwner]
-		if (l.Owner != "" && l.Owner != c.cfg.Owner && !member && !c.obs.stale(l, now, c.cfg.Failover)) ||
-			(l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner && !askerMember) {
-			compat = true
-			break
-		}
-	}
+	compat := needsCompat(c.cfg.Owner, leases, view, func(l lease.Lease) bool { return c.obs.stale(l, now, c.cfg.Failover) })
 	c.mu.Lock()
 	if compat != c.compat {
 		c.log.Info("owners without a member entry hold leases: renewing every lease too", "compat", compat)
@@ -941,6 +932,29 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.dropDeadMembers(ctx, view, leases)
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
+}
+
+// askedOfMe reports whether l, as listed, is held by me and asked for by
+// another owner.
+func askedOfMe(me string, l lease.Lease) bool {
+	return l.Owner == me && l.PendingOwner != "" && l.PendingOwner != me
+}
+
+// needsCompat reports whether, in the leases listed, an owner without a
+// member entry holds a lease it still renews (stale: its counter stood
+// still for the failover time) or asks for one: then this owner renews
+// every lease it holds too, as such owners judge liveness by the lease
+// alone (a rolling upgrade, or Java KCL workers).
+func needsCompat(me string, leases []lease.Lease, view memberView, stale func(lease.Lease) bool) bool {
+	for _, l := range leases {
+		_, member := view.all[l.Owner]
+		_, askerMember := view.all[l.PendingOwner]
+		if (l.Owner != "" && l.Owner != me && !member && !stale(l)) ||
+			(l.PendingOwner != "" && l.PendingOwner != me && !askerMember) {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLeftovers releases the listed leases that name this owner

@@ -213,3 +213,41 @@ func TestDrainedStep(t *testing.T) {
 		}
 	}
 }
+
+func TestAskedOfMe(t *testing.T) {
+	for _, tc := range []struct {
+		l    lease.Lease
+		want bool
+	}{
+		{lease.Lease{Owner: "a", PendingOwner: "b"}, true},
+		{lease.Lease{Owner: "a"}, false},
+		{lease.Lease{Owner: "a", PendingOwner: "a"}, false}, // its own request, taken back
+		{lease.Lease{Owner: "b", PendingOwner: "c"}, false},
+	} {
+		if got := askedOfMe("a", tc.l); got != tc.want {
+			t.Errorf("askedOfMe(a, %+v) = %v, want %v", tc.l, got, tc.want)
+		}
+	}
+}
+
+func TestNeedsCompat(t *testing.T) {
+	view := memberView{all: map[string]lease.Member{"a": {}, "b": {}}, live: map[string]bool{"a": true, "b": true}}
+	for _, tc := range []struct {
+		name   string
+		leases []lease.Lease
+		stale  bool
+		want   bool
+	}{
+		{"members only", []lease.Lease{{Key: "1", Owner: "a"}, {Key: "2", Owner: "b", PendingOwner: "a"}}, false, false},
+		{"free leases", []lease.Lease{{Key: "1"}}, false, false},
+		{"a non-member renewing a lease", []lease.Lease{{Key: "1", Owner: "kcl"}}, false, true},
+		{"a non-member's lease standing still", []lease.Lease{{Key: "1", Owner: "kcl"}}, true, false},
+		{"a non-member asking", []lease.Lease{{Key: "1", Owner: "b", PendingOwner: "kcl"}}, false, true},
+		{"this owner without an entry yet", []lease.Lease{{Key: "1", Owner: "me", PendingOwner: "me"}}, false, false},
+	} {
+		got := needsCompat("me", tc.leases, view, func(lease.Lease) bool { return tc.stale })
+		if got != tc.want {
+			t.Errorf("%s: needsCompat = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
