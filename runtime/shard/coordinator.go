@@ -912,15 +912,7 @@ func (c *Coordinator) wake(relist bool) {
 // not hold it up past the fence.
 func (c *Coordinator) heartLoop() {
 	defer c.beating.Done()
-	// After a failed heartbeat the next comes sooner (a quarter, then half
-	// of Renew, then Renew): the fence falls less than Failover after the
-	// last good one, so with a Renew between tries two failures in a row
-	// (one throttled write and its retry) would fence every lease held.
-	//
-	// A heartbeat that lands is sent beatEvery after the one before was
-	// sent, not after its answer: a slow store's answers would otherwise
-	// add to the gap between sends, and each heartbeat could land after
-	// the fence the one before had set (issue 29, defect 7).
+	// When the next heartbeat goes: nextBeat.
 	every := c.cfg.beatEvery()
 	retry := time.Duration(0)
 	t := time.NewTimer(every)
@@ -931,33 +923,53 @@ func (c *Coordinator) heartLoop() {
 			return
 		case <-t.C:
 			sent := time.Now()
-			var next time.Duration
-			if err := c.heartbeat(c.beatCtx); err != nil && c.beatCtx.Err() == nil {
+			err := c.heartbeat(c.beatCtx)
+			failed := err != nil && c.beatCtx.Err() == nil
+			if failed {
 				// A store outage: keep reading; this owner looks dead to
 				// others only after Failover without a heartbeat, and
 				// fences itself before that.
 				c.log.Warn("heartbeat failed", "err", err)
-				if retry == 0 {
-					retry = c.cfg.Renew / 4
-				} else {
-					retry = min(2*retry, c.cfg.Renew)
-				}
-				next = retry
-			} else {
-				retry = 0
-				next = every - time.Since(sent)
 			}
-			// The next heartbeat goes early enough to be confirmed within
-			// a call deadline before the fence: after failures the fence
-			// counts from the first send of the beat (heartbeat), and
-			// waiting the whole interval would let it pass. (Past the
-			// fence there is nothing to save: the backoff stands.)
-			if left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch); left > 0 {
-				next = min(next, max(left-c.cfg.leaseCallTimeout(), c.cfg.Renew/10))
-			}
-			t.Reset(max(next, 0))
+			var next time.Duration
+			next, retry = nextBeat(beatPacing{every: every, renew: c.cfg.Renew, call: c.cfg.leaseCallTimeout()},
+				failed, retry, time.Since(sent), time.Duration(c.beatUntil.Load())-time.Since(c.epoch))
+			t.Reset(next)
 		}
 	}
+}
+
+// beatPacing is what paces the heartbeats: the interval between sends
+// (beatEvery), Renew, and a lease call's deadline.
+type beatPacing struct{ every, renew, call time.Duration }
+
+// nextBeat decides when the next heartbeat goes, after one that failed or
+// not, sent took ago, with left until this owner's fence (beatUntil; not
+// positive: past it), and the retry backoff after failures (zero after a
+// success). After a failure the next comes sooner (a quarter, then half
+// of Renew, then Renew): the fence falls less than Failover after the last
+// good one, so two failures in a row with a Renew between would fence
+// every lease held. One that landed is followed every after its send,
+// not after its answer (a slow store's answers would otherwise add up,
+// and each beat land after the fence the one before set: issue 29,
+// defect 7). Either way the next goes early enough to be confirmed within
+// a call's deadline before the fence; past the fence the backoff stands.
+func nextBeat(p beatPacing, failed bool, retry, took, left time.Duration) (next, nextRetry time.Duration) {
+	if failed {
+		if retry == 0 {
+			retry = p.renew / 4
+		} else {
+			retry = min(2*retry, p.renew)
+		}
+		next = retry
+	} else {
+		retry = 0
+		next = p.every - took
+	}
+	if left > 0 {
+		next = min(next, max(left-p.call, p.renew/10))
+	}
+	return max(next, 0), retry
 }
 
 // keepLoop renews held leases (LivenessPerLease, or compat) every renewal

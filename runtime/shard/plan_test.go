@@ -2,6 +2,7 @@ package shard
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -248,6 +249,32 @@ func TestNeedsCompat(t *testing.T) {
 		got := needsCompat("me", tc.leases, view, func(lease.Lease) bool { return tc.stale })
 		if got != tc.want {
 			t.Errorf("%s: needsCompat = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestNextBeat(t *testing.T) {
+	const s = time.Second
+	p := beatPacing{every: 3 * s, renew: 3 * s, call: s}
+	for _, tc := range []struct {
+		name              string
+		failed            bool
+		retry, took, left time.Duration
+		next, nextRetry   time.Duration
+	}{
+		{"landed: every from its send", false, 0, 800 * time.Millisecond, 8 * s, 2200 * time.Millisecond, 0},
+		{"landed slowly: at once", false, 0, 4 * s, 8 * s, 0, 0},
+		{"first failure: a quarter of Renew", true, 0, s, 8 * s, 750 * time.Millisecond, 750 * time.Millisecond},
+		{"second failure: doubled", true, 750 * time.Millisecond, s, 8 * s, 1500 * time.Millisecond, 1500 * time.Millisecond},
+		{"backoff capped at Renew", true, 2 * s, s, 8 * s, 3 * s, 3 * s},
+		{"a success resets the backoff", false, 2 * s, 0, 8 * s, 3 * s, 0},
+		{"confirmed a call's deadline before the fence", false, 0, 0, 2500 * time.Millisecond, 1500 * time.Millisecond, 0},
+		{"close to the fence: a tenth of Renew at least", true, 2 * s, 0, 1100 * time.Millisecond, 300 * time.Millisecond, 3 * s},
+		{"past the fence: the backoff stands", true, 2 * s, 0, -s, 3 * s, 3 * s},
+	} {
+		next, retry := nextBeat(p, tc.failed, tc.retry, tc.took, tc.left)
+		if next != tc.next || retry != tc.nextRetry {
+			t.Errorf("%s: nextBeat = %v, retry %v; want %v, retry %v", tc.name, next, retry, tc.next, tc.nextRetry)
 		}
 	}
 }
