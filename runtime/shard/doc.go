@@ -102,6 +102,25 @@
 // if it takes the lease back; once its writes land it releases those it
 // does not (the others never take a live member's lease).
 //
+// # Decisions
+//
+// Each decision is a pure function of what was read (leases, members,
+// lineage, the clock, records in flight), table-tested without I/O
+// (plan_test.go, balance_test.go); the loops (pass, read, heartLoop,
+// keepLoop, startHandoff, Stop) only read, call it and apply the outcome:
+//
+//	decision                                     function
+//	which leases to take, whom to ask            planBulk, planBalance
+//	list the leases on this pass                 mustList, belowShare
+//	open a held lease's reader, or release it    heldStep
+//	answer a request; release or postpone        handoffStep, drainedStep
+//	follow a request of this owner's             followStep
+//	release a lease left in this owner's name    leftover
+//	delete a past shard's lease                  deletable
+//	renew every lease (owners without entries)   needsCompat
+//	when the next heartbeat goes                 nextBeat
+//	how a reader waits before its next read      pace
+//
 // # Passes, liveness and balancing
 //
 // Every Sync a pass lists the shards (all pages) and creates a lease per
