@@ -1061,11 +1061,7 @@ func (c *Coordinator) renewDuring(ctx context.Context) (stop func()) {
 func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
 	eachAtOnce(c.snapshot(), func(o *owned) {
 		o.mu.Lock()
-		// Skipping is safe while the longest gap from one write's send to
-		// the next one's answer (1.5 renewal intervals and a call
-		// deadline) stays under the fence time.
-		every := c.cfg.beatEvery()
-		recent := time.Since(o.wrote) < every/2 && every*3/2+c.cfg.leaseCallTimeout() < c.cfg.fenceAfter()
+		recent := renewedRecently(time.Since(o.wrote), c.cfg.beatEvery(), c.cfg.leaseCallTimeout(), c.cfg.fenceAfter())
 		o.mu.Unlock()
 		if recent {
 			// A checkpoint just moved the counter: that renewed it, and a
@@ -1084,6 +1080,14 @@ func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
 			c.answerHandoff(o)
 		}
 	})
+}
+
+// renewedRecently reports whether a lease written since ago needs no
+// renewal now, at a renewal every every: skipping is safe while the
+// longest gap from one write's send to the next one's answer (1.5
+// renewal intervals and a call's deadline) stays under the fence time.
+func renewedRecently(since, every, call, fenceAfter time.Duration) bool {
+	return since < every/2 && every*3/2+call < fenceAfter
 }
 
 // writesAtOnce bounds the lease writes eachAtOnce has in flight.

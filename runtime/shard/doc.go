@@ -118,6 +118,8 @@
 //	release a lease left in this owner's name    leftover
 //	delete a past shard's lease                  deletable
 //	renew every lease (owners without entries)   needsCompat
+//	skip a renewal a checkpoint just made        renewedRecently
+//	has a lease's owner stopped                  ownerStopped
 //	when the next heartbeat goes                 nextBeat
 //	how a reader waits before its next read      pace
 //

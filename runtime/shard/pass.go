@@ -998,7 +998,15 @@ func leftover(me string, l lease.Lease, held, planned map[string]bool) bool {
 // reserved for) has stopped: with members, a member owner by its entry,
 // any other by the lease's counter.
 func (c *Coordinator) expired(l lease.Lease, view memberView, now time.Time) bool {
-	if c.members != nil {
+	return ownerStopped(l, c.members != nil, view, func() bool { return c.obs.stale(l, now, c.cfg.Failover) })
+}
+
+// ownerStopped decides expired: with members (a member store is used),
+// a member's liveness is its entry's (view); anyone else's, and a live
+// member's released lease reserved for it, is judged by stale (asked only
+// then): whether the lease's counter stood still for the failover time.
+func ownerStopped(l lease.Lease, members bool, view memberView, stale func() bool) bool {
+	if members {
 		who := l.Owner
 		if who == "" {
 			who = l.PendingOwner
@@ -1012,7 +1020,7 @@ func (c *Coordinator) expired(l lease.Lease, view memberView, now time.Time) boo
 			}
 		}
 	}
-	return c.obs.stale(l, now, c.cfg.Failover)
+	return stale()
 }
 
 // statusListEvery bounds the age of a status's Others while the status is

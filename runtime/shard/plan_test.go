@@ -278,3 +278,44 @@ func TestNextBeat(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnerStopped(t *testing.T) {
+	view := memberView{all: map[string]lease.Member{"live": {}, "dead": {}}, live: map[string]bool{"live": true}}
+	for _, tc := range []struct {
+		name    string
+		l       lease.Lease
+		members bool
+		stale   bool
+		want    bool
+	}{
+		{"a live member's lease, counter still", lease.Lease{Owner: "live"}, true, true, false},
+		{"a dead member's lease, counter moving", lease.Lease{Owner: "dead"}, true, false, true},
+		{"a non-member's lease, counter still", lease.Lease{Owner: "kcl"}, true, true, true},
+		{"a non-member's lease, counter moving", lease.Lease{Owner: "kcl"}, true, false, false},
+		{"released, reserved for a live member, still", lease.Lease{PendingOwner: "live"}, true, true, true},
+		{"released, reserved for a dead member", lease.Lease{PendingOwner: "dead"}, true, false, true},
+		{"without members: the counter alone", lease.Lease{Owner: "live"}, false, true, true},
+		{"without members, counter moving", lease.Lease{Owner: "dead"}, false, false, false},
+	} {
+		if got := ownerStopped(tc.l, tc.members, view, func() bool { return tc.stale }); got != tc.want {
+			t.Errorf("%s: ownerStopped = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRenewedRecently(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		name                           string
+		since, every, call, fenceAfter time.Duration
+		want                           bool
+	}{
+		{"a checkpoint just renewed it", 100 * time.Millisecond, 3 * s, s, 8 * s, true},
+		{"written half an interval ago", 1500 * time.Millisecond, 3 * s, s, 8 * s, false},
+		{"no room before the fence to skip", 100 * time.Millisecond, 3 * s, 3 * s, 7 * s, false},
+	} {
+		if got := renewedRecently(tc.since, tc.every, tc.call, tc.fenceAfter); got != tc.want {
+			t.Errorf("%s: renewedRecently = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
