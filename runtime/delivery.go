@@ -418,8 +418,9 @@ func (r *subRun) abandon() {
 }
 
 // stop stops fetching and lets the lanes finish what they were given
-// (bounded by ctx); the coordinator then writes the final checkpoints and
-// releases the leases. Handlers still running after that see their context
+// (bounded by ctx: past half of it, only the records already being handled;
+// the others are stale and read again by the next owner); the coordinator
+// then writes the final checkpoints and releases the leases. Handlers still running after that see their context
 // cancelled; records they never settle are read again by the next owner.
 func (r *subRun) stop(ctx context.Context) error {
 	if r.queue != nil {

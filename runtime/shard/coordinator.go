@@ -57,9 +57,25 @@ func (r *Record) Abandon() {
 // Stale reports whether settling r can no longer matter: its reader lost the
 // lease, handed it over or was repositioned by a seek, or the lease is past
 // its fence by this process's monotonic clock (after a pause, before the
-// fence's timer has run). The record will be (or was) delivered again from
+// fence's timer has run), or Stop has used half its time and no longer
+// lets a record begin. The record will be (or was) delivered again from
 // the shard's checkpoint; a lane must not hand it to a handler.
-func (r *Record) Stale() bool { return r.wm != nil && (r.wm.discard.Load() || r.wm.expired()) }
+func (r *Record) Stale() bool {
+	w := r.wm
+	if w == nil {
+		return false
+	}
+	if w.discard.Load() || w.expired() {
+		return true
+	}
+	if w.closing.Load() {
+		// A Stop's last seconds: only what a handler already runs is
+		// finished here; this record goes to the shard's next owner.
+		w.skip(r.idx)
+		return true
+	}
+	return false
+}
 
 // Lease returns a context that ends when the lease r was read under is
 // lost, fenced or released: a handler's context is cancelled then, since
@@ -634,7 +650,8 @@ func (c *Coordinator) Seek(ctx context.Context, p Position) error {
 	return errors.Join(errs...)
 }
 
-// Stop stops fetching, waits (bounded by ctx) for delivered records to settle,
+// Stop stops fetching, waits (bounded by ctx) for delivered records to settle
+// (past half of ctx's time, only for those a handler already runs: settle),
 // writes final checkpoints and releases leases.
 func (c *Coordinator) Stop(ctx context.Context) error {
 	c.mu.Lock()
@@ -673,11 +690,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 	// 3. Let them settle, bounded by ctx. The keeper keeps renewing meanwhile.
 	var errs []error
-	for _, s := range sessions {
-		if err := s.wm.wait(ctx); err != nil {
-			errs = append(errs, c.unsettled(sessions, shards, err))
-			break
-		}
+	if err := c.settle(ctx, sessions); err != nil {
+		errs = append(errs, c.unsettled(sessions, shards, err))
 	}
 
 	// 4. Stop the loops, then write final checkpoints and release every
@@ -710,6 +724,50 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.workers.Wait()
 	c.log.Info("coordinator stopped", "released", len(list))
 	return errors.Join(errs...)
+}
+
+// settle waits, bounded by ctx, until the delivered records of sessions
+// no longer run. For the first half of ctx's time every delivered record
+// may still begin and settle; then none that a lane has not handed to a
+// handler yet may begin (Record.Stale), and the rest of the time waits
+// for those that handlers run. Releasing a lease while one of its records
+// is being handled would let the next owner handle it again meanwhile
+// (issue 29, defect 1: a graceful leave, like a handoff, must not); the
+// records never begun are read again by the next owner, from the
+// checkpoint before the first of them. Only a handler that outruns the
+// whole of ctx leaves a record running at the release.
+func (c *Coordinator) settle(ctx context.Context, sessions []*session) error {
+	first := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		first, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+		defer cancel()
+	}
+	i := 0
+	for ; i < len(sessions); i++ {
+		if sessions[i].wm.wait(first) != nil {
+			break
+		}
+	}
+	if i == len(sessions) || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, s := range sessions[i:] {
+		s.wm.close()
+	}
+	for _, s := range sessions[i:] {
+		if err := s.wm.wait(ctx); err != nil {
+			return err
+		}
+	}
+	var skipped uint64
+	for _, s := range sessions[i:] {
+		skipped += s.wm.pending()
+	}
+	if skipped > 0 {
+		c.log.Warn("stop: records not begun in half the stop's time are left to the shards' next owner", "records", skipped)
+	}
+	return nil
 }
 
 // finalSlots bounds the leases whose final writes Stop runs at once.
@@ -854,15 +912,7 @@ func (c *Coordinator) wake(relist bool) {
 // not hold it up past the fence.
 func (c *Coordinator) heartLoop() {
 	defer c.beating.Done()
-	// After a failed heartbeat the next comes sooner (a quarter, then half
-	// of Renew, then Renew): the fence falls less than Failover after the
-	// last good one, so with a Renew between tries two failures in a row
-	// (one throttled write and its retry) would fence every lease held.
-	//
-	// A heartbeat that lands is sent beatEvery after the one before was
-	// sent, not after its answer: a slow store's answers would otherwise
-	// add to the gap between sends, and each heartbeat could land after
-	// the fence the one before had set (issue 29, defect 7).
+	// When the next heartbeat goes: nextBeat.
 	every := c.cfg.beatEvery()
 	retry := time.Duration(0)
 	t := time.NewTimer(every)
@@ -873,33 +923,53 @@ func (c *Coordinator) heartLoop() {
 			return
 		case <-t.C:
 			sent := time.Now()
-			var next time.Duration
-			if err := c.heartbeat(c.beatCtx); err != nil && c.beatCtx.Err() == nil {
+			err := c.heartbeat(c.beatCtx)
+			failed := err != nil && c.beatCtx.Err() == nil
+			if failed {
 				// A store outage: keep reading; this owner looks dead to
 				// others only after Failover without a heartbeat, and
 				// fences itself before that.
 				c.log.Warn("heartbeat failed", "err", err)
-				if retry == 0 {
-					retry = c.cfg.Renew / 4
-				} else {
-					retry = min(2*retry, c.cfg.Renew)
-				}
-				next = retry
-			} else {
-				retry = 0
-				next = every - time.Since(sent)
 			}
-			// The next heartbeat goes early enough to be confirmed within
-			// a call deadline before the fence: after failures the fence
-			// counts from the first send of the beat (heartbeat), and
-			// waiting the whole interval would let it pass. (Past the
-			// fence there is nothing to save: the backoff stands.)
-			if left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch); left > 0 {
-				next = min(next, max(left-c.cfg.leaseCallTimeout(), c.cfg.Renew/10))
-			}
-			t.Reset(max(next, 0))
+			var next time.Duration
+			next, retry = nextBeat(beatPacing{every: every, renew: c.cfg.Renew, call: c.cfg.leaseCallTimeout()},
+				failed, retry, time.Since(sent), time.Duration(c.beatUntil.Load())-time.Since(c.epoch))
+			t.Reset(next)
 		}
 	}
+}
+
+// beatPacing is what paces the heartbeats: the interval between sends
+// (beatEvery), Renew, and a lease call's deadline.
+type beatPacing struct{ every, renew, call time.Duration }
+
+// nextBeat decides when the next heartbeat goes, after one that failed or
+// not, sent took ago, with left until this owner's fence (beatUntil; not
+// positive: past it), and the retry backoff after failures (zero after a
+// success). After a failure the next comes sooner (a quarter, then half
+// of Renew, then Renew): the fence falls less than Failover after the last
+// good one, so two failures in a row with a Renew between would fence
+// every lease held. One that landed is followed every after its send,
+// not after its answer (a slow store's answers would otherwise add up,
+// and each beat land after the fence the one before set: issue 29,
+// defect 7). Either way the next goes early enough to be confirmed within
+// a call's deadline before the fence; past the fence the backoff stands.
+func nextBeat(p beatPacing, failed bool, retry, took, left time.Duration) (next, nextRetry time.Duration) {
+	if failed {
+		if retry == 0 {
+			retry = p.renew / 4
+		} else {
+			retry = min(2*retry, p.renew)
+		}
+		next = retry
+	} else {
+		retry = 0
+		next = p.every - took
+	}
+	if left > 0 {
+		next = min(next, max(left-p.call, p.renew/10))
+	}
+	return max(next, 0), retry
 }
 
 // keepLoop renews held leases (LivenessPerLease, or compat) every renewal
@@ -991,11 +1061,7 @@ func (c *Coordinator) renewDuring(ctx context.Context) (stop func()) {
 func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
 	eachAtOnce(c.snapshot(), func(o *owned) {
 		o.mu.Lock()
-		// Skipping is safe while the longest gap from one write's send to
-		// the next one's answer (1.5 renewal intervals and a call
-		// deadline) stays under the fence time.
-		every := c.cfg.beatEvery()
-		recent := time.Since(o.wrote) < every/2 && every*3/2+c.cfg.leaseCallTimeout() < c.cfg.fenceAfter()
+		recent := renewedRecently(time.Since(o.wrote), c.cfg.beatEvery(), c.cfg.leaseCallTimeout(), c.cfg.fenceAfter())
 		o.mu.Unlock()
 		if recent {
 			// A checkpoint just moved the counter: that renewed it, and a
@@ -1014,6 +1080,14 @@ func (c *Coordinator) renewAll(ctx context.Context, answer bool) {
 			c.answerHandoff(o)
 		}
 	})
+}
+
+// renewedRecently reports whether a lease written since ago needs no
+// renewal now, at a renewal every every: skipping is safe while the
+// longest gap from one write's send to the next one's answer (1.5
+// renewal intervals and a call's deadline) stays under the fence time.
+func renewedRecently(since, every, call, fenceAfter time.Duration) bool {
+	return since < every/2 && every*3/2+call < fenceAfter
 }
 
 // writesAtOnce bounds the lease writes eachAtOnce has in flight.

@@ -2,114 +2,164 @@
 // lineage, takes and renews leases, runs a reader per owned shard, and turns
 // settled records into checkpoints through a watermark.
 //
-// A Coordinator works in passes. Every Sync it lists the shards (all pages)
-// and creates a lease per shard it has no lease for; every min(Sync,
-// Failover/4) it runs a lease pass.
+// # A held lease's states
 //
-// Liveness is per instance by default (LivenessPerInstance, with a
-// lease.MemberStore): every Renew the owner writes its member entry, one
-// write whatever it holds, and leases are written only when ownership
-// changes and at checkpoints. A pass reads the members (one read); an owner
-// whose entry stood still for Failover, as seen on this host's clock (no two
-// hosts' clocks are ever compared), is dead and its leases are free. The
-// leases are listed only when something may have changed (see members.go).
+// Every lease this coordinator holds is in one state (state.go; every write
+// of a lease's fields is checked against these moves):
 //
-// The liveness rule (issue 29). An owner's beat moves only on heartbeats
-// it confirmed: one that landed but was answered late or with an error
-// leaves the next writing the same beat, so an owner that cannot confirm
-// its liveness, and fences itself, looks dead to the others a Failover
-// later (slow, throttled, failed and late answers alike). Its fence is
-// fenceAfter (Failover less a fifth) after the confirmed beat was first
-// sent, on its monotonic clock; the others' clock for a beat starts when
-// a read showing it returned, and its age is judged at the time that read
-// was sent, never at when a (possibly pre-pause) answer was processed.
-// Heartbeats go every min(Renew, Failover/3) from the last send, so a
-// store answering within the call deadline (Failover/3) never fences a
-// live owner. A lease past its fence is fenced by the clock itself: no
-// renewal revives it, the reader hands out nothing more, Record.Stale is
-// true, and Record.Lease (the handlers' context in the runtime) ends when
-// the fence's timer runs.
-// With LivenessPerLease (the KCL's model, needed when Java KCL workers
-// share the table) every held lease is renewed every Renew, every pass
-// lists the leases, and an owner is live while the counter of one of its
-// leases moved within Failover. Owners without a member entry are judged
-// that way in either mode, and while one holds a lease an owner with
-// liveness per instance renews its leases too (a rolling upgrade).
+//	state    what it promises                                  moves to
+//	waiting  held, no reader: a parent has not ended, or the   reading, handing, ended, fenced, gone
+//	         next pass opens it
+//	reading  one reader generation hands out the shard's       waiting, reading, handing, ended,
+//	         records in order; its settled prefix is the       fenced, gone
+//	         checkpoint
+//	handing  asked for: reader stopped, records settling,      reading (postponed), waiting (kept),
+//	         final checkpoint, release                         ended, gone (released)
+//	ended    SHARD_END written: nothing left to read           gone (released), handing, fenced;
+//	                                                           a Seek rewinds it
+//	fenced   not renewed in time: hands out nothing, writes    gone
+//	         nothing; its records count for nothing
+//	gone     lost, released, or fenced and forgotten           (a new take only)
 //
-// Balancing (BalanceBulk) applies one deterministic rule on every instance
-// (planBulk): fair shares with the rounding's extra leases kept by the most
-// loaded, free and expired leases to those below their share, then the
-// surplus of those above it, in a fixed order, so every instance computes
-// the same moves, each lease moves once, and a joiner asks for its whole
-// share in one pass. An instance whose first pass finds every lease free
-// (a fleet starting) waits a tenth of Renew after its first heartbeat
-// before it takes any, so that the instances starting with it are in its
-// view and each free lease is taken once; a first pass that has run that
-// long (thousands of leases to create) reads the members and the leases
-// again before it plans. The owners asked hand over in parallel: each notices
-// the request (on a lease write, or in the asker's member entry), stops
-// reading, lets the delivered records settle, checkpoints and releases;
-// records still unsettled after Handoff/2 postpone the handoff (the owner
-// keeps the lease and reads on, the asker asks again later), so no record
-// is handled by two owners. A live owner is never forced; one that died
-// mid-handoff (expired, as a crash failover judges it) loses the lease at
-// once, whatever Handoff. BalanceOneSteal asks the
-// most loaded owner for one lease per pass, as before issue 17. A dead
+// A lease not held here is free (no owner), held by a live owner, or
+// expired (its owner stopped: any instance may take it). When reasons to
+// stop a reader meet, lost or fenced beats everything, a written SHARD_END
+// beats a stop or handoff, and a stop or handoff beats a SHARD_END write
+// the store refused.
+//
+// # Transitions
+//
+// take (free or expired → waiting). Balancing decides (below). A dead
 // owner's leases are taken between Failover and 1.25 × Failover after its
-// last write.
+// last write; one that died mid-handoff (expired, as a crash failover
+// judges it) loses the lease at once, whatever Handoff. A take is
+// conditional on the counter read, so two takers never both win.
 //
-// A held shard is read once every parent is checkpointed SHARD_END (or no
-// longer exists: past the stream's retention, it counts as read), so each
-// key's records stay in order across splits and merges. A shard ends only
-// when the stream says it is closed; a refused SHARD_END checkpoint is
-// written again while its reader lasts (a stop or handoff meanwhile
-// checkpoints the last record, and the next owner ends the shard). It starts at its checkpoint, else (a
-// child) at its trim horizon, else at Config.Start.
-//
-// A lease that would open at Latest is created pinned at the listing that
+// open (waiting → reading). Once every parent is checkpointed SHARD_END (or
+// no longer exists: past retention, it counts as read), so each key's
+// records stay in order across splits and merges. It starts at the
+// checkpoint, else (a child) at the trim horizon, else at Config.Start. A
+// lease that would open at Latest is created pinned at the listing that
 // found its shard, and an opening at Latest is pinned at once: the lease
-// holds the time (by the service's clock, from its Date header, less a
+// holds the time (the service's clock, from its Date header, less a
 // margin) until a record settles, and the reader reopens there if its
-// iterator expires before it delivered a record. So no record written
-// after a shard was first opened is skipped, whether the iterator expires,
-// the owner stops, hands over, loses the lease or crashes; a few written
-// just before may be read too. This departs from the KCL, whose LATEST
-// sentinel sends the next owner to its own Latest.
+// iterator expires first. So no record written after a shard was first
+// opened is skipped, whatever happens to its owner; a few written just
+// before may be read too (the KCL's LATEST would send the next owner to
+// its own Latest).
 //
-// Records go to the Sink in shard order, in runs of up to 256 by value,
-// and never more than MaxInFlight past the oldest unsettled one (the reader
-// waits meanwhile); the checkpoint advances over the contiguous run of
-// settled records (arrival order, never parsed sequence numbers) and is
-// written every Checkpoint, which also renews the lease; with
-// LivenessPerLease an idle lease is renewed every Renew. A stop or handoff
-// whose records have not all settled writes the settled prefix, or, if none settled, the first record out
-// ("at" it), so the next owner reads the rest again; a final checkpoint
-// that fails is written again, for up to 5 s, before the release (Stop's
-// heartbeats, with LivenessPerLease its renewals, go on meanwhile, so its
-// own fence does not cut that off; its
-// leases' final writes run side by side, and one whose checkpoint never
-// lands is released all the same, a little before the 5 s are over). A
-// failed write that finds another owner stops the reader at once and abandons its unsettled
-// records (fencing). An owner that has not written a lease (with liveness
-// per instance: its member entry, whatever its lease writes do)
-// successfully for Failover less a margin (a fifth of it), counted on its
-// monotonic clock from when that write was sent, fences itself the same
-// way before anyone can take the lease, as the KCL does, and reads the shard again
-// only if it takes the lease back; once its writes land again it releases
-// the fenced leases it does not take back (the others never take a live
-// member's lease, so nobody would read them). Every lease-store call has a deadline
-// of Failover/3 and every Kinesis call one of Failover (1 s to 30 s); Stop
-// cancels a pass stuck in a call instead of waiting for it. A handoff whose
-// release fails retries it, and keeps the lease (clearing the request)
-// when it still fails after Handoff. A stream that is deleted stops every
-// reader and is reported once through Err and Config.OnFail.
-// Seek starts a new reader generation whose records alone move the
-// checkpoint, and writes the position it sought to the lease.
+// read (reading). Records go to the Sink in shard order, in runs of up to
+// 256, never more than MaxInFlight past the oldest unsettled one; the
+// checkpoint advances over the contiguous run of settled records (arrival
+// order, never parsed sequence numbers) and is written every Checkpoint.
+// An expired iterator is renewed after the last record handed out. A sink
+// that breaks its contract drops the generation (→ waiting). Seek starts a
+// new generation (reading → reading) whose records alone move the
+// checkpoint, and writes its position to the lease.
+//
+// end (reading → ended). Only when the stream says the shard is closed.
+// Once every delivered record settled, SHARD_END is written, retried while
+// the reader lasts (a stop or handoff meanwhile checkpoints the last
+// record instead, and the next owner ends the shard; a write the store
+// refuses as invalid reads it again: → waiting), then the lease is
+// released and a pass starts the children.
+//
+// hand over (reading or waiting → handing → gone). The owner notices the
+// request (on a lease write, or in the asker's member entry), stops
+// reading, lets the delivered records settle for up to Handoff/2,
+// checkpoints and releases; the asker takes the lease. Records still
+// unsettled then postpone the handoff (→ reading, in the same generation:
+// the owner keeps the lease, the asker asks again later; while the same
+// record is stuck a new request is postponed at once), so no record is
+// handled by two owners and a live owner is never forced. A failed release
+// is retried, and after Handoff the owner keeps the lease (→ waiting,
+// clearing the request). A handoff ends released, lost or kept, never
+// stranded.
+//
+// stop (any held → gone). Stop stops reading (no handoff postponed
+// meanwhile reads on), lets the delivered records settle for half its
+// time, then lets no record begin that a handler has not (Record.Stale)
+// and waits the other half for those that run, so that no lease is
+// released while a record of it is being handled (unless a handler
+// outruns the whole stop). It writes each lease's final checkpoint side
+// by side and releases it: the settled prefix, or, if none settled, the
+// first record out ("at" it), so the next owner reads the rest again. A
+// failed final checkpoint is written again for up to 5 s (heartbeats, or
+// renewals, go on meanwhile, so its own fence does not cut that off); a lease whose
+// checkpoint never lands is released all the same.
+//
+// lose (any held → gone). A write that finds another owner stops the
+// reader at once and abandons its unsettled records. A deleted stream
+// stops every reader and is reported once through Err and Config.OnFail.
+//
+// fence (any held → fenced → gone). An owner that has not renewed (with
+// liveness per instance: confirmed a heartbeat; else written the lease)
+// for fenceAfter, Failover less a fifth, counted on its monotonic clock
+// from when that write was sent, stops before anyone can take the lease,
+// as the KCL does. No later renewal revives it: the reader hands out
+// nothing more, Record.Stale is true, and Record.Lease (the handlers'
+// context) ends when the fence's timer runs. It reads the shard again only
+// if it takes the lease back; once its writes land it releases those it
+// does not (the others never take a live member's lease).
+//
+// # Decisions
+//
+// Each decision is a pure function of what was read (leases, members,
+// lineage, the clock, records in flight), table-tested without I/O
+// (plan_test.go, balance_test.go); the loops (pass, read, heartLoop,
+// keepLoop, startHandoff, Stop) only read, call it and apply the outcome:
+//
+//	decision                                     function
+//	which leases to take, whom to ask            planBulk, planBalance
+//	list the leases on this pass                 mustList, belowShare
+//	open a held lease's reader, or release it    heldStep
+//	answer a request; release or postpone        handoffStep, drainedStep
+//	follow a request of this owner's             followStep
+//	release a lease left in this owner's name    leftover
+//	delete a past shard's lease                  deletable
+//	renew every lease (owners without entries)   needsCompat
+//	skip a renewal a checkpoint just made        renewedRecently
+//	has a lease's owner stopped                  ownerStopped
+//	when the next heartbeat goes                 nextBeat
+//	how a reader waits before its next read      pace
+//
+// # Passes, liveness and balancing
+//
+// Every Sync a pass lists the shards (all pages) and creates a lease per
+// shard without one; every min(Sync, Failover/4) a lease pass runs. Every
+// lease-store call has a deadline of Failover/3, every Kinesis call one of
+// Failover (1 s to 30 s); Stop cancels a pass stuck in a call.
+//
+// Liveness per instance (the default, with a lease.MemberStore): every
+// min(Renew, Failover/3) from the last send the owner writes its member
+// entry, one write whatever it holds; leases are written only when
+// ownership changes and at checkpoints, and listed only when something may
+// have changed (members.go). A beat moves only on heartbeats the owner
+// confirmed, so one that cannot confirm, and fences itself, looks dead to
+// the others a Failover later. An owner whose entry stood still for
+// Failover on the reader's clock is dead: the clock for a beat starts when
+// a read showing it returned and its age is judged when that read was
+// sent. No two hosts' clocks are ever compared. With LivenessPerLease (the
+// KCL's model, needed when Java KCL workers share the table) every held
+// lease is renewed every Renew and every pass lists the leases; owners
+// without a member entry are judged that way in either mode, and while one
+// holds a lease the others renew their leases too (a rolling upgrade).
+//
+// BalanceBulk applies one deterministic rule on every instance (planBulk):
+// fair shares, the rounding's extra leases kept by the most loaded, free
+// and expired leases to those below their share, then the surplus of those
+// above it, in a fixed order; so each lease moves once and a joiner asks
+// for its whole share in one pass, and the owners asked hand over in
+// parallel. A fleet starting (every lease free on a first pass) waits a
+// tenth of Renew after its first heartbeat, so that each free lease is
+// taken once; a first pass that ran that long reads the members and leases
+// again before it plans. BalanceOneSteal asks the most loaded owner for one
+// lease per pass.
+//
+// # Status
 //
 // Status reports, without waiting for any remote call, the shards held
-// (lease state, checkpoint, MillisBehindLatest, the last failed read and
-// how many failed in a row, records in flight, and the outcomes the sink's
-// user counted with Record.Count) and the others as the last pass listed
-// them. A shard's Stats is where its readers report how far behind the tip
-// they are and the reads that fail.
+// (state, checkpoint, MillisBehindLatest, the last failed read and how many
+// failed in a row, records in flight, handoffs postponed, the outcomes
+// counted with Record.Count) and the others as the last pass listed them.
 package shard

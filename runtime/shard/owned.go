@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"math"
 	"sync"
@@ -29,6 +30,8 @@ type owned struct {
 	handing   bool      // a handoff to another owner is under way
 	finished  bool      // SHARD_END is written
 	wrote     time.Time // send time of the last successful mutation: it renewed the lease from then
+	// log reports illegal state moves (moveChecked); nil: the default.
+	log *slog.Logger
 	// stuck is the first unsettled record of the last postponed handoff,
 	// in generation stuckIn: while it is still the first, a new request is
 	// postponed at once, without stopping the reader again (startHandoff).
@@ -62,20 +65,34 @@ type owned struct {
 
 // setSession sets o.sess; o.mu is held.
 func (o *owned) setSession(s *session) {
+	from := o.stateLocked()
 	o.sess = s
 	o.sessionA.Store(s)
+	to := derived
+	if s != nil {
+		to = stReading
+	}
+	o.moveChecked(from, to, "reader session")
 }
 
 // setHanding sets o.handing; o.mu is held.
 func (o *owned) setHanding(v bool) {
+	from := o.stateLocked()
 	o.handing = v
 	o.handingA.Store(v)
+	to := derived
+	if v {
+		to = stHanding
+	}
+	o.moveChecked(from, to, "handing")
 }
 
 // setLease sets o.l, as stored at when (zero: as listed); o.mu is held (or
 // o is new).
 func (o *owned) setLease(l lease.Lease, when time.Time) {
+	from := o.stateLocked()
 	o.l = l
+	o.moveChecked(from, derived, "lease written")
 	if l.Checkpoint != "" {
 		o.st.checkpointed(l.Checkpoint, l.SubSequence, when)
 	}
@@ -132,7 +149,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if o.gone || o.fctx.Err() != nil {
+		if st := o.stateLocked(); st == stGone || st == stFenced {
 			return lease.Lease{}, errGone
 		}
 		sent := time.Now()
@@ -169,11 +186,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 // loseLocked fences a lost lease: the reader stops fetching at once and its
 // delivered, unsettled records are dropped (the new owner reads them again).
 func (c *Coordinator) loseLocked(o *owned, to string) {
-	o.gone = true
-	if o.sess != nil {
-		o.sess.wm.abandon()
-		o.sess.cancel()
-	}
+	o.setGone()
 	c.forget(o)
 	c.cfg.Counters.Lost.Add(1)
 	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
@@ -315,11 +328,7 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 		o.mu.Lock() // after a write in flight has returned: bounded by its deadline
 		defer o.mu.Unlock()
 		if !o.gone {
-			o.gone = true
-			if o.sess != nil {
-				o.sess.wm.abandon()
-				o.sess.cancel()
-			}
+			o.setGone()
 			c.forget(o)
 			c.cfg.Counters.Lost.Add(1)
 		}
@@ -411,11 +420,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 		nl, err := c.cfg.Leases.Release(ctx, l)
 		if err == nil {
 			c.letGoOf(o.shard, nl.Counter)
-			o.gone = true
-			if o.sess != nil {
-				o.sess.wm.abandon()
-				o.sess.cancel()
-			}
+			o.setGone()
 		}
 		return nl, err
 	})
@@ -440,17 +445,22 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 // handoff is still unsettled, a new request is postponed at once.
 func (c *Coordinator) startHandoff(o *owned, to string) {
 	o.mu.Lock()
-	if o.handing || o.gone {
+	s := o.sess
+	step := handoffStep(o.handing, o.gone, func() bool {
+		if s == nil || o.stuck == nil || o.stuckIn != s.wm {
+			return false
+		}
+		first, out := s.wm.firstPending()
+		return out && first == *o.stuck
+	})
+	switch step {
+	case handoffIgnore:
 		o.mu.Unlock()
 		return
-	}
-	s := o.sess
-	if s != nil && o.stuck != nil && o.stuckIn == s.wm {
-		if first, out := s.wm.firstPending(); out && first == *o.stuck {
-			o.mu.Unlock()
-			c.postpone(o, nil, to, s.wm.pending())
-			return
-		}
+	case handoffPostpone:
+		o.mu.Unlock()
+		c.postpone(o, nil, to, s.wm.pending())
+		return
 	}
 	o.setHanding(true)
 	o.mu.Unlock()
@@ -465,7 +475,7 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			wctx, cancel := context.WithTimeout(c.ctx, c.cfg.Handoff/2)
 			err := s.wm.wait(wctx)
 			cancel()
-			if err != nil && c.ctx.Err() == nil {
+			if drainedStep(err == nil, c.ctx.Err() != nil) == drainedPostpone {
 				c.postpone(o, s, to, s.wm.pending())
 				return
 			}
@@ -477,6 +487,49 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		}
 		c.finishHandoff(o, began)
 	}()
+}
+
+// handoffAction is how a held lease answers a request for it.
+type handoffAction int
+
+const (
+	handoffIgnore   handoffAction = iota // a handoff is under way, or the lease is gone
+	handoffPostpone                      // the record that stopped the last handoff is still the first unsettled: postpone at once
+	handoffDrain                         // stop the reader, let its records settle for up to Handoff/2
+)
+
+// handoffStep decides how a lease (handing: a handoff is under way; gone)
+// answers a request; stuck (asked only when it matters) reports whether
+// the record that stopped the last handoff is still the first unsettled
+// one of the lease's reader generation.
+func handoffStep(handing, gone bool, stuck func() bool) handoffAction {
+	switch {
+	case handing || gone:
+		return handoffIgnore
+	case stuck():
+		return handoffPostpone
+	}
+	return handoffDrain
+}
+
+// drainedAction is what a handoff does once its drain ended.
+type drainedAction int
+
+const (
+	drainedRelease  drainedAction = iota // checkpoint the settled prefix and release
+	drainedPostpone                      // keep the lease and read on (postpone)
+)
+
+// drainedStep decides what a handoff does after its drain: settled, every
+// record it delivered settled; ending, the coordinator's context ended
+// (Stop, which waited for the records itself, releases every lease).
+// Records still being handled never go to the asker: the handoff is
+// postponed, never cut short.
+func drainedStep(settled, ending bool) drainedAction {
+	if settled || ending {
+		return drainedRelease
+	}
+	return drainedPostpone
 }
 
 // postpone ends a handoff whose delivered records did not settle in time:
@@ -516,9 +569,12 @@ func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) 
 
 // resumeLocked starts a reader that goes on after the last record session
 // s (stopped) handed out, in s's generation; o.mu is held. Nothing is read
-// twice and the records of s still in flight move the checkpoint.
+// twice and the records of s still in flight move the checkpoint. Once
+// Stop has begun it starts none: a handoff postponed during a stop (the
+// keeper's writes go on) would otherwise read on, and hand out records
+// that Stop neither waits for nor stops until it releases the lease.
 func (c *Coordinator) resumeLocked(o *owned, s *session) {
-	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() {
+	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() || !c.running() {
 		return
 	}
 	from := s.from
@@ -610,7 +666,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	o := &owned{shard: nl.ShardID, key: nl.Key}
+	o := &owned{shard: nl.ShardID, key: nl.Key, log: c.log}
 	o.fctx, o.fencer = context.WithCancel(context.Background())
 	o.lctx = newLeaseCtx(o.fctx, &o.until, c.epoch)
 	o.timer = time.AfterFunc(time.Hour, func() { c.fenceIfExpired(o) })
@@ -654,23 +710,16 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 			drop = true
 		case err != nil:
 			c.log.Warn("handoff: lease read failed", "key", key, "err", err)
-		case l.Owner == c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd:
-			drop = true
-		case l.ForeignOwner:
-			// A KCL worker took it since: it is taken only once it expires.
-			drop = true
-		case l.PendingOwner == c.cfg.Owner && l.Owner != "" && c.askedOwnerDead(l, sent):
-			// Dead mid-handoff: it will neither release the lease nor
-			// read on, so the handoff time is no reason to wait.
-			c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
-			took = c.takeAsked(ctx, l) || took
-		case l.Owner == "":
-			took = c.takeAsked(ctx, l) || took
-		case l.PendingOwner == c.cfg.Owner:
-			// A live owner is never forced: it releases the lease once its
-			// records settled, or postpones and clears the request.
-		case l.PendingOwner != c.cfg.Owner:
-			drop = true // someone else asked since, or the owner kept it
+		default:
+			switch followStep(c.cfg.Owner, l, func() bool { return c.askedOwnerDead(l, sent) }) {
+			case followDrop:
+				drop = true
+			case followTakeDead:
+				c.log.Warn("owner asked for the lease is dead; taking it", "shard", l.ShardID, "from", l.Owner)
+				took = c.takeAsked(ctx, l) || took
+			case followTake:
+				took = c.takeAsked(ctx, l) || took
+			}
 		}
 		if drop {
 			c.mu.Lock()
@@ -681,6 +730,41 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 	if took {
 		c.wake(false)
 	}
+}
+
+// followAction is what followHandoffs does with a lease this owner (me)
+// asked for.
+type followAction int
+
+const (
+	followWait     followAction = iota // its live owner hands it over, or postpones and clears the request
+	followDrop                         // forget the request: taken, ended, gone, or asked for by someone else since
+	followTake                         // released: take it
+	followTakeDead                     // its owner died mid-handoff: take it now, whatever Handoff
+)
+
+// followStep decides what to do with l, as read, a lease me asked for;
+// dead (called only when it matters) reports whether its owner is dead
+// as a crash failover judges it (askedOwnerDead).
+func followStep(me string, l lease.Lease, dead func() bool) followAction {
+	switch {
+	case l.Owner == me || l.Checkpoint == lease.CheckpointShardEnd:
+		return followDrop
+	case l.ForeignOwner:
+		// A KCL worker took it since: it is taken only once it expires.
+		return followDrop
+	case l.PendingOwner == me && l.Owner != "" && dead():
+		// Dead mid-handoff: it will neither release the lease nor read
+		// on, so the handoff time is no reason to wait.
+		return followTakeDead
+	case l.Owner == "":
+		return followTake
+	case l.PendingOwner == me:
+		// A live owner is never forced: it releases the lease once its
+		// records settled, or postpones and clears the request.
+		return followWait
+	}
+	return followDrop // someone else asked since, or the owner kept it
 }
 
 // takeAsked takes l, a lease this owner asked for, and reports whether it

@@ -19,7 +19,10 @@ import (
 // pass is one round of shard sync: (re-)list the shards and create their
 // leases, take leases per balancing, and start a reader for every held shard
 // whose parents are finished. The first pass (from Start) returns every
-// error; later passes are retried by the sync loop.
+// error; later passes are retried by the sync loop. Each step reads what
+// it needs into p and acts on it; the decisions that need no I/O are pure
+// functions of what was read (heldStep, deletable, belowShare, leftover,
+// followStep, planBulk, planBalance).
 func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	ctx, cancel := c.passScope(ctx)
 	defer cancel()
@@ -28,86 +31,140 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	if !c.running() || c.Err() != nil {
 		return nil
 	}
+	p := &passView{relist: relist, pinnedHere: map[string]bool{}}
 	c.mu.Lock()
-	lin := c.lineage
+	p.lin = c.lineage
 	c.mu.Unlock()
-	var errs []error
-	var listedAt time.Time
-	if relist || lin == nil {
-		shards, at, err := listShardsAt(ctx, c.cfg.Client, c.cfg.Stream)
-		listedAt = at
-		var fresh *Lineage
-		if err == nil {
-			fresh, err = NewLineage(shards)
-		}
-		switch {
-		case err != nil && lin != nil && c.streamDeleted(ctx, "ListShards", err):
-			return nil // reported through Err and OnFail
-		case err != nil && lin == nil:
-			return &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
-		case err != nil:
-			// Leases are taken and held with the last listing: a Kinesis
-			// outage must not keep a dead owner's shards from being taken.
-			errs = append(errs, &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err})
-			relist = false
-		default:
-			lin = fresh
-			c.mu.Lock()
-			c.lineage = lin
-			c.mu.Unlock()
-			c.describeDistribution(ctx)
-		}
+	if over, err := c.passShards(ctx, p); over || err != nil {
+		return err
 	}
-	var view memberView
-	var firstBeat time.Time // the first pass's heartbeat
-	if c.members != nil {
-		if c.known == nil {
-			// Seen alive before holding anything: others count this owner
-			// in their shares from their next pass.
-			firstBeat = time.Now()
-			if err := c.heartbeat(ctx); err != nil {
-				return err
-			}
-		}
-		v, err := c.readMembers(ctx)
-		if err != nil {
+	for _, step := range []func(context.Context, *passView) error{c.passMembers, c.passLeases, c.passCreate, c.passFleetStart} {
+		if err := step(ctx, p); err != nil {
 			return err
 		}
-		view = v
-		c.answerAsks(ctx, view)
+	}
+	c.passDrop(ctx, p)
+	if p.listed {
+		// The observer's clock for a counter starts after the listing
+		// that shows it, never before the write.
+		p.errs = append(p.errs, c.balance(ctx, p.leases, p.byShard, p.view, time.Now(), p.listSent, p.reserve)...)
+	} else if c.members != nil {
+		c.refreshParents(ctx, p.byShard)
+	}
+	c.passReaders(ctx, p)
+	return errors.Join(p.errs...)
+}
+
+// passView is what one pass has read so far, and the errors it goes on
+// after.
+type passView struct {
+	relist     bool
+	lin        *Lineage
+	listedAt   time.Time  // when the shards were listed (relist)
+	view       memberView // the members, with liveness per instance
+	firstBeat  time.Time  // the first pass's heartbeat; zero on later passes
+	leases     []lease.Lease
+	listed     bool      // leases is a listing of this pass
+	listSent   time.Time // when the last listing was sent (balance)
+	byShard    map[string]lease.Lease
+	pinnedHere map[string]bool // leases this pass created pinned at Latest
+	atStart    []lease.Lease   // a fleet's start: the missing leases, created after the settle
+	reserve    map[string]string
+	errs       []error
+}
+
+// passShards lists the shards when the pass relists (or has never
+// listed). over is set when the pass has nothing more to do.
+func (c *Coordinator) passShards(ctx context.Context, p *passView) (over bool, err error) {
+	if !p.relist && p.lin != nil {
+		return false, nil
+	}
+	shards, at, err := listShardsAt(ctx, c.cfg.Client, c.cfg.Stream)
+	p.listedAt = at
+	var fresh *Lineage
+	if err == nil {
+		fresh, err = NewLineage(shards)
+	}
+	switch {
+	case err != nil && p.lin != nil && c.streamDeleted(ctx, "ListShards", err):
+		return true, nil // reported through Err and OnFail
+	case err != nil && p.lin == nil:
+		return true, &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err}
+	case err != nil:
+		// Leases are taken and held with the last listing: a Kinesis
+		// outage must not keep a dead owner's shards from being taken.
+		p.errs = append(p.errs, &Error{Op: "ListShards", Stream: c.cfg.Stream, Err: err})
+		p.relist = false
+	default:
+		p.lin = fresh
 		c.mu.Lock()
-		asked := len(c.pending)
+		c.lineage = fresh
 		c.mu.Unlock()
-		if asked > 0 {
-			c.followHandoffs(ctx)
+		c.describeDistribution(ctx)
+	}
+	return false, nil
+}
+
+// passMembers, with liveness per instance, heartbeats first on a first
+// pass, reads the members, answers their asks and follows this owner's.
+func (c *Coordinator) passMembers(ctx context.Context, p *passView) error {
+	if c.members == nil {
+		return nil
+	}
+	if c.known == nil {
+		// Seen alive before holding anything: others count this owner
+		// in their shares from their next pass.
+		p.firstBeat = time.Now()
+		if err := c.heartbeat(ctx); err != nil {
+			return err
 		}
 	}
-	var leases []lease.Lease
-	listed := false
-	var listSent time.Time // when the last listing was sent (balance)
-	if c.members == nil || c.known == nil || c.mustList(view) {
-		listSent = time.Now()
-		ls, err := c.listLeases(ctx, lin)
+	v, err := c.readMembers(ctx)
+	if err != nil {
+		return err
+	}
+	p.view = v
+	c.answerAsks(ctx, p.view)
+	c.mu.Lock()
+	asked := len(c.pending)
+	c.mu.Unlock()
+	if asked > 0 {
+		c.followHandoffs(ctx)
+	}
+	return nil
+}
+
+// passLeases lists the leases when the pass must (see mustList); byShard
+// is the leases known, listed now or before.
+func (c *Coordinator) passLeases(ctx context.Context, p *passView) error {
+	if c.members == nil || c.known == nil || c.mustList(p.view) {
+		p.listSent = time.Now()
+		ls, err := c.listLeases(ctx, p.lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
-		leases, listed = ls, true
+		p.leases, p.listed = ls, true
 		c.known = make(map[string]lease.Lease, len(ls))
 		for _, l := range ls {
 			c.known[l.ShardID] = l
 		}
 		c.pruneLetGo()
 	}
-	byShard := c.known
-	pinnedHere := map[string]bool{}
+	p.byShard = c.known
+	return nil
+}
+
+// passCreate creates the leases of shards that have none (at a fleet's
+// start: leaves them to passFleetStart), and lists the leases again when
+// it created any that the pass has not listed.
+func (c *Coordinator) passCreate(ctx context.Context, p *passView) error {
 	foundNew := false
-	var atStart []lease.Lease // a fleet's start: the missing leases, created after the settle
-	if relist || len(c.awaiting) > 0 {
-		missing := c.missingLeases(lin, byShard, listedAt, relist)
-		if len(missing) > 0 && listed && !firstBeat.IsZero() && c.startSettles(leases) {
+	if p.relist || len(c.awaiting) > 0 {
+		missing := c.missingLeases(p.lin, p.byShard, p.listedAt, p.relist)
+		if len(missing) > 0 && p.listed && !p.firstBeat.IsZero() && c.startSettles(p.leases) {
 			// Created once the instances starting with this one show, each
 			// by the one instance the start gives it to (startCreates).
-			atStart = missing
+			p.atStart = missing
 		} else {
 			for _, nl := range missing {
 				l, created, err := c.createLease(ctx, nl)
@@ -115,39 +172,46 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 					return err
 				}
 				if created && nl.Checkpoint == lease.CheckpointAtTimestamp {
-					pinnedHere[nl.ShardID] = true
+					p.pinnedHere[nl.ShardID] = true
 				}
-				byShard[nl.ShardID] = l
+				p.byShard[nl.ShardID] = l
 				foundNew = true
-				if listed {
-					leases = append(leases, l)
+				if p.listed {
+					p.leases = append(p.leases, l)
 				}
 			}
 			c.awaiting = nil
 		}
 	}
-	if foundNew && !listed {
+	if foundNew && !p.listed {
 		// New leases to share out: list them with the rest.
-		listSent = time.Now()
-		ls, err := c.listLeases(ctx, lin)
+		p.listSent = time.Now()
+		ls, err := c.listLeases(ctx, p.lin)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
-		leases, listed = ls, true
+		p.leases, p.listed = ls, true
 		for _, l := range ls {
-			byShard[l.ShardID] = l
+			p.byShard[l.ShardID] = l
 		}
 	}
-	if listed && !firstBeat.IsZero() && c.startSettles(leases) {
+	return nil
+}
+
+// passFleetStart, on a first pass, waits for the instances starting with
+// this one to show, reads the members and leases again when the pass has
+// run that long, and creates the missing leases given to this instance.
+func (c *Coordinator) passFleetStart(ctx context.Context, p *passView) error {
+	if p.listed && !p.firstBeat.IsZero() && c.startSettles(p.leases) {
 		// A fleet starting: let the instances starting with this one show
 		// in the members (and their takes in the leases) before the shares
 		// are computed, and the missing leases given out to create. The
 		// wait counts from the first heartbeat.
-		if !sleep(ctx, time.Until(firstBeat.Add(c.cfg.startSettle()))) {
+		if !sleep(ctx, time.Until(p.firstBeat.Add(c.cfg.startSettle()))) {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: ctx.Err()}
 		}
 	}
-	if listed && !firstBeat.IsZero() && time.Since(firstBeat) >= c.cfg.startSettle() {
+	if p.listed && !p.firstBeat.IsZero() && time.Since(p.firstBeat) >= c.cfg.startSettle() {
 		// The members and leases read at the start of a first pass that
 		// took this long (the wait above, or thousands of creates on a
 		// busy table) are stale: the instances starting beside this one
@@ -159,82 +223,100 @@ func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 		}
 		// A Scan of the namespace, as the first listing: cheaper than
 		// reading every lease by key.
-		listSent = time.Now()
+		p.listSent = time.Now()
 		ls, err := c.cfg.Leases.List(ctx, c.cfg.Namespace)
 		if err != nil {
 			return &Error{Op: "lease list", Stream: c.cfg.Stream, Err: err}
 		}
-		view, leases = v, ls
+		p.view, p.leases = v, ls
 		for _, l := range ls {
-			byShard[l.ShardID] = l
+			p.byShard[l.ShardID] = l
 		}
 	}
-	var reserve map[string]string
-	if atStart != nil {
+	if p.atStart != nil {
 		// Each missing lease created by the one instance the start gives
 		// it to, which takes it below.
-		r, err := c.startCreates(ctx, lin, atStart, &view, &leases, byShard, pinnedHere)
+		r, err := c.startCreates(ctx, p.lin, p.atStart, &p.view, &p.leases, p.byShard, p.pinnedHere)
 		if err != nil {
 			return err
 		}
-		reserve = r
+		p.reserve = r
 	}
+	return nil
+}
 
+// passDrop, on a pass that relisted the shards, deletes the leases of
+// finished shards the stream no longer lists.
+func (c *Coordinator) passDrop(ctx context.Context, p *passView) {
 	switch {
-	case relist && listed:
-		leases = c.dropExpiredLeases(ctx, lin, leases, byShard)
-	case relist:
+	case p.relist && p.listed:
+		p.leases = c.dropExpiredLeases(ctx, p.lin, p.leases, p.byShard)
+	case p.relist:
 		// Without a listing, the finished leases known (a listing shows
 		// each once it is released) that the stream no longer lists.
 		var gone []lease.Lease
-		for id, l := range byShard {
-			if _, ok := lin.Shard(id); !ok && l.Checkpoint == lease.CheckpointShardEnd && l.Owner == "" {
+		for _, l := range p.byShard {
+			if deletable(l, p.lin) {
 				gone = append(gone, l)
 			}
 		}
-		c.dropExpiredLeases(ctx, lin, gone, byShard)
+		c.dropExpiredLeases(ctx, p.lin, gone, p.byShard)
 	}
+}
 
-	if listed {
-		// The observer's clock for a counter starts after the listing
-		// that shows it, never before the write.
-		errs = append(errs, c.balance(ctx, leases, byShard, view, time.Now(), listSent, reserve)...)
-	} else if c.members != nil {
-		c.refreshParents(ctx, byShard)
-	}
-
+// passReaders releases the held leases read to their end and opens a
+// reader for each held lease whose parents are finished.
+func (c *Coordinator) passReaders(ctx context.Context, p *passView) {
 	held := c.snapshot()
 	slices.SortFunc(held, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	for _, o := range held {
 		o.mu.Lock()
-		idle := o.sess == nil && !o.gone && !o.handing
+		st := o.stateLocked()
 		// (Not while its reader is still recording the children.)
-		done := o.l.Checkpoint == lease.CheckpointShardEnd && !o.gone && !o.handing && (o.sess == nil || closed(o.sess.done))
+		readerDone := o.sess == nil || closed(o.sess.done)
 		l := o.l
 		o.mu.Unlock()
-		if done {
+		switch heldStep(st, readerDone) {
+		case heldRelease:
 			// Read to its end (its release failed, or an earlier run left it
 			// held): nothing to read, let it go.
 			if err := c.release(ctx, o); err != nil {
-				errs = append(errs, err)
+				p.errs = append(p.errs, err)
 			}
-			continue
-		}
-		if !idle {
-			continue
-		}
-		from, ready := c.startable(l, lin, byShard)
-		if !ready {
-			continue
-		}
-		if pinnedHere[l.ShardID] && from.lazy {
-			from = startAt{typ: types.ShardIteratorTypeLatest}
-		}
-		if err := c.open(ctx, o, from); err != nil {
-			errs = append(errs, err)
+		case heldOpen:
+			from, ready := c.startable(l, p.lin, p.byShard)
+			if !ready {
+				continue
+			}
+			if p.pinnedHere[l.ShardID] && from.lazy {
+				from = startAt{typ: types.ShardIteratorTypeLatest}
+			}
+			if err := c.open(ctx, o, from); err != nil {
+				p.errs = append(p.errs, err)
+			}
 		}
 	}
-	return errors.Join(errs...)
+}
+
+// heldAction is what a pass does with a lease held here.
+type heldAction int
+
+const (
+	heldNothing heldAction = iota // reading, handing over, fenced, gone, or its reader still ending it
+	heldRelease                   // read to its end, its reader done: release it
+	heldOpen                      // no reader: open one if its parents are finished (startable)
+)
+
+// heldStep decides what a pass does with a held lease in state st whose
+// reader (if any) has returned when readerDone.
+func heldStep(st leaseState, readerDone bool) heldAction {
+	switch {
+	case st == stEnded && readerDone:
+		return heldRelease
+	case st == stWaiting:
+		return heldOpen
+	}
+	return heldNothing
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -562,7 +644,7 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	}
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
-	if o.gone || o.handing || o.fctx.Err() != nil {
+	if st := o.stateLocked(); st == stGone || st == stFenced || st == stHanding {
 		o.mu.Unlock()
 		cancel()
 		return nil
@@ -713,7 +795,7 @@ func (c *Coordinator) firstAt(ctx context.Context, shardID string, at startAt) s
 func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, leases []lease.Lease, byShard map[string]lease.Lease) []lease.Lease {
 	kept := leases[:0:0]
 	for _, l := range leases {
-		if _, listed := lin.Shard(l.ShardID); listed || l.Checkpoint != lease.CheckpointShardEnd || l.Owner != "" {
+		if !deletable(l, lin) {
 			kept = append(kept, l)
 			continue
 		}
@@ -726,6 +808,13 @@ func (c *Coordinator) dropExpiredLeases(ctx context.Context, lin *Lineage, lease
 		c.log.Debug("lease of an expired shard deleted", "shard", l.ShardID)
 	}
 	return kept
+}
+
+// deletable reports whether l is the released lease of a finished shard
+// that lin (the stream's listing) no longer has: past retention.
+func deletable(l lease.Lease, lin *Lineage) bool {
+	_, listed := lin.Shard(l.ShardID)
+	return !listed && l.Checkpoint == lease.CheckpointShardEnd && l.Owner == ""
 }
 
 // balance takes and asks for leases per the plan of this pass's listing.
@@ -840,7 +929,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	// Requests on leases this owner holds, seen in the listing (an asker
 	// without a member entry publishes none).
 	for _, l := range leases {
-		if l.Owner == c.cfg.Owner && l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner {
+		if askedOfMe(c.cfg.Owner, l) {
 			c.mu.Lock()
 			o := c.owned[l.ShardID]
 			c.mu.Unlock()
@@ -849,16 +938,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 			}
 		}
 	}
-	compat := false
-	for _, l := range leases {
-		_, member := view.all[l.Owner]
-		_, askerMember := view.all[l.PendingOwner]
-		if (l.Owner != "" && l.Owner != c.cfg.Owner && !member && !c.obs.stale(l, now, c.cfg.Failover)) ||
-			(l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner && !askerMember) {
-			compat = true
-			break
-		}
-	}
+	compat := needsCompat(c.cfg.Owner, leases, view, func(l lease.Lease) bool { return c.obs.stale(l, now, c.cfg.Failover) })
 	c.mu.Lock()
 	if compat != c.compat {
 		c.log.Info("owners without a member entry hold leases: renewing every lease too", "compat", compat)
@@ -869,6 +949,29 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.dropDeadMembers(ctx, view, leases)
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
+}
+
+// askedOfMe reports whether l, as listed, is held by me and asked for by
+// another owner.
+func askedOfMe(me string, l lease.Lease) bool {
+	return l.Owner == me && l.PendingOwner != "" && l.PendingOwner != me
+}
+
+// needsCompat reports whether, in the leases listed, an owner without a
+// member entry holds a lease it still renews (stale: its counter stood
+// still for the failover time) or asks for one: then this owner renews
+// every lease it holds too, as such owners judge liveness by the lease
+// alone (a rolling upgrade, or Java KCL workers).
+func needsCompat(me string, leases []lease.Lease, view memberView, stale func(lease.Lease) bool) bool {
+	for _, l := range leases {
+		_, member := view.all[l.Owner]
+		_, askerMember := view.all[l.PendingOwner]
+		if (l.Owner != "" && l.Owner != me && !member && !stale(l)) ||
+			(l.PendingOwner != "" && l.PendingOwner != me && !askerMember) {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLeftovers releases the listed leases that name this owner
@@ -885,7 +988,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 func (c *Coordinator) releaseLeftovers(ctx context.Context, leases []lease.Lease, planned map[string]bool) {
 	held := c.heldKeys() // with the leases asked for: a take of one may be landing
 	for _, l := range leases {
-		if l.Owner != c.cfg.Owner || l.ForeignOwner || held[l.Key] || planned[l.Key] {
+		if !leftover(c.cfg.Owner, l, held, planned) {
 			continue
 		}
 		nl, err := c.cfg.Leases.Release(ctx, l)
@@ -902,11 +1005,25 @@ func (c *Coordinator) releaseLeftovers(ctx context.Context, leases []lease.Lease
 	}
 }
 
+// leftover reports whether l is a lease listed in me's name that me
+// neither holds (nor asked for: held has those too) nor plans to keep.
+func leftover(me string, l lease.Lease, held, planned map[string]bool) bool {
+	return l.Owner == me && !l.ForeignOwner && !held[l.Key] && !planned[l.Key]
+}
+
 // expired reports whether l's owner (or, released, the owner it is
 // reserved for) has stopped: with members, a member owner by its entry,
 // any other by the lease's counter.
 func (c *Coordinator) expired(l lease.Lease, view memberView, now time.Time) bool {
-	if c.members != nil {
+	return ownerStopped(l, c.members != nil, view, func() bool { return c.obs.stale(l, now, c.cfg.Failover) })
+}
+
+// ownerStopped decides expired: with members (a member store is used),
+// a member's liveness is its entry's (view); anyone else's, and a live
+// member's released lease reserved for it, is judged by stale (asked only
+// then): whether the lease's counter stood still for the failover time.
+func ownerStopped(l lease.Lease, members bool, view memberView, stale func() bool) bool {
+	if members {
 		who := l.Owner
 		if who == "" {
 			who = l.PendingOwner
@@ -920,7 +1037,7 @@ func (c *Coordinator) expired(l lease.Lease, view memberView, now time.Time) boo
 			}
 		}
 	}
-	return c.obs.stale(l, now, c.cfg.Failover)
+	return stale()
 }
 
 // statusListEvery bounds the age of a status's Others while the status is
@@ -941,18 +1058,25 @@ func (c *Coordinator) mustList(view memberView) bool {
 		// listing per statusListEvery while it reads.
 		return true
 	}
+	return belowShare(c.cfg.Owner, held, view, c.known)
+}
+
+// belowShare reports whether me, holding held leases, is below its share
+// by the live members' own counts and the leases known (those not ended
+// and released).
+func belowShare(me string, held int, view memberView, known map[string]lease.Lease) bool {
 	sum := held
-	load := map[string]int{c.cfg.Owner: held}
+	load := map[string]int{me: held}
 	for owner, m := range view.all {
-		if owner != c.cfg.Owner && view.live[owner] {
+		if owner != me && view.live[owner] {
 			sum += m.Held
 			load[owner] = m.Held
 		}
 	}
-	known := 0
-	for _, l := range c.known {
+	active := 0
+	for _, l := range known {
 		if l.Checkpoint != lease.CheckpointShardEnd || l.Owner != "" {
-			known++
+			active++
 		}
 	}
 	// Only an owner below its share, by the members' own counts and the
@@ -962,7 +1086,7 @@ func (c *Coordinator) mustList(view memberView) bool {
 	// start whose views differed. The owners above their share learn of
 	// the requests from the askers' entries, without a listing, so a
 	// change of members costs a listing of those that act on it only.
-	return held < shares(load, max(sum, known))[c.cfg.Owner]
+	return held < shares(load, max(sum, active))[me]
 }
 
 // refreshParents reads again the unfinished parents of the held shards

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,174 +33,274 @@ type recordWaiter interface {
 
 // read is the reader of one session: GetRecords in a loop, each record to
 // the sink in shard order, until ctx ends (stop, seek, lost lease) or the
-// shard ends.
+// shard ends. Without an iterator it opens one (reopen); a failed read is
+// retried or renews the iterator (failed); a read's records go to the sink
+// and its answer says whether the shard ended (delivered); then it waits
+// as pace decides.
 func (c *Coordinator) read(ctx context.Context, o *owned, s *session, iter string) {
 	defer c.workers.Done()
 	defer close(s.done)
-	log := c.log.With("shard", o.shard)
-	st := o.st // where this shard's lag and outcomes are counted
-	waiter, _ := c.cfg.Client.(recordWaiter)
-	resume := s.from      // where a new iterator starts if this one expires
-	opening := iter == "" // a lazy start: fetch the first iterator here
-	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
-	limit := firstReadLimit(c.cfg.BatchSize)
-	woken := false // the last wait was a waiter's wake-up
-	f := c.newFeed(ctx, o, s)
-	f.took = func(last *Record) { // a new iterator starts at it, skipping what was taken
-		resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
-	}
-	// byArrival, when a time cannot be opened on a closed shard (kinesalite
-	// never answers AT_TIMESTAMP past a closed shard's last record, so the
-	// shard would never end and its children never start), reads it from
-	// its horizon instead and skips what arrived before the time: the same
-	// records, by the service's own stamps.
-	byArrival := func() bool {
-		if resume.typ != types.ShardIteratorTypeAtTimestamp || !c.closedShard(o.shard) {
-			return false
-		}
-		log.Debug("reading a closed shard from its horizon instead of AT_TIMESTAMP", "time", resume.ts)
-		resume = startAt{typ: types.ShardIteratorTypeTrimHorizon, since: resume.ts}
-		return true
-	}
+	r := c.newReader(ctx, o, s, iter)
 	for ctx.Err() == nil {
-		if iter == "" {
-			// No iterator (GetRecords answered none, or GetShardIterator
-			// gave none): the end of the shard only if the stream says it
-			// is closed; otherwise reopen where this reader stopped. A lazy
-			// start opens here the first time.
-			if !opening {
-				if c.ended(ctx, o.shard) {
-					c.finish(ctx, o, s, nil)
-					return
-				}
-				log.Warn("no next iterator for a shard the stream lists open; reopening it", "at", string(resume.typ), "sequence", resume.seq)
-				if !sleep(ctx, bo.next()) {
-					return
-				}
+		if r.iter == "" {
+			if !r.reopen(ctx) {
+				return
 			}
-			next, _, ierr := c.iterator(ctx, o.shard, resume)
-			if ierr != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if c.gone(ctx, o.shard, ierr) {
-					c.finishGone(ctx, o, s)
-					return
-				}
-				if byArrival() {
-					continue
-				}
-				st.readFailed(ierr)
-				log.Warn("opening the shard failed; retrying", "at", string(resume.typ), "sequence", resume.seq, "time", resume.ts, "err", ierr)
-				if opening {
-					sleep(ctx, bo.next())
-				}
-				continue
-			}
-			opening = false
-			if next == "" {
-				continue
-			}
-			iter = next
-			f.from(resume)
 			continue
 		}
 		began := time.Now()
-		out, err := c.getRecords(ctx, iter, limit)
+		out, err := c.getRecords(ctx, r.iter, r.limit)
 		if err != nil {
-			if ctx.Err() != nil {
+			if !r.failed(ctx, err) {
 				return
-			}
-			cl := classify(err)
-			if cl != classExpired {
-				st.readFailed(err) // an expired iterator is renewed, not a failure
-			}
-			switch cl {
-			case classExpired:
-				// Resume after the last delivered record, or where the
-				// session opened if none was delivered yet.
-				next, _, ierr := c.iterator(ctx, o.shard, resume)
-				if ierr != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					if c.gone(ctx, o.shard, ierr) {
-						c.finishGone(ctx, o, s)
-						return
-					}
-					if byArrival() {
-						continue
-					}
-					st.readFailed(ierr)
-					log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
-					sleep(ctx, bo.next())
-					continue
-				}
-				log.Debug("iterator expired; renewed", "at", string(resume.typ), "sequence", resume.seq)
-				iter = next
-				f.from(resume)
-			case classThrottle:
-				log.Debug("GetRecords throttled; backing off", "err", err)
-				sleep(ctx, bo.next())
-			case classGone:
-				if c.gone(ctx, o.shard, err) {
-					c.finishGone(ctx, o, s)
-					return
-				}
-				log.Warn("GetRecords failed; retrying", "err", err)
-				sleep(ctx, bo.next())
-			default:
-				log.Warn("GetRecords failed; retrying", "err", err)
-				sleep(ctx, bo.next())
 			}
 			continue
 		}
-		bo.reset()
-		st.readAnswered()
-		if out.MillisBehindLatest != nil {
-			st.ObserveBehind(*out.MillisBehindLatest)
-		}
-		if !handOut(ctx, log, o, s, f, out.Records) {
+		goOn, next := r.delivered(ctx, out)
+		if !goOn {
 			return
 		}
-		if out.NextShardIterator == nil {
-			if len(out.ChildShards) > 0 {
-				c.finish(ctx, o, s, out.ChildShards)
-				return
-			}
-			iter = "" // the shard's end, or a faulty answer: see the loop's top
-			continue
-		}
-		iter = *out.NextShardIterator
-		n := len(out.Records)
-		full := n >= int(limit)
-		limit = nextReadLimit(c.cfg.BatchSize, limit, n, f.users)
-		switch {
-		case full:
-			// A full read: more is waiting, read again at once.
-			woken = false
-		case n > 0 && aws.ToInt64(out.MillisBehindLatest) > 0:
-			// Catching up: keep within the shard's 5 reads a second.
-			sleep(ctx, minPoll-time.Since(began))
-			woken = false
-		case c.closedShard(o.shard):
-			// Draining a closed shard: its end comes after an empty read or
-			// two (kinesalite needs one more than the service).
-			sleep(ctx, minPoll-time.Since(began))
-		case waiter != nil && !(woken && n == 0):
-			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			if err := waiter.WaitForRecords(wctx, iter); err != nil && ctx.Err() == nil && wctx.Err() == nil {
-				sleep(ctx, c.cfg.Poll)
-			}
-			cancel()
-			woken = true
-		default:
-			// Poll measured from the start of this read: one read per Poll
-			// at most, and a record waits at most one Poll plus a round trip.
-			sleep(ctx, c.cfg.Poll-time.Since(began))
-			woken = false
+		if next {
+			r.wait(ctx, began, out)
 		}
 	}
+}
+
+// reader is the state of one session's read loop.
+type reader struct {
+	c       *Coordinator
+	o       *owned
+	s       *session
+	log     *slog.Logger
+	st      *Stats // where this shard's lag and outcomes are counted
+	waiter  recordWaiter
+	iter    string  // the next read's iterator; empty: open one
+	resume  startAt // where a new iterator starts if this one expires
+	opening bool    // a lazy start: fetch the first iterator here
+	bo      backoff
+	limit   int32
+	woken   bool // the last wait was a waiter's wake-up
+	f       *feed
+}
+
+func (c *Coordinator) newReader(ctx context.Context, o *owned, s *session, iter string) *reader {
+	r := &reader{c: c, o: o, s: s, log: c.log.With("shard", o.shard), st: o.st, iter: iter,
+		resume: s.from, opening: iter == "",
+		bo:    backoff{base: 100 * time.Millisecond, max: 10 * time.Second},
+		limit: firstReadLimit(c.cfg.BatchSize)}
+	r.waiter, _ = c.cfg.Client.(recordWaiter)
+	r.f = c.newFeed(ctx, o, s)
+	r.f.took = func(last *Record) { // a new iterator starts at it, skipping what was taken
+		r.resume = startAt{typ: types.ShardIteratorTypeAtSequenceNumber, seq: last.SequenceNumber, skip: true, sub: last.SubSequence}
+	}
+	return r
+}
+
+// byArrival, when a time cannot be opened on a closed shard (kinesalite
+// never answers AT_TIMESTAMP past a closed shard's last record, so the
+// shard would never end and its children never start), reads it from its
+// horizon instead and skips what arrived before the time: the same
+// records, by the service's own stamps.
+func (r *reader) byArrival() bool {
+	if r.resume.typ != types.ShardIteratorTypeAtTimestamp || !r.c.closedShard(r.o.shard) {
+		return false
+	}
+	r.log.Debug("reading a closed shard from its horizon instead of AT_TIMESTAMP", "time", r.resume.ts)
+	r.resume = startAt{typ: types.ShardIteratorTypeTrimHorizon, since: r.resume.ts}
+	return true
+}
+
+// reopen handles a missing iterator (GetRecords answered none, or
+// GetShardIterator gave none): the end of the shard only if the stream
+// says it is closed; otherwise it reopens where this reader stopped. A
+// lazy start opens here the first time. It reports whether the reader
+// goes on.
+func (r *reader) reopen(ctx context.Context) bool {
+	c, o, s := r.c, r.o, r.s
+	if !r.opening {
+		if c.ended(ctx, o.shard) {
+			c.finish(ctx, o, s, nil)
+			return false
+		}
+		r.log.Warn("no next iterator for a shard the stream lists open; reopening it", "at", string(r.resume.typ), "sequence", r.resume.seq)
+		if !sleep(ctx, r.bo.next()) {
+			return false
+		}
+	}
+	next, _, ierr := c.iterator(ctx, o.shard, r.resume)
+	if ierr != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		if c.gone(ctx, o.shard, ierr) {
+			c.finishGone(ctx, o, s)
+			return false
+		}
+		if r.byArrival() {
+			return true
+		}
+		r.st.readFailed(ierr)
+		r.log.Warn("opening the shard failed; retrying", "at", string(r.resume.typ), "sequence", r.resume.seq, "time", r.resume.ts, "err", ierr)
+		if r.opening {
+			sleep(ctx, r.bo.next())
+		}
+		return true
+	}
+	r.opening = false
+	if next == "" {
+		return true
+	}
+	r.iter = next
+	r.f.from(r.resume)
+	return true
+}
+
+// failed handles a failed GetRecords: an expired iterator is renewed, a
+// throttled or failed read retried after a backoff, a shard that no
+// longer exists ended. It reports whether the reader goes on.
+func (r *reader) failed(ctx context.Context, err error) bool {
+	c, o, s := r.c, r.o, r.s
+	if ctx.Err() != nil {
+		return false
+	}
+	cl := classify(err)
+	if cl != classExpired {
+		r.st.readFailed(err) // an expired iterator is renewed, not a failure
+	}
+	switch cl {
+	case classExpired:
+		// Resume after the last delivered record, or where the
+		// session opened if none was delivered yet.
+		next, _, ierr := c.iterator(ctx, o.shard, r.resume)
+		if ierr != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			if c.gone(ctx, o.shard, ierr) {
+				c.finishGone(ctx, o, s)
+				return false
+			}
+			if r.byArrival() {
+				return true
+			}
+			r.st.readFailed(ierr)
+			r.log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
+			sleep(ctx, r.bo.next())
+			return true
+		}
+		r.log.Debug("iterator expired; renewed", "at", string(r.resume.typ), "sequence", r.resume.seq)
+		r.iter = next
+		r.f.from(r.resume)
+	case classThrottle:
+		r.log.Debug("GetRecords throttled; backing off", "err", err)
+		sleep(ctx, r.bo.next())
+	case classGone:
+		if c.gone(ctx, o.shard, err) {
+			c.finishGone(ctx, o, s)
+			return false
+		}
+		r.log.Warn("GetRecords failed; retrying", "err", err)
+		sleep(ctx, r.bo.next())
+	default:
+		r.log.Warn("GetRecords failed; retrying", "err", err)
+		sleep(ctx, r.bo.next())
+	}
+	return true
+}
+
+// delivered hands a read's records to the sink and takes its next
+// iterator: none (r.iter empty) at the shard's end or in a faulty answer,
+// which reopen sorts out at once. It reports whether the reader goes on,
+// and whether the answer had a next iterator (then it waits first).
+func (r *reader) delivered(ctx context.Context, out *kinesis.GetRecordsOutput) (goOn, next bool) {
+	r.bo.reset()
+	r.st.readAnswered()
+	if out.MillisBehindLatest != nil {
+		r.st.ObserveBehind(*out.MillisBehindLatest)
+	}
+	if !handOut(ctx, r.log, r.o, r.s, r.f, out.Records) {
+		return false, false
+	}
+	if out.NextShardIterator == nil {
+		if len(out.ChildShards) > 0 {
+			r.c.finish(ctx, r.o, r.s, out.ChildShards)
+			return false, false
+		}
+		r.iter = "" // the shard's end, or a faulty answer: see reopen
+		return true, false
+	}
+	r.iter = *out.NextShardIterator
+	return true, true
+}
+
+// wait waits before the next read, as pace decides, and sizes it.
+func (r *reader) wait(ctx context.Context, began time.Time, out *kinesis.GetRecordsOutput) {
+	c := r.c
+	n := len(out.Records)
+	full := n >= int(r.limit)
+	r.limit = nextReadLimit(c.cfg.BatchSize, r.limit, n, r.f.users)
+	p := pace(full, n, aws.ToInt64(out.MillisBehindLatest), func() bool { return c.closedShard(r.o.shard) }, r.waiter != nil, r.woken)
+	switch p {
+	case paceAgain:
+	case paceShardRate, paceDrain:
+		sleep(ctx, minPoll-time.Since(began))
+	case paceWaiter:
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		if err := r.waiter.WaitForRecords(wctx, r.iter); err != nil && ctx.Err() == nil && wctx.Err() == nil {
+			sleep(ctx, c.cfg.Poll)
+		}
+		cancel()
+	case pacePoll:
+		sleep(ctx, c.cfg.Poll-time.Since(began))
+	}
+	r.woken = p.woken(r.woken)
+}
+
+// pacing is how a reader waits before its next read.
+type pacing int
+
+const (
+	paceAgain     pacing = iota // a full read: more is waiting, read again at once
+	paceShardRate               // catching up: within the shard's 5 reads a second (minPoll) from the last read's start
+	paceDrain                   // draining a closed shard: as paceShardRate
+	paceWaiter                  // until the backend says a record is there (recordWaiter), up to a minute
+	pacePoll                    // Poll from the last read's start
+)
+
+// woken is the reader's "last wait was a waiter's wake-up" after a wait
+// of p, given what it was before.
+func (p pacing) woken(before bool) bool {
+	switch p {
+	case paceWaiter:
+		return true
+	case paceDrain:
+		return before
+	}
+	return false
+}
+
+// pace decides how a reader waits after a read of n records (full: as
+// many as it asked for) that left it behind ms behind the tip. closed
+// (asked only when it decides) reports whether the shard is closed;
+// canWait whether the backend can say when a record arrives; woken
+// whether the last wait was such a wake-up.
+func pace(full bool, n int, behind int64, closed func() bool, canWait, woken bool) pacing {
+	switch {
+	case full:
+		return paceAgain
+	case n > 0 && behind > 0:
+		// Catching up: keep within the shard's 5 reads a second.
+		return paceShardRate
+	case closed():
+		// Draining a closed shard: its end comes after an empty read or
+		// two (kinesalite needs one more than the service).
+		return paceDrain
+	case canWait && !(woken && n == 0):
+		return paceWaiter
+	}
+	// Poll measured from the start of this read: one read per Poll at
+	// most, and a record waits at most one Poll plus a round trip.
+	return pacePoll
 }
 
 // ended reports whether the stream says the shard is closed (an ending
@@ -313,8 +414,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 			}
 			nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
 			if err == nil {
-				o.finished = true
-				o.ended.Store(true)
+				o.setFinished()
 			}
 			return nl, err
 		})

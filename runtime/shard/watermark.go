@@ -25,6 +25,10 @@ type watermark struct {
 	// once: it sits apart from the fields that add and settle write, so
 	// that reading it does not miss the cache.
 	discard atomic.Bool
+	// closing is set by a Stop that ran half its time: records not handed
+	// to a handler yet are stale (Record.Stale marks them skipped), so
+	// that only those a handler already runs are waited for.
+	closing atomic.Bool
 	st      *Stats // the shard's counters, for Record.Count; nil in tests
 	// The lease the generation reads under (nil in tests): until is its
 	// fence (owned.until, nanoseconds since epoch on the monotonic
@@ -46,13 +50,15 @@ type watermark struct {
 	room     chan struct{} // closed when next-base drops to roomAt; nil while nobody waits
 	roomAt   uint64
 	advanced uint64 // bumped whenever base moves; the persister compares it
+	skipped  uint64 // unsettled records a lane was told were stale while closing
 }
 
 const cacheLine = 64
 
 type slot struct {
-	m    mark
-	done bool
+	m       mark
+	done    bool
+	skipped bool // stale while closing: never handed to a handler here
 }
 
 func newWatermark() *watermark { return &watermark{ring: make([]slot, 64)} }
@@ -127,7 +133,11 @@ func SettleAll(rs []*Record) {
 // mark records index i settled; w.mu is held.
 func (w *watermark) mark(i uint64) {
 	if i >= w.base && i < w.next {
-		w.ring[i&uint64(len(w.ring)-1)].done = true
+		s := &w.ring[i&uint64(len(w.ring)-1)]
+		if s.skipped && !s.done {
+			w.skipped--
+		}
+		s.done = true
 	}
 }
 
@@ -135,6 +145,9 @@ func (w *watermark) mark(i uint64) {
 func (w *watermark) advance() {
 	mask := uint64(len(w.ring) - 1)
 	if w.base == w.next || !w.ring[w.base&mask].done {
+		if w.closing.Load() {
+			w.wakeIfIdle() // a record settled past a skipped one
+		}
 		return
 	}
 	for w.base < w.next && w.ring[w.base&mask].done {
@@ -148,9 +161,58 @@ func (w *watermark) advance() {
 		close(w.room)
 		w.room = nil
 	}
-	if w.base == w.next && w.drained != nil {
+	w.wakeIfIdle()
+}
+
+// idle reports whether no delivered record is left to wait for: all
+// settled, or, closing, all the unsettled ones skipped; w.mu is held.
+func (w *watermark) idle() bool {
+	return w.base == w.next || w.closing.Load() && w.next-w.base == w.doneAhead()+w.skipped
+}
+
+// doneAhead counts the settled records past the first unsettled one;
+// w.mu is held. Only a closing generation asks (a Stop's last seconds).
+func (w *watermark) doneAhead() uint64 {
+	mask := uint64(len(w.ring) - 1)
+	var n uint64
+	for i := w.base; i < w.next; i++ {
+		if w.ring[i&mask].done {
+			n++
+		}
+	}
+	return n
+}
+
+// wakeIfIdle wakes the waiters (wait) once w is idle; w.mu is held.
+func (w *watermark) wakeIfIdle() {
+	if w.drained != nil && w.idle() {
 		close(w.drained)
 		w.drained = nil
+	}
+}
+
+// close makes every record not yet handed to a handler stale (Stop's
+// second half): wait then waits only for those a handler already runs.
+func (w *watermark) close() {
+	w.closing.Store(true)
+	w.mu.Lock()
+	w.wakeIfIdle()
+	w.mu.Unlock()
+}
+
+// skip marks index i stale for good while closing: it will not be handled
+// here, so wait no longer waits for it (its checkpoint stays before it).
+func (w *watermark) skip(i uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i < w.base || i >= w.next {
+		return
+	}
+	s := &w.ring[i&uint64(len(w.ring)-1)]
+	if !s.done && !s.skipped {
+		s.skipped = true
+		w.skipped++
+		w.wakeIfIdle()
 	}
 }
 
@@ -196,7 +258,7 @@ func (w *watermark) pending() uint64 {
 func (w *watermark) wait(ctx context.Context) error {
 	for {
 		w.mu.Lock()
-		if w.base == w.next || w.discard.Load() {
+		if w.idle() || w.discard.Load() {
 			w.mu.Unlock()
 			return nil
 		}
@@ -259,11 +321,12 @@ func (w *watermark) truncate(i uint64) {
 		return
 	}
 	for j := i; j < w.next; j++ {
-		w.ring[j&uint64(len(w.ring)-1)] = slot{}
+		s := &w.ring[j&uint64(len(w.ring)-1)]
+		if s.skipped && !s.done {
+			w.skipped--
+		}
+		*s = slot{}
 	}
 	w.next = i
-	if w.base == w.next && w.drained != nil {
-		close(w.drained)
-		w.drained = nil
-	}
+	w.wakeIfIdle()
 }

@@ -175,3 +175,47 @@ func TestSettleAllAcrossWatermarks(t *testing.T) {
 		t.Fatalf("a's checkpoint = %s, want seq-003", m.seq)
 	}
 }
+
+// A closing generation (Stop's second half) waits only for the records a
+// handler already runs: those a lane finds stale from then on are skipped,
+// whichever order they and the running ones end in, and the checkpoint
+// stays before the first skipped one.
+func TestWatermarkClosingWaitsOnlyForRunningRecords(t *testing.T) {
+	w := newWatermark()
+	recs := deliver(w, 6)
+	for _, r := range recs[:3] { // 0..2 handed to handlers
+		if r.Stale() {
+			t.Fatal("stale before closing")
+		}
+	}
+	recs[0].Settle()
+	w.close()
+	waited := make(chan error, 1)
+	go func() { waited <- w.wait(context.Background()) }()
+	for _, r := range recs[3:] {
+		if !r.Stale() {
+			t.Fatalf("%s not stale while closing", r.SequenceNumber)
+		}
+	}
+	recs[2].Settle() // ends after one skipped: still waits for 1
+	select {
+	case err := <-waited:
+		t.Fatalf("wait returned (%v) with record 1 still running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	recs[1].Settle()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("wait did not return once the running records settled")
+	}
+	if m, _, _ := w.progress(); m.seq != "seq-002" {
+		t.Errorf("checkpoint at %s, want seq-002 (before the first skipped record)", m.seq)
+	}
+	if n := w.pending(); n != 3 {
+		t.Errorf("%d records pending, want the 3 skipped", n)
+	}
+}

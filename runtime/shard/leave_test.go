@@ -1,0 +1,155 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// lanes is a sink as the runtime's lanes and the fleet simulation's
+// handlers are: records queue, workers take them in order, skip a stale
+// one (Record.Stale), handle the others for d each and settle them. It
+// notes who handled what, when.
+type lanes struct {
+	owner string
+	q     chan shard.Record
+	d     time.Duration
+	log   *handlings
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	got   map[recordID]bool // delivered
+}
+
+// handlings is what every instance's lanes handled.
+type handlings struct {
+	mu sync.Mutex
+	by map[recordID][]handled
+}
+
+type handled struct {
+	owner      string
+	start, end time.Time
+}
+
+func newLanes(owner string, workers int, d time.Duration, log *handlings) *lanes {
+	l := &lanes{owner: owner, q: make(chan shard.Record, 1024), d: d, log: log, got: map[recordID]bool{}}
+	for range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for r := range l.q {
+				if r.Stale() {
+					continue
+				}
+				h := handled{owner: l.owner, start: time.Now()}
+				time.Sleep(l.d)
+				h.end = time.Now()
+				l.log.mu.Lock()
+				l.log.by[idOf(&r)] = append(l.log.by[idOf(&r)], h)
+				l.log.mu.Unlock()
+				r.Settle()
+			}
+		}()
+	}
+	return l
+}
+
+func (l *lanes) sink(ctx context.Context, rs []shard.Record) (int, error) {
+	for i := range rs {
+		l.mu.Lock()
+		l.got[idOf(&rs[i])] = true
+		l.mu.Unlock()
+		select {
+		case l.q <- rs[i]:
+		case <-ctx.Done():
+			return i, ctx.Err()
+		}
+	}
+	return len(rs), nil
+}
+
+func (l *lanes) close() {
+	close(l.q)
+	l.wg.Wait()
+}
+
+// A graceful leave of an owner whose lanes hold more records than they can
+// handle within Stop's time, while another instance asks for its leases:
+// no record published after Stop began is delivered to the leaving owner, and
+// no record the leaving owner handled is handled again by the next owner
+// (nor at the same time). Before the fix, a handoff postponed during the
+// Stop (the per-lease renewals go on, and see the request) read on and
+// handed the leaver new records; and Stop, out of time, released the
+// leases while its handlers still ran records, which the next owner
+// handled again meanwhile (fleettest/sim's TestSlowHandlersPostponeHandoffs
+// in its leave phase, whenever the leaver held leases with a backlog).
+func TestLeaveWithABacklogHandsOverNothingBeingHandled(t *testing.T) {
+	e, _ := memEnvIn(t, 2, shard.LivenessPerLease)
+	ids := e.shards()
+	log := &handlings{by: map[recordID][]handled{}}
+	la := newLanes("a", 2, 600*time.Millisecond, log)
+	lb := newLanes("b", 4, 0, log)
+	defer lb.close()
+	cfgA, cfgB := e.config("a", la.sink), e.config("b", lb.sink)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, 2*time.Second // Handoff/2: 1 s
+	}
+	a := e.startStopped(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 30, 6) // 9 s of handling for a's two lanes
+	eventually(t, 5*time.Second, "a's lanes hold the 30 records", func() bool { return len(la.q) >= 27 })
+
+	began := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Stop(e.ctx(4 * time.Second)) }()
+	b := e.start(cfgB) // asks a for a lease while a stops
+	time.Sleep(1500 * time.Millisecond)
+	var late []recordID // published after Stop began
+	for i := range 10 {
+		sh, seq := e.put(fmt.Sprintf("late%d", i), 0) // on both shards
+		late = append(late, recordID{sh, seq})
+	}
+	if err := <-stopped; err != nil {
+		t.Logf("a's Stop: %v", err)
+	}
+	eventually(t, 10*time.Second, "b reads both shards", func() bool { return slices.Equal(b.Reading(), ids) })
+	eventually(t, 10*time.Second, "every record handled", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return len(log.by) >= 40
+	})
+	la.close()
+	time.Sleep(300 * time.Millisecond) // a duplicate would be here by now
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	la.mu.Lock()
+	for _, id := range late {
+		if la.got[id] {
+			t.Errorf("record %s/%s, published after a's Stop began, delivered to a", id.shard, id.seq)
+		}
+	}
+	la.mu.Unlock()
+	aHandled := 0
+	for id, hs := range log.by {
+		for _, h := range hs {
+			if h.owner == "a" {
+				aHandled++
+			}
+		}
+		if len(hs) > 1 {
+			var by []string
+			for _, h := range hs {
+				by = append(by, fmt.Sprintf("%s %v-%v", h.owner, h.start.Sub(began).Round(time.Millisecond), h.end.Sub(began).Round(time.Millisecond)))
+			}
+			t.Errorf("record %s/%s handled %d times (after a's Stop began): %v", id.shard, id.seq, len(hs), by)
+		}
+	}
+	t.Logf("a handled %d records before it left, %d records handled in all", aHandled, len(log.by))
+}

@@ -1,0 +1,321 @@
+package shard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
+)
+
+// The pure decisions of a pass, table-driven: no store, no stream, no clock.
+
+func TestHeldStep(t *testing.T) {
+	for _, tc := range []struct {
+		st         leaseState
+		readerDone bool
+		want       heldAction
+	}{
+		{stWaiting, true, heldOpen},
+		{stReading, false, heldNothing},
+		{stReading, true, heldNothing}, // its reader ends it (finish) or resets it
+		{stHanding, true, heldNothing},
+		{stEnded, false, heldNothing}, // its reader is still recording the children
+		{stEnded, true, heldRelease},
+		{stFenced, true, heldNothing}, // only a new take reads it again
+		{stGone, true, heldNothing},
+	} {
+		if got := heldStep(tc.st, tc.readerDone); got != tc.want {
+			t.Errorf("heldStep(%v, %v) = %v, want %v", tc.st, tc.readerDone, got, tc.want)
+		}
+	}
+}
+
+func TestDeletable(t *testing.T) {
+	lin, err := NewLineage([]types.Shard{shardOf("listed", "", "", "0", maxKey, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		l    lease.Lease
+		want bool
+	}{
+		{"ended, released, unlisted", lease.Lease{ShardID: "old", Checkpoint: lease.CheckpointShardEnd}, true},
+		{"ended, released, listed", lease.Lease{ShardID: "listed", Checkpoint: lease.CheckpointShardEnd}, false},
+		{"ended, held", lease.Lease{ShardID: "old", Checkpoint: lease.CheckpointShardEnd, Owner: "a"}, false},
+		{"not ended", lease.Lease{ShardID: "old", Checkpoint: "123"}, false},
+	} {
+		if got := deletable(tc.l, lin); got != tc.want {
+			t.Errorf("%s: deletable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestLeftover(t *testing.T) {
+	held := map[string]bool{"h": true}
+	planned := map[string]bool{"p": true}
+	for _, tc := range []struct {
+		name string
+		l    lease.Lease
+		want bool
+	}{
+		{"mine, neither held nor planned", lease.Lease{Key: "x", Owner: "me"}, true},
+		{"mine, held", lease.Lease{Key: "h", Owner: "me"}, false},
+		{"mine, planned", lease.Lease{Key: "p", Owner: "me"}, false},
+		{"another's", lease.Lease{Key: "x", Owner: "b"}, false},
+		{"a KCL worker's of the same name", lease.Lease{Key: "x", Owner: "me", ForeignOwner: true}, false},
+	} {
+		if got := leftover("me", tc.l, held, planned); got != tc.want {
+			t.Errorf("%s: leftover = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFollowStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    lease.Lease
+		dead bool
+		want followAction
+	}{
+		{"taken by me", lease.Lease{Owner: "me"}, false, followDrop},
+		{"ended", lease.Lease{Owner: "b", PendingOwner: "me", Checkpoint: lease.CheckpointShardEnd}, false, followDrop},
+		{"a KCL worker took it", lease.Lease{Owner: "k", ForeignOwner: true}, false, followDrop},
+		{"owner died mid-handoff", lease.Lease{Owner: "b", PendingOwner: "me"}, true, followTakeDead},
+		{"released to me", lease.Lease{PendingOwner: "me"}, false, followTake},
+		{"released, nobody asked since", lease.Lease{}, false, followTake},
+		{"live owner handing over", lease.Lease{Owner: "b", PendingOwner: "me"}, false, followWait},
+		{"someone else asked since", lease.Lease{Owner: "b", PendingOwner: "c"}, true, followDrop},
+		{"owner kept it", lease.Lease{Owner: "b"}, false, followDrop},
+	} {
+		asked := false
+		got := followStep("me", tc.l, func() bool { asked = true; return tc.dead })
+		if got != tc.want {
+			t.Errorf("%s: followStep = %v, want %v", tc.name, got, tc.want)
+		}
+		if asked && (tc.l.PendingOwner != "me" || tc.l.Owner == "") {
+			t.Errorf("%s: asked whether the owner is dead, which does not decide it", tc.name)
+		}
+	}
+}
+
+func TestBelowShare(t *testing.T) {
+	known := func(n int) map[string]lease.Lease {
+		m := map[string]lease.Lease{}
+		for i := range n {
+			id := string(rune('a' + i))
+			m[id] = lease.Lease{ShardID: id, Owner: "x"}
+		}
+		m["ended"] = lease.Lease{ShardID: "ended", Checkpoint: lease.CheckpointShardEnd} // not counted
+		return m
+	}
+	view := func(held map[string]int, dead ...string) memberView {
+		v := memberView{all: map[string]lease.Member{}, live: map[string]bool{}}
+		for o, h := range held {
+			v.all[o] = lease.Member{Held: h}
+			v.live[o] = true
+		}
+		for _, o := range dead {
+			v.live[o] = false
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name  string
+		held  int
+		view  memberView
+		known map[string]lease.Lease
+		want  bool
+	}{
+		{"a joiner", 0, view(map[string]int{"b": 4}), known(4), true},
+		{"at its share", 2, view(map[string]int{"b": 2}), known(4), false},
+		{"above its share", 3, view(map[string]int{"b": 1}), known(4), false},
+		{"a survivor of a dead owner", 2, view(map[string]int{"b": 2, "c": 2}, "c"), known(6), true},
+		{"alone with all", 4, view(nil), known(4), false},
+	} {
+		if got := belowShare("me", tc.held, tc.view, tc.known); got != tc.want {
+			t.Errorf("%s: belowShare = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestPace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		full    bool
+		n       int
+		behind  int64
+		closed  bool
+		canWait bool
+		woken   bool
+		want    pacing
+		wokenTo bool
+	}{
+		{"full read", true, 10, 0, false, true, true, paceAgain, false},
+		{"catching up", false, 3, 500, true, true, true, paceShardRate, false},
+		{"draining a closed shard", false, 0, 0, true, true, true, paceDrain, true},
+		{"draining, not woken", false, 0, 0, true, true, false, paceDrain, false},
+		{"at the tip, a waiter", false, 2, 0, false, true, false, paceWaiter, true},
+		{"woken to an empty read", false, 0, 0, false, true, true, pacePoll, false},
+		{"woken to records", false, 1, 0, false, true, true, paceWaiter, true},
+		{"no waiter", false, 0, 0, false, false, false, pacePoll, false},
+	} {
+		asked := false
+		got := pace(tc.full, tc.n, tc.behind, func() bool { asked = true; return tc.closed }, tc.canWait, tc.woken)
+		if got != tc.want {
+			t.Errorf("%s: pace = %v, want %v", tc.name, got, tc.want)
+		}
+		if w := got.woken(tc.woken); w != tc.wokenTo {
+			t.Errorf("%s: woken after = %v, want %v", tc.name, w, tc.wokenTo)
+		}
+		if asked && (tc.full || tc.n > 0 && tc.behind > 0) {
+			t.Errorf("%s: asked whether the shard is closed, which does not decide it", tc.name)
+		}
+	}
+}
+
+func TestHandoffStep(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		handing, gone bool
+		stuck         bool
+		want          handoffAction
+	}{
+		{"reading, nothing stuck", false, false, false, handoffDrain},
+		{"the last handoff's record still first", false, false, true, handoffPostpone},
+		{"a handoff under way", true, false, true, handoffIgnore},
+		{"gone", false, true, false, handoffIgnore},
+	} {
+		asked := false
+		got := handoffStep(tc.handing, tc.gone, func() bool { asked = true; return tc.stuck })
+		if got != tc.want {
+			t.Errorf("%s: handoffStep = %v, want %v", tc.name, got, tc.want)
+		}
+		if asked && (tc.handing || tc.gone) {
+			t.Errorf("%s: asked whether a record is stuck of a lease that ignores the request", tc.name)
+		}
+	}
+}
+
+func TestDrainedStep(t *testing.T) {
+	for _, tc := range []struct {
+		settled, ending bool
+		want            drainedAction
+	}{
+		{true, false, drainedRelease},
+		{false, false, drainedPostpone}, // never cut short
+		{false, true, drainedRelease},   // Stop waited for the records and releases every lease
+		{true, true, drainedRelease},
+	} {
+		if got := drainedStep(tc.settled, tc.ending); got != tc.want {
+			t.Errorf("drainedStep(settled %v, ending %v) = %v, want %v", tc.settled, tc.ending, got, tc.want)
+		}
+	}
+}
+
+func TestAskedOfMe(t *testing.T) {
+	for _, tc := range []struct {
+		l    lease.Lease
+		want bool
+	}{
+		{lease.Lease{Owner: "a", PendingOwner: "b"}, true},
+		{lease.Lease{Owner: "a"}, false},
+		{lease.Lease{Owner: "a", PendingOwner: "a"}, false}, // its own request, taken back
+		{lease.Lease{Owner: "b", PendingOwner: "c"}, false},
+	} {
+		if got := askedOfMe("a", tc.l); got != tc.want {
+			t.Errorf("askedOfMe(a, %+v) = %v, want %v", tc.l, got, tc.want)
+		}
+	}
+}
+
+func TestNeedsCompat(t *testing.T) {
+	view := memberView{all: map[string]lease.Member{"a": {}, "b": {}}, live: map[string]bool{"a": true, "b": true}}
+	for _, tc := range []struct {
+		name   string
+		leases []lease.Lease
+		stale  bool
+		want   bool
+	}{
+		{"members only", []lease.Lease{{Key: "1", Owner: "a"}, {Key: "2", Owner: "b", PendingOwner: "a"}}, false, false},
+		{"free leases", []lease.Lease{{Key: "1"}}, false, false},
+		{"a non-member renewing a lease", []lease.Lease{{Key: "1", Owner: "kcl"}}, false, true},
+		{"a non-member's lease standing still", []lease.Lease{{Key: "1", Owner: "kcl"}}, true, false},
+		{"a non-member asking", []lease.Lease{{Key: "1", Owner: "b", PendingOwner: "kcl"}}, false, true},
+		{"this owner without an entry yet", []lease.Lease{{Key: "1", Owner: "me", PendingOwner: "me"}}, false, false},
+	} {
+		got := needsCompat("me", tc.leases, view, func(lease.Lease) bool { return tc.stale })
+		if got != tc.want {
+			t.Errorf("%s: needsCompat = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestNextBeat(t *testing.T) {
+	const s = time.Second
+	p := beatPacing{every: 3 * s, renew: 3 * s, call: s}
+	for _, tc := range []struct {
+		name              string
+		failed            bool
+		retry, took, left time.Duration
+		next, nextRetry   time.Duration
+	}{
+		{"landed: every from its send", false, 0, 800 * time.Millisecond, 8 * s, 2200 * time.Millisecond, 0},
+		{"landed slowly: at once", false, 0, 4 * s, 8 * s, 0, 0},
+		{"first failure: a quarter of Renew", true, 0, s, 8 * s, 750 * time.Millisecond, 750 * time.Millisecond},
+		{"second failure: doubled", true, 750 * time.Millisecond, s, 8 * s, 1500 * time.Millisecond, 1500 * time.Millisecond},
+		{"backoff capped at Renew", true, 2 * s, s, 8 * s, 3 * s, 3 * s},
+		{"a success resets the backoff", false, 2 * s, 0, 8 * s, 3 * s, 0},
+		{"confirmed a call's deadline before the fence", false, 0, 0, 2500 * time.Millisecond, 1500 * time.Millisecond, 0},
+		{"close to the fence: a tenth of Renew at least", true, 2 * s, 0, 1100 * time.Millisecond, 300 * time.Millisecond, 3 * s},
+		{"past the fence: the backoff stands", true, 2 * s, 0, -s, 3 * s, 3 * s},
+	} {
+		next, retry := nextBeat(p, tc.failed, tc.retry, tc.took, tc.left)
+		if next != tc.next || retry != tc.nextRetry {
+			t.Errorf("%s: nextBeat = %v, retry %v; want %v, retry %v", tc.name, next, retry, tc.next, tc.nextRetry)
+		}
+	}
+}
+
+func TestOwnerStopped(t *testing.T) {
+	view := memberView{all: map[string]lease.Member{"live": {}, "dead": {}}, live: map[string]bool{"live": true}}
+	for _, tc := range []struct {
+		name    string
+		l       lease.Lease
+		members bool
+		stale   bool
+		want    bool
+	}{
+		{"a live member's lease, counter still", lease.Lease{Owner: "live"}, true, true, false},
+		{"a dead member's lease, counter moving", lease.Lease{Owner: "dead"}, true, false, true},
+		{"a non-member's lease, counter still", lease.Lease{Owner: "kcl"}, true, true, true},
+		{"a non-member's lease, counter moving", lease.Lease{Owner: "kcl"}, true, false, false},
+		{"released, reserved for a live member, still", lease.Lease{PendingOwner: "live"}, true, true, true},
+		{"released, reserved for a dead member", lease.Lease{PendingOwner: "dead"}, true, false, true},
+		{"without members: the counter alone", lease.Lease{Owner: "live"}, false, true, true},
+		{"without members, counter moving", lease.Lease{Owner: "dead"}, false, false, false},
+	} {
+		if got := ownerStopped(tc.l, tc.members, view, func() bool { return tc.stale }); got != tc.want {
+			t.Errorf("%s: ownerStopped = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRenewedRecently(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		name                           string
+		since, every, call, fenceAfter time.Duration
+		want                           bool
+	}{
+		{"a checkpoint just renewed it", 100 * time.Millisecond, 3 * s, s, 8 * s, true},
+		{"written half an interval ago", 1500 * time.Millisecond, 3 * s, s, 8 * s, false},
+		{"no room before the fence to skip", 100 * time.Millisecond, 3 * s, 3 * s, 7 * s, false},
+	} {
+		if got := renewedRecently(tc.since, tc.every, tc.call, tc.fenceAfter); got != tc.want {
+			t.Errorf("%s: renewedRecently = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
