@@ -1,19 +1,29 @@
 // Command drain fills a kinesalite stream and drains it from the horizon
-// three ways, side by side in one run, each into a fresh consumer with a
+// four ways, side by side in one run, each into a fresh consumer with a
 // fresh HTTP client:
 //
 //	ours  runtime.Subscribe: Workers(8), ByKey, a no-op handler, checkpoints
-//	      on (in-memory lease store), BatchSize 10000
+//	      on, BatchSize 10000; leases in DynamoDB (a fresh table on
+//	      -dynamodb per drain), in memory when no DynamoDB endpoint is given
 //	bare  a goroutine per shard: GetRecords with Limit 10000, json.Unmarshal
 //	kc    github.com/harlow/kinesis-consumer at its defaults, from the
 //	      horizon, decoding with json.Unmarshal in its callback (its
 //	      ScanShard per shard, through kbench.ScanKC: Scan races)
+//	kcl   github.com/vmware/vmware-go-kcl-v2 (the Go port of the KCL): a
+//	      worker at its defaults but TRIM_HORIZON and -kclsync, leases in
+//	      a fresh DynamoDB table per drain, a record processor that decodes
+//	      with json.Unmarshal and checkpoints each batch's last record
 //
-// Each drain is timed from its first call to the moment its n-th record was
-// decoded (ours: handled). It reports records per second and the client's CPU
-// time per record (user+sys of this process, from getrusage, so kinesalite's
-// own CPU is not counted), per round and as medians over the rounds, with the
-// ratios ours/bare and ours/kc. Rounds rotate the order of the modes.
+// Each drain is timed from its first call (ours: Connect; kcl: Start) to the
+// moment its n-th record was decoded (ours: handled). It reports records per
+// second, the same between the 10 % and the 90 % records (steady, without
+// start-up and tail), the time to the first record, and the client's CPU
+// time per record (user+sys of this process, from getrusage, so the
+// servers' CPU is not counted), per round and as medians over the rounds,
+// with the ratios of ours to each peer. Then, with -idle, the consumer is
+// left on the drained stream: after a second to settle, GetRecords calls per
+// shard per second and client CPU over the -idle window. Rounds rotate the
+// order of the modes.
 //
 //	bash scripts/with-servers.sh sh -c 'cd bench && go run ./cmd/drain'
 //
@@ -41,6 +51,7 @@ import (
 	consumer "github.com/harlow/kinesis-consumer"
 
 	"github.com/kinesisgen/kinesisgen/bench/internal/kbench"
+	_ "github.com/kinesisgen/kinesisgen/bench/internal/protoconflict" // before the peers: both register AggregatedRecord
 	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 	kgrt "github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -51,6 +62,9 @@ const drainTimeout = 5 * time.Minute
 
 type options struct {
 	endpoint string
+	dynamodb string
+	kclSync  time.Duration
+	idle     time.Duration
 	records  int
 	shards   int
 	size     int
@@ -65,13 +79,16 @@ func main() {
 	var o options
 	var modes string
 	flag.StringVar(&o.endpoint, "endpoint", os.Getenv("KINESIS_TEST_ENDPOINT"), "Kinesis endpoint URL (default $KINESIS_TEST_ENDPOINT)")
+	flag.StringVar(&o.dynamodb, "dynamodb", os.Getenv("DYNAMODB_TEST_ENDPOINT"), "DynamoDB endpoint URL for the leases of ours and kcl (default $DYNAMODB_TEST_ENDPOINT; ours keeps them in memory without one)")
+	flag.DurationVar(&o.kclSync, "kclsync", 100*time.Millisecond, "kcl: ShardSyncIntervalMillis (its default, 60 s, would leave it reading one shard for the first minutes)")
+	flag.DurationVar(&o.idle, "idle", 5*time.Second, "after each drain, count GetRecords over this idle window (0: skip)")
 	flag.IntVar(&o.records, "records", 100_000, "records in the stream")
 	flag.IntVar(&o.shards, "shards", 4, "shards of the stream")
 	flag.IntVar(&o.size, "size", 200, "bytes per record (JSON)")
 	flag.IntVar(&o.runs, "runs", 3, "rounds of all modes; medians are reported")
 	flag.IntVar(&o.warmup, "warmup", 1, "uncounted rounds first (heap growth, connection setup)")
 	flag.DurationVar(&o.poll, "poll", time.Second, "ours: poll interval after an empty read")
-	flag.StringVar(&modes, "modes", "bare,kc,ours", "modes to run")
+	flag.StringVar(&modes, "modes", "bare,kc,kcl,ours", "modes to run")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of the last round to PREFIX.MODE.prof")
 	flag.Parse()
 	o.modes = strings.Split(modes, ",")
@@ -80,7 +97,10 @@ func main() {
 	}
 	for _, m := range o.modes {
 		if drains[m] == nil {
-			fail(fmt.Errorf("unknown mode %q (want bare, kc, ours)", m))
+			fail(fmt.Errorf("unknown mode %q (want bare, kc, kcl, ours)", m))
+		}
+		if m == "kcl" && o.dynamodb == "" {
+			fail(errors.New("kcl keeps its leases in DynamoDB: pass -dynamodb or run under scripts/with-servers.sh"))
 		}
 	}
 	if err := run(o); err != nil {
@@ -90,18 +110,23 @@ func main() {
 
 type result struct {
 	wall, cpu  time.Duration
+	first      time.Duration // to the first record decoded
+	steady     time.Duration // from the 10 % record to the 90 % one
 	getRecords int64
-	allocs     uint64 // heap allocations (runtime.MemStats.Mallocs delta)
-	bytes      uint64 // heap bytes allocated
-	gcs        uint32 // GC cycles
+	idleCalls  float64 // GetRecords per shard per second on the drained stream
+	idleCPU    float64 // client CPU ms per second, the same window
+	allocs     uint64  // heap allocations (runtime.MemStats.Mallocs delta)
+	bytes      uint64  // heap bytes allocated
+	gcs        uint32  // GC cycles
 }
 
 func (r result) rate(n int) float64         { return float64(n) / r.wall.Seconds() }
+func (r result) steadyRate(n int) float64   { return float64(n-n/10-n/10) / r.steady.Seconds() }
 func (r result) cpuPerRecord(n int) float64 { return float64(r.cpu.Nanoseconds()) / 1e3 / float64(n) }
 
 type drainFunc func(ctx context.Context, o options, stream string) (result, error)
 
-var drains = map[string]drainFunc{"ours": drainOurs, "bare": drainBare, "kc": drainKC}
+var drains = map[string]drainFunc{"ours": drainOurs, "bare": drainBare, "kc": drainKC, "kcl": drainKCL}
 
 func run(o options) error {
 	ctx := context.Background()
@@ -115,12 +140,19 @@ func run(o options) error {
 	if err := kbench.Fill(ctx, client, stream, o.records, o.size); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
-	fmt.Printf("drain: %d records of %d bytes on %d shards (filled in %v), %d rounds after %d warm-up, GOMAXPROCS=%d, poll %v\n",
+	leases := "in memory"
+	if o.dynamodb != "" {
+		leases = "in DynamoDB at " + o.dynamodb
+	}
+	fmt.Printf("drain: %d records of %d bytes on %d shards (filled in %v), %d rounds after %d warm-up, GOMAXPROCS=%d, poll %v, kcl shard sync %v, leases %s, load average %s\n",
 		o.records, len(kbench.Payload(o.records/2, o.size)), o.shards, time.Since(began).Round(time.Millisecond),
-		o.runs, o.warmup, goruntime.GOMAXPROCS(0), o.poll)
+		o.runs, o.warmup, goruntime.GOMAXPROCS(0), o.poll, o.kclSync, leases, loadavg())
 
 	rates := map[string][]float64{}
+	steady := map[string][]float64{}
 	cpus := map[string][]float64{}
+	idles := map[string][]float64{}
+	idleCPU := map[string][]float64{}
 	for round := -o.warmup; round < o.runs; round++ {
 		label := fmt.Sprintf("round %d", round+1)
 		if round < 0 {
@@ -142,40 +174,90 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", label, mode, err)
 			}
-			fmt.Printf("%-8s %-4s %8.0f records/s %6.2f µs CPU/record  %v wall, %d GetRecords, %.1f allocs %.2f KB/record, %d GCs\n",
-				label, mode, r.rate(o.records), r.cpuPerRecord(o.records), r.wall.Round(time.Millisecond), r.getRecords,
+			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f, first after %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %.1f allocs %.2f KB/record, %d GCs",
+				label, mode, r.rate(o.records), r.steadyRate(o.records), r.first.Round(time.Millisecond), r.cpuPerRecord(o.records),
+				r.wall.Round(time.Millisecond), r.getRecords,
 				float64(r.allocs)/float64(o.records), float64(r.bytes)/1024/float64(o.records), r.gcs)
+			if o.idle > 0 {
+				fmt.Printf("; idle %.2f GetRecords/shard/s %.2f ms CPU/s", r.idleCalls, r.idleCPU)
+			}
+			fmt.Println()
 			if round < 0 {
 				continue
 			}
 			rates[mode] = append(rates[mode], r.rate(o.records))
+			steady[mode] = append(steady[mode], r.steadyRate(o.records))
 			cpus[mode] = append(cpus[mode], r.cpuPerRecord(o.records))
+			idles[mode] = append(idles[mode], r.idleCalls)
+			idleCPU[mode] = append(idleCPU[mode], r.idleCPU)
 		}
 	}
-	fmt.Println("medians:")
+	fmt.Printf("medians (load average %s):\n", loadavg())
 	for _, m := range o.modes {
-		fmt.Printf("  %-4s %8.0f records/s %6.2f µs CPU/record   (runs: %s records/s; %s µs)\n",
-			m, kbench.Median(rates[m]), kbench.Median(cpus[m]), kbench.Fmt(rates[m], 0), kbench.Fmt(cpus[m], 2))
+		fmt.Printf("  %-4s %8.0f records/s (steady %8.0f) %6.2f µs CPU/record", m,
+			kbench.Median(rates[m]), kbench.Median(steady[m]), kbench.Median(cpus[m]))
+		if o.idle > 0 {
+			fmt.Printf("; idle %.2f GetRecords/shard/s %.2f ms CPU/s", kbench.Median(idles[m]), kbench.Median(idleCPU[m]))
+		}
+		fmt.Printf("   (runs: %s records/s; steady %s; %s µs)\n", kbench.Fmt(rates[m], 0), kbench.Fmt(steady[m], 0), kbench.Fmt(cpus[m], 2))
 	}
 	ratio := func(other, goalRate, goalCPU string) {
 		if rates["ours"] == nil || rates[other] == nil {
 			return
 		}
-		fmt.Printf("ours/%s: records/s %.2f%s, CPU/record %.2f%s\n", other,
+		fmt.Printf("ours/%s: records/s %.2f%s, steady %.2f, CPU/record %.2f%s\n", other,
 			kbench.Median(rates["ours"])/kbench.Median(rates[other]), goalRate,
+			kbench.Median(steady["ours"])/kbench.Median(steady[other]),
 			kbench.Median(cpus["ours"])/kbench.Median(cpus[other]), goalCPU)
 	}
 	ratio("bare", " (goal ≥ 0.90)", " (goal ≤ 1.30)")
 	ratio("kc", "", " (goal < 1.00)")
+	ratio("kcl", " (goal ≥ 1.00)", " (goal ≤ 0.80)")
 	return nil
 }
 
+// loadavg is the first three fields of /proc/loadavg, "?" where there is none.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// idleWindow leaves a consumer that has drained the stream running: after a
+// second for its last reads to settle, it counts its GetRecords calls and
+// the process's CPU over o.idle.
+func idleWindow(ctx context.Context, o options, calls *kbench.Counter, r *result) {
+	if o.idle <= 0 {
+		return
+	}
+	sleep := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	sleep(time.Second)
+	c0, cpu0, t0 := calls.GetRecords(), benchkit.CPUTime(), time.Now()
+	sleep(o.idle)
+	wall := time.Since(t0).Seconds()
+	r.idleCalls = float64(calls.GetRecords()-c0) / float64(o.shards) / wall
+	r.idleCPU = float64((benchkit.CPUTime() - cpu0).Microseconds()) / 1e3 / wall
+}
+
 // finish records the end of a drain: the first caller to reach n closes done.
+// It also stamps the first record and the 10 % and 90 % ones.
 type finish struct {
 	n       int64
 	count   atomic.Int64
 	done    chan struct{}
 	started time.Time
+	stamps  [3]atomic.Int64 // ns since started at the first, the 10 % and the 90 % record
 	cpu0    time.Duration
 	mem0    goruntime.MemStats
 	res     result
@@ -190,8 +272,16 @@ func start(n int) *finish {
 
 // add counts k decoded records and stamps the end when they reach n.
 func (f *finish) add(k int) {
-	if c := f.count.Add(int64(k)); c >= f.n && c-int64(k) < f.n {
+	c := f.count.Add(int64(k))
+	for i, mark := range [3]int64{1, f.n / 10, f.n - f.n/10} {
+		if c >= mark && c-int64(k) < mark {
+			f.stamps[i].Store(int64(time.Since(f.started)))
+		}
+	}
+	if c >= f.n && c-int64(k) < f.n {
 		f.res = result{wall: time.Since(f.started), cpu: benchkit.CPUTime() - f.cpu0}
+		f.res.first = time.Duration(f.stamps[0].Load())
+		f.res.steady = time.Duration(f.stamps[2].Load() - f.stamps[1].Load())
 		var m goruntime.MemStats
 		goruntime.ReadMemStats(&m)
 		f.res.allocs, f.res.bytes, f.res.gcs = m.Mallocs-f.mem0.Mallocs, m.TotalAlloc-f.mem0.TotalAlloc, m.NumGC-f.mem0.NumGC
@@ -208,10 +298,15 @@ func (f *finish) wait(ctx context.Context) (result, error) {
 	}
 }
 
-// drainOurs reads through a subscription on a fresh broker.
+// drainOurs reads through a subscription on a fresh broker, with its leases
+// in a fresh DynamoDB table (in memory without -dynamodb).
 func drainOurs(ctx context.Context, o options, stream string) (result, error) {
 	cfg, calls := kbench.Config()
-	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(lease.NewMemory()))
+	var store lease.Store = lease.NewMemory()
+	if o.dynamodb != "" {
+		store = lease.NewDynamoDB(kbench.DynamoClient(cfg, o.dynamodb), tableName("ours", stream), lease.CreateTableIfMissing())
+	}
+	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(store))
 	var f *finish
 	_, err := kgrt.Subscribe(b, stream, func(context.Context, kbench.Event, kgrt.Delivery) kgrt.Outcome {
 		f.add(1)
@@ -226,9 +321,52 @@ func drainOurs(ctx context.Context, o options, stream string) (result, error) {
 	}
 	r, err := f.wait(ctx)
 	r.getRecords = calls.GetRecords()
+	if err == nil {
+		idleWindow(ctx, o, calls, &r)
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return r, errors.Join(err, b.Shutdown(stopCtx))
+}
+
+// tableName is a lease table of its own for one drain, so each starts from
+// the horizon with no lease or checkpoint of an earlier one.
+func tableName(mode, stream string) string {
+	return fmt.Sprintf("%s-%s-%d", mode, stream, time.Now().UnixNano())
+}
+
+// drainKCL reads with vmware-go-kcl-v2: a worker at its defaults, from the
+// horizon, its shard sync at -kclsync, its leases and checkpoints in a fresh
+// DynamoDB table.
+func drainKCL(ctx context.Context, o options, stream string) (result, error) {
+	cfg, calls := kbench.Config()
+	g := kbench.GoKCL{
+		Stream:    stream,
+		Table:     tableName("kcl", stream),
+		Kinesis:   kbench.Client(cfg, o.endpoint),
+		DynamoDB:  kbench.DynamoClient(cfg, o.dynamodb),
+		Horizon:   true,
+		ShardSync: o.kclSync,
+		Log:       os.Stderr,
+	}
+	f := start(o.records)
+	w, errs, err := kbench.StartGoKCL(g, func(kbench.Event) { f.add(1) })
+	if err != nil {
+		return result{}, err
+	}
+	defer w.Shutdown()
+	var r result
+	select {
+	case <-f.done:
+		r = f.res
+	case err := <-errs:
+		return result{}, fmt.Errorf("after %d of %d records: %w", f.count.Load(), f.n, err)
+	case <-ctx.Done():
+		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
+	}
+	r.getRecords = calls.GetRecords()
+	idleWindow(ctx, o, calls, &r)
+	return r, nil
 }
 
 // drainBare is the baseline: a goroutine per shard reading GetRecords in a
@@ -258,6 +396,8 @@ func drainBare(ctx context.Context, o options, stream string) (result, error) {
 	select {
 	case <-f.done:
 		r = f.res
+		r.getRecords = calls.GetRecords()
+		idleWindow(ctx, o, calls, &r)
 	case <-ctx.Done():
 	}
 	cancel()
@@ -269,7 +409,6 @@ func drainBare(ctx context.Context, o options, stream string) (result, error) {
 	if r.wall == 0 {
 		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, context.Cause(ctx))
 	}
-	r.getRecords = calls.GetRecords()
 	return r, nil
 }
 
@@ -291,8 +430,8 @@ func readShard(ctx context.Context, client *kinesis.Client, stream, shard string
 			if err := json.Unmarshal(out.Records[i].Data, &e); err != nil {
 				return err
 			}
+			f.add(1)
 		}
-		f.add(len(out.Records))
 		if len(out.Records) == 0 {
 			select {
 			case <-ctx.Done():
@@ -330,9 +469,10 @@ func drainKC(ctx context.Context, o options, stream string) (result, error) {
 	case <-ctx.Done():
 		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
 	}
+	r.getRecords = calls.GetRecords()
+	idleWindow(ctx, o, calls, &r)
 	cancel()
 	<-scanned // an error now is our cancellation (it wraps it with %v, so errors.Is cannot tell)
-	r.getRecords = calls.GetRecords()
 	return r, nil
 }
 
