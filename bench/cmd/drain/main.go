@@ -113,8 +113,10 @@ type result struct {
 	first      time.Duration // to the first record decoded
 	steady     time.Duration // from the 10 % record to the 90 % one
 	getRecords int64
+	dynamoDB   int64   // lease-store calls during the drain
 	idleCalls  float64 // GetRecords per shard per second on the drained stream
 	idleCPU    float64 // client CPU ms per second, the same window
+	idleDynamo float64 // lease-store calls per second, the same window
 	allocs     uint64  // heap allocations (runtime.MemStats.Mallocs delta)
 	bytes      uint64  // heap bytes allocated
 	gcs        uint32  // GC cycles
@@ -153,6 +155,7 @@ func run(o options) error {
 	cpus := map[string][]float64{}
 	idles := map[string][]float64{}
 	idleCPU := map[string][]float64{}
+	idleDyn := map[string][]float64{}
 	for round := -o.warmup; round < o.runs; round++ {
 		label := fmt.Sprintf("round %d", round+1)
 		if round < 0 {
@@ -174,12 +177,12 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", label, mode, err)
 			}
-			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f, first after %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %.1f allocs %.2f KB/record, %d GCs",
+			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f, first after %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %d DynamoDB calls, %.1f allocs %.2f KB/record, %d GCs",
 				label, mode, r.rate(o.records), r.steadyRate(o.records), r.first.Round(time.Millisecond), r.cpuPerRecord(o.records),
-				r.wall.Round(time.Millisecond), r.getRecords,
+				r.wall.Round(time.Millisecond), r.getRecords, r.dynamoDB,
 				float64(r.allocs)/float64(o.records), float64(r.bytes)/1024/float64(o.records), r.gcs)
 			if o.idle > 0 {
-				fmt.Printf("; idle %.2f GetRecords/shard/s %.2f ms CPU/s", r.idleCalls, r.idleCPU)
+				fmt.Printf("; idle %.2f GetRecords/shard/s %.2f DynamoDB calls/s %.2f ms CPU/s", r.idleCalls, r.idleDynamo, r.idleCPU)
 			}
 			fmt.Println()
 			if round < 0 {
@@ -190,6 +193,7 @@ func run(o options) error {
 			cpus[mode] = append(cpus[mode], r.cpuPerRecord(o.records))
 			idles[mode] = append(idles[mode], r.idleCalls)
 			idleCPU[mode] = append(idleCPU[mode], r.idleCPU)
+			idleDyn[mode] = append(idleDyn[mode], r.idleDynamo)
 		}
 	}
 	fmt.Printf("medians (load average %s):\n", loadavg())
@@ -197,7 +201,7 @@ func run(o options) error {
 		fmt.Printf("  %-4s %8.0f records/s (steady %8.0f) %6.2f µs CPU/record", m,
 			kbench.Median(rates[m]), kbench.Median(steady[m]), kbench.Median(cpus[m]))
 		if o.idle > 0 {
-			fmt.Printf("; idle %.2f GetRecords/shard/s %.2f ms CPU/s", kbench.Median(idles[m]), kbench.Median(idleCPU[m]))
+			fmt.Printf("; idle %.2f GetRecords/shard/s %.2f DynamoDB calls/s %.2f ms CPU/s", kbench.Median(idles[m]), kbench.Median(idleDyn[m]), kbench.Median(idleCPU[m]))
 		}
 		fmt.Printf("   (runs: %s records/s; steady %s; %s µs)\n", kbench.Fmt(rates[m], 0), kbench.Fmt(steady[m], 0), kbench.Fmt(cpus[m], 2))
 	}
@@ -243,11 +247,12 @@ func idleWindow(ctx context.Context, o options, calls *kbench.Counter, r *result
 		}
 	}
 	sleep(time.Second)
-	c0, cpu0, t0 := calls.GetRecords(), benchkit.CPUTime(), time.Now()
+	c0, d0, cpu0, t0 := calls.GetRecords(), calls.DynamoDB(), benchkit.CPUTime(), time.Now()
 	sleep(o.idle)
 	wall := time.Since(t0).Seconds()
 	r.idleCalls = float64(calls.GetRecords()-c0) / float64(o.shards) / wall
 	r.idleCPU = float64((benchkit.CPUTime() - cpu0).Microseconds()) / 1e3 / wall
+	r.idleDynamo = float64(calls.DynamoDB()-d0) / wall
 }
 
 // finish records the end of a drain: the first caller to reach n closes done.
@@ -320,7 +325,7 @@ func drainOurs(ctx context.Context, o options, stream string) (result, error) {
 		return result{}, err
 	}
 	r, err := f.wait(ctx)
-	r.getRecords = calls.GetRecords()
+	r.getRecords, r.dynamoDB = calls.GetRecords(), calls.DynamoDB()
 	if err == nil {
 		idleWindow(ctx, o, calls, &r)
 	}
@@ -364,7 +369,7 @@ func drainKCL(ctx context.Context, o options, stream string) (result, error) {
 	case <-ctx.Done():
 		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
 	}
-	r.getRecords = calls.GetRecords()
+	r.getRecords, r.dynamoDB = calls.GetRecords(), calls.DynamoDB()
 	idleWindow(ctx, o, calls, &r)
 	return r, nil
 }
@@ -396,7 +401,7 @@ func drainBare(ctx context.Context, o options, stream string) (result, error) {
 	select {
 	case <-f.done:
 		r = f.res
-		r.getRecords = calls.GetRecords()
+		r.getRecords, r.dynamoDB = calls.GetRecords(), calls.DynamoDB()
 		idleWindow(ctx, o, calls, &r)
 	case <-ctx.Done():
 	}
@@ -469,7 +474,7 @@ func drainKC(ctx context.Context, o options, stream string) (result, error) {
 	case <-ctx.Done():
 		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
 	}
-	r.getRecords = calls.GetRecords()
+	r.getRecords, r.dynamoDB = calls.GetRecords(), calls.DynamoDB()
 	idleWindow(ctx, o, calls, &r)
 	cancel()
 	<-scanned // an error now is our cancellation (it wraps it with %v, so errors.Is cannot tell)

@@ -43,20 +43,24 @@ func Payload(id, size int) []byte {
 	return b
 }
 
-// Counter counts the Kinesis calls made through an HTTP client, by operation.
+// Counter counts the calls made through an HTTP client, by operation.
 type Counter struct {
 	getRecords atomic.Int64
+	dynamoDB   atomic.Int64
 	all        atomic.Int64
 }
 
 // GetRecords is the number of GetRecords calls so far.
 func (c *Counter) GetRecords() int64 { return c.getRecords.Load() }
 
-// Calls is the number of Kinesis calls of any kind so far.
+// DynamoDB is the number of DynamoDB calls (lease store) so far.
+func (c *Counter) DynamoDB() int64 { return c.dynamoDB.Load() }
+
+// Calls is the number of calls of any kind so far.
 func (c *Counter) Calls() int64 { return c.all.Load() }
 
-// countingClient sees every request the SDK sends; the Kinesis JSON protocol
-// names the operation in the X-Amz-Target header.
+// countingClient sees every request the SDK sends; the Kinesis and DynamoDB
+// JSON protocols name the operation in the X-Amz-Target header.
 type countingClient struct {
 	next aws.HTTPClient
 	c    *Counter
@@ -64,8 +68,11 @@ type countingClient struct {
 
 func (h countingClient) Do(r *http.Request) (*http.Response, error) {
 	h.c.all.Add(1)
-	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetRecords") {
+	switch target := r.Header.Get("X-Amz-Target"); {
+	case strings.HasSuffix(target, ".GetRecords"):
 		h.c.getRecords.Add(1)
+	case strings.HasPrefix(target, "DynamoDB_"):
+		h.c.dynamoDB.Add(1)
 	}
 	// A cancelled call aborts its request; scripts/local-server.js keeps
 	// kinesalite serving through that, so nothing is special-cased here.
