@@ -111,6 +111,7 @@ func main() {
 type result struct {
 	wall, cpu  time.Duration
 	first      time.Duration // to the first record decoded
+	tenth      time.Duration // to the 10 % record
 	steady     time.Duration // from the 10 % record to the 90 % one
 	getRecords int64
 	dynamoDB   int64   // lease-store calls during the drain
@@ -177,8 +178,9 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", label, mode, err)
 			}
-			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f, first after %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %d DynamoDB calls, %.1f allocs %.2f KB/record, %d GCs",
-				label, mode, r.rate(o.records), r.steadyRate(o.records), r.first.Round(time.Millisecond), r.cpuPerRecord(o.records),
+			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f; first record at %v, 10 %% at %v, 90 %% at %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %d DynamoDB calls, %.1f allocs %.2f KB/record, %d GCs",
+				label, mode, r.rate(o.records), r.steadyRate(o.records), r.first.Round(time.Millisecond),
+				r.tenth.Round(time.Millisecond), (r.tenth + r.steady).Round(time.Millisecond), r.cpuPerRecord(o.records),
 				r.wall.Round(time.Millisecond), r.getRecords, r.dynamoDB,
 				float64(r.allocs)/float64(o.records), float64(r.bytes)/1024/float64(o.records), r.gcs)
 			if o.idle > 0 {
@@ -285,7 +287,7 @@ func (f *finish) add(k int) {
 	}
 	if c >= f.n && c-int64(k) < f.n {
 		f.res = result{wall: time.Since(f.started), cpu: benchkit.CPUTime() - f.cpu0}
-		f.res.first = time.Duration(f.stamps[0].Load())
+		f.res.first, f.res.tenth = time.Duration(f.stamps[0].Load()), time.Duration(f.stamps[1].Load())
 		f.res.steady = time.Duration(f.stamps[2].Load() - f.stamps[1].Load())
 		var m goruntime.MemStats
 		goruntime.ReadMemStats(&m)

@@ -44,7 +44,7 @@ type GoKCL struct {
 // StartGoKCL starts a worker reading g.Stream whose record processor
 // decodes each record's JSON, hands the Event to fn and checkpoints the
 // batch's last sequence number once fn has returned for all of it, as the
-// library's own example processor does. A record that does not decode is
+// processor in the library's tests does. A record that does not decode is
 // reported on the returned channel (once) and skipped. Stop the worker with
 // its Shutdown.
 func StartGoKCL(g GoKCL, fn func(Event)) (*worker.Worker, <-chan error, error) {
