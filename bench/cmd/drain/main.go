@@ -22,8 +22,8 @@
 // servers' CPU is not counted), per round and as medians over the rounds,
 // with the ratios of ours to each peer. Then, with -idle, the consumer is
 // left on the drained stream: after a second to settle, GetRecords calls per
-// shard per second and client CPU over the -idle window. Rounds rotate the
-// order of the modes.
+// shard per second, DynamoDB calls per second and client CPU over the -idle
+// window. Rounds rotate the order of the modes.
 //
 //	bash scripts/with-servers.sh sh -c 'cd bench && go run ./cmd/drain'
 //
@@ -80,7 +80,7 @@ func main() {
 	var modes string
 	flag.StringVar(&o.endpoint, "endpoint", os.Getenv("KINESIS_TEST_ENDPOINT"), "Kinesis endpoint URL (default $KINESIS_TEST_ENDPOINT)")
 	flag.StringVar(&o.dynamodb, "dynamodb", os.Getenv("DYNAMODB_TEST_ENDPOINT"), "DynamoDB endpoint URL for the leases of ours and kcl (default $DYNAMODB_TEST_ENDPOINT; ours keeps them in memory without one)")
-	flag.DurationVar(&o.kclSync, "kclsync", 100*time.Millisecond, "kcl: ShardSyncIntervalMillis (its default, 60 s, would leave it reading one shard for the first minutes)")
+	flag.DurationVar(&o.kclSync, "kclsync", 100*time.Millisecond, "kcl: ShardSyncIntervalMillis (at its default, 60 s, it takes its first lease 30-90 s after Start and one more per pass)")
 	flag.DurationVar(&o.idle, "idle", 5*time.Second, "after each drain, count GetRecords over this idle window (0: skip)")
 	flag.IntVar(&o.records, "records", 100_000, "records in the stream")
 	flag.IntVar(&o.shards, "shards", 4, "shards of the stream")
@@ -237,7 +237,7 @@ func loadavg() string {
 
 // idleWindow leaves a consumer that has drained the stream running: after a
 // second for its last reads to settle, it counts its GetRecords calls and
-// the process's CPU over o.idle.
+// its DynamoDB calls and the process's CPU over o.idle.
 func idleWindow(ctx context.Context, o options, calls *kbench.Counter, r *result) {
 	if o.idle <= 0 {
 		return
