@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -85,7 +84,6 @@ func (f processorFactory) CreateProcessor() interfaces.IRecordProcessor {
 type processor struct {
 	processorFactory
 	shard string
-	once  sync.Once
 }
 
 func (p *processor) Initialize(in *interfaces.InitializationInput) { p.shard = in.ShardId }
