@@ -114,6 +114,7 @@ type result struct {
 	tenth      time.Duration // to the 10 % record
 	steady     time.Duration // from the 10 % record to the 90 % one
 	getRecords int64
+	dups       int64   // records decoded more than once before the last new one
 	dynamoDB   int64   // lease-store calls during the drain
 	idleCalls  float64 // GetRecords per shard per second on the drained stream
 	idleCPU    float64 // client CPU ms per second, the same window
@@ -178,10 +179,10 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", label, mode, err)
 			}
-			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f; first record at %v, 10 %% at %v, 90 %% at %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %d DynamoDB calls, %.1f allocs %.2f KB/record, %d GCs",
+			fmt.Printf("%-8s %-4s %8.0f records/s (steady %8.0f; first record at %v, 10 %% at %v, 90 %% at %v) %6.2f µs CPU/record  %v wall, %d GetRecords, %d DynamoDB calls, %d duplicates, %.1f allocs %.2f KB/record, %d GCs",
 				label, mode, r.rate(o.records), r.steadyRate(o.records), r.first.Round(time.Millisecond),
 				r.tenth.Round(time.Millisecond), (r.tenth + r.steady).Round(time.Millisecond), r.cpuPerRecord(o.records),
-				r.wall.Round(time.Millisecond), r.getRecords, r.dynamoDB,
+				r.wall.Round(time.Millisecond), r.getRecords, r.dynamoDB, r.dups,
 				float64(r.allocs)/float64(o.records), float64(r.bytes)/1024/float64(o.records), r.gcs)
 			if o.idle > 0 {
 				fmt.Printf("; idle %.2f GetRecords/shard/s %.2f DynamoDB calls/s %.2f ms CPU/s", r.idleCalls, r.idleDynamo, r.idleCPU)
@@ -257,11 +258,14 @@ func idleWindow(ctx context.Context, o options, calls *kbench.Counter, r *result
 	r.idleDynamo = float64(calls.DynamoDB()-d0) / wall
 }
 
-// finish records the end of a drain: the first caller to reach n closes done.
-// It also stamps the first record and the 10 % and 90 % ones.
+// finish records the end of a drain: the caller that brings the distinct
+// records to n closes done. It also stamps the first record and the 10 % and
+// 90 % ones.
 type finish struct {
 	n       int64
-	count   atomic.Int64
+	seen    []atomic.Uint64 // a bit per record id (the fill's index)
+	count   atomic.Int64    // distinct records
+	dups    atomic.Int64    // records decoded again, or with an id not filled
 	done    chan struct{}
 	started time.Time
 	stamps  [3]atomic.Int64 // ns since started at the first, the 10 % and the 90 % record
@@ -271,22 +275,33 @@ type finish struct {
 }
 
 func start(n int) *finish {
-	f := &finish{n: int64(n), done: make(chan struct{})}
+	f := &finish{n: int64(n), seen: make([]atomic.Uint64, (n+63)/64), done: make(chan struct{})}
 	goruntime.ReadMemStats(&f.mem0)
 	f.started, f.cpu0 = time.Now(), benchkit.CPUTime()
 	return f
 }
 
-// add counts k decoded records and stamps the end when they reach n.
-func (f *finish) add(k int) {
-	c := f.count.Add(int64(k))
+// add counts the decoded record id once (a repeat is a duplicate, so a
+// consumer that delivers some records twice does not finish early) and
+// stamps the end when the distinct records reach n.
+func (f *finish) add(id int) {
+	if id < 0 || int64(id) >= f.n {
+		f.dups.Add(1)
+		return
+	}
+	bit := uint64(1) << (id % 64)
+	if f.seen[id/64].Or(bit)&bit != 0 {
+		f.dups.Add(1)
+		return
+	}
+	c := f.count.Add(1)
 	for i, mark := range [3]int64{1, f.n / 10, f.n - f.n/10} {
-		if c >= mark && c-int64(k) < mark {
+		if c == mark {
 			f.stamps[i].Store(int64(time.Since(f.started)))
 		}
 	}
-	if c >= f.n && c-int64(k) < f.n {
-		f.res = result{wall: time.Since(f.started), cpu: benchkit.CPUTime() - f.cpu0}
+	if c == f.n {
+		f.res = result{wall: time.Since(f.started), cpu: benchkit.CPUTime() - f.cpu0, dups: f.dups.Load()}
 		f.res.first, f.res.tenth = time.Duration(f.stamps[0].Load()), time.Duration(f.stamps[1].Load())
 		f.res.steady = time.Duration(f.stamps[2].Load() - f.stamps[1].Load())
 		var m goruntime.MemStats
@@ -301,7 +316,7 @@ func (f *finish) wait(ctx context.Context) (result, error) {
 	case <-f.done:
 		return f.res, nil
 	case <-ctx.Done():
-		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
+		return result{}, fmt.Errorf("decoded %d of %d distinct records: %w", f.count.Load(), f.n, ctx.Err())
 	}
 }
 
@@ -315,8 +330,8 @@ func drainOurs(ctx context.Context, o options, stream string) (result, error) {
 	}
 	b := kgrt.NewBrokerFromConfig(cfg, kgrt.WithEndpoint(o.endpoint), kgrt.WithLeaseStore(store))
 	var f *finish
-	_, err := kgrt.Subscribe(b, stream, func(context.Context, kbench.Event, kgrt.Delivery) kgrt.Outcome {
-		f.add(1)
+	_, err := kgrt.Subscribe(b, stream, func(_ context.Context, e kbench.Event, _ kgrt.Delivery) kgrt.Outcome {
+		f.add(e.ID)
 		return kgrt.Ack()
 	}, kgrt.StartAt(kgrt.Horizon()), kgrt.Workers(8), kgrt.ByKey(), kgrt.BatchSize(10000), kgrt.PollInterval(o.poll))
 	if err != nil {
@@ -357,7 +372,7 @@ func drainKCL(ctx context.Context, o options, stream string) (result, error) {
 		Log:       os.Stderr,
 	}
 	f := start(o.records)
-	w, errs, err := kbench.StartGoKCL(g, func(kbench.Event) { f.add(1) })
+	w, errs, err := kbench.StartGoKCL(g, func(e kbench.Event) { f.add(e.ID) })
 	if err != nil {
 		return result{}, err
 	}
@@ -369,7 +384,7 @@ func drainKCL(ctx context.Context, o options, stream string) (result, error) {
 	case err := <-errs:
 		return result{}, fmt.Errorf("after %d of %d records: %w", f.count.Load(), f.n, err)
 	case <-ctx.Done():
-		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
+		return result{}, fmt.Errorf("decoded %d of %d distinct records: %w", f.count.Load(), f.n, ctx.Err())
 	}
 	r.getRecords, r.dynamoDB = calls.GetRecords(), calls.DynamoDB()
 	idleWindow(ctx, o, calls, &r)
@@ -414,7 +429,7 @@ func drainBare(ctx context.Context, o options, stream string) (result, error) {
 		return result{}, err
 	}
 	if r.wall == 0 {
-		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, context.Cause(ctx))
+		return result{}, fmt.Errorf("decoded %d of %d distinct records: %w", f.count.Load(), f.n, context.Cause(ctx))
 	}
 	return r, nil
 }
@@ -437,7 +452,7 @@ func readShard(ctx context.Context, client *kinesis.Client, stream, shard string
 			if err := json.Unmarshal(out.Records[i].Data, &e); err != nil {
 				return err
 			}
-			f.add(1)
+			f.add(e.ID)
 		}
 		if len(out.Records) == 0 {
 			select {
@@ -465,7 +480,7 @@ func drainKC(ctx context.Context, o options, stream string) (result, error) {
 	f := start(o.records)
 	scanned := make(chan error, 1)
 	go func() {
-		scanned <- kbench.ScanKC(ctx, c, client, stream, func(kbench.Event) { f.add(1) })
+		scanned <- kbench.ScanKC(ctx, c, client, stream, func(e kbench.Event) { f.add(e.ID) })
 	}()
 	var r result
 	select {
@@ -474,7 +489,7 @@ func drainKC(ctx context.Context, o options, stream string) (result, error) {
 	case err := <-scanned:
 		return result{}, fmt.Errorf("scan ended after %d of %d records: %v", f.count.Load(), f.n, err)
 	case <-ctx.Done():
-		return result{}, fmt.Errorf("decoded %d of %d records: %w", f.count.Load(), f.n, ctx.Err())
+		return result{}, fmt.Errorf("decoded %d of %d distinct records: %w", f.count.Load(), f.n, ctx.Err())
 	}
 	r.getRecords, r.dynamoDB = calls.GetRecords(), calls.DynamoDB()
 	idleWindow(ctx, o, calls, &r)
