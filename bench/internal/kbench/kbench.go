@@ -44,11 +44,13 @@ func Payload(id, size int) []byte {
 	return b
 }
 
-// Counter counts the Kinesis calls made through an HTTP client, by operation,
-// and stamps the first GetRecords sent: where a drain's start-up ends and
-// its steady state begins, the same point for every consumer.
+// Counter counts the calls made through an HTTP client, by operation
+// (Kinesis GetRecords, DynamoDB, all), and stamps the first GetRecords sent:
+// where a drain's start-up ends and its steady state begins, the same point
+// for every consumer.
 type Counter struct {
 	getRecords atomic.Int64
+	dynamoDB   atomic.Int64
 	all        atomic.Int64
 	once       sync.Once
 	firstAt    time.Time
@@ -63,11 +65,14 @@ func (c *Counter) FirstGetRecords() (time.Time, time.Duration) { return c.firstA
 // GetRecords is the number of GetRecords calls so far.
 func (c *Counter) GetRecords() int64 { return c.getRecords.Load() }
 
-// Calls is the number of Kinesis calls of any kind so far.
+// DynamoDB is the number of DynamoDB calls (lease store) so far.
+func (c *Counter) DynamoDB() int64 { return c.dynamoDB.Load() }
+
+// Calls is the number of calls of any kind so far.
 func (c *Counter) Calls() int64 { return c.all.Load() }
 
-// countingClient sees every request the SDK sends; the Kinesis JSON protocol
-// names the operation in the X-Amz-Target header.
+// countingClient sees every request the SDK sends; the Kinesis and DynamoDB
+// JSON protocols name the operation in the X-Amz-Target header.
 type countingClient struct {
 	next aws.HTTPClient
 	c    *Counter
@@ -75,9 +80,12 @@ type countingClient struct {
 
 func (h countingClient) Do(r *http.Request) (*http.Response, error) {
 	h.c.all.Add(1)
-	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".GetRecords") {
+	switch target := r.Header.Get("X-Amz-Target"); {
+	case strings.HasSuffix(target, ".GetRecords"):
 		h.c.once.Do(func() { h.c.firstAt, h.c.firstCPU = time.Now(), benchkit.CPUTime() })
 		h.c.getRecords.Add(1)
+	case strings.HasPrefix(target, "DynamoDB_"):
+		h.c.dynamoDB.Add(1)
 	}
 	// A cancelled call aborts its request; scripts/local-server.js keeps
 	// kinesalite serving through that, so nothing is special-cased here.
