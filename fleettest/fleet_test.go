@@ -72,6 +72,7 @@ func envDuration(name string, def time.Duration) time.Duration {
 // SIGTERMs another halfway through 10k more, and checks every record's fate.
 // The workers poll GetRecords.
 func TestFleet(t *testing.T) {
+	t.Parallel() // a stream and a lease table of its own; mostly waits on the workers and the failover
 	runFleet(t, fleetRun{server: fleetServer(t), perKey1: perKey1, perKey2: perKey2})
 }
 
@@ -87,6 +88,7 @@ func TestFleet(t *testing.T) {
 // full 30k kept from answering within their 10 s call bound (a CI run
 // failed so). The kill and the stop still land in the middle of handling.
 func TestFleetFanOut(t *testing.T) {
+	t.Parallel()
 	runFleet(t, fleetRun{server: livetest.KinesisMock, fanout: "fleettest", perKey1: perKey1 / 5, perKey2: perKey2 / 5})
 }
 
@@ -122,6 +124,9 @@ func runFleet(t *testing.T, run fleetRun) {
 
 	f := newFleet(t, bin, kinesisURL, dynamoURL, "fleet")
 	f.fanout = run.fanout
+	if run.fanout != "" {
+		f.logPrefix = "fanout-" // TestFleet runs beside it: FLEETTEST_LOGDIR keeps both
+	}
 	f.setup(ctx)
 
 	for _, owner := range []string{"w1", "w2", "w3"} {
@@ -190,7 +195,7 @@ func runFleet(t *testing.T, run fleetRun) {
 	f.terminate(ctx, remaining) // its exit status is checked too
 
 	if dir := os.Getenv("FLEETTEST_LOGDIR"); dir != "" {
-		f.dump(filepath.Join(dir, "handled.txt"))
+		f.dump(filepath.Join(dir, f.logPrefix+"handled.txt"))
 	}
 
 	// What a user cares about.
