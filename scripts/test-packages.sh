@@ -64,8 +64,8 @@ done
 # Each background group in a process group of its own (setsid), ended
 # whole if this script is interrupted.
 export GO
-setsid bash -c '$GO test -count=1 -timeout 10m ./fleettest/sim/ ./fleettest/dst/ &&
-	$GO test -count=1 -timeout 5m -run "TestLeasePassIsLinearInTheLeases" ./runtime/shard/' >"$logs/norace.log" 2>&1 &
+setsid bash -c '$GO test -count=1 -timeout 10m ./fleettest/sim/ ./fleettest/dst/; s=$?
+	$GO test -count=1 -timeout 5m -run "TestLeasePassIsLinearInTheLeases" ./runtime/shard/ || s=1; exit $s' >"$logs/norace.log" 2>&1 &
 norace_pid=$!
 setsid bash -c 'cd bench && $GO test -race -count=1 -timeout 5m ./interop/ ./telemetry/' >"$logs/bench.log" 2>&1 &
 bench_pid=$!
