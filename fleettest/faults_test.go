@@ -265,17 +265,12 @@ func selectMixes(t *testing.T, spec string) []faultMix {
 //
 // FAULTS_MIX chooses the mixes (see selectMixes).
 func TestFaults(t *testing.T) {
-	t.Parallel()
 	kinesisURL := livetest.KinesisEndpoint(t)
 	dynamoURL := livetest.DynamoDBEndpoint(t)
 	mixes := selectMixes(t, os.Getenv("FAULTS_MIX"))
 	bin := buildWorker(t)
 	for _, m := range mixes {
 		t.Run(m.name, func(t *testing.T) {
-			// Each mix has a stream, a lease table and proxies of its own,
-			// and mostly waits on its workers: -parallel (GOMAXPROCS by
-			// default) mixes and fleets run at once.
-			t.Parallel()
 			runMix(t, m, bin, kinesisURL, dynamoURL)
 		})
 	}

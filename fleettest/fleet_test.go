@@ -72,9 +72,6 @@ func envDuration(name string, def time.Duration) time.Duration {
 // SIGTERMs another halfway through 10k more, and checks every record's fate.
 // The workers poll GetRecords.
 func TestFleet(t *testing.T) {
-	// Not parallel: its 30k records are the most kinesalite is asked for at
-	// once; beside the fault mixes on the same server its publishing took
-	// minutes and a worker's line was late past its bound.
 	runFleet(t, fleetRun{server: fleetServer(t), perKey1: perKey1, perKey2: perKey2})
 }
 
@@ -90,7 +87,6 @@ func TestFleet(t *testing.T) {
 // full 30k kept from answering within their 10 s call bound (a CI run
 // failed so). The kill and the stop still land in the middle of handling.
 func TestFleetFanOut(t *testing.T) {
-	t.Parallel() // on kinesis-mock, beside the fault mixes on kinesalite
 	runFleet(t, fleetRun{server: livetest.KinesisMock, fanout: "fleettest", perKey1: perKey1 / 5, perKey2: perKey2 / 5})
 }
 
@@ -126,9 +122,6 @@ func runFleet(t *testing.T, run fleetRun) {
 
 	f := newFleet(t, bin, kinesisURL, dynamoURL, "fleet")
 	f.fanout = run.fanout
-	if run.fanout != "" {
-		f.logPrefix = "fanout-" // FLEETTEST_LOGDIR keeps TestFleet's and its logs
-	}
 	f.setup(ctx)
 
 	for _, owner := range []string{"w1", "w2", "w3"} {
@@ -197,7 +190,7 @@ func runFleet(t *testing.T, run fleetRun) {
 	f.terminate(ctx, remaining) // its exit status is checked too
 
 	if dir := os.Getenv("FLEETTEST_LOGDIR"); dir != "" {
-		f.dump(filepath.Join(dir, f.logPrefix+"handled.txt"))
+		f.dump(filepath.Join(dir, "handled.txt"))
 	}
 
 	// What a user cares about.
