@@ -43,7 +43,7 @@ began=$SECONDS
 
 # The packages split into parts, and how many.
 declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-3}" [runtime]="${TEST_SPLIT_RUNTIME:-2}")
-live='Live|Kinesalite|KinesisMock|Dynalite|DynamoDB'
+live='Live|Kinesalite|KinesisMock|Dynalite|DynamoDB|KCL'
 
 # The packages that take longest, started first; every other package follows
 # in go list's order. (A package missing here is only started later.)
