@@ -20,15 +20,13 @@ test:
 # without -race; the code they drive runs under -race in runtime and
 # runtime/shard. The lease pass's cost against the
 # lease count is timed without -race too: the race detector's own cost grows
-# faster than the leases.
+# faster than the leases. scripts/test-packages.sh runs these, the -race
+# packages and bench's beside each other, and ends with every package's
+# test time, slowest first (TEST_P: test binaries and builds at once).
 test-unit: fmt-check check-generated
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/fleettest/sim$$' | grep -v '/fleettest/dst$$')
-	$(GO) test -count=1 -timeout 10m ./fleettest/sim/
-	$(GO) test -count=1 -timeout 10m ./fleettest/dst/
-	$(GO) test -count=1 -timeout 5m -run 'TestLeasePassIsLinearInTheLeases' ./runtime/shard/
-	cd bench && $(GO) test -race -count=1 -timeout 5m ./interop/ ./telemetry/
+	GO=$(GO) bash scripts/test-packages.sh
 
 # The deterministic simulation (fleettest/dst) on new random seeds of its
 # make-test mixes for SOAK (default 10m): prints how many schedules it ran,

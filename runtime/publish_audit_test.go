@@ -268,7 +268,16 @@ func TestShutdownWithAStartAllBatchHalfInAnAggregate(t *testing.T) {
 	}
 	shut := make(chan error, 1)
 	go func() { shut <- b.Shutdown(ctx) }()
-	time.Sleep(50 * time.Millisecond) // the shutdown has failed what was queued
+	// The shutdown has failed what was queued when the last batch, all of
+	// it queued behind the held put, has its results (a fixed sleep here
+	// was too short on a loaded machine).
+	last := make(chan struct{})
+	go func() { _, _ = pending[len(pending)-1].Wait(); close(last) }()
+	select {
+	case <-last:
+	case <-ctx.Done():
+		t.Fatal("the last batch still waits after Shutdown began")
+	}
 	releaseAll()
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v", err)

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +42,9 @@ type Endpoint struct {
 	served  chan struct{}
 	certPEM []byte         // ListenTLS: the self-signed certificate
 	roots   *x509.CertPool // ListenTLS: a pool holding it
+
+	mu      sync.Mutex
+	clients []*http.Transport // made by Client, for Close
 }
 
 // Listen serves s on addr ("127.0.0.1:0" picks a free loopback port) until
@@ -175,6 +179,13 @@ func (e *Endpoint) Close() error {
 	for _, name := range e.backend.Streams() {
 		e.backend.EndSubscriptions(name, "")
 	}
+	// An HTTP/2 server that has sent GOAWAY waits a second for the client
+	// to hang up an idle connection; the clients Client made hang up now.
+	e.mu.Lock()
+	for _, t := range e.clients {
+		t.CloseIdleConnections()
+	}
+	e.mu.Unlock()
 	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = e.srv.Close()
@@ -198,6 +209,9 @@ func (e *Endpoint) Client(optFns ...func(*kinesis.Options)) *kinesis.Client {
 		protocols.SetUnencryptedHTTP2(true)
 	}
 	t.Protocols = &protocols
+	e.mu.Lock()
+	e.clients = append(e.clients, t)
+	e.mu.Unlock()
 	o := kinesis.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(e.URL()),

@@ -383,6 +383,10 @@ func runKCLTakeOver(t *testing.T, tbl leasetest.KCLTable, ddb *dynamodb.Client, 
 			}
 		}
 	}()
+	// A test that fails before it stops the worker must still stop it: an
+	// Errorf after the test ended panics the whole test binary.
+	stop := sync.OnceFunc(func() { close(stopRenew) })
+	t.Cleanup(stop)
 
 	col := newCollector()
 	var firstMu sync.Mutex
@@ -446,7 +450,7 @@ func runKCLTakeOver(t *testing.T, tbl leasetest.KCLTable, ddb *dynamodb.Client, 
 	if len(c.Owned()) == 0 {
 		t.Fatal("took no lease beside the KCL worker")
 	}
-	close(stopRenew)
+	stop()
 	lastRenewal := <-renewed
 
 	// Once it has expired, every lease is this instance's. The LATEST
