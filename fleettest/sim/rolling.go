@@ -2,14 +2,9 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
-	"sync"
 	"time"
-
-	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 )
 
 // RunRolling runs a rolling deploy through the fleet: cfg.Instances
@@ -25,54 +20,20 @@ import (
 // (two owners), a phase that never balances (a lease nobody reads), a
 // record never handled or handled twice with no crash to explain it.
 func RunRolling(ctx context.Context, cfg Config) (*Report, error) {
-	if err := cfg.setDefaults(); err != nil {
+	f, err := newFleet(cfg)
+	if err != nil {
 		return nil, err
 	}
-	f := &fleet{
-		cfg:         cfg,
-		kin:         kinesistest.New(),
-		handled:     map[recID][]handling{},
-		published:   map[recID]bool{},
-		checkpoints: map[string]map[string]string{},
-	}
-	f.c.layout = cfg.Members
-	var next slog.Handler
-	if cfg.Logger != nil {
-		next = cfg.Logger.Handler()
-	}
-	f.logger = slog.New(&lossHook{log: &f.losses, next: next})
-	if err := f.kin.AddStream(stream, cfg.Shards); err != nil {
-		return nil, err
-	}
+	cfg = f.cfg // with its defaults
 	rep := &Report{Config: cfg, Began: time.Now()}
-	pctx, stopPub := context.WithCancel(ctx)
-	f.pubWG.Add(1)
-	go f.publish(pctx)
-	defer func() {
-		stopPub()
-		f.pubWG.Wait()
-	}()
+	stopPub := f.startPublisher(ctx)
+	defer stopPub()
 	f.pubOn.Store(true)
 
-	old := make([]string, cfg.Instances)
-	for i := range old {
-		old[i] = fmt.Sprintf("o%02d", i)
-	}
+	old := instanceNames("o", cfg.Instances)
 	ev := f.event(ctx, "start", "")
-	var wg sync.WaitGroup
-	errs := make([]error, len(old))
-	for i, n := range old {
-		in := f.add(n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f.startInstance(ctx, in)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		f.stopAll()
-		return nil, fmt.Errorf("sim: starting %d old instances: %w", len(old), err)
+	if err := f.startAtOnce(ctx, old); err != nil {
+		return nil, err
 	}
 	rep.add(f.settle(ctx, ev))
 
@@ -124,7 +85,6 @@ func RunRolling(ctx context.Context, cfg Config) (*Report, error) {
 
 	f.pubOn.Store(false)
 	stopPub()
-	f.pubWG.Wait()
 	if !f.drain(ctx, cfg.PhaseTimeout) {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d published records never handled", f.unhandled()))
 	}

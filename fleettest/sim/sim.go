@@ -211,10 +211,8 @@ type fleet struct {
 	bg    sync.WaitGroup // a leaving instance's Stop
 }
 
-// Run runs the scenario and returns its report. The report's Violations
-// list every broken invariant; Run's error is for a run that could not be
-// carried out at all.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+// newFleet makes a fleet for cfg on a fresh in-process stream.
+func newFleet(cfg Config) (*fleet, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -234,22 +232,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := f.kin.AddStream(stream, cfg.Shards); err != nil {
 		return nil, err
 	}
-	rep := &Report{Config: cfg, Began: time.Now()}
+	return f, nil
+}
+
+// startPublisher starts the publishing goroutine (it publishes while
+// f.pubOn is set) and returns the function that stops it and waits.
+func (f *fleet) startPublisher(ctx context.Context) (stop func()) {
 	pctx, stopPub := context.WithCancel(ctx)
 	f.pubWG.Add(1)
 	go f.publish(pctx)
-	defer func() {
+	return func() {
 		stopPub()
 		f.pubWG.Wait()
-	}()
-
-	// start: every instance at once, records flowing.
-	f.pubOn.Store(true)
-	names := make([]string, cfg.Instances)
-	for i := range names {
-		names[i] = fmt.Sprintf("i%02d", i)
 	}
-	ev := f.event(ctx, "start", "")
+}
+
+// instanceNames names n instances prefix00, prefix01, ….
+func instanceNames(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%02d", prefix, i)
+	}
+	return names
+}
+
+// startAtOnce starts an instance per name, all at once; on an error it
+// stops every instance.
+func (f *fleet) startAtOnce(ctx context.Context, names []string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(names))
 	for i, n := range names {
@@ -263,7 +272,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		f.stopAll()
-		return nil, fmt.Errorf("sim: starting %d instances at once: %w", len(names), err)
+		return fmt.Errorf("sim: starting %d instances at once: %w", len(names), err)
+	}
+	return nil
+}
+
+// Run runs the scenario and returns its report. The report's Violations
+// list every broken invariant; Run's error is for a run that could not be
+// carried out at all.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	f, err := newFleet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = f.cfg // with its defaults
+	rep := &Report{Config: cfg, Began: time.Now()}
+	stopPub := f.startPublisher(ctx)
+	defer stopPub()
+
+	// start: every instance at once, records flowing.
+	f.pubOn.Store(true)
+	ev := f.event(ctx, "start", "")
+	names := instanceNames("i", cfg.Instances)
+	if err := f.startAtOnce(ctx, names); err != nil {
+		return nil, err
 	}
 	rep.add(f.settle(ctx, ev))
 
@@ -356,7 +388,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Done: stop publishing, let every record be handled, stop the fleet.
 	f.pubOn.Store(false)
 	stopPub()
-	f.pubWG.Wait()
 	if !f.drain(ctx, cfg.PhaseTimeout) {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("%d published records never handled", f.unhandled()))
 	}
