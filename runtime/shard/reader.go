@@ -129,22 +129,8 @@ func (r *reader) reopen(ctx context.Context) bool {
 	}
 	next, _, ierr := c.iterator(ctx, o.shard, r.resume)
 	if ierr != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		if c.gone(ctx, o.shard, ierr) {
-			c.finishGone(ctx, o, s)
-			return false
-		}
-		if r.byArrival() {
-			return true
-		}
-		r.st.readFailed(ierr)
-		r.log.Warn("opening the shard failed; retrying", "at", string(r.resume.typ), "sequence", r.resume.seq, "time", r.resume.ts, "err", ierr)
-		if r.opening {
-			sleep(ctx, r.bo.next())
-		}
-		return true
+		return r.iteratorFailed(ctx, ierr, r.opening, "opening the shard failed; retrying",
+			"at", string(r.resume.typ), "sequence", r.resume.seq, "time", r.resume.ts)
 	}
 	r.opening = false
 	if next == "" {
@@ -152,6 +138,30 @@ func (r *reader) reopen(ctx context.Context) bool {
 	}
 	r.iter = next
 	r.f.from(r.resume)
+	return true
+}
+
+// iteratorFailed handles a failed GetShardIterator: a shard that no
+// longer exists is ended; an AT_TIMESTAMP open of a closed shard is
+// retried at once from its horizon (byArrival); anything else is counted,
+// logged and retried, after a backoff when wait is set. It reports
+// whether the reader goes on.
+func (r *reader) iteratorFailed(ctx context.Context, err error, wait bool, msg string, attrs ...any) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if r.c.gone(ctx, r.o.shard, err) {
+		r.c.finishGone(ctx, r.o, r.s)
+		return false
+	}
+	if r.byArrival() {
+		return true
+	}
+	r.st.readFailed(err)
+	r.log.Warn(msg, append(attrs, "err", err)...)
+	if wait {
+		sleep(ctx, r.bo.next())
+	}
 	return true
 }
 
@@ -173,20 +183,7 @@ func (r *reader) failed(ctx context.Context, err error) bool {
 		// session opened if none was delivered yet.
 		next, _, ierr := c.iterator(ctx, o.shard, r.resume)
 		if ierr != nil {
-			if ctx.Err() != nil {
-				return false
-			}
-			if c.gone(ctx, o.shard, ierr) {
-				c.finishGone(ctx, o, s)
-				return false
-			}
-			if r.byArrival() {
-				return true
-			}
-			r.st.readFailed(ierr)
-			r.log.Warn("renewing an expired iterator failed; retrying", "err", ierr)
-			sleep(ctx, r.bo.next())
-			return true
+			return r.iteratorFailed(ctx, ierr, true, "renewing an expired iterator failed; retrying")
 		}
 		r.log.Debug("iterator expired; renewed", "at", string(r.resume.typ), "sequence", r.resume.seq)
 		r.iter = next
