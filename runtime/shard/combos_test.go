@@ -405,6 +405,10 @@ func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem b
 	cfgA, cfgB, faults, ask := e.handoffPair(log.wrap(cols[0].sink), log.wrap(cols[1].sink))
 	cfgA.Checkpoint = time.Hour // the handoff's checkpoint is a's first of a record
 	cfgA.Handoff, cfgB.Handoff = 2*time.Second, 2*time.Second
+	// A failover well past the handoff's bound: under a loaded -race run a
+	// renewal can lag by the harness's 500 ms, and b would then take a's
+	// fenced lease as a crash's (which the handoff rule does not cover).
+	cfgA.Failover, cfgB.Failover = 3*time.Second, 3*time.Second
 	countersA := new(shard.LeaseCounters)
 	cfgA.Counters = countersA
 	a := e.start(cfgA)
@@ -426,7 +430,7 @@ func testReshardDuringHandoffRetries(t *testing.T, l shard.Liveness, mergeThem b
 	e.publish(want, 20, 10)
 	eventually(t, 10*time.Second, "a postpones the handoff", func() bool { return countersA.Postponed.Load() > 0 })
 	if got := e.lease(handed).Checkpoint; got == lease.CheckpointShardEnd {
-		t.Fatalf("%s ended with its stuck record unsettled", handed)
+		t.Fatalf("%s ended with its stuck record unsettled (a: %d leases lost, %d handed over)", handed, countersA.Lost.Load(), countersA.HandedOver.Load())
 	}
 	// The stuck records are handled now.
 	cols[0].mu.Lock()
