@@ -129,6 +129,14 @@ type world struct {
 	pubs         *runtime.Broker
 	plain        runtime.Publisher[Msg]
 	aggregate    runtime.Publisher[Msg]
+
+	// fetched are the times an instance got a record in a GetRecords
+	// answer (instance → shard/sequence → times), iterShard the shard of
+	// each iterator handed out: the unread check counts a shard read
+	// while a reader holds records it fetched, however long they then
+	// wait for a worker.
+	fetched   map[string]map[string][]time.Time
+	iterShard map[string]string
 }
 
 func (w *world) now() time.Duration { return time.Since(w.begin) }
@@ -181,6 +189,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 		retried: map[string]map[int64]int{},
 		apps:    appNames(cfg.Mix.Apps),
 	}
+	w.fetched, w.iterShard = map[string]map[string][]time.Time{}, map[string]string{}
 	w.logger = cfg.Logger
 	if w.logger == nil {
 		w.logger = slog.New(slog.NewTextHandler(io.Discard, nil))

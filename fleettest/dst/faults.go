@@ -361,11 +361,41 @@ func readCall[T any](ctx context.Context, in *instance, apply func() (T, error))
 }
 
 func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	return readCall(ctx, c.in, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
+	out, err := readCall(ctx, c.in, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
+	if err == nil && p.ShardIterator != nil {
+		// The records of the answer, as its reader got it (after a pause
+		// that fell on it), are fetched (see checkUnread).
+		w := c.in.w
+		w.mu.Lock()
+		if id := w.iterShard[*p.ShardIterator]; id != "" {
+			f := w.fetched[c.in.name]
+			if f == nil {
+				f = map[string][]time.Time{}
+				w.fetched[c.in.name] = f
+			}
+			for _, r := range out.Records {
+				if r.SequenceNumber != nil {
+					k := id + "/" + *r.SequenceNumber
+					f[k] = append(f[k], time.Now())
+				}
+			}
+			if out.NextShardIterator != nil {
+				w.iterShard[*out.NextShardIterator] = id
+			}
+		}
+		w.mu.Unlock()
+	}
+	return out, err
 }
 
 func (c *client) GetShardIterator(ctx context.Context, p *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	return readCall(ctx, c.in, func() (*kinesis.GetShardIteratorOutput, error) { return c.API.GetShardIterator(ctx, p, o...) })
+	out, err := readCall(ctx, c.in, func() (*kinesis.GetShardIteratorOutput, error) { return c.API.GetShardIterator(ctx, p, o...) })
+	if err == nil && out.ShardIterator != nil && p.ShardId != nil {
+		c.in.w.mu.Lock()
+		c.in.w.iterShard[*out.ShardIterator] = *p.ShardId
+		c.in.w.mu.Unlock()
+	}
+	return out, err
 }
 
 func (c *client) ListShards(ctx context.Context, p *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
