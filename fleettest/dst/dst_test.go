@@ -106,7 +106,10 @@ var defectSeeds = map[string][]uint64{
 	"pause":     {1},                      // defect 5: overlap-paused
 	"pausemem":  seeds(1, 300),            // defect 6: taken-from-live (the first failing seed varies from run to run)
 	"slowstore": {1},                      // defect 7: fenced-live
-	"all":       {1796538577222111690},    // (a soak's) unread, a lone instance's lane backlog after a lease-store outage: the check counted fetched records as unread
+	"all": {
+		1796538577222111690, // (a soak's) unread, a lone instance's lane backlog after a lease-store outage: the check counted fetched records as unread
+		1796542182813609903, // (a soak's) bubble deadlock: a late heartbeat made as its instance thawed waited for ever (the simulator's)
+	},
 }
 
 // TestSeeds runs the fixed seeds (or the one -dst.seed) and fails with the

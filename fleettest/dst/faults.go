@@ -209,6 +209,12 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 			return zero, err
 		}
 	}
+	// The caller's context: a late answer comes when its deadline passes
+	// (at once for a call made as the process thaws, whose deadline
+	// passed during the pause; the context the call runs under then has
+	// none, and waiting on it blocked the call for ever: a beat made so
+	// hung its instance's Shutdown, mix all seed 1796542182813609903).
+	sent := ctx
 	if in.thawing() {
 		// The process has just resumed: its deadlines' timers fired
 		// during the pause in virtual time, but a thawed process's
@@ -224,8 +230,8 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 	if op.write && now.Before(f.lateUntil) {
 		defer in.markBad()
 		// Applied, answered after the deadline.
-		if !op.underMu {
-			<-ctx.Done()
+		if done := sent.Done(); !op.underMu && done != nil {
+			<-done
 		}
 		return zero, context.DeadlineExceeded
 	}
