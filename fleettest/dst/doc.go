@@ -35,8 +35,9 @@
 // froze meanwhile); order (a key's first handlings out of publish order);
 // retry-crossed (an application handled a retry copy it never asked for);
 // unread (waiting records whose shard nothing of the application handled
-// for longer than about twice the failover time, less pauses and injected
-// outages); fenced-live (an instance fenced a lease with its lease-store
+// or held fetched for longer than about twice the failover time, less
+// pauses and injected outages: a fetched record waiting for a worker is
+// read); fenced-live (an instance fenced a lease with its lease-store
 // calls answered in time); taken-from-live (a lease taken from an instance
 // neither crashed, gone, frozen nor failing); slow-call (Connect, Shutdown
 // or a publish past its bound); publish-failed.
