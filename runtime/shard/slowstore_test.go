@@ -398,13 +398,16 @@ func TestLeasesTakenDuringASlowHeartbeatAreRenewedByIt(t *testing.T) {
 	e, _ := memEnvIn(t, 2, shard.LivenessPerInstance)
 	ids := e.shards()
 	store := newSlowStore(e.store)
-	store.set(50*time.Millisecond, 400*time.Millisecond) // 0.45 s a call, from the start: 90% of the deadline
+	// 0.6 s a call, from the start: 60% of the 1 s deadline. (At 90% of a
+	// 0.5 s one, a loaded -race run pushed Start's own calls past it; and
+	// the fence, 2.4 s after a beat, stays clear of a lagging renewal.)
+	store.set(100*time.Millisecond, 500*time.Millisecond)
 	cfg := e.config("a", newCollector().sink)
 	cfg.Leases = store
-	cfg.Renew, cfg.Failover = 500*time.Millisecond, 1500*time.Millisecond
+	cfg.Renew, cfg.Failover = time.Second, 3*time.Second
 	cfg.Counters = new(shard.LeaseCounters)
 	c := e.start(cfg)
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if n := cfg.Counters.Lost.Load(); n != 0 {
 			t.Fatalf("a fenced %d leases with every call answered within its deadline (reads %v)", n, c.Reading())
 		}
