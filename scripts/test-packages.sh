@@ -13,7 +13,7 @@
 #
 #   split:   -race too, the two longest packages, runtime/shard and runtime, whose
 #            tests mostly wait on real timers one after another: each test
-#            binary is built once and run as TEST_SPLIT (default 3 and 2)
+#            binary is built once and run as TEST_SPLIT (default 2 and 2)
 #            processes side by side, each with a part of the package's
 #            tests (every test in exactly one part), so a test sees the same
 #            process-wide state (goroutines, slog's default) as under
@@ -42,7 +42,7 @@ trap 'rm -rf "$logs"' EXIT
 began=$SECONDS
 
 # The packages split into parts, and how many.
-declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-3}" [runtime]="${TEST_SPLIT_RUNTIME:-2}")
+declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-2}" [runtime]="${TEST_SPLIT_RUNTIME:-2}")
 live='Live|Kinesalite|KinesisMock|Dynalite|DynamoDB|KCL'
 
 # The packages that take longest, started first; every other package follows

@@ -904,20 +904,24 @@ func TestLeaseWritesPerShard(t *testing.T) {
 	cfg.Leases = cs
 	cfg.Renew, cfg.Checkpoint, cfg.Failover = 150*time.Millisecond, 50*time.Millisecond, time.Second
 	c := e.start(cfg)
-	measure := func(d time.Duration, busy bool) float64 {
-		base, began := cs.writes.Load(), time.Now()
+	// measure gives the writes per shard per second, and how many rounds
+	// of records per second reached the shards (busy).
+	measure := func(d time.Duration, busy bool) (float64, float64) {
+		base, began, rounds := cs.writes.Load(), time.Now(), 0
 		for time.Since(began) < d {
 			if busy {
 				for i := range 4 {
 					e.put(fmt.Sprintf("k%d", i), 0) // both shards get records
 				}
+				rounds++
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		return float64(cs.writes.Load()-base) / time.Since(began).Seconds() / 2
+		secs := time.Since(began).Seconds()
+		return float64(cs.writes.Load()-base) / secs / 2, float64(rounds) / secs
 	}
-	idle := measure(time.Second, false)
-	busy := measure(time.Second, true)
+	idle, _ := measure(time.Second, false)
+	busy, arrivals := measure(time.Second, true)
 	t.Logf("lease writes per shard per second: idle %.1f (Renew %v), busy %.1f (Checkpoint %v)", idle, cfg.Renew, busy, cfg.Checkpoint)
 	// Bounded on both sides: too many writes cost money, too few mean
 	// leases expire (idle) or progress is not saved (busy). The busy floor
@@ -925,8 +929,11 @@ func TestLeaseWritesPerShard(t *testing.T) {
 	if want := float64(time.Second) / float64(cfg.Renew); idle > want*1.3 || idle < want*0.5 {
 		t.Errorf("idle: %.1f writes/shard/s, want about %.1f (one renewal per Renew)", idle, want)
 	}
-	if want := float64(time.Second) / float64(cfg.Checkpoint); busy > want*1.3 || busy < want*0.5 {
-		t.Errorf("busy: %.1f writes/shard/s, want about %.1f (a checkpoint per Checkpoint interval, replacing renewals)", busy, want)
+	// A checkpoint saves progress, so there is none more often than
+	// records arrive: a loaded -race run may put fewer rounds a second
+	// than there are Checkpoint intervals (the floor then follows them).
+	if want := float64(time.Second) / float64(cfg.Checkpoint); busy > want*1.3 || busy < min(want, arrivals)*0.5 {
+		t.Errorf("busy: %.1f writes/shard/s with %.1f rounds of records a second, want about %.1f (a checkpoint per Checkpoint interval, replacing renewals)", busy, arrivals, want)
 	}
 	_ = c
 }
