@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 )
 
@@ -71,26 +70,8 @@ func RunRolling(ctx context.Context, cfg Config) (*Report, error) {
 	// A new instance crashes: the others take its shards.
 	if cfg.Instances > 1 {
 		victim := "n00"
-		ev = f.event(ctx, "crash", victim)
-		in := f.get(victim)
-		in.dead.Store(true)
-		in.fault.Store(int32(Dead))
-		f.mu.Lock()
-		f.crashed, in.diedAt, f.crashAt = victim, time.Now(), time.Now()
-		f.crashedCP = maps.Clone(f.checkpoints[victim])
-		f.mu.Unlock()
-		f.setLive(victim, false)
-		rep.add(f.settle(ctx, ev))
+		rep.add(f.crash(ctx, victim))
 	}
 
-	f.pubOn.Store(false)
-	stopPub()
-	if !f.drain(ctx, cfg.PhaseTimeout) {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d published records never handled", f.unhandled()))
-	}
-	f.stopAll()
-	rep.Ended = time.Now()
-	f.check(rep)
-	rep.Total = f.c.snapshot()
-	return rep, nil
+	return f.finish(ctx, rep, stopPub), nil
 }

@@ -346,16 +346,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// crash: the second instance stops making calls and handling at once.
 	if len(names) > 1 {
 		victim := names[1]
-		ev = f.event(ctx, "crash", victim)
-		in := f.get(victim)
-		in.dead.Store(true)
-		in.fault.Store(int32(Dead))
-		f.mu.Lock()
-		f.crashed, in.diedAt, f.crashAt = victim, time.Now(), time.Now()
-		f.crashedCP = maps.Clone(f.checkpoints[victim])
-		f.mu.Unlock()
-		f.setLive(victim, false)
-		rep.add(f.settle(ctx, ev))
+		rep.add(f.crash(ctx, victim))
 	}
 
 	// partition: the third instance's lease-store calls hang, then heal.
@@ -386,16 +377,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// Done: stop publishing, let every record be handled, stop the fleet.
-	f.pubOn.Store(false)
-	stopPub()
-	if !f.drain(ctx, cfg.PhaseTimeout) {
-		rep.Violations = append(rep.Violations, fmt.Sprintf("%d published records never handled", f.unhandled()))
-	}
-	f.stopAll()
-	rep.Ended = time.Now()
-	f.check(rep)
-	rep.Total = f.c.snapshot()
-	return rep, nil
+	return f.finish(ctx, rep, stopPub), nil
 }
 
 func (f *fleet) progress(format string, args ...any) {
@@ -954,4 +936,34 @@ func (f *fleet) check(rep *Report) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("%s: not balanced within %v: %s", p.Name, f.cfg.PhaseTimeout, p.Stuck))
 		}
 	}
+}
+
+// crash kills victim at once (no more calls, no more handling) and
+// returns the phase until the others have taken its shards.
+func (f *fleet) crash(ctx context.Context, victim string) Phase {
+	ev := f.event(ctx, "crash", victim)
+	in := f.get(victim)
+	in.dead.Store(true)
+	in.fault.Store(int32(Dead))
+	f.mu.Lock()
+	f.crashed, in.diedAt, f.crashAt = victim, time.Now(), time.Now()
+	f.crashedCP = maps.Clone(f.checkpoints[victim])
+	f.mu.Unlock()
+	f.setLive(victim, false)
+	return f.settle(ctx, ev)
+}
+
+// finish stops publishing, lets every record be handled, stops the fleet
+// and completes rep with its checks and totals.
+func (f *fleet) finish(ctx context.Context, rep *Report, stopPub func()) *Report {
+	f.pubOn.Store(false)
+	stopPub()
+	if !f.drain(ctx, f.cfg.PhaseTimeout) {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("%d published records never handled", f.unhandled()))
+	}
+	f.stopAll()
+	rep.Ended = time.Now()
+	f.check(rep)
+	rep.Total = f.c.snapshot()
+	return rep
 }
