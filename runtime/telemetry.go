@@ -40,10 +40,11 @@ const systemName = "aws_kinesis"
 // starts a producer span ("send STREAM") and carries its W3C trace context
 // in the record's headers (traceparent, tracestate), so such a record is
 // always an envelope. Deliveries follow OpenTelemetry's messaging
-// conventions for batches: a lane worker makes one consumer span
-// ("process STREAM") per batch of records it handles back to back (at most
-// 128), linked to each record's producer span, rather than a span per
-// record, which cost three times an untraced delivery's CPU. A handler's
+// conventions for batches: a worker (a lane's, a queue subscriber's, a
+// Lambda invocation) makes one consumer span ("process STREAM") per batch
+// of records it handles back to back (at most 128), linked to each
+// record's producer span, rather than a span per record, which cost two
+// to three times an untraced delivery's CPU. A handler's
 // context carries its record's producer span context as a remote parent
 // (parsed only when asked for), so a span the handler starts, a reply or
 // a publish made with that context continues the producer's trace.
