@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -192,10 +191,7 @@ type subRun struct {
 	leaseCtxs sync.Map
 
 	stopping chan struct{} // closed when stop begins: in-place retries stop backing off
-	// recordSpans: a span per record (queue subscribers and Lambda, whose
-	// records are not handed over in lane batches that batchSpans traces).
-	recordSpans bool
-	stopOnce    sync.Once
+	stopOnce sync.Once
 }
 
 // handlerCtx returns the context the handlers of rec run under: the run's,
@@ -643,23 +639,17 @@ func (r *subRun) call(ctx context.Context, payload []byte, d Delivery) (out Outc
 	return r.s.invoke(ctx, payload, d)
 }
 
-// callObserved is call counted and timed. (With tracing on, the handler's
-// context carries the producer's span: see handling.traceparent.)
+// callObserved is call counted and timed. With tracing on, the record is
+// in its worker's batch span (batchSpans), and the handler's context
+// carries the producer's span (see handling.traceparent).
 func (r *subRun) callObserved(ctx context.Context, t *telemetry, payload []byte, d *Delivery) (Outcome, error) {
-	var span trace.Span
-	if r.recordSpans {
-		ctx, span = t.startRecordSpan(ctx, &r.obs, d)
-	}
 	began := time.Now()
 	out, err := r.call(ctx, payload, *d)
-	kind, cause := int(out.kind), out.err
+	kind := int(out.kind)
 	if err != nil {
-		kind, cause = undecodable, err
+		kind = undecodable
 	}
 	t.endProcess(&r.obs, began, kind)
-	if span != nil {
-		endRecordSpan(span, kind, cause)
-	}
 	return out, err
 }
 

@@ -140,13 +140,33 @@ func (i *inlineSub) ByKey() bool  { return i.s.set.byKey }
 
 // Begin makes the invocation's run: its handlers' context is the
 // invocation's. Its workers share it, as the consumer's lanes share theirs.
+// With tracing on, the invocation's records are one batch, as a lane
+// worker's takes are: a process span per up to maxBatchLinks of them,
+// linked to their producers' spans (the last one made by End).
 func (i *inlineSub) Begin(ctx context.Context) inline.Run {
-	return &inlineRun{r: &subRun{s: i.s, c: i.c, log: i.log, tel: i.tel, obs: i.obs, began: i.began, ctx: ctx, recordSpans: true}}
+	run := &inlineRun{r: &subRun{s: i.s, c: i.c, log: i.log, tel: i.tel, obs: i.obs, began: i.began, ctx: ctx}}
+	if b := i.tel.newBatchSpans(&run.r.obs); b != nil {
+		run.spans = &lockedSpans{b: *b}
+	}
+	return run
 }
 
-type inlineRun struct{ r *subRun }
+type inlineRun struct {
+	r     *subRun
+	spans *lockedSpans // nil: not traced
+}
+
+// End ends the invocation's last process span.
+func (i *inlineRun) End() {
+	if i.spans != nil {
+		i.spans.idle()
+	}
+}
 
 func (i *inlineRun) Handle(rec inline.Record) bool {
+	if i.spans != nil {
+		i.spans.add(rec.Data)
+	}
 	// The stream as the subscription names it (a name or an ARN), as the
 	// consumer's deliveries do, whatever names it in the event.
 	sr := shard.Record{

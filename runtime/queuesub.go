@@ -296,7 +296,7 @@ func (s *Subscription) launchQueue(ctx context.Context, c *conn) error {
 	}
 
 	cfg := s.b.s.cfg
-	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{}), recordSpans: true}
+	r := &subRun{s: s, c: c, log: log, tel: cfg.tel, began: time.Now(), stopping: make(chan struct{})}
 	r.obs = r.tel.runObs(s.stream, s.set.name)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	q := &queueRun{r: r, arn: aws.ToString(desc.QueueARN), name: aws.ToString(desc.QueueName)}
@@ -441,8 +441,14 @@ func (q *queueRun) receive() {
 	}
 }
 
-// worker handles received records until the run stops.
+// worker handles received records until the run stops. With tracing on,
+// what it handles back to back, until no received record waits, is one
+// batch: a process span per batch (see batchSpans), as a lane worker's.
 func (q *queueRun) worker() {
+	spans := q.r.tel.newBatchSpans(&q.r.obs)
+	if spans != nil {
+		defer spans.idle()
+	}
 	for {
 		select {
 		case h := <-q.work:
@@ -453,10 +459,13 @@ func (q *queueRun) worker() {
 				q.setVisibility(context.Background(), aws.ToString(h.rec.ReceiptHandle), 0)
 			} else {
 				q.inHandling.Add(1)
-				q.handle(h)
+				q.handle(h, spans)
 				q.inHandling.Add(-1)
 			}
 			<-q.slots
+			if spans != nil && len(q.work) == 0 {
+				spans.idle()
+			}
 		case <-q.r.ctx.Done():
 			return
 		case <-q.quit:
@@ -593,8 +602,8 @@ const (
 )
 
 // handle handles one received record (each message of a KPL aggregate)
-// and carries out the outcome.
-func (q *queueRun) handle(h *held) {
+// and carries out the outcome. spans, when tracing, is the worker's batch.
+func (q *queueRun) handle(h *held, spans *batchSpans) {
 	m := h.rec
 	handle := aws.ToString(m.ReceiptHandle)
 	id := aws.ToString(m.RecordId)
@@ -621,19 +630,22 @@ func (q *queueRun) handle(h *held) {
 	if !q.r.s.raw && kpl.IsAggregated(m.Data) {
 		subs, _, err := kpl.Deaggregate(m.Data)
 		if err != nil {
+			if spans != nil {
+				spans.add(m.Data)
+			}
 			q.count(undecodable)
 			verdict, cause = q.giveUp(rec, nil, m.Data, attempt, &Error{Kind: ErrDecode, Op: "decode", Stream: rec.Stream, Err: err})
 		}
 		for _, sub := range subs {
 			sr := *rec
 			sr.PartitionKey, sr.Data = sub.PartitionKey, sub.Data
-			v, c := q.process(&sr, attempt)
+			v, c := q.process(&sr, attempt, spans)
 			if v > verdict {
 				verdict, cause = v, c
 			}
 		}
 	} else {
-		verdict, cause = q.process(rec, attempt)
+		verdict, cause = q.process(rec, attempt, spans)
 	}
 	// Settled: its visibility is no longer extended (a retry or a release
 	// sets it, an acknowledgement ends it, a stop leaves it to run out).
@@ -660,10 +672,15 @@ func (q *queueRun) handle(h *held) {
 
 // process is the queue's counterpart of subRun.process for one message:
 // the same decoding, handler call (middleware, tracing, metrics) and
-// outcomes, carried out on the queue.
-func (q *queueRun) process(rec *shard.Record, attempt int) (queueVerdict, error) {
+// outcomes, carried out on the queue. spans, when tracing, is the
+// worker's batch, which the message joins.
+func (q *queueRun) process(rec *shard.Record, attempt int, spans *batchSpans) (queueVerdict, error) {
 	r := q.r
-	ctx := context.Context(&handling{Context: r.ctx, key: rec.PartitionKey, log: r.log})
+	if spans != nil {
+		spans.add(rec.Data)
+	}
+	hc := &handling{Context: r.ctx, key: rec.PartitionKey, log: r.log}
+	ctx := context.Context(hc)
 	headers, payload, err := decodeEnvelope(rec.Data)
 	if err != nil {
 		if !r.s.raw {
@@ -683,6 +700,11 @@ func (q *queueRun) process(rec *shard.Record, attempt int) (queueVerdict, error)
 		delete(headers, ApplicationHeader)
 	}
 	takeAttempt(headers) // a shard subscriber's retry copy: the receive count is the attempt here
+	if spans != nil {
+		// The handler's context carries the producer's span, parsed when
+		// asked for, as a lane's handler's does.
+		hc.traceparent, hc.tracestate = headers[traceparentHeader], headers[tracestateHeader]
+	}
 	d := Delivery{
 		Stream:       rec.Stream,
 		Queue:        q.name,

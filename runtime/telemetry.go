@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"maps"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,7 +28,6 @@ const (
 	attrShard         = attribute.Key("messaging.destination.partition.id")
 	attrMessageID     = attribute.Key("messaging.message.id")
 	attrConsumerGroup = attribute.Key("messaging.consumer.group.name")
-	attrAttempt       = attribute.Key("kinesisgen.attempt")
 	attrHandler       = attribute.Key("kinesisgen.handler")
 	attrOutcome       = attribute.Key("kinesisgen.outcome")
 	attrBatchCount    = attribute.Key("messaging.batch.message_count")
@@ -40,10 +40,11 @@ const systemName = "aws_kinesis"
 // starts a producer span ("send STREAM") and carries its W3C trace context
 // in the record's headers (traceparent, tracestate), so such a record is
 // always an envelope. Deliveries follow OpenTelemetry's messaging
-// conventions for batches: a lane worker makes one consumer span
-// ("process STREAM") per batch of records it handles back to back (at most
-// 128), linked to each record's producer span, rather than a span per
-// record, which cost three times an untraced delivery's CPU. A handler's
+// conventions for batches: a worker (a lane's, a queue subscriber's, a
+// Lambda invocation) makes one consumer span ("process STREAM") per batch
+// of records it handles back to back (at most 128), linked to each
+// record's producer span, rather than a span per record, which cost two
+// to three times an untraced delivery's CPU. A handler's
 // context carries its record's producer span context as a remote parent
 // (parsed only when asked for), so a span the handler starts, a reply or
 // a publish made with that context continues the producer's trace.
@@ -294,15 +295,17 @@ func (t *telemetry) runObs(stream, handler string) runObs {
 // default link count limit, past which it drops links.
 const maxBatchLinks = 128
 
-// batchSpans makes one lane worker's consumer spans: one "process STREAM"
-// span per batch of records (the messaging conventions' batch process
-// span), not one per record, linked to the producer span of each of its
-// records that carries a trace context. A batch is what the worker
-// handles back to back: its takes until its queue is empty, at most
-// maxBatchLinks records. The span is made when the batch ends, with the
-// time its first take began, so the links are gathered in a reused slice;
-// each record's trace context is read from its envelope only here,
-// without decoding its other headers.
+// batchSpans makes one worker's consumer spans: one "process STREAM" span
+// per batch of records (the messaging conventions' batch process span),
+// not one per record, linked to the producer span of each of its records
+// that carries a trace context. A batch is what the worker handles back
+// to back: a lane worker's takes until its queue is empty, a queue
+// worker's records until none is waiting, a Lambda invocation's records;
+// at most maxBatchLinks records. The span is made when the batch ends,
+// with the time its first record was taken, so the links are gathered in
+// a reused slice; each record's trace context is read from its envelope
+// only here, without decoding its other headers. Not safe for concurrent
+// use (see lockedSpans).
 type batchSpans struct {
 	t     *telemetry
 	ro    *runObs
@@ -311,18 +314,36 @@ type batchSpans struct {
 	links []trace.Link
 }
 
+// newBatchSpans is a worker's batchSpans of run ro; nil when t traces
+// nothing.
+func (t *telemetry) newBatchSpans(ro *runObs) *batchSpans {
+	if t == nil || t.tracer == nil {
+		return nil
+	}
+	return &batchSpans{t: t, ro: ro}
+}
+
+// take adds a lane take's records, in one batch unless it is full.
 func (b *batchSpans) take(recs []shard.Record) {
 	if b.n > 0 && b.n+len(recs) > maxBatchLinks {
+		b.idle()
+	}
+	for i := range recs {
+		b.add(recs[i].Data)
+	}
+}
+
+// add adds one record, data as read (an envelope or not), to the batch.
+func (b *batchSpans) add(data []byte) {
+	if b.n == maxBatchLinks {
 		b.idle()
 	}
 	if b.n == 0 {
 		b.began = time.Now()
 	}
-	b.n += len(recs)
-	for i := range recs {
-		if sc, ok := recordTraceContext(recs[i].Data); ok {
-			b.links = append(b.links, trace.Link{SpanContext: sc})
-		}
+	b.n++
+	if sc, ok := recordTraceContext(data); ok {
+		b.links = append(b.links, trace.Link{SpanContext: sc})
 	}
 }
 
@@ -337,6 +358,25 @@ func (b *batchSpans) idle() {
 	span.End()
 	clear(b.links)
 	b.links, b.n = b.links[:0], 0
+}
+
+// lockedSpans is batchSpans for workers that share one batch (a Lambda
+// invocation's).
+type lockedSpans struct {
+	mu sync.Mutex
+	b  batchSpans
+}
+
+func (l *lockedSpans) add(data []byte) {
+	l.mu.Lock()
+	l.b.add(data)
+	l.mu.Unlock()
+}
+
+func (l *lockedSpans) idle() {
+	l.mu.Lock()
+	l.b.idle()
+	l.mu.Unlock()
 }
 
 // producerSpan is the span a handler's context carries when tracing is
@@ -457,41 +497,6 @@ var hexValue = func() (v [256]byte) {
 	}
 	return v
 }()
-
-// startRecordSpan starts a consumer span for one record, the child of the
-// span whose context its headers carry (a root span when they carry none),
-// for the paths that hand records over one by one rather than in lane
-// batches (queue subscribers, Lambda): each record's producer span stays
-// reachable as its parent, and a record's handling is traced whole.
-func (t *telemetry) startRecordSpan(ctx context.Context, ro *runObs, d *Delivery) (context.Context, trace.Span) {
-	if t.tracer == nil {
-		return ctx, nil
-	}
-	ctx = t.prop.Extract(ctx, propagation.MapCarrier(d.headers))
-	id := d.SequenceNumber
-	if d.RecordID != "" { // a queue's record
-		id = d.RecordID
-	}
-	return t.tracer.Start(ctx, ro.span, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attrSystem.String(systemName), attrOperationName.String("process"),
-			attrOperationType.String("process"), attrStream.String(d.Stream), attrShard.String(d.ShardID),
-			attrMessageID.String(id), attrConsumerGroup.String(t.app), attrAttempt.Int(d.Attempt)))
-}
-
-// endRecordSpan ends a span of startRecordSpan with its outcome. kind is
-// an outcomeKind, or undecodable.
-func endRecordSpan(span trace.Span, kind int, err error) {
-	span.SetAttributes(attrOutcome.String([...]string{"ack", "retry", "reject", "undecodable"}[kind]))
-	if kind != int(outcomeAck) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		} else {
-			span.SetStatus(codes.Error, "")
-		}
-	}
-	span.End()
-}
 
 // endProcess counts a handled delivery. kind is an outcomeKind, or
 // undecodable.

@@ -7,6 +7,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesislambda"
@@ -14,8 +15,9 @@ import (
 )
 
 // In Lambda mode a handling is traced and counted as in the consumer: a
-// process span per delivery (each the child of the span its record
-// carries) and the handled counter by outcome.
+// process span per invocation's batch, linked to the span each record
+// carries, the handler's context carrying its record's, and the handled
+// counter by outcome.
 func TestLambdaTracesAndMetrics(t *testing.T) {
 	ctx := testCtx(t)
 	exp := tracetest.NewInMemoryExporter()
@@ -38,7 +40,9 @@ func TestLambdaTracesAndMetrics(t *testing.T) {
 	root.End()
 
 	b := srv.NewBroker(runtime.WithTracerProvider(tp), runtime.WithMeterProvider(m.mp), runtime.WithApplication("shop"))
-	if _, err := runtime.Subscribe(b, "orders", func(_ context.Context, o order, d runtime.Delivery) runtime.Outcome {
+	parents := make(chan trace.SpanContext, 3)
+	if _, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		parents <- trace.SpanContextFromContext(ctx)
 		if o.ID == 1 {
 			return runtime.Reject(nil)
 		}
@@ -59,12 +63,25 @@ func TestLambdaTracesAndMetrics(t *testing.T) {
 			send = append(send, s)
 		}
 	}
-	if len(process) != 3 || len(send) != 3 {
-		t.Fatalf("%d process spans, %d send spans", len(process), len(send))
+	if len(process) != 1 || len(send) != 3 {
+		t.Fatalf("%d process spans, %d send spans; want one process span for the invocation", len(process), len(send))
 	}
-	for _, p := range process {
-		if p.SpanContext.TraceID() != root.SpanContext().TraceID() || !slices.ContainsFunc(send, func(s tracetest.SpanStub) bool { return s.SpanContext.SpanID() == p.Parent.SpanID() }) {
-			t.Errorf("process span %v not under a send span of the caller's trace", p.SpanContext)
+	p := process[0]
+	if p.SpanKind != trace.SpanKindConsumer || attrs(p)["messaging.batch.message_count"].AsInt64() != 3 || len(p.Links) != 3 {
+		t.Errorf("process span: kind %v, %d links, attributes %v", p.SpanKind, len(p.Links), p.Attributes)
+	}
+	for _, s := range send {
+		if s.SpanContext.TraceID() != root.SpanContext().TraceID() {
+			t.Errorf("send span %v not in the caller's trace", s.SpanContext)
+		}
+		if !slices.ContainsFunc(p.Links, func(l sdktrace.Link) bool { return l.SpanContext.Equal(s.SpanContext.WithRemote(true)) }) {
+			t.Errorf("the process span links to no send span %s", s.SpanContext.SpanID())
+		}
+	}
+	close(parents)
+	for sc := range parents {
+		if !sc.IsRemote() || !slices.ContainsFunc(send, func(s tracetest.SpanStub) bool { return s.SpanContext.SpanID() == sc.SpanID() }) {
+			t.Errorf("a handler's context carries span %v, not its record's send span", sc)
 		}
 	}
 	got := m.collect()

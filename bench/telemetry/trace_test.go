@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
+	"github.com/kinesisgen/kinesisgen/runtime/kinesislambda"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 )
 
@@ -182,19 +183,25 @@ func TestTraceRunsFromPublishThroughHandlerAndReplyToItsHandler(t *testing.T) {
 }
 
 // Every handled record's producer span is reachable from the consumer
-// side's spans: one of them links to it (a take's process span) or is its
-// child (a span the handler started with its context), with by-key lanes
-// (takes of many records, over several shards) and without.
+// side's spans: one of them links to it (a batch's process span) or is
+// its child (a span the handler started with its context), with by-key
+// lanes (takes of many records, over several shards), without, through a
+// queue, and in Lambda (invocations of 200 records: more than one process
+// span's links).
 func TestEveryHandledRecordsProducerSpanIsReachable(t *testing.T) {
-	for _, byKey := range []bool{true, false} {
-		t.Run(fmt.Sprintf("byKey=%v", byKey), func(t *testing.T) {
+	for _, mode := range []string{"byKey", "lanes", "queue", "lambda"} {
+		t.Run(mode, func(t *testing.T) {
 			const n = 600
 			ctx := testCtx(t)
 			exp := tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 			t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 			pb, srv := kinesistest.NewBrokerServer(runtime.WithTracerProvider(tp))
-			if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(4)}); err != nil {
+			if mode == "queue" {
+				if err := srv.AddOnDemandStream("orders"); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := srv.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("orders"), ShardCount: aws.Int32(4)}); err != nil {
 				t.Fatal(err)
 			}
 			pub := runtime.NewPublisher[order](pb, runtime.PublisherSpec{Stream: "orders"})
@@ -208,9 +215,18 @@ func TestEveryHandledRecordsProducerSpanIsReachable(t *testing.T) {
 			}
 			var handled atomic.Int64
 			done := make(chan struct{})
-			opts := []runtime.SubscribeOption{runtime.StartAt(runtime.Horizon()), runtime.Workers(4)}
-			if byKey {
-				opts = append(opts, runtime.ByKey())
+			opts := []runtime.SubscribeOption{runtime.Workers(4)}
+			switch mode {
+			case "byKey":
+				opts = append(opts, runtime.ByKey(), runtime.StartAt(runtime.Horizon()))
+			case "lanes":
+				opts = append(opts, runtime.StartAt(runtime.Horizon()))
+			case "queue":
+				arn, err := srv.AddQueue("orders", "work", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, runtime.Queue(arn))
 			}
 			cb := srv.NewBroker(runtime.WithTracerProvider(tp))
 			if _, err := runtime.Subscribe(cb, "orders", func(ctx context.Context, o order, _ runtime.Delivery) runtime.Outcome {
@@ -225,30 +241,42 @@ func TestEveryHandledRecordsProducerSpanIsReachable(t *testing.T) {
 			}, opts...); err != nil {
 				t.Fatal(err)
 			}
-			connect(t, ctx, cb)
+			if mode == "lambda" {
+				if _, err := srv.Drain(ctx, kinesistest.EventSourceMapping{Stream: "orders", Function: kinesislambda.Handler(cb), BatchSize: 200}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				connect(t, ctx, cb)
+			}
 			select {
 			case <-done:
 			case <-ctx.Done():
 				t.Fatalf("handled %d of %d", handled.Load(), n)
 			}
-			if err := cb.Shutdown(ctx); err != nil { // ends the last take's span
+			if err := cb.Shutdown(ctx); err != nil { // ends the last batch's span
 				t.Fatal(err)
 			}
 			reached := map[trace.SpanID]bool{}
 			var sends []tracetest.SpanStub
-			maxTake, takes := 0, 0
+			maxBatch, batches := 0, 0
 			for _, s := range exp.GetSpans() {
-				switch {
-				case s.Name == "send orders":
+				if s.Name == "send orders" {
 					sends = append(sends, s)
-				case s.Name == "process orders":
-					for _, l := range s.Links {
-						reached[l.SpanContext.SpanID()] = true
-					}
-					maxTake = max(maxTake, len(s.Links))
-					takes++
-				case s.Parent.IsValid():
+					continue
+				}
+				// Reached by a link or as a parent, whatever the span.
+				for _, l := range s.Links {
+					reached[l.SpanContext.SpanID()] = true
+				}
+				if s.Parent.IsValid() {
 					reached[s.Parent.SpanID()] = true
+				}
+				if s.Name == "process orders" {
+					if c := attrs(s)["messaging.batch.message_count"].AsInt64(); c != int64(len(s.Links)) || s.SpanKind != trace.SpanKindConsumer {
+						t.Errorf("process span of kind %v counts %d records, links %d", s.SpanKind, c, len(s.Links))
+					}
+					maxBatch = max(maxBatch, len(s.Links))
+					batches++
 				}
 			}
 			if len(sends) != n {
@@ -263,9 +291,12 @@ func TestEveryHandledRecordsProducerSpanIsReachable(t *testing.T) {
 			if missing > 0 {
 				t.Errorf("%d of %d producer spans reached by no consumer-side span", missing, n)
 			}
-			t.Logf("%d records in %d process spans, at most %d in one", n, takes, maxTake)
-			if byKey && maxTake < 2 {
-				t.Errorf("by-key takes linked at most %d records: no batch span", maxTake)
+			t.Logf("%d records in %d process spans, at most %d in one", n, batches, maxBatch)
+			if (mode == "byKey" || mode == "lambda") && maxBatch < 2 {
+				t.Errorf("batches linked at most %d records: no batch span", maxBatch)
+			}
+			if batches >= n {
+				t.Errorf("%d process spans for %d records: a span per record", batches, n)
 			}
 		})
 	}

@@ -368,6 +368,7 @@ func (b *batch) handleUnit(ctx context.Context, stream string, r inline.Run, u u
 // turn. One worker handles them in order on the invocation's goroutine.
 func (b *batch) run(ctx context.Context, stream string, sub inline.Sub, us []unit) {
 	r := sub.Begin(ctx)
+	defer r.End()
 	n := min(sub.Workers(), len(us))
 	if n <= 1 {
 		for _, u := range us {

@@ -44,6 +44,9 @@ type Run interface {
 	// is settled; false only when a republish could not be stored before
 	// the invocation's context ended.
 	Handle(rec Record) (settled bool)
+	// End is called once every Handle of the invocation has returned: it
+	// ends the invocation's trace (its last batch span).
+	End()
 }
 
 var (
