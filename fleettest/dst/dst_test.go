@@ -119,6 +119,7 @@ var defectSeeds = map[string][]uint64{
 		1796542182813609903, // (a soak's) bubble deadlock: a late heartbeat made as its instance thawed waited for ever (the simulator's)
 		1796542305414195072, // (a soak's) unread 17.5 s: a handoff postponed 18 s, shard 0's records all handled but settled only with another shard's slow handlers in their lane's take
 		1796542343639165273, // (a soak's) unread 19.2 s: the same, a closed shard's end (its children's start) waiting 19 s
+		137,                 // (a hunt's) bubble hang: a pause began while its instance's Stop waited on the pass mutex (the simulator's)
 	},
 }
 
