@@ -91,12 +91,18 @@ func newLanesObserved(workers int, byKey bool, work func(*shard.Record) (settle 
 }
 
 // work runs one worker: it takes records from q and handles them in order
-// until close. The records it handled are settled together once the take
-// is done, one lock per shard instead of one per record: a shard's
-// checkpoint lags by at most one take, which the records still queued
-// behind the take hold back anyway. A stopped lane settles what it handled
-// and starts no other delivery; what it held or what stays queued is never
-// settled, so it is read again after a restart.
+// until close. The records it handled of one shard are settled together,
+// one lock per run of a shard's records in a take instead of one per
+// record, before a record of another shard starts (or once the take is
+// done): a shard's settling never waits for another shard's handler,
+// which may be slow, and its checkpoint lags by at most its own run, which
+// its records still queued behind the run hold back anyway. (Settled only
+// at the take's end, a closed shard whose records were all handled waited
+// for other shards' slow handlers in its take to checkpoint its end and
+// start its children, and a handoff of it was postponed meanwhile.) A
+// stopped lane settles what it handled and starts no other delivery; what
+// it held or what stays queued is never settled, so it is read again
+// after a restart.
 func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 	// Both grow with the takes, to q.take at most.
 	var batch []shard.Record
@@ -118,6 +124,10 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 			if l.stopped.Load() {
 				break
 			}
+			if n := len(done); n > 0 && !sameShard(done[n-1], &batch[i]) {
+				shard.SettleAll(done)
+				done = done[:0]
+			}
 			if work(&batch[i]) {
 				done = append(done, &batch[i])
 			}
@@ -133,6 +143,9 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 		}
 	}
 }
+
+// sameShard reports whether a and b were read from the same shard.
+func sameShard(a, b *shard.Record) bool { return a.ShardID == b.ShardID && a.Stream == b.Stream }
 
 // submit queues rs, each record on its lane, in order: it is the
 // coordinator's sink. Whatever it returns, the records it took are a prefix

@@ -244,12 +244,17 @@ func (w *world) unreadBound() time.Duration {
 func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 	bound := w.unreadBound()
 	for _, app := range w.apps {
-		// Activity per shard: handling starts and running spans.
-		type act struct{ from, to time.Time }
+		// Activity per shard: handling starts and running spans. h is
+		// the handling it stands for: a report names the one a gap
+		// began after.
+		type act struct {
+			from, to time.Time
+			h        handling
+		}
 		acts := map[string][]act{}
 		for _, h := range w.handled {
 			if h.app == app {
-				acts[h.shard] = append(acts[h.shard], act{h.start, h.end})
+				acts[h.shard] = append(acts[h.shard], act{h.start, h.end, h})
 			}
 		}
 		// A record a reader fetched is activity on its shard from the
@@ -280,7 +285,7 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				}
 			}
 			if !last.IsZero() {
-				acts[h.shard] = append(acts[h.shard], act{last, h.start})
+				acts[h.shard] = append(acts[h.shard], act{last, h.start, h})
 			}
 		}
 		var excuse []span
@@ -353,25 +358,33 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			}
 			slices.SortFunc(marks, func(a, b act) int { return a.from.Compare(b.from) })
 			cur := p.at
+			var curBy, worstBy *act // the activity that ended at cur; at worstFrom
 			worst, worstFrom := time.Duration(0), cur
-			for _, a := range marks {
+			for i, a := range marks {
 				if a.from.After(cur) {
 					if g := a.from.Sub(cur) - overlap(excuse, cur, a.from); g > worst {
-						worst, worstFrom = g, cur
+						worst, worstFrom, worstBy = g, cur, curBy
 					}
 				}
 				if a.to.After(cur) {
-					cur = a.to
+					cur, curBy = a.to, &marks[i]
 				}
 			}
 			if end.After(cur) {
 				if g := end.Sub(cur) - overlap(excuse, cur, end); g > worst {
-					worst, worstFrom = g, cur
+					worst, worstFrom, worstBy = g, cur, curBy
 				}
 			}
 			if worst > bound {
-				c.add("unread", "app %s: shard %s unread for %.1fs from %s (bound %v) while message %d (key %q, acknowledged at %s) waited; first handled at %s by %s",
-					app, p.shard, worst.Seconds(), w.at(worstFrom), bound, p.id, p.key, w.at(p.at), w.at(end), f.inst)
+				after := "its acknowledgement"
+				if b := worstBy; b != nil {
+					// What the shard's (or its parents') reader did last
+					// before the gap: where to look in its runtime log.
+					after = fmt.Sprintf("%s's handling of message %d on %s (fetched or started %s, ended %s)",
+						b.h.inst, b.h.id, b.h.shard, w.at(b.from), w.at(b.h.end))
+				}
+				c.add("unread", "app %s: shard %s unread for %.1fs from %s (bound %v), after %s, while message %d (key %q, acknowledged at %s) waited; first handled at %s by %s",
+					app, p.shard, worst.Seconds(), w.at(worstFrom), bound, after, p.id, p.key, w.at(p.at), w.at(end), f.inst)
 			}
 		}
 	}

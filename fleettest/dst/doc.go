@@ -59,7 +59,10 @@
 //	go test -count=1 -v -run 'TestHunt$' ./fleettest/dst/ -dst.mix=pausemem -dst.want=taken-from-live -dst.hunt=300
 //	make soak SOAK=30m SOAK_FLAGS=-dst.defects
 //
-// -dst.log logs the runtime at Info. make test runs TestSeeds' fixed set
+// -dst.log logs the runtime at Info (with -dst.debug, at Debug: a
+// reader's "shard ended; waiting for delivered records to settle" and
+// its pending count, say); an unread example names the handling its gap
+// began after, whose instance's log is where to look. make test runs TestSeeds' fixed set
 // (mixes basic, twoapps and aggregate, 150 seeds each, which held both
 // before issue 29's fixes and on them as merged, and soak seeds that once
 // failed, which hold since their fixes); -dst.defects adds

@@ -61,6 +61,9 @@ type instance struct {
 	started   time.Time
 	gone      time.Time // left or crashed (world.mu)
 	crashed   bool
+	// stopping: its shutdown has begun (world.mu); it is not paused
+	// again (see pause).
+	stopping bool
 }
 
 type span struct {
@@ -363,8 +366,18 @@ const shutdownTimeout = 10 * time.Second
 
 func (w *world) shutdown(ctx context.Context, in *instance, why string) {
 	// A paused process handles its shutdown signal once it runs again
-	// (and its Stop would wait on a pass frozen at the gate).
-	in.gate()
+	// (and its Stop would wait on a pass frozen at the gate). From then
+	// on it is not paused (see pause).
+	for {
+		in.gate()
+		w.mu.Lock()
+		paused := in.f.resume != nil
+		in.stopping = !paused
+		w.mu.Unlock()
+		if !paused {
+			break
+		}
+	}
 	bound := shutdownTimeout + w.cfg.Timing.Failover
 	w.callBound(in.name+" shutdown ("+why+")", bound, func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
