@@ -60,6 +60,14 @@ const DefaultAggregateBytes = 50 << 10
 // large to share a record with another is sent plain, in its place in its
 // key's order.
 //
+// With the default codec (JSON), a lone Publish's message is encoded by
+// the aggregator, in one pass with the other callers' (less CPU than on
+// each caller's goroutine): the call still returns its own encoding error,
+// and a MarshalJSON that panics panics in its caller, but one that blocks
+// holds back the publisher's other messages while it does. Another codec
+// runs on the caller's goroutine, as do the batches (SendAll, StartAll,
+// PublishAll).
+//
 // On a stream whose record distribution strategy is AUTO the service
 // places every record on a shard of its choosing, ignoring partition and
 // explicit hash keys: the publisher does not pretend to route keys. It
@@ -1243,10 +1251,16 @@ func (a *aggregator) resolveAll(items []*entry, r Receipt, err error) {
 // and not kept (in process, 2,048 callers, 2026-12-06): waking a unit's
 // callers from the unit's own goroutine, and encoding a pass's aggregates
 // on goroutines of their own; neither lowered the CPU per message, and
-// neither's rate moved outside the noise of a shared 2-core machine. One
-// channel per aggregate, closed once, would save only each send's channel
-// lock: the runtime still readies each caller one by one, and a caller
-// cannot know its aggregate when it starts to wait.
+// neither's rate moved outside the noise of a shared 2-core machine.
+// Encoding the JSON of a pass's lone Publish calls (encode) half on a
+// helper goroutine: CPU per message unchanged (medians 2,471 and 2,483
+// ns over 6 alternations), rate no higher on a loaded machine. One
+// channel per aggregate, closed once, would save only each send's
+// channel lock: the runtime still readies each caller one by one, and a
+// caller cannot know its aggregate when it starts to wait. Measured apart
+// (2,048 goroutines each waiting on its own channel, or all of one pass
+// on one channel closed), a wait and its wake cost the same, 570 ns of
+// CPU either way.
 func (a *aggregator) resolve(e *entry, r Receipt, err error) {
 	if e.finish() {
 		e.receipt, e.err = r, err
