@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
@@ -247,5 +249,66 @@ func TestAggregatedPublishCallerGivesUpWhileEncoded(t *testing.T) {
 	}
 	if got := storedKeyN(ctx, t, s, stream); len(got) != 1 || got[0] != "k/1" {
 		t.Errorf("stored %v, want only k/1", got)
+	}
+}
+
+// fixedTracer starts spans that all carry one valid span context, so that
+// a traced publish has a traceparent to inject.
+type fixedTracer struct {
+	noop.Tracer
+	sc trace.SpanContext
+}
+
+func (f fixedTracer) Start(ctx context.Context, _ string, _ ...trace.SpanStartOption) (context.Context, trace.Span) {
+	s := fixedSpan{sc: f.sc}
+	return trace.ContextWithSpan(ctx, s), s
+}
+
+type fixedSpan struct {
+	noop.Span
+	sc trace.SpanContext
+}
+
+func (s fixedSpan) SpanContext() trace.SpanContext { return s.sc }
+
+type fixedTracerProvider struct {
+	noop.TracerProvider
+	sc trace.SpanContext
+}
+
+func (p fixedTracerProvider) Tracer(string, ...trace.TracerOption) trace.Tracer {
+	return fixedTracer{sc: p.sc}
+}
+
+// TestAggregatedPublishTraced: a traced lone aggregated Publish, whose
+// message its aggregator encodes, stores the trace context its caller's
+// span injected, beside the message's own headers.
+func TestAggregatedPublishTraced(t *testing.T) {
+	ctx := testContext(t, 30*time.Second)
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 1)
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		SpanID:     trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8},
+		TraceFlags: trace.FlagsSampled,
+	})
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.WithTracerProvider(fixedTracerProvider{sc: sc})))
+	p := runtime.NewPublisher[encMsg](b, runtime.PublisherSpec{Stream: stream, PartitionKey: "k", Aggregate: true})
+	if err := p.Message(encMsg{Key: "k", N: 0}).Header("h", "v").Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(ctx, encMsg{Key: "k", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	got := storedPayloads(t, s, stream)
+	want := "00-0102030405060708090a0b0c0d0e0f10-0102030405060708-01"
+	for k, h := range map[string]string{"k/0": "v", "k/1": ""} {
+		m, ok := got[k]
+		if !ok {
+			t.Fatalf("%s not stored", k)
+		}
+		if m.headers["traceparent"] != want || m.headers["h"] != h {
+			t.Errorf("%s stored with headers %v, want traceparent %s and h=%q", k, m.headers, want, h)
+		}
 	}
 }
