@@ -64,7 +64,9 @@ const DefaultAggregateBytes = 50 << 10
 // the aggregator, in one pass with the other callers' (less CPU than on
 // each caller's goroutine): the call still returns its own encoding error,
 // and a MarshalJSON that panics panics in its caller, but one that blocks
-// holds back the publisher's other messages while it does. Another codec
+// holds back the publisher's other messages while it does (one that
+// publishes through an aggregating publisher of the same stream and
+// settings waits for its own aggregator: until its ctx ends). Another codec
 // runs on the caller's goroutine, as do the batches (SendAll, StartAll,
 // PublishAll).
 //
