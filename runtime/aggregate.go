@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,16 @@ const DefaultAggregateBytes = 50 << 10
 // messages waiting for it, as a refused put would. A message too
 // large to share a record with another is sent plain, in its place in its
 // key's order.
+//
+// With the default codec (JSON), a lone Publish's message is encoded by
+// the aggregator, in one pass with the other callers' (less CPU than on
+// each caller's goroutine): the call still returns its own encoding error,
+// and a MarshalJSON that panics panics in its caller, but one that blocks
+// holds back the publisher's other messages while it does (one that
+// publishes through an aggregating publisher of the same stream and
+// settings waits for its own aggregator: until its ctx ends). Another codec
+// runs on the caller's goroutine, as do the batches (SendAll, StartAll,
+// PublishAll).
 //
 // On a stream whose record distribution strategy is AUTO the service
 // places every record on a shard of its choosing, ignoring partition and
@@ -207,6 +218,10 @@ type aggregator struct {
 	reuse   bool
 	bufs    [][]byte
 	spareIn []*entry // reused buffer for draining incoming
+	// json encodes the messages of lone Publish calls (see encode) into
+	// slab.
+	json *json.Encoder
+	slab slabWriter
 	// Reused buffers of dispatch and send.
 	sending     []*aggUnit
 	sendRecs    []unorderedRecord
@@ -309,12 +324,36 @@ func (a *aggregator) submit(ctx context.Context, key string, data []byte, batch 
 	if batch {
 		e.hk, e.hashed = shard.HashKeyOf(key), true
 	}
+	if err := a.queue1(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// submitValue queues one message of a lone Publish not yet encoded
+// (rec.encode): run encodes it (see encode). Its key must be valid.
+func (a *aggregator) submitValue(ctx context.Context, rec Outgoing) (*entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
+	}
+	e := a.bt.entries.get()
+	e.ctx, e.key, e.ordered = ctx, rec.PartitionKey, true
+	e.val, e.headers, e.encode = rec.value, rec.Headers, true
+	if err := a.queue1(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// queue1 puts e in line for run, or recycles it when the aggregator is
+// closing.
+func (a *aggregator) queue1(e *entry) error {
 	e.state.Store(entryQueued)
 	a.mu.Lock()
 	if a.closing {
 		a.mu.Unlock()
 		e.recycle()
-		return nil, a.bt.errorf(ErrNotConnected, nil)
+		return a.bt.errorf(ErrNotConnected, nil)
 	}
 	a.incoming = append(a.incoming, e)
 	signal := len(a.incoming) == 1
@@ -322,7 +361,7 @@ func (a *aggregator) submit(ctx context.Context, key string, data []byte, batch 
 	if signal {
 		a.poke()
 	}
-	return e, nil
+	return nil
 }
 
 func (a *aggregator) poke() {
@@ -371,11 +410,14 @@ func (a *aggregator) run() {
 		closing := a.closing
 		a.mu.Unlock()
 		for _, e := range in {
+			if e.encode && !a.encode(e) {
+				continue
+			}
 			if !e.hashed {
 				e.hk, e.hashed = shard.HashKeyOf(e.key), true
 			}
+			a.unrouted = append(a.unrouted, e)
 		}
-		a.unrouted = append(a.unrouted, in...)
 		clear(in)
 		a.spareIn = in[:0]
 		if closing {
@@ -836,6 +878,114 @@ func (a *aggregator) release(u *aggUnit, now time.Time) {
 	}
 }
 
+// encode encodes the message of a lone Publish (submitValue) in JSON and
+// reports whether it is to be routed: not when its caller has abandoned
+// it, nor when it cannot be encoded (its caller gets the error that
+// encoding on its own goroutine would have given, or the panic), nor when
+// it is over the 1 MiB record size (its caller checks the stream's size,
+// which may take a call, and submits it encoded: see publisher.sendLarge).
+//
+// Encoded here, in one pass over many callers' messages, a message's JSON
+// costs less CPU than on its caller's goroutine, one of thousands whose
+// cache is cold by the time it runs (BENCHMARKS.md, 'Aggregated
+// publishing'); and the messages share slabs (slabWriter) rather than
+// each allocating its own. Only the default codec runs here: another may
+// do I/O (a schema registry, say), which would hold back every caller's
+// messages. The caller waits for the result, so the message is stable
+// until then; one whose ctx ends while its message is read here waits for
+// that (entryEncoding), so it is never read after Publish has returned.
+func (a *aggregator) encode(e *entry) bool {
+	if !e.state.CompareAndSwap(entryQueued, entryEncoding) {
+		return false // abandoned: its caller is gone
+	}
+	v, h := e.val, e.headers
+	e.val, e.headers, e.encode = nil, nil, false
+	payload, err := a.marshal(v)
+	if err != nil {
+		if p, ok := err.(*codecPanic); ok {
+			a.resolve(e, Receipt{}, p)
+		} else {
+			a.resolve(e, Receipt{}, &Error{Kind: ErrPublish, Op: "encode", Stream: a.stream, Err: err})
+		}
+		return false
+	}
+	data := encodeRecord(h, payload)
+	if len(data)+len(e.key) > MaxRecordSize {
+		a.resolve(e, Receipt{}, &encodedLarge{key: e.key, headers: h, payload: payload})
+		return false
+	}
+	e.data = data
+	e.state.Store(entryQueued)
+	return true
+}
+
+// marshal is json.Marshal(v), into the aggregator's slab; a panic (of a
+// type's MarshalJSON) is returned as a *codecPanic, for the caller to
+// panic with: on the aggregator's goroutine it would end the process.
+func (a *aggregator) marshal(v any) (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			data, err = nil, &codecPanic{p}
+		}
+	}()
+	if a.json == nil {
+		a.json = json.NewEncoder(&a.slab)
+	}
+	if err := a.json.Encode(v); err != nil {
+		return nil, err
+	}
+	out := a.slab.last
+	a.slab.last = nil
+	return out[:len(out)-1], nil // what json.Marshal returns: without Encode's newline
+}
+
+// slabWriter takes each JSON message the aggregator encodes into a slab
+// shared with the next ones, so that a message costs no allocation of its
+// own: a slab lives as long as any of its messages.
+type slabWriter struct {
+	slab []byte // the slab being filled
+	last []byte // what the last Write wrote
+}
+
+// Slabs of slabBytes take messages of up to slabMax bytes; a larger one
+// has a slice of its own.
+const (
+	slabBytes = 16 << 10
+	slabMax   = 2 << 10
+)
+
+func (w *slabWriter) Write(p []byte) (int, error) {
+	if len(p) > slabMax {
+		w.last = append([]byte(nil), p...)
+		return len(p), nil
+	}
+	if cap(w.slab)-len(w.slab) < len(p) {
+		w.slab = make([]byte, 0, slabBytes)
+	}
+	n := len(w.slab)
+	w.slab = append(w.slab, p...)
+	w.last = w.slab[n:len(w.slab):len(w.slab)] // capped: an append to it copies
+	return len(p), nil
+}
+
+// codecPanic is a panic of a lone Publish's encoding on the aggregator's
+// goroutine, which its caller panics with (as it would have had it
+// encoded the message itself).
+type codecPanic struct{ value any }
+
+func (*codecPanic) Error() string { return "the encoding of a message panicked" }
+
+// encodedLarge is the result of a lone Publish's message whose record is
+// over MaxRecordSize: encode hands it back to its caller, which checks it
+// against the stream's own size and submits it encoded.
+type encodedLarge struct {
+	key     string
+	headers Headers
+	payload []byte
+}
+
+func (*encodedLarge) Error() string { return "a record over 1 MiB, handed back to its caller" }
+
 // aggGather is the number of messages below which run, woken, first lets
 // the other goroutines that are ready to run go (see run).
 const aggGather = 64
@@ -1103,10 +1253,16 @@ func (a *aggregator) resolveAll(items []*entry, r Receipt, err error) {
 // and not kept (in process, 2,048 callers, 2026-12-06): waking a unit's
 // callers from the unit's own goroutine, and encoding a pass's aggregates
 // on goroutines of their own; neither lowered the CPU per message, and
-// neither's rate moved outside the noise of a shared 2-core machine. One
-// channel per aggregate, closed once, would save only each send's channel
-// lock: the runtime still readies each caller one by one, and a caller
-// cannot know its aggregate when it starts to wait.
+// neither's rate moved outside the noise of a shared 2-core machine.
+// Encoding the JSON of a pass's lone Publish calls (encode) half on a
+// helper goroutine: CPU per message unchanged (medians 2,471 and 2,483
+// ns over 6 alternations), rate no higher on a loaded machine. One
+// channel per aggregate, closed once, would save only each send's
+// channel lock: the runtime still readies each caller one by one, and a
+// caller cannot know its aggregate when it starts to wait. Measured apart
+// (2,048 goroutines each waiting on its own channel, or all of one pass
+// on one channel closed), a wait and its wake cost the same, 570 ns of
+// CPU either way.
 func (a *aggregator) resolve(e *entry, r Receipt, err error) {
 	if e.finish() {
 		e.receipt, e.err = r, err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -85,6 +86,11 @@ const (
 	entryInFlight
 	entryAbandoned // the caller's ctx ended while the entry was queued or waiting to be resent
 	entryDone
+	// entryEncoding: the aggregator is encoding the entry's message (val);
+	// a caller whose ctx ends waits for it to be done, so that the
+	// message is not read after Publish has returned (see
+	// aggregator.encode).
+	entryEncoding
 )
 
 // entry is one caller's record inside the batcher.
@@ -100,6 +106,12 @@ type entry struct {
 	// aggregator's as it takes the message in (see aggregator.submit).
 	hk     shard.HashKey
 	hashed bool
+	// val is an aggregated Publish's message, not yet encoded (data is
+	// nil): the aggregator encodes it, in JSON with headers, as it takes
+	// the message in (see aggregator.encode).
+	val     any
+	headers Headers
+	encode  bool
 
 	// Owned by the batcher goroutine.
 	attempts  int
@@ -344,6 +356,9 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 	case <-e.done:
 		return e.result()
 	case <-ctxDone:
+	}
+	for e.state.Load() == entryEncoding {
+		goruntime.Gosched() // the aggregator is reading the message: a few microseconds
 	}
 	if e.state.CompareAndSwap(entryQueued, entryAbandoned) || e.state.Load() == entryAbandoned {
 		// Never sent, or waiting out a backoff (abandoned now, or by the

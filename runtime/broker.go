@@ -420,6 +420,11 @@ type Outgoing struct {
 	// aggregate, when set (with defaults), packs the record into a KPL
 	// aggregate of its shard.
 	aggregate *Aggregation
+	// value, when encode is set, is the message not yet encoded in JSON
+	// (Payload is nil): an aggregated Publish's, which its aggregator
+	// encodes (see aggregator.encode).
+	value  any
+	encode bool
 }
 
 // put sends one record through the batcher and waits for its own result.
@@ -487,9 +492,19 @@ type route struct {
 // took there otherwise (last may be nil: no caching). batch says that rec
 // is one of a batch its goroutine submits (see aggregator.submit).
 func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer[route], batch bool) (*batcher, *entry, error) {
-	data := encodeRecord(rec.Headers, rec.Payload)
-	if err := c.checkRecordSize(ctx, rec.Stream, len(data)+len(rec.PartitionKey)); err != nil {
-		return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+	if rec.encode && rec.aggregate == nil { // only an aggregator encodes
+		payload, err := JSON.Marshal(rec.value)
+		if err != nil {
+			return nil, nil, &Error{Kind: ErrPublish, Op: "encode", Stream: rec.Stream, Err: err}
+		}
+		rec.Payload, rec.value, rec.encode = payload, nil, false
+	}
+	var data []byte
+	if !rec.encode {
+		data = encodeRecord(rec.Headers, rec.Payload)
+		if err := c.checkRecordSize(ctx, rec.Stream, len(data)+len(rec.PartitionKey)); err != nil {
+			return nil, nil, &Error{Kind: ErrPublish, Op: "publish", Stream: rec.Stream, Err: err}
+		}
 	}
 	var r *route
 	if last != nil {
@@ -511,6 +526,10 @@ func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer
 		}
 	}
 	if r.ag != nil {
+		if rec.encode {
+			e, err := r.ag.submitValue(ctx, rec)
+			return r.bt, e, err
+		}
 		e, err := r.ag.submit(ctx, rec.PartitionKey, data, batch)
 		return r.bt, e, err
 	}

@@ -12,6 +12,14 @@ var JSON Codec = jsonCodec{}
 
 type jsonCodec struct{}
 
+// isJSON says whether c is the default codec, which an aggregator may run
+// on its own goroutine: CPU only, no I/O of its own to hold the others'
+// messages back (see aggregator.encode).
+func isJSON(c Codec) bool {
+	_, ok := c.(jsonCodec)
+	return ok
+}
+
 func (jsonCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 // Unmarshal is json.Unmarshal, except that a payload of null into a type

@@ -312,7 +312,7 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		if t != nil {
 			mctx, span, h = t.startSend(ctx, &p.obs, h)
 		}
-		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h)
+		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h, false)
 		if err == nil {
 			lines.await(ctx, rec)
 			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
@@ -459,16 +459,26 @@ func (p *publisher[T]) sendPlain(ctx context.Context, msg T, key string, hasKey 
 	if err != nil {
 		return Receipt{}, err
 	}
+	var r Receipt
 	if ctxDone := ctx.Done(); ctxDone != nil {
-		return bt.awaitOrCancel(e, ctxDone)
+		r, err = bt.awaitOrCancel(e, ctxDone)
+	} else {
+		<-e.done
+		r, err = e.result()
 	}
-	<-e.done
-	return e.result()
+	switch err := err.(type) {
+	case *encodedLarge:
+		return p.sendLarge(ctx, err)
+	case *codecPanic:
+		panic(err.value) // as the encoding would have on this goroutine
+	}
+	return r, err
 }
 
-// enqueue validates and encodes msg and queues its record.
+// enqueue validates msg and queues its record: encoded, or for an
+// aggregator to encode (see aggregator.encode).
 func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bool, h Headers) (*batcher, *entry, error) {
-	c, rec, err := p.outgoing(ctx, msg, key, hasKey, h)
+	c, rec, err := p.outgoing(ctx, msg, key, hasKey, h, p.aggregate != nil && isJSON(p.b.s.cfg.codec))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -476,11 +486,12 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
-// broker's connection of the moment. It checks the stream name, the key and
-// the headers itself (before the connection, whose error comes after
-// theirs), so the record goes to conn.submit, which does not check them
-// again.
-func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey bool, h Headers) (*conn, Outgoing, error) {
+// broker's connection of the moment; later leaves the encoding (JSON) to
+// the record's aggregator (a lone Publish: see aggregator.encode). It checks
+// the stream name, the key and the headers itself (before the connection,
+// whose error comes after theirs), so the record goes to conn.submit, which
+// does not check them again.
+func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey bool, h Headers, later bool) (*conn, Outgoing, error) {
 	if p.stream == "" {
 		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
 	}
@@ -503,11 +514,31 @@ func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey b
 			return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Stream: p.stream, Err: err}
 		}
 	}
+	if later {
+		return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, uniqueKey: unique, aggregate: p.aggregate,
+			value: msg, encode: true}, nil
+	}
 	payload, err := p.b.s.cfg.codec.Marshal(msg)
 	if err != nil {
 		return nil, Outgoing{}, &Error{Kind: ErrPublish, Op: "encode", Stream: p.stream, Err: err}
 	}
 	return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, Payload: payload, uniqueKey: unique, aggregate: p.aggregate}, nil
+}
+
+// sendLarge submits a message that its aggregator encoded and handed back,
+// its record being over MaxRecordSize: the stream's own size, which may
+// take a call to learn, says whether it is sent (plain) or refused.
+func (p *publisher[T]) sendLarge(ctx context.Context, large *encodedLarge) (Receipt, error) {
+	c, err := p.b.connection()
+	if err != nil {
+		return Receipt{}, &Error{Kind: ErrNotConnected, Op: "publish", Stream: p.stream}
+	}
+	rec := Outgoing{Stream: p.stream, PartitionKey: large.key, Headers: large.headers, Payload: large.payload, aggregate: p.aggregate}
+	bt, e, err := c.submitVia(ctx, rec, &p.route, false)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return bt.await(e)
 }
 
 // resolveKey walks the key ladder: the PartitionKey step, the partition-key

@@ -86,6 +86,7 @@ import (
 	kinesisv1 "github.com/aws/aws-sdk-go/service/kinesis"
 
 	"github.com/kinesisgen/kinesisgen/bench/internal/kbench"
+	_ "github.com/kinesisgen/kinesisgen/bench/internal/protoconflict" // before the peers: two of kbench's register AggregatedRecord
 	"github.com/kinesisgen/kinesisgen/internal/bench/benchkit"
 	kgrt "github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
