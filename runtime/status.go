@@ -32,6 +32,11 @@ type LeaseStatus struct {
 	// instance that asked for a lease waits while records of its shard are
 	// still being handled here, so no record is handled by two instances.
 	HandoffsPostponed uint64 `json:"handoffs_postponed"`
+	// LeftToExpire counts the leases a stop left to expire instead of
+	// releasing them: a handler still ran one of their records when the
+	// shutdown timeout ran out, so another instance takes each after the
+	// failover time, as after a crash, not beside the handler.
+	LeftToExpire uint64 `json:"left_to_expire"`
 }
 
 // SubscriptionStatus is one subscription of the broker.
@@ -218,6 +223,7 @@ func (b *Broker) Status() Status {
 			Lost:              s.leaseCounts.Lost.Load(),
 			HandedOver:        s.leaseCounts.HandedOver.Load(),
 			HandoffsPostponed: s.leaseCounts.Postponed.Load(),
+			LeftToExpire:      s.leaseCounts.LeftToExpire.Load(),
 		},
 		Subscriptions: make([]SubscriptionStatus, 0, len(subs)),
 	}

@@ -80,13 +80,19 @@
 // meanwhile reads on), lets the delivered records settle for half its
 // time, then lets no record begin that a handler has not (Record.Stale)
 // and waits the other half for those that run, so that no lease is
-// released while a record of it is being handled (unless a handler
-// outruns the whole stop). It writes each lease's final checkpoint side
-// by side and releases it: the settled prefix, or, if none settled, the
-// first record out ("at" it), so the next owner reads the rest again. A
-// failed final checkpoint is written again for up to 5 s (heartbeats, or
-// renewals, go on meanwhile, so its own fence does not cut that off); a lease whose
-// checkpoint never lands is released all the same.
+// released while a record of it is being handled. It writes each lease's
+// final checkpoint side by side and releases it: the settled prefix, or,
+// if none settled, the first record out ("at" it), so the next owner reads
+// the rest again. A failed final checkpoint is written again for up to
+// 5 s (heartbeats, or renewals, go on meanwhile, so its own fence does not
+// cut that off); a lease whose checkpoint never lands is released all the
+// same. A lease whose record a handler still runs when Stop's time is up
+// is not released: its handlers' contexts (Record.Lease) end, its settled
+// prefix is checkpointed, and it is left to expire as a crashed owner's
+// lease does (the member entry stays, no longer beating), so the next
+// owner handles the record a failover time later, not beside the handler;
+// Stop's error (LeftToExpireError) and LeaseCounters.LeftToExpire name
+// and count them.
 //
 // lose (any held → gone). A write that finds another owner stops the
 // reader at once and abandons its unsettled records. A deleted stream

@@ -475,8 +475,14 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			wctx, cancel := context.WithTimeout(c.ctx, c.cfg.Handoff/2)
 			err := s.wm.wait(wctx)
 			cancel()
-			if drainedStep(err == nil, c.ctx.Err() != nil) == drainedPostpone {
+			switch drainedStep(err == nil, c.ctx.Err() != nil) {
+			case drainedPostpone:
 				c.postpone(o, s, to, s.wm.pending())
+				return
+			case drainedStop:
+				o.mu.Lock()
+				o.setHanding(false)
+				o.mu.Unlock()
 				return
 			}
 		}
@@ -518,16 +524,21 @@ type drainedAction int
 const (
 	drainedRelease  drainedAction = iota // checkpoint the settled prefix and release
 	drainedPostpone                      // keep the lease and read on (postpone)
+	drainedStop                          // leave the lease to Stop's final writes
 )
 
 // drainedStep decides what a handoff does after its drain: settled, every
 // record it delivered settled; ending, the coordinator's context ended
-// (Stop, which waited for the records itself, releases every lease).
+// (Stop, past its time for the records: its final writes release the
+// lease, or leave it to expire while a handler still runs a record).
 // Records still being handled never go to the asker: the handoff is
 // postponed, never cut short.
 func drainedStep(settled, ending bool) drainedAction {
-	if settled || ending {
+	switch {
+	case settled:
 		return drainedRelease
+	case ending:
+		return drainedStop
 	}
 	return drainedPostpone
 }

@@ -187,6 +187,10 @@ type LeaseCounters struct {
 	Lost       atomic.Uint64 // leases found taken by another owner, or fenced after failed renewals
 	HandedOver atomic.Uint64 // leases released to an owner that asked for them
 	Postponed  atomic.Uint64 // handoffs postponed: records still being handled
+	// LeftToExpire counts the leases a Stop left to expire instead of
+	// releasing them, because a handler still ran one of their records
+	// when its time ran out (LeftToExpireError).
+	LeftToExpire atomic.Uint64
 }
 
 // Status is a snapshot of a coordinator: the shards it holds and, as the

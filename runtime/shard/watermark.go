@@ -200,6 +200,18 @@ func (w *watermark) close() {
 	w.mu.Unlock()
 }
 
+// running reports whether a record of a closed generation may still be
+// in a handler: delivered, neither settled nor skipped (a lane that looks
+// at it from now on skips it), and the generation not abandoned.
+func (w *watermark) running() bool {
+	if w.discard.Load() {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.idle()
+}
+
 // skip marks index i stale for good while closing: it will not be handled
 // here, so wait no longer waits for it (its checkpoint stays before it).
 func (w *watermark) skip(i uint64) {
