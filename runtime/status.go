@@ -174,6 +174,11 @@ type ShardStatus struct {
 	// postponed because its records were still being handled; one that
 	// keeps growing is a handler that does not return, holding its shard.
 	HandoffsPostponed uint64 `json:"handoffs_postponed,omitempty"`
+	// Handoff is how far the handoff of a shard held here has come:
+	// "asked" (HandoffTo asked; answered on the next look), "settling"
+	// (reader stopped, its records settling), "checkpointing",
+	// "releasing"; empty when nobody asked.
+	Handoff string `json:"handoff,omitempty"`
 }
 
 func shardStatusOf(s shard.ShardStatus) ShardStatus {
@@ -196,6 +201,7 @@ func shardStatusOf(s shard.ShardStatus) ShardStatus {
 		PerSecond:          s.PerSecond,
 		InFlight:           s.InFlight,
 		HandoffsPostponed:  s.HandoffsPostponed,
+		Handoff:            string(s.Handoff),
 	}
 }
 

@@ -894,8 +894,8 @@ func (c *Coordinator) cancelHandlers(ctx context.Context, o *owned) bool {
 func (c *Coordinator) leaveToExpire(o *owned) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.gone {
-		o.setGone()
+	if o.stateNow() != stGone {
+		o.drop("left to expire")
 		c.forget(o)
 	}
 }

@@ -20,7 +20,9 @@ func TestHeldStep(t *testing.T) {
 		{stWaiting, true, heldOpen},
 		{stReading, false, heldNothing},
 		{stReading, true, heldNothing}, // its reader ends it (finish) or resets it
-		{stHanding, true, heldNothing},
+		{stSettling, true, heldNothing},
+		{stCheckpointing, true, heldNothing},
+		{stReleasing, true, heldNothing},
 		{stEnded, false, heldNothing}, // its reader is still recording the children
 		{stEnded, true, heldRelease},
 		{stFenced, true, heldNothing}, // only a new take reads it again
