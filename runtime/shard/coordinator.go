@@ -43,14 +43,19 @@ func (r *Record) Settle() {
 	}
 }
 
-// Abandon leaves r unsettled for good, with every record its reader
-// delivered and did not settle yet: their settlements no longer count, a
-// stop no longer waits for them, and the shard's next reader reads them
-// again from its checkpoint. A lane that stops while it holds r back (an
-// in-place retry backing off) calls it.
+// Abandon leaves r unsettled for good, and lets no later record of its
+// reader begin (Record.Stale), so that none of r's key is handled before
+// it: a stop or handoff no longer waits for r, the checkpoint never passes
+// it, and the shard's next reader reads it again with what follows. A lane
+// that stops while it holds r back (an in-place retry backing off), or
+// that leaves r unsettled, calls it. The records of r's reader that
+// handlers already run still settle, and a stop still waits for them
+// (issue 29: before, Abandon dropped them all, and a stop released the
+// shard while they ran).
 func (r *Record) Abandon() {
-	if r.wm != nil {
-		r.wm.abandon()
+	if w := r.wm; w != nil {
+		w.close()
+		w.skip(r.idx)
 	}
 }
 
@@ -828,19 +833,15 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) (errs []err
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			runs := c.cancelHandlers(ctx, o)
+			// The checkpoint is the settled prefix as Stop's time ran
+			// out: what a handler settles once its context is cancelled
+			// counts for nothing (the next owner handles it again).
 			perr := c.persistFinal(pctx, o)
-			leave := runs && c.handled(o)
+			leave := c.cancelHandlers(ctx, o) && c.handled(o)
 			var rerr error
-			switch {
-			case leave:
+			if leave {
 				c.leaveToExpire(o)
-			case runs:
-				// Its handlers returned while the checkpoint was
-				// written: write what they settled too.
-				perr = c.persist(pctx, o, true)
-				fallthrough
-			default:
+			} else {
 				rerr = c.release(ctx, o)
 			}
 			mu.Lock()

@@ -209,3 +209,64 @@ func TestStopReleasesALeaseWhoseHandlerHonoursItsContext(t *testing.T) {
 		}
 	})
 }
+
+// A lane that stops while it holds a record back (an in-place retry
+// backing off when the shutdown begins) abandons that record
+// (Record.Abandon); another handler of the same shard still runs a record
+// when Stop's time is up. The abandoned record must not make Stop forget
+// the running one: the lease is left to expire, not released. (Before the
+// fix Abandon discarded the whole reader generation: Stop waited for
+// nothing, checkpointed nothing and released the lease, and the next owner
+// handled the running record at once, beside its handler.)
+func TestStopAfterAnAbandonedRecordStillWaitsForTheRunningOnes(t *testing.T) {
+	const failover = 2 * time.Second
+	e, _ := memEnvIn(t, 1, shard.LivenessPerLease)
+	cols := newCollectors(2)
+	var mu sync.Mutex
+	var held []*shard.Record // the first two records: abandoned, stuck
+	cols[0].hold = func(r *shard.Record) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(held) < 2 {
+			held = append(held, r)
+			return true
+		}
+		return false
+	}
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, failover
+	}
+	a := e.startStopped(cfgA)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+	want := map[string]int{}
+	e.publish(want, 4, 4)
+	cols[0].waitN(t, 4)
+	mu.Lock()
+	abandoned, stuck := held[0], held[1]
+	mu.Unlock()
+	stuckID := idOf(stuck)
+
+	e.start(cfgB)
+	abandoned.Abandon() // the lane holding it back stops as the shutdown begins
+	err := a.Stop(e.ctx(600 * time.Millisecond))
+	stopped := time.Now()
+	t.Logf("a's Stop: %v", err)
+	if !errors.Is(err, shard.ErrLeftToExpire) {
+		t.Errorf("a's Stop = %v; want ErrLeftToExpire (a handler still runs %s/%s)", err, stuckID.shard, stuckID.seq)
+	}
+	var first time.Time
+	cols[1].wait(t, 3*failover, "b handles the stuck record", func(rs []*shard.Record) bool {
+		for _, r := range rs {
+			if idOf(r) == stuckID {
+				first = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	if after := first.Sub(stopped); after < failover-2*cfgA.Renew {
+		t.Fatalf("b handled record %s/%s %v after a's Stop returned, while a's handler still runs it",
+			stuckID.shard, stuckID.seq, after.Round(time.Millisecond))
+	}
+}
