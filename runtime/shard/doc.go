@@ -91,12 +91,14 @@
 // 5 s (heartbeats, or renewals, go on meanwhile, so its own fence does not
 // cut that off); a lease whose checkpoint never lands is released all the
 // same. A lease whose record a handler still runs when Stop's time is up
-// is not released: its handlers' contexts (Record.Lease) end, its settled
-// prefix is checkpointed, and it is left to expire as a crashed owner's
-// lease does (the member entry stays, no longer beating), so the next
-// owner handles the record a failover time later, not beside the handler;
-// Stop's error (LeftToExpireError) and LeaseCounters.LeftToExpire name
-// and count them.
+// is not released: its settled prefix is checkpointed, its handlers'
+// contexts (Record.Lease) end, and, unless they return within 250 ms, it
+// is left to expire as a crashed owner's lease does (the member entry
+// stays, no longer beating), so the next owner handles the record a
+// failover time later, not beside the handler; Stop's error
+// (LeftToExpireError) and LeaseCounters.LeftToExpire name and count them.
+// A record a lane abandons (Record.Abandon) lets no later record of its
+// reader begin, and Stop still waits for those in handlers.
 //
 // lose (any held → gone). A write that finds another owner stops the
 // reader at once and abandons its unsettled records. A deleted stream
