@@ -130,6 +130,11 @@ func (l *lanes) work(q *queue, work func(*shard.Record) bool) {
 			}
 			if work(&batch[i]) {
 				done = append(done, &batch[i])
+			} else {
+				// Not settled here (stale, or the run stops): in no
+				// handler any more, so a stop waits for it no longer
+				// and the next owner reads it again (issue 29).
+				batch[i].Abandon()
 			}
 		}
 		shard.SettleAll(done)

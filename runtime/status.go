@@ -32,6 +32,11 @@ type LeaseStatus struct {
 	// instance that asked for a lease waits while records of its shard are
 	// still being handled here, so no record is handled by two instances.
 	HandoffsPostponed uint64 `json:"handoffs_postponed"`
+	// LeftToExpire counts the leases a stop left to expire instead of
+	// releasing them: a handler still ran one of their records when the
+	// shutdown timeout ran out, so another instance takes each after the
+	// failover time, as after a crash, not beside the handler.
+	LeftToExpire uint64 `json:"left_to_expire"`
 }
 
 // SubscriptionStatus is one subscription of the broker.
@@ -169,6 +174,11 @@ type ShardStatus struct {
 	// postponed because its records were still being handled; one that
 	// keeps growing is a handler that does not return, holding its shard.
 	HandoffsPostponed uint64 `json:"handoffs_postponed,omitempty"`
+	// Handoff is how far the handoff of a shard held here has come:
+	// "asked" (HandoffTo asked; answered on the next look), "settling"
+	// (reader stopped, its records settling), "checkpointing",
+	// "releasing"; empty when nobody asked.
+	Handoff string `json:"handoff,omitempty"`
 }
 
 func shardStatusOf(s shard.ShardStatus) ShardStatus {
@@ -191,6 +201,7 @@ func shardStatusOf(s shard.ShardStatus) ShardStatus {
 		PerSecond:          s.PerSecond,
 		InFlight:           s.InFlight,
 		HandoffsPostponed:  s.HandoffsPostponed,
+		Handoff:            string(s.Handoff),
 	}
 }
 
@@ -218,6 +229,7 @@ func (b *Broker) Status() Status {
 			Lost:              s.leaseCounts.Lost.Load(),
 			HandedOver:        s.leaseCounts.HandedOver.Load(),
 			HandoffsPostponed: s.leaseCounts.Postponed.Load(),
+			LeftToExpire:      s.leaseCounts.LeftToExpire.Load(),
 		},
 		Subscriptions: make([]SubscriptionStatus, 0, len(subs)),
 	}

@@ -75,6 +75,7 @@ type telemetry struct {
 	leasesTaken metric.Int64ObservableCounter
 	leasesLost  metric.Int64ObservableCounter
 	postponed   metric.Int64ObservableCounter
+	leftExpire  metric.Int64ObservableCounter
 	queueDepth  metric.Int64ObservableGauge
 	behind      metric.Int64ObservableGauge
 	ckptAge     metric.Float64ObservableGauge
@@ -114,6 +115,8 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 		metric.WithDescription("Shard leases this instance lost to another, or fenced itself (not renewed in time), over every subscription."))
 	t.postponed, _ = m.Int64ObservableCounter("kinesisgen.leases.handoffs_postponed", metric.WithUnit("{handoff}"),
 		metric.WithDescription("Handoffs this instance postponed because records it handed out were still being handled (a stuck handler holds its shard), over every subscription."))
+	t.leftExpire, _ = m.Int64ObservableCounter("kinesisgen.leases.left_to_expire", metric.WithUnit("{lease}"),
+		metric.WithDescription("Shard leases a stop left to expire instead of releasing them, because a handler still ran one of their records when the stop's time ran out, over every subscription."))
 	t.queueDepth, _ = m.Int64ObservableGauge("kinesisgen.lane.queue_depth", metric.WithUnit("{record}"),
 		metric.WithDescription("Records waiting in a subscription's lanes for a worker."))
 	t.behind, _ = m.Int64ObservableGauge("kinesisgen.shard.millis_behind_latest", metric.WithUnit("ms"),
@@ -127,7 +130,7 @@ func newTelemetry(cfg *config, s *state) *telemetry {
 	t.reg, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		t.observe(s, o)
 		return nil
-	}, t.queueDepth, t.behind, t.ckptAge, t.readFails, t.leasesHeld, t.leasesTaken, t.leasesLost, t.postponed)
+	}, t.queueDepth, t.behind, t.ckptAge, t.readFails, t.leasesHeld, t.leasesTaken, t.leasesLost, t.postponed, t.leftExpire)
 	return t
 }
 
@@ -144,6 +147,7 @@ func (t *telemetry) observe(s *state, o metric.Observer) {
 	o.ObserveInt64(t.leasesTaken, int64(s.leaseCounts.Taken.Load()))
 	o.ObserveInt64(t.leasesLost, int64(s.leaseCounts.Lost.Load()))
 	o.ObserveInt64(t.postponed, int64(s.leaseCounts.Postponed.Load()))
+	o.ObserveInt64(t.leftExpire, int64(s.leaseCounts.LeftToExpire.Load()))
 	s.mu.Lock()
 	subs := append([]*Subscription(nil), s.subs...)
 	ended := maps.Clone(s.ended)

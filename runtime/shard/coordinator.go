@@ -43,14 +43,19 @@ func (r *Record) Settle() {
 	}
 }
 
-// Abandon leaves r unsettled for good, with every record its reader
-// delivered and did not settle yet: their settlements no longer count, a
-// stop no longer waits for them, and the shard's next reader reads them
-// again from its checkpoint. A lane that stops while it holds r back (an
-// in-place retry backing off) calls it.
+// Abandon leaves r unsettled for good, and lets no later record of its
+// reader begin (Record.Stale), so that none of r's key is handled before
+// it: a stop or handoff no longer waits for r, the checkpoint never passes
+// it, and the shard's next reader reads it again with what follows. A lane
+// that stops while it holds r back (an in-place retry backing off), or
+// that leaves r unsettled, calls it. The records of r's reader that
+// handlers already run still settle, and a stop still waits for them
+// (issue 29: before, Abandon dropped them all, and a stop released the
+// shard while they ran).
 func (r *Record) Abandon() {
-	if r.wm != nil {
-		r.wm.abandon()
+	if w := r.wm; w != nil {
+		w.close()
+		w.skip(r.idx)
 	}
 }
 
@@ -652,7 +657,10 @@ func (c *Coordinator) Seek(ctx context.Context, p Position) error {
 
 // Stop stops fetching, waits (bounded by ctx) for delivered records to settle
 // (past half of ctx's time, only for those a handler already runs: settle),
-// writes final checkpoints and releases leases.
+// writes final checkpoints and releases leases. A lease with a record that a
+// handler still runs when ctx ends is left to expire instead (its handlers'
+// contexts, Record.Lease, are cancelled): the error then matches
+// ErrLeftToExpire and a *LeftToExpireError names the shards.
 func (c *Coordinator) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.state == stopped {
@@ -707,22 +715,34 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
 	stopRenewing := c.renewDuring(wctx)
-	errs = append(errs, c.writeFinal(wctx, list)...)
+	werrs, left := c.writeFinal(wctx, list)
+	errs = append(errs, werrs...)
 	stopRenewing()
 	c.beatCancel()
 	c.beating.Wait()
-	if c.members != nil {
+	if c.members != nil && len(left) == 0 {
 		// Gone at once rather than after the failover time: the others
-		// list and share out what was released on their next pass.
+		// list and share out what was released on their next pass. Not
+		// while a lease is left to expire: the others judge the lease of
+		// an owner without an entry by its counter, which may have stood
+		// still for long, and would take it at once; the entry, no longer
+		// beating, lets them take it a failover time after the last beat.
 		if err := c.members.Leave(wctx, c.cfg.Namespace, c.cfg.Owner, 0); err != nil {
 			errs = append(errs, &Error{Op: "lease leave", Stream: c.cfg.Stream, Err: err})
 		}
+	}
+	if len(left) > 0 {
+		slices.Sort(left)
+		c.cfg.Counters.LeftToExpire.Add(uint64(len(left)))
+		c.log.Warn("stop: handlers still run records: leases left to expire, taken by another instance after the failover time",
+			"shards", left, "failover", c.cfg.Failover)
+		errs = append(errs, &LeftToExpireError{Stream: c.cfg.Stream, Shards: left, Failover: c.cfg.Failover})
 	}
 	c.mu.Lock()
 	c.drained = true
 	c.mu.Unlock()
 	c.workers.Wait()
-	c.log.Info("coordinator stopped", "released", len(list))
+	c.log.Info("coordinator stopped", "held", len(list), "left_to_expire", len(left))
 	return errors.Join(errs...)
 }
 
@@ -734,8 +754,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 // is being handled would let the next owner handle it again meanwhile
 // (issue 29, defect 1: a graceful leave, like a handoff, must not); the
 // records never begun are read again by the next owner, from the
-// checkpoint before the first of them. Only a handler that outruns the
-// whole of ctx leaves a record running at the release.
+// checkpoint before the first of them. A lease whose handler outruns the
+// whole of ctx is left to expire, not released (writeFinal).
 func (c *Coordinator) settle(ctx context.Context, sessions []*session) error {
 	first := ctx
 	if dl, ok := ctx.Deadline(); ok {
@@ -749,11 +769,14 @@ func (c *Coordinator) settle(ctx context.Context, sessions []*session) error {
 			break
 		}
 	}
-	if i == len(sessions) || ctx.Err() != nil {
-		return ctx.Err()
+	if i == len(sessions) {
+		return nil
 	}
 	for _, s := range sessions[i:] {
-		s.wm.close()
+		s.wm.close() // also when ctx has ended: nothing begins past Stop's time
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	for _, s := range sessions[i:] {
 		if err := s.wm.wait(ctx); err != nil {
@@ -773,13 +796,26 @@ func (c *Coordinator) settle(ctx context.Context, sessions []*session) error {
 // finalSlots bounds the leases whose final writes Stop runs at once.
 const finalSlots = 16
 
+// cancelGrace is how long a Stop whose time ran out still waits, once it
+// cancelled the contexts of handlers that run records of a lease, for
+// those that honour their context to return before it decides between
+// releasing the lease and leaving it to expire.
+const cancelGrace = 250 * time.Millisecond
+
 // writeFinal checkpoints and releases the leases of list within ctx, side
 // by side (finalSlots at a time), so that a lease whose checkpoint keeps
 // failing takes no time from the others; it retries only until a reserve
 // (a lease call's deadline, at most 1 s) before ctx ends, and is released
 // all the same: its next owner reads again from its last checkpoint, at
 // once rather than after the failover time.
-func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) []error {
+//
+// A lease with a record still in a handler is not released (left: its
+// shards): the next owner would handle the record again at once, beside
+// the handler (issue 29, defect 1). Its handlers' contexts are cancelled,
+// its settled prefix is checkpointed, and it is dropped without a write:
+// it expires a failover time after this owner's last renewal, as a
+// crashed owner's does (leaveToExpire).
+func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) (errs []error, left []string) {
 	pctx := ctx
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -788,7 +824,6 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) []error {
 	}
 	var (
 		mu    sync.Mutex
-		errs  []error
 		wg    sync.WaitGroup
 		slots = make(chan struct{}, finalSlots)
 	)
@@ -798,10 +833,22 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) []error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
+			// The checkpoint is the settled prefix as Stop's time ran
+			// out: what a handler settles once its context is cancelled
+			// counts for nothing (the next owner handles it again).
 			perr := c.persistFinal(pctx, o)
-			rerr := c.release(ctx, o)
+			leave := c.cancelHandlers(ctx, o) && c.handled(o)
+			var rerr error
+			if leave {
+				c.leaveToExpire(o)
+			} else {
+				rerr = c.release(ctx, o)
+			}
 			mu.Lock()
 			defer mu.Unlock()
+			if leave {
+				left = append(left, o.shard)
+			}
 			for _, err := range []error{perr, rerr} {
 				if err != nil {
 					errs = append(errs, err)
@@ -810,7 +857,48 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) []error {
 		}()
 	}
 	wg.Wait()
-	return errs
+	return errs, left
+}
+
+// handled reports whether a handler may still run a record of o's reader,
+// once Stop closed it (Record.Stale: no record begins any more).
+func (c *Coordinator) handled(o *owned) bool {
+	s := o.session()
+	return s != nil && s.wm.running()
+}
+
+// cancelHandlers ends, at the end of Stop's time, the contexts of the
+// handlers that still run records of o (Record.Lease), and gives those
+// that honour it cancelGrace to return; it reports whether any ran.
+func (c *Coordinator) cancelHandlers(ctx context.Context, o *owned) bool {
+	s := o.session()
+	if s == nil {
+		return false
+	}
+	s.wm.close() // nothing begins past Stop's time
+	if !s.wm.running() {
+		return false
+	}
+	if o.lctx != nil {
+		o.lctx.cancel()
+	}
+	gctx, cancel := context.WithTimeout(ctx, cancelGrace)
+	defer cancel()
+	_ = s.wm.wait(gctx)
+	return true
+}
+
+// leaveToExpire drops o, a lease whose records a handler still runs at
+// the end of Stop, without releasing it: no more writes, its reader's
+// settlements count for nothing, and another instance takes it once it
+// expires, reading again from its checkpoint.
+func (c *Coordinator) leaveToExpire(o *owned) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stateNow() != stGone {
+		o.drop("left to expire")
+		c.forget(o)
+	}
 }
 
 // unsettled is the error of a stop that ran out of time (err) with

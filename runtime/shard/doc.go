@@ -4,28 +4,32 @@
 //
 // # A held lease's states
 //
-// Every lease this coordinator holds is in one state (state.go; every write
-// of a lease's fields is checked against these moves):
+// Every lease this coordinator holds is in one state, stored and written
+// only by named transitions that check each move (state.go):
 //
-//	state    what it promises                                  moves to
-//	waiting  held, no reader: a parent has not ended, or the   reading, handing, ended, fenced, gone
-//	         next pass opens it
-//	reading  one reader generation hands out the shard's       waiting, reading, handing, ended,
-//	         records in order; its settled prefix is the       fenced, gone
-//	         checkpoint
-//	handing  asked for: reader stopped, records settling,      reading (postponed), waiting (kept),
-//	         final checkpoint, release                         ended, gone (released)
-//	ended    SHARD_END written: nothing left to read           gone (released), handing, fenced;
-//	                                                           a Seek rewinds it
-//	fenced   not renewed in time: hands out nothing, writes    gone
-//	         nothing; its records count for nothing
-//	gone     lost, released, or fenced and forgotten           (a new take only)
+//	state          what it promises                            moves to
+//	waiting        held, no reader: a parent has not ended, or  reading, settling, ended, fenced, gone
+//	               the next pass opens it
+//	reading        one reader generation hands out the shard's  waiting, reading, settling, ended,
+//	               records in order; its settled prefix is the  fenced, gone
+//	               checkpoint
+//	settling       asked for: reader stopped, its records       checkpointing; reading, waiting or
+//	               settle for up to Handoff/2                   ended (postponed); fenced, gone
+//	checkpointing  the handoff's final checkpoint               releasing, fenced, gone
+//	releasing      the handoff's release, retried until Handoff gone (released), waiting or ended
+//	                                                            (kept), fenced
+//	ended          SHARD_END written: nothing left to read      settling, fenced, gone (released)
+//	fenced         not renewed in time: hands out nothing,      gone
+//	               writes nothing; its records count for nothing
+//	gone           lost, released, left to expire, or fenced    (a new take only)
+//	               and forgotten
 //
 // A lease not held here is free (no owner), held by a live owner, or
 // expired (its owner stopped: any instance may take it). When reasons to
 // stop a reader meet, lost or fenced beats everything, a written SHARD_END
 // beats a stop or handoff, and a stop or handoff beats a SHARD_END write
-// the store refused.
+// the store refused. Status shows the handoff's steps (Handoff: asked,
+// settling, checkpointing, releasing).
 //
 // # Transitions
 //
@@ -35,8 +39,8 @@
 // judges it) loses the lease at once, whatever Handoff. A take is
 // conditional on the counter read, so two takers never both win.
 //
-// open (waiting → reading). Once every parent is checkpointed SHARD_END (or
-// no longer exists: past retention, it counts as read), so each key's
+// open (waiting → reading). Once every parent is checkpointed SHARD_END
+// (or no longer exists: past retention, it counts as read), so each key's
 // records stay in order across splits and merges. It starts at the
 // checkpoint, else (a child) at the trim horizon, else at Config.Start. A
 // lease that would open at Latest is created pinned at the listing that
@@ -64,9 +68,9 @@
 // refuses as invalid reads it again: → waiting), then the lease is
 // released and a pass starts the children.
 //
-// hand over (reading or waiting → handing → gone). The owner notices the
-// request (on a lease write, or in the asker's member entry), stops
-// reading, lets the delivered records settle for up to Handoff/2,
+// hand over (reading, waiting or ended → settling → checkpointing →
+// releasing → gone). The owner notices the request (on a lease write, or
+// in the asker's member entry), stops reading, lets the delivered records settle for up to Handoff/2,
 // checkpoints and releases; the asker takes the lease. Records still
 // unsettled then postpone the handoff (→ reading, in the same generation:
 // the owner keeps the lease, the asker asks again later; while the same
@@ -80,13 +84,21 @@
 // meanwhile reads on), lets the delivered records settle for half its
 // time, then lets no record begin that a handler has not (Record.Stale)
 // and waits the other half for those that run, so that no lease is
-// released while a record of it is being handled (unless a handler
-// outruns the whole stop). It writes each lease's final checkpoint side
-// by side and releases it: the settled prefix, or, if none settled, the
-// first record out ("at" it), so the next owner reads the rest again. A
-// failed final checkpoint is written again for up to 5 s (heartbeats, or
-// renewals, go on meanwhile, so its own fence does not cut that off); a lease whose
-// checkpoint never lands is released all the same.
+// released while a record of it is being handled. It writes each lease's
+// final checkpoint side by side and releases it: the settled prefix, or,
+// if none settled, the first record out ("at" it), so the next owner reads
+// the rest again. A failed final checkpoint is written again for up to
+// 5 s (heartbeats, or renewals, go on meanwhile, so its own fence does not
+// cut that off); a lease whose checkpoint never lands is released all the
+// same. A lease whose record a handler still runs when Stop's time is up
+// is not released: its settled prefix is checkpointed, its handlers'
+// contexts (Record.Lease) end, and, unless they return within 250 ms, it
+// is left to expire as a crashed owner's lease does (the member entry
+// stays, no longer beating), so the next owner handles the record a
+// failover time later, not beside the handler; Stop's error
+// (LeftToExpireError) and LeaseCounters.LeftToExpire name and count them.
+// A record a lane abandons (Record.Abandon) lets no later record of its
+// reader begin, and Stop still waits for those in handlers.
 //
 // lose (any held → gone). A write that finds another owner stops the
 // reader at once and abandons its unsettled records. A deleted stream

@@ -154,7 +154,7 @@ func (c *Coordinator) stillHeld(ctx context.Context, o *owned) bool {
 	c.log.Warn("fan-out subscription taken over and the lease held by another owner; letting it go", "shard", o.shard, "owner", cur.Owner)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.gone {
+	if o.stateNow() != stGone {
 		c.letGoOf(o.shard, cur.Counter)
 		c.loseLocked(o, cur.Owner)
 	}

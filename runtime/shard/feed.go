@@ -176,7 +176,7 @@ func sinkFailed(log *slog.Logger, o *owned, s *session, err error) {
 	s.wm.abandon()
 	o.mu.Lock()
 	if o.sess == s {
-		o.setSession(nil)
+		o.unread()
 	}
 	o.mu.Unlock()
 }

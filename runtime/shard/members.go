@@ -199,7 +199,8 @@ func (c *Coordinator) answerAsks(ctx context.Context, v memberView) {
 // takes the request (and the counter it bumped) in and hands o over.
 func (c *Coordinator) adoptRequest(ctx context.Context, o *owned) {
 	o.mu.Lock()
-	busy := o.handing || o.gone
+	st := o.stateNow()
+	busy := st.handing() || st == stGone
 	o.mu.Unlock()
 	if busy {
 		return
@@ -221,7 +222,7 @@ func (c *Coordinator) adopt(o *owned, cur lease.Lease) {
 		return // lost: the next write of it finds out and stops the reader
 	}
 	o.mu.Lock()
-	if !o.gone && cur.Counter > o.l.Counter {
+	if o.stateNow() != stGone && cur.Counter > o.l.Counter {
 		o.setLease(cur, time.Time{})
 	}
 	o.mu.Unlock()

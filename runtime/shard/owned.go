@@ -22,15 +22,15 @@ type owned struct {
 
 	// mu serialises every store mutation of the lease (each bumps its
 	// counter, so two in flight would fence each other) and guards the rest.
-	mu        sync.Mutex
+	mu sync.Mutex
+	// state is where the lease is in its life (state.go), written only by
+	// the transitions there.
+	state     atomic.Int32
 	l         lease.Lease
-	gone      bool      // lost or released: no more mutations
 	sess      *session  // the current reader generation, nil until started
 	persisted uint64    // sess.wm version last written to the store
-	handing   bool      // a handoff to another owner is under way
-	finished  bool      // SHARD_END is written
 	wrote     time.Time // send time of the last successful mutation: it renewed the lease from then
-	// log reports illegal state moves (moveChecked); nil: the default.
+	// log reports illegal state moves (state.go); nil: the default.
 	log *slog.Logger
 	// stuck is the first unsettled record of the last postponed handoff,
 	// in generation stuckIn: while it is still the first, a new request is
@@ -53,46 +53,19 @@ type owned struct {
 	fencer context.CancelFunc
 	lctx   *leaseCtx // the handlers' view of fctx (Record.Lease)
 
-	// For Status, which must not wait for mu (a write in flight holds it):
-	// the shard's counters and mirrors of sess, handing, finished and the
-	// lease's PendingOwner, each set together with its field.
+	// For Status, which must not wait for mu (a write in flight holds it
+	// across a store call): the shard's counters, and mirrors of sess (for
+	// the records in flight) and of the lease's PendingOwner, each set
+	// together with its field. The state needs none: it is atomic.
 	st       *Stats
 	sessionA atomic.Pointer[session]
-	handingA atomic.Bool
-	ended    atomic.Bool
 	asked    atomic.Pointer[string]
-}
-
-// setSession sets o.sess; o.mu is held.
-func (o *owned) setSession(s *session) {
-	from := o.stateLocked()
-	o.sess = s
-	o.sessionA.Store(s)
-	to := derived
-	if s != nil {
-		to = stReading
-	}
-	o.moveChecked(from, to, "reader session")
-}
-
-// setHanding sets o.handing; o.mu is held.
-func (o *owned) setHanding(v bool) {
-	from := o.stateLocked()
-	o.handing = v
-	o.handingA.Store(v)
-	to := derived
-	if v {
-		to = stHanding
-	}
-	o.moveChecked(from, to, "handing")
 }
 
 // setLease sets o.l, as stored at when (zero: as listed); o.mu is held (or
 // o is new).
 func (o *owned) setLease(l lease.Lease, when time.Time) {
-	from := o.stateLocked()
 	o.l = l
-	o.moveChecked(from, derived, "lease written")
 	if l.Checkpoint != "" {
 		o.st.checkpointed(l.Checkpoint, l.SubSequence, when)
 	}
@@ -149,7 +122,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if st := o.stateLocked(); st == stGone || st == stFenced {
+		if !o.stateNow().held() {
 			return lease.Lease{}, errGone
 		}
 		sent := time.Now()
@@ -186,7 +159,7 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 // loseLocked fences a lost lease: the reader stops fetching at once and its
 // delivered, unsettled records are dropped (the new owner reads them again).
 func (c *Coordinator) loseLocked(o *owned, to string) {
-	o.setGone()
+	o.drop("lost")
 	c.forget(o)
 	c.cfg.Counters.Lost.Add(1)
 	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
@@ -313,6 +286,7 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 		o.timer.Reset(left)
 		return
 	}
+	o.fence()
 	o.fencer()
 	c.log.Warn("lease not renewed in time: reader fenced, its records left to the next owner", "shard", o.shard,
 		"failover", c.cfg.Failover)
@@ -327,8 +301,8 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 		defer c.workers.Done()
 		o.mu.Lock() // after a write in flight has returned: bounded by its deadline
 		defer o.mu.Unlock()
-		if !o.gone {
-			o.setGone()
+		if o.stateNow() != stGone {
+			o.drop("fenced")
 			c.forget(o)
 			c.cfg.Counters.Lost.Add(1)
 		}
@@ -345,7 +319,7 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
 		s := o.sess
-		if s == nil || o.finished || s.wm.discard.Load() {
+		if s == nil || o.ended() || s.wm.discard.Load() {
 			return l, errNothing
 		}
 		m, ok, version := s.wm.progress()
@@ -420,7 +394,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 		nl, err := c.cfg.Leases.Release(ctx, l)
 		if err == nil {
 			c.letGoOf(o.shard, nl.Counter)
-			o.setGone()
+			o.drop("released")
 		}
 		return nl, err
 	})
@@ -446,7 +420,8 @@ func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool
 func (c *Coordinator) startHandoff(o *owned, to string) {
 	o.mu.Lock()
 	s := o.sess
-	step := handoffStep(o.handing, o.gone, func() bool {
+	st := o.stateNow()
+	step := handoffStep(st.handing(), !st.held(), func() bool {
 		if s == nil || o.stuck == nil || o.stuckIn != s.wm {
 			return false
 		}
@@ -462,7 +437,10 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 		c.postpone(o, nil, to, s.wm.pending())
 		return
 	}
-	o.setHanding(true)
+	if !o.hand() {
+		o.mu.Unlock()
+		return
+	}
 	o.mu.Unlock()
 	c.log.Info("handing lease over", "shard", o.shard, "to", to)
 	began := time.Now()
@@ -475,18 +453,41 @@ func (c *Coordinator) startHandoff(o *owned, to string) {
 			wctx, cancel := context.WithTimeout(c.ctx, c.cfg.Handoff/2)
 			err := s.wm.wait(wctx)
 			cancel()
-			if drainedStep(err == nil, c.ctx.Err() != nil) == drainedPostpone {
+			switch drainedStep(err == nil, c.ctx.Err() != nil) {
+			case drainedPostpone:
 				c.postpone(o, s, to, s.wm.pending())
 				return
+			case drainedStop:
+				o.mu.Lock()
+				o.handBack("handoff left to Stop")
+				o.mu.Unlock()
+				return
 			}
+		}
+		if !c.handStep(o, stCheckpointing) {
+			return // fenced or lost meanwhile: nothing more to write
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), finalWrites)
 		defer cancel()
 		if err := c.persistFinal(ctx, o); err != nil {
 			c.log.Warn("handoff: checkpoint failed; the next owner reads again from the last one", "shard", o.shard, "err", err)
 		}
+		if !c.handStep(o, stReleasing) {
+			return
+		}
 		c.finishHandoff(o, began)
 	}()
+}
+
+// handStep moves o's handoff on to step, under o.mu; false when the lease
+// is no longer held here (fenced, lost, or released by Stop meanwhile).
+func (c *Coordinator) handStep(o *owned, step leaseState) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.stateNow().handing() {
+		return false
+	}
+	return o.handStep(step)
 }
 
 // handoffAction is how a held lease answers a request for it.
@@ -518,16 +519,21 @@ type drainedAction int
 const (
 	drainedRelease  drainedAction = iota // checkpoint the settled prefix and release
 	drainedPostpone                      // keep the lease and read on (postpone)
+	drainedStop                          // leave the lease to Stop's final writes
 )
 
 // drainedStep decides what a handoff does after its drain: settled, every
 // record it delivered settled; ending, the coordinator's context ended
-// (Stop, which waited for the records itself, releases every lease).
+// (Stop, past its time for the records: its final writes release the
+// lease, or leave it to expire while a handler still runs a record).
 // Records still being handled never go to the asker: the handoff is
 // postponed, never cut short.
 func drainedStep(settled, ending bool) drainedAction {
-	if settled || ending {
+	switch {
+	case settled:
 		return drainedRelease
+	case ending:
+		return drainedStop
 	}
 	return drainedPostpone
 }
@@ -546,8 +552,10 @@ func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) 
 		if first, out := s.wm.firstPending(); out {
 			o.stuck, o.stuckIn = &first, s.wm
 		}
-		c.resumeLocked(o, s)
-		o.setHanding(false)
+		if o.stateNow().handing() {
+			o.handBack("handoff postponed")
+			c.resumeLocked(o, s)
+		}
 	}
 	o.mu.Unlock()
 	o.st.postponed.Add(1)
@@ -574,7 +582,7 @@ func (c *Coordinator) postpone(o *owned, s *session, to string, pending uint64) 
 // keeper's writes go on) would otherwise read on, and hand out records
 // that Stop neither waits for nor stops until it releases the lease.
 func (c *Coordinator) resumeLocked(o *owned, s *session) {
-	if o.gone || o.finished || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() || !c.running() {
+	if !o.stateNow().held() || o.ended() || o.fctx.Err() != nil || c.ctx.Err() != nil || o.sess != s || s.wm.discard.Load() || !c.running() {
 		return
 	}
 	from := s.from
@@ -587,7 +595,10 @@ func (c *Coordinator) resumeLocked(o *owned, s *session) {
 		ns.wm.abandon()
 		cancel()
 	})
-	o.setSession(ns)
+	if !o.read(ns) {
+		cancel()
+		return
+	}
 	c.log.Debug("reader resumed after a postponed handoff", "shard", o.shard, "sequence", from.seq)
 	c.workers.Add(1) // the handoff's goroutine holds one: Stop is not waiting on zero
 	if c.fanOut != nil {
@@ -644,9 +655,9 @@ func (c *Coordinator) keep(ctx context.Context, o *owned) error {
 		if err == nil {
 			if o.sess != nil {
 				o.sess.wm.abandon()
-				o.setSession(nil)
+				o.unread()
 			}
-			o.setHanding(false)
+			o.handBack("handoff kept")
 		}
 		return nl, err
 	})
@@ -666,7 +677,8 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	o := &owned{shard: nl.ShardID, key: nl.Key, log: c.log}
+	o := &owned{shard: nl.ShardID, key: nl.Key, log: c.log, l: nl}
+	o.taken() // before its fence's timer exists
 	o.fctx, o.fencer = context.WithCancel(context.Background())
 	o.lctx = newLeaseCtx(o.fctx, &o.until, c.epoch)
 	o.timer = time.AfterFunc(time.Hour, func() { c.fenceIfExpired(o) })

@@ -271,7 +271,7 @@ func (c *Coordinator) passReaders(ctx context.Context, p *passView) {
 	slices.SortFunc(held, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	for _, o := range held {
 		o.mu.Lock()
-		st := o.stateLocked()
+		st := o.stateNow()
 		// (Not while its reader is still recording the children.)
 		readerDone := o.sess == nil || closed(o.sess.done)
 		l := o.l
@@ -644,7 +644,7 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 	}
 	s := &session{wm: wm, from: from, pin: pin, cancel: cancel, done: make(chan struct{})}
 	o.mu.Lock()
-	if st := o.stateLocked(); st == stGone || st == stFenced || st == stHanding {
+	if !o.read(s) { // fenced, gone or being handed over
 		o.mu.Unlock()
 		cancel()
 		return nil
@@ -655,7 +655,6 @@ func (c *Coordinator) open(ctx context.Context, o *owned, from startAt) error {
 		cancel()
 	})
 	o.persisted = 0
-	o.setSession(s)
 	o.mu.Unlock()
 	if pin != nil {
 		// Before the reader starts, so nothing can settle first. A failure
@@ -721,7 +720,7 @@ func (c *Coordinator) reposition(ctx context.Context, o *owned, p Position) erro
 	}
 	o.mu.Lock()
 	if o.sess == old {
-		o.setSession(nil)
+		o.unread()
 	}
 	o.mu.Unlock()
 	at := positionFor(p, o.shard)
@@ -745,7 +744,7 @@ func (c *Coordinator) persistSeek(ctx context.Context, o *owned, at startAt) err
 	}
 	_, err := c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
 		s := o.sess
-		if s == nil || o.finished || s.wm.discard.Load() {
+		if s == nil || o.ended() || s.wm.discard.Load() {
 			return l, errNothing
 		}
 		if _, settled, _ := s.wm.progress(); settled {

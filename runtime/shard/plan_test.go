@@ -20,7 +20,9 @@ func TestHeldStep(t *testing.T) {
 		{stWaiting, true, heldOpen},
 		{stReading, false, heldNothing},
 		{stReading, true, heldNothing}, // its reader ends it (finish) or resets it
-		{stHanding, true, heldNothing},
+		{stSettling, true, heldNothing},
+		{stCheckpointing, true, heldNothing},
+		{stReleasing, true, heldNothing},
 		{stEnded, false, heldNothing}, // its reader is still recording the children
 		{stEnded, true, heldRelease},
 		{stFenced, true, heldNothing}, // only a new take reads it again
@@ -206,7 +208,7 @@ func TestDrainedStep(t *testing.T) {
 	}{
 		{true, false, drainedRelease},
 		{false, false, drainedPostpone}, // never cut short
-		{false, true, drainedRelease},   // Stop waited for the records and releases every lease
+		{false, true, drainedStop},      // Stop's final writes release it, or leave it to expire
 		{true, true, drainedRelease},
 	} {
 		if got := drainedStep(tc.settled, tc.ending); got != tc.want {

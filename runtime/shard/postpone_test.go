@@ -98,6 +98,12 @@ func testJoinDuringSlowHandler(t *testing.T, e *env) {
 
 	b := e.start(cfgB)
 	eventually(t, 5*time.Second, "a begins a handoff", func() bool { return handingOver(a) != "" })
+	for _, s := range a.Status().Held {
+		// Its records run 3 s, the drain waits 1 s: it shows settling.
+		if s.State == shard.LeaseHandingOver && s.Handoff != shard.HandoffSettling {
+			t.Errorf("a's status of %s, being handed over: step %q, want %q", s.ShardID, s.Handoff, shard.HandoffSettling)
+		}
+	}
 	mu.Lock()
 	slowA = false // records a handles from now on settle at once
 	mu.Unlock()

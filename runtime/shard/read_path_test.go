@@ -190,8 +190,9 @@ func testKPLSubRecordsOutsideTheShard(t *testing.T, e *env) {
 
 // Issue 9, scenario 1: a shard opened at Latest whose records were handed
 // out but none settled is stopped (a slow handler at shutdown). The
-// released lease keeps a position at or before the first unsettled record,
-// so the next owner, although it starts at Latest too, reads them again.
+// lease, left to expire while the handler runs (issue 29), keeps a position
+// at or before the first unsettled record, so the next owner, although it
+// starts at Latest too, reads them again.
 func TestStopWithUnsettledRecordsAtLatestLosesNothing(t *testing.T) {
 	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
 		e, _ := memEnvIn(t, 1, l)
@@ -205,14 +206,14 @@ func testStopWithUnsettledAtLatest(t *testing.T, e *env) {
 	a := e.start(e.config("a", col.sink))
 	want := map[string]int{}
 	e.publish(want, 3, 1)
-	col.waitN(t, 3)
+	first := col.waitN(t, 3)[0].SequenceNumber
 	stop, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := a.Stop(stop); err == nil {
-		t.Fatal("Stop with records unsettled past its deadline returned nil")
+	if err := a.Stop(stop); !errors.Is(err, shard.ErrLeftToExpire) {
+		t.Fatalf("Stop with a handler running past its deadline = %v, want ErrLeftToExpire", err)
 	}
-	if l := e.lease(e.shards()[0]); l.Owner != "" {
-		t.Fatalf("lease still owned by %q after Stop", l.Owner)
+	if l := e.lease(e.shards()[0]); l.Checkpoint != first {
+		t.Fatalf("lease checkpoint %q after Stop, want the first unsettled record's %s", l.Checkpoint, first)
 	}
 	col2 := newCollector()
 	e.start(e.config("b", col2.sink))
@@ -507,7 +508,18 @@ func TestStopWhileRenewingAnExpiredIterator(t *testing.T) {
 	store := &heldRelease{Store: e.store, held: make(chan struct{}), release: make(chan struct{})}
 	var logs syncBuffer
 	col := newCollector()
-	col.hold = func(r *shard.Record) bool { return string(r.Data) >= "k0:5" } // 5..9 stay unsettled
+	col.hold = func(r *shard.Record) bool { // 5..9 stay unsettled
+		if string(r.Data) < "k0:5" {
+			return false
+		}
+		go func() {
+			// Its handler gives up when Stop, out of time, cancels its
+			// context: so Stop releases the lease.
+			<-r.Lease().Done()
+			r.Stale()
+		}()
+		return true
+	}
 	cfg := e.config("a", col.sink)
 	cfg.Client = fc
 	cfg.Leases = withMembers(store, e.store)

@@ -411,7 +411,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 			}
 			nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)
 			if err == nil {
-				o.setFinished()
+				o.end()
 			}
 			return nl, err
 		})
@@ -430,7 +430,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 			log.Warn("SHARD_END checkpoint failed; the shard is read to its end again", "err", err)
 			o.mu.Lock()
 			if o.sess == s {
-				o.setSession(nil) // the next pass reopens it from its checkpoint
+				o.unread() // the next pass reopens it from its checkpoint
 			}
 			o.mu.Unlock()
 		}

@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -14,10 +13,15 @@ func TestLeaseStateMoves(t *testing.T) {
 		ok       bool
 	}{
 		{stWaiting, stReading, true},
-		{stReading, stHanding, true},
-		{stHanding, stReading, true}, // postponed
-		{stHanding, stGone, true},    // released
+		{stReading, stSettling, true},
+		{stSettling, stReading, true},    // postponed
+		{stSettling, stReleasing, false}, // the final checkpoint comes first
+		{stCheckpointing, stReleasing, true},
+		{stCheckpointing, stReading, false}, // past the drain, a handoff releases or keeps
+		{stReleasing, stGone, true},         // released
+		{stReleasing, stWaiting, true},      // kept
 		{stEnded, stGone, true},
+		{stEnded, stReading, false}, // a Seek's reader leaves it ended
 		{stFenced, stGone, true},
 		{stFenced, stReading, false}, // only a new take reads a fenced shard again
 		{stGone, stWaiting, false},
@@ -30,40 +34,111 @@ func TestLeaseStateMoves(t *testing.T) {
 	}
 }
 
-func TestLeaseStateDerived(t *testing.T) {
+// newTestOwned is a held lease with a fence context and no store.
+func newTestOwned(t *testing.T, l lease.Lease) (*owned, context.CancelFunc) {
 	fctx, fence := context.WithCancel(context.Background())
-	defer fence()
-	o := &owned{shard: "s", fctx: fctx, st: &Stats{}}
-	if got := o.stateLocked(); got != stWaiting {
-		t.Fatalf("new lease: %v, want waiting", got)
+	t.Cleanup(fence)
+	o := &owned{shard: "s", fctx: fctx, st: &Stats{}, l: l}
+	o.taken()
+	return o, fence
+}
+
+func testSession() *session { return &session{wm: newWatermark(), cancel: func() {}} }
+
+func TestLeaseStateTransitions(t *testing.T) {
+	o, _ := newTestOwned(t, lease.Lease{})
+	want := func(st leaseState) {
+		t.Helper()
+		if got := o.stateNow(); got != st {
+			t.Fatalf("state %v, want %v", got, st)
+		}
 	}
-	o.setSession(&session{wm: newWatermark(), cancel: func() {}})
-	if got := o.stateLocked(); got != stReading {
-		t.Fatalf("with a reader: %v, want reading", got)
+	want(stWaiting)
+	if !o.read(testSession()) {
+		t.Fatal("read refused on a waiting lease")
 	}
-	o.setHanding(true)
-	if got := o.stateLocked(); got != stHanding {
-		t.Fatalf("handing: %v, want handing", got)
+	want(stReading)
+	o.unread()
+	want(stWaiting)
+	o.read(testSession())
+	if !o.hand() {
+		t.Fatal("hand refused on a reading lease")
 	}
-	o.setHanding(false)
-	o.setLease(lease.Lease{Checkpoint: lease.CheckpointShardEnd}, time.Time{})
-	if got := o.stateLocked(); got != stEnded {
-		t.Fatalf("SHARD_END: %v, want ended", got)
+	want(stSettling)
+	if o.hand() || o.read(testSession()) {
+		t.Fatal("a lease being handed over was handed or read again")
 	}
-	fence()
-	if got := o.stateLocked(); got != stFenced {
-		t.Fatalf("fenced: %v, want fenced", got)
+	o.handBack("postponed")
+	want(stReading) // its reader generation is still set
+	o.hand()
+	o.handStep(stCheckpointing)
+	o.handStep(stReleasing)
+	want(stReleasing)
+	o.unread()
+	o.handBack("kept")
+	want(stWaiting)
+	o.l.Checkpoint = lease.CheckpointShardEnd
+	o.end()
+	want(stEnded)
+	if !o.read(testSession()) { // a Seek's reader on an ended lease
+		t.Fatal("read refused on an ended lease")
 	}
-	o.setGone()
-	if got := o.stateLocked(); got != stGone {
-		t.Fatalf("gone: %v, want gone", got)
+	want(stEnded)
+	o.hand()
+	o.handBack("postponed")
+	want(stEnded)
+	o.hand()
+	o.end() // a SHARD_END landing during a handoff leaves the handoff alone
+	want(stSettling)
+	if !o.fence() {
+		t.Fatal("fence refused on a held lease")
+	}
+	want(stFenced)
+	o.handStep(stCheckpointing) // the fence came first: no move, no complaint
+	o.end()
+	want(stFenced)
+	o.drop("forgotten")
+	want(stGone)
+	if o.fence() {
+		t.Fatal("a gone lease was fenced")
 	}
 	func() {
 		defer func() {
 			if recover() == nil {
-				t.Error("a reader opened on a gone lease did not panic in strict mode")
+				t.Error("a move out of gone did not panic in strict mode")
 			}
 		}()
-		o.setSession(&session{wm: newWatermark(), cancel: func() {}})
+		o.handStep(stCheckpointing)
 	}()
+}
+
+// A lease taken with SHARD_END is ended from the start: the next pass
+// releases it.
+func TestLeaseTakenEnded(t *testing.T) {
+	o, _ := newTestOwned(t, lease.Lease{Checkpoint: lease.CheckpointShardEnd})
+	if got := o.stateNow(); got != stEnded {
+		t.Fatalf("state %v, want ended", got)
+	}
+}
+
+func TestPublicState(t *testing.T) {
+	for _, tc := range []struct {
+		st    leaseState
+		asked bool
+		want  LeaseState
+		step  HandoffStep
+	}{
+		{stWaiting, false, LeaseWaiting, ""},
+		{stReading, false, LeaseReading, ""},
+		{stReading, true, LeaseReading, HandoffAsked},
+		{stSettling, true, LeaseHandingOver, HandoffSettling},
+		{stCheckpointing, true, LeaseHandingOver, HandoffCheckpointing},
+		{stReleasing, true, LeaseHandingOver, HandoffReleasing},
+		{stEnded, false, LeaseEnded, ""},
+	} {
+		got, step := publicState(tc.st, tc.asked)
+		if got != tc.want || step != tc.step {
+			t.Errorf("publicState(%v, asked %v) = %v, %q; want %v, %q", tc.st, tc.asked, got, step, tc.want, tc.step)
+		}
+	}
 }

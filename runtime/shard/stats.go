@@ -157,13 +157,35 @@ const (
 	LeaseUnowned     LeaseState = "unowned"      // nobody holds it
 )
 
+// HandoffStep is how far the handoff of a lease held here has come, for an
+// operator who wonders why a handoff takes its time.
+type HandoffStep string
+
+const (
+	// HandoffAsked: another owner asked for the lease (Asked); this owner
+	// answers on its next write or look at the request.
+	HandoffAsked HandoffStep = "asked"
+	// HandoffSettling: the reader is stopped and the records it handed out
+	// are settling (up to Config.Handoff/2; then the handoff is postponed,
+	// HandoffsPostponed).
+	HandoffSettling HandoffStep = "settling"
+	// HandoffCheckpointing: the final checkpoint is being written.
+	HandoffCheckpointing HandoffStep = "checkpointing"
+	// HandoffReleasing: the lease is being released to the asker (retried
+	// until Config.Handoff; then kept).
+	HandoffReleasing HandoffStep = "releasing"
+)
+
 // ShardStatus is one shard as a coordinator sees it.
 type ShardStatus struct {
 	ShardID string
 	Owner   string // "" when nobody holds it
 	State   LeaseState
 	// Asked is the owner that asked for the lease (a handoff under way).
-	Asked      string
+	Asked string
+	// Handoff is the step of the handoff of a lease held here: "" when
+	// nobody asked for it.
+	Handoff    HandoffStep
 	Checkpoint Checkpoint
 	// The rest is known for the shards held here only.
 	MillisBehindLatest int64     // of the reader's last read
@@ -187,6 +209,10 @@ type LeaseCounters struct {
 	Lost       atomic.Uint64 // leases found taken by another owner, or fenced after failed renewals
 	HandedOver atomic.Uint64 // leases released to an owner that asked for them
 	Postponed  atomic.Uint64 // handoffs postponed: records still being handled
+	// LeftToExpire counts the leases a Stop left to expire instead of
+	// releasing them, because a handler still ran one of their records
+	// when its time ran out (LeftToExpireError).
+	LeftToExpire atomic.Uint64
 }
 
 // Status is a snapshot of a coordinator: the shards it holds and, as the
@@ -228,7 +254,7 @@ func (c *Coordinator) Status() Status {
 	c.mu.Lock()
 	held := make([]*owned, 0, len(c.owned))
 	for _, o := range c.owned {
-		if o.fctx.Err() == nil {
+		if o.fctx.Err() == nil && o.stateNow().held() {
 			held = append(held, o)
 		}
 	}
@@ -245,10 +271,11 @@ func (c *Coordinator) Status() Status {
 	for _, o := range held {
 		mine[o.shard] = true
 		st := o.st
-		ss := ShardStatus{ShardID: o.shard, Owner: c.cfg.Owner, State: o.leaseState()}
+		ss := ShardStatus{ShardID: o.shard, Owner: c.cfg.Owner}
 		if p := o.asked.Load(); p != nil {
 			ss.Asked = *p
 		}
+		ss.State, ss.Handoff = publicState(o.stateNow(), ss.Asked != "" && ss.Asked != c.cfg.Owner)
 		if cp := st.cp.Load(); cp != nil {
 			ss.Checkpoint = *cp
 		}
@@ -303,19 +330,28 @@ func (c *Coordinator) Status() Status {
 	return out
 }
 
-// leaseState is o's state, from fields kept for readers that must not
-// wait for o.mu.
-func (o *owned) leaseState() LeaseState {
-	switch {
-	case o.ended.Load():
-		return LeaseEnded
-	case o.handingA.Load():
-		return LeaseHandingOver
-	case o.sessionA.Load() != nil:
-		return LeaseReading
-	default:
-		return LeaseWaiting
+// publicState is how Status shows a held lease's state (read without
+// o.mu: the state is atomic) and, while it is being handed over, the
+// handoff's step; asked is the owner that asked for it, if any.
+func publicState(st leaseState, asked bool) (LeaseState, HandoffStep) {
+	switch st {
+	case stSettling:
+		return LeaseHandingOver, HandoffSettling
+	case stCheckpointing:
+		return LeaseHandingOver, HandoffCheckpointing
+	case stReleasing:
+		return LeaseHandingOver, HandoffReleasing
+	case stEnded:
+		return LeaseEnded, ""
 	}
+	var step HandoffStep
+	if asked {
+		step = HandoffAsked
+	}
+	if st == stReading {
+		return LeaseReading, step
+	}
+	return LeaseWaiting, step
 }
 
 // rateMeter turns a running total into a rate over the last rateWindow:

@@ -25,9 +25,10 @@ type watermark struct {
 	// once: it sits apart from the fields that add and settle write, so
 	// that reading it does not miss the cache.
 	discard atomic.Bool
-	// closing is set by a Stop that ran half its time: records not handed
-	// to a handler yet are stale (Record.Stale marks them skipped), so
-	// that only those a handler already runs are waited for.
+	// closing is set by a Stop that ran half its time, or by a lane that
+	// abandoned a record (Record.Abandon): records not handed to a handler
+	// yet are stale (Record.Stale marks them skipped), so that only those
+	// a handler already runs are waited for.
 	closing atomic.Bool
 	st      *Stats // the shard's counters, for Record.Count; nil in tests
 	// The lease the generation reads under (nil in tests): until is its
@@ -198,6 +199,18 @@ func (w *watermark) close() {
 	w.mu.Lock()
 	w.wakeIfIdle()
 	w.mu.Unlock()
+}
+
+// running reports whether a record of a closed generation may still be
+// in a handler: delivered, neither settled nor skipped (a lane that looks
+// at it from now on skips it), and the generation not abandoned.
+func (w *watermark) running() bool {
+	if w.discard.Load() {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.idle()
 }
 
 // skip marks index i stale for good while closing: it will not be handled

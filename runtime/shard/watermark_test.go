@@ -219,3 +219,39 @@ func TestWatermarkClosingWaitsOnlyForRunningRecords(t *testing.T) {
 		t.Errorf("%d records pending, want the 3 skipped", n)
 	}
 }
+
+// A record its lane gave up on (Record.Abandon) is waited for no more,
+// the checkpoint never passes it, and no later record begins (stale); the
+// records already in handlers still count and are still waited for.
+func TestWatermarkAbandonedRecordLeavesTheRunningOnesCounting(t *testing.T) {
+	w := newWatermark()
+	recs := deliver(w, 5)
+	recs[0].Settle()
+	// recs[2] is in a handler; recs[3] and recs[4] are queued.
+	recs[1].Abandon()
+	recs[3].Settle() // settled in a handler too
+	if !recs[4].Stale() {
+		t.Fatal("a record queued behind an abandoned one may still begin")
+	}
+	if !w.running() {
+		t.Fatal("not running with seq-002 in a handler")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := w.wait(ctx); err == nil {
+		t.Fatal("wait returned while seq-002 was in a handler")
+	}
+	recs[2].Settle()
+	if err := w.wait(context.Background()); err != nil {
+		t.Fatalf("wait with no record in a handler: %v", err)
+	}
+	if w.running() {
+		t.Fatal("running with no record in a handler")
+	}
+	if m, _, _ := w.progress(); m.seq != "seq-000" {
+		t.Fatalf("checkpoint = %s, want seq-000 (before the abandoned record)", m.seq)
+	}
+	if first, ok := w.firstPending(); !ok || first.seq != "seq-001" {
+		t.Fatalf("first pending = %v %v, want seq-001", first, ok)
+	}
+}

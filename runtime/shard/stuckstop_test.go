@@ -1,0 +1,272 @@
+package shard_test
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/shard"
+)
+
+// A Stop whose time runs out while a handler still runs a record must not
+// hand that record's shard to the next owner at once: the next owner would
+// handle the record again while the stuck handler still runs it. The lease
+// is left to expire, as after a crash: the handler's context
+// (Record.Lease) ends at Stop, the shard's settled prefix is checkpointed,
+// Stop's error names the shard (LeftToExpireError), and the next owner
+// takes the lease only a failover time later. The other shard, whose
+// records all settled, is released at once. (Before the fix, Stop
+// checkpointed before the stuck record and released the lease: the next
+// owner handled the record 8 to 99 ms after Stop returned.)
+func TestStopWithAStuckHandlerLeavesItsLeaseToExpire(t *testing.T) {
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		testStopWithAStuckHandler(t, l, false)
+	})
+	// A Stop that runs out of time while a handoff of the stuck shard
+	// waits for its records to settle: the handoff leaves the lease to
+	// Stop, which leaves it to expire.
+	t.Run("during a handoff", func(t *testing.T) {
+		eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+			testStopWithAStuckHandler(t, l, true)
+		})
+	})
+}
+
+func testStopWithAStuckHandler(t *testing.T, l shard.Liveness, handing bool) {
+	const failover = 2 * time.Second
+	e, _ := memEnvIn(t, 2, l)
+	ids := e.shards()
+	cols := newCollectors(2)
+	var mu sync.Mutex
+	var stuck *shard.Record // a's first record: never settled
+	stuckOn := map[string]bool{}
+	cols[0].hold = func(r *shard.Record) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if stuck == nil {
+			stuck = r
+		} else if !handing || stuckOn[r.ShardID] {
+			// During a handoff, whichever shard b asks for has a
+			// stuck record.
+			return false
+		}
+		stuckOn[r.ShardID] = true
+		return true
+	}
+	countersA := new(shard.LeaseCounters)
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	cfgA.Counters = countersA
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, failover
+		if handing {
+			c.Handoff = 20 * time.Second // the drain outlasts a's Stop
+		}
+	}
+	a := e.startStopped(cfgA)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
+	want := map[string]int{}
+	e.publish(want, 10, 5)
+	cols[0].waitN(t, 10)
+	mu.Lock()
+	stuckID := idOf(stuck)
+	stuckLease := stuck.Lease()
+	mu.Unlock()
+	other := ids[0]
+	if other == stuckID.shard {
+		other = ids[1]
+	}
+
+	b := e.start(cfgB)
+	wantLeft := []string{stuckID.shard}
+	if handing {
+		eventually(t, 5*time.Second, "a hands a shard over", func() bool { return handingOver(a) != "" })
+		stuckID.shard = handingOver(a) // b asked for it; its first record is stuck
+		mu.Lock()
+		for _, r := range cols[0].records() {
+			if r.ShardID == stuckID.shard {
+				stuckID, stuckLease = idOf(r), r.Lease()
+				break
+			}
+		}
+		mu.Unlock()
+		wantLeft = ids
+	}
+	err := a.Stop(e.ctx(600 * time.Millisecond))
+	stopped := time.Now()
+	t.Logf("a's Stop: %v", err)
+	var left *shard.LeftToExpireError
+	if !errors.Is(err, shard.ErrLeftToExpire) || !errors.As(err, &left) || !slices.Equal(left.Shards, wantLeft) {
+		t.Errorf("a's Stop = %v; want a LeftToExpireError naming %v", err, wantLeft)
+	}
+	if n := countersA.LeftToExpire.Load(); n != uint64(len(wantLeft)) {
+		t.Errorf("a's counters: %d leases left to expire, want %d", n, len(wantLeft))
+	}
+	if stuckLease.Err() == nil {
+		t.Errorf("the stuck handler's context (Record.Lease) still runs after Stop returned")
+	}
+	if !handing {
+		// Released: free at once. With liveness per instance a's entry
+		// stays (it must not vanish while a lease of a's is left), so a
+		// plan may count a live, and give it the free lease, until a
+		// looks dead: a failover time, as after a crash.
+		within := failover / 2
+		if l == shard.LivenessPerInstance {
+			within = 2 * failover
+		}
+		eventually(t, within, "b reads the shard a released ("+other+")", func() bool { return slices.Contains(b.Reading(), other) })
+	}
+	var first time.Time // b's first delivery of the stuck record
+	cols[1].wait(t, 3*failover, "b handles the stuck record", func(rs []*shard.Record) bool {
+		for _, r := range rs {
+			if idOf(r) == stuckID {
+				first = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	// The lease expires a failover time after a's last write (a heartbeat
+	// or renewal during its final writes, at most a renewal before Stop
+	// returned).
+	if after := first.Sub(stopped); after < failover-2*cfgA.Renew {
+		t.Fatalf("b handled record %s/%s %v after a's Stop returned, while a's handler still runs it; want no sooner than the failover time (%v) after a's last write",
+			stuckID.shard, stuckID.seq, after.Round(time.Millisecond), failover)
+	}
+}
+
+// A handler that honours its context returns once Stop, out of time,
+// cancels it (Record.Lease): the lease is then released as ever, and the
+// next owner reads the record at once, not a failover time later, and
+// never while the first handler still runs it.
+func TestStopReleasesALeaseWhoseHandlerHonoursItsContext(t *testing.T) {
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		const failover = 5 * time.Second
+		e, _ := memEnvIn(t, 1, l)
+		cols := newCollectors(2)
+		var mu sync.Mutex
+		var stuck *shard.Record
+		returned := make(chan time.Time, 1)
+		cols[0].hold = func(r *shard.Record) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if stuck != nil {
+				return false
+			}
+			stuck = r
+			go func() {
+				<-r.Lease().Done()
+				// As the runtime's lanes do with a handling its context
+				// cut short: not settled, and stale from now on.
+				r.Stale()
+				returned <- time.Now()
+			}()
+			return true
+		}
+		countersA := new(shard.LeaseCounters)
+		cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+		cfgA.Counters = countersA
+		for _, c := range []*shard.Config{&cfgA, &cfgB} {
+			c.Renew, c.Failover = 100*time.Millisecond, failover
+		}
+		a := e.startStopped(cfgA)
+		eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+		want := map[string]int{}
+		e.publish(want, 5, 5)
+		cols[0].waitN(t, 5)
+		mu.Lock()
+		stuckID := idOf(stuck)
+		mu.Unlock()
+		e.start(cfgB)
+		err := a.Stop(e.ctx(600 * time.Millisecond))
+		stopped := time.Now()
+		t.Logf("a's Stop: %v", err)
+		if errors.Is(err, shard.ErrLeftToExpire) || countersA.LeftToExpire.Load() != 0 {
+			t.Errorf("a's Stop = %v, %d leases left to expire; want the lease released", err, countersA.LeftToExpire.Load())
+		}
+		var back time.Time
+		select {
+		case back = <-returned:
+		default:
+			t.Fatalf("a's handler had not returned when Stop did")
+		}
+		var first time.Time
+		cols[1].wait(t, failover, "b handles the record a's handler gave up", func(rs []*shard.Record) bool {
+			for _, r := range rs {
+				if idOf(r) == stuckID {
+					first = time.Now()
+					return true
+				}
+			}
+			return false
+		})
+		if first.Before(back) {
+			t.Fatalf("b handled %s/%s before a's handler returned", stuckID.shard, stuckID.seq)
+		}
+		if d := first.Sub(stopped); d > failover/2 {
+			t.Errorf("b handled the record %v after a's Stop; want it released at once", d.Round(time.Millisecond))
+		}
+	})
+}
+
+// A lane that stops while it holds a record back (an in-place retry
+// backing off when the shutdown begins) abandons that record
+// (Record.Abandon); another handler of the same shard still runs a record
+// when Stop's time is up. The abandoned record must not make Stop forget
+// the running one: the lease is left to expire, not released. (Before the
+// fix Abandon discarded the whole reader generation: Stop waited for
+// nothing, checkpointed nothing and released the lease, and the next owner
+// handled the running record at once, beside its handler.)
+func TestStopAfterAnAbandonedRecordStillWaitsForTheRunningOnes(t *testing.T) {
+	const failover = 2 * time.Second
+	e, _ := memEnvIn(t, 1, shard.LivenessPerLease)
+	cols := newCollectors(2)
+	var mu sync.Mutex
+	var held []*shard.Record // the first two records: abandoned, stuck
+	cols[0].hold = func(r *shard.Record) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(held) < 2 {
+			held = append(held, r)
+			return true
+		}
+		return false
+	}
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, failover
+	}
+	a := e.startStopped(cfgA)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+	want := map[string]int{}
+	e.publish(want, 4, 4)
+	cols[0].waitN(t, 4)
+	mu.Lock()
+	abandoned, stuck := held[0], held[1]
+	mu.Unlock()
+	stuckID := idOf(stuck)
+
+	e.start(cfgB)
+	abandoned.Abandon() // the lane holding it back stops as the shutdown begins
+	err := a.Stop(e.ctx(600 * time.Millisecond))
+	stopped := time.Now()
+	t.Logf("a's Stop: %v", err)
+	if !errors.Is(err, shard.ErrLeftToExpire) {
+		t.Errorf("a's Stop = %v; want ErrLeftToExpire (a handler still runs %s/%s)", err, stuckID.shard, stuckID.seq)
+	}
+	var first time.Time
+	cols[1].wait(t, 3*failover, "b handles the stuck record", func(rs []*shard.Record) bool {
+		for _, r := range rs {
+			if idOf(r) == stuckID {
+				first = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	if after := first.Sub(stopped); after < failover-2*cfgA.Renew {
+		t.Fatalf("b handled record %s/%s %v after a's Stop returned, while a's handler still runs it",
+			stuckID.shard, stuckID.seq, after.Round(time.Millisecond))
+	}
+}
