@@ -283,29 +283,30 @@ type Coordinator struct {
 	// it failed) as the store then had it. A listing older than that which
 	// still shows the lease under this owner's name leaves nothing behind
 	// (leftBehind); a take of the lease clears it.
-	letGo map[string]int64
-	// fences counts the leases this owner fenced and forgot; listedFences
-	// is what it was when the last listing (passLeases) was sent. A lease
-	// fenced since names this owner in the store although the last
-	// listing may not show it so (taken by following a handoff, after
-	// that listing), so a pass lists again (leftBehind) and takes it back.
-	fences, listedFences int64
-	start                Position // for shards without checkpoint; a stream-wide seek replaces it
-	obs                  *observer
-	beats                *observer         // member beats (LivenessPerInstance), keyed by owner
-	view                 memberView        // the members as the last pass read them
-	compat               bool              // an owner without a member entry holds a lease: renew each lease too
-	epoch                time.Time         // the zero of the lease fences' monotonic clock
-	drained              bool              // Stop waits for the workers: a fence starts none
-	failErr              error             // why the coordinator stopped reading for good (Err)
-	stats                map[string]*Stats // by shard id: every shard held since New
-	listed               []listedLease     // the last pass's lease listing, for Status
+	letGo   map[string]int64
+	start   Position // for shards without checkpoint; a stream-wide seek replaces it
+	obs     *observer
+	beats   *observer         // member beats (LivenessPerInstance), keyed by owner
+	view    memberView        // the members as the last pass read them
+	compat  bool              // an owner without a member entry holds a lease: renew each lease too
+	epoch   time.Time         // the zero of the lease fences' monotonic clock
+	drained bool              // Stop waits for the workers: a fence starts none
+	failErr error             // why the coordinator stopped reading for good (Err)
+	stats   map[string]*Stats // by shard id: every shard held since New
+	listed  []listedLease     // the last pass's lease listing, for Status
 	// listedAt is when listed was read; statusRead, that Status was called
 	// since: with liveness per instance an owner at its share lists no
 	// more, so a status reader asks for a listing (at most one per
 	// statusListEvery) to keep Others from going stale.
 	listedAt   time.Time
 	statusRead atomic.Bool
+	// fences counts the leases this owner fenced and forgot; listedFences
+	// is what it was when the last listing (passLeases) was sent. A lease
+	// fenced since names this owner in the store although the last
+	// listing may not show it so (taken by following a handoff, after
+	// that listing): a pass lists again (leftBehind) and takes it back.
+	// Guarded by mu.
+	fences, listedFences int64
 
 	passMu   sync.Mutex // one sync pass at a time
 	followMu sync.Mutex // one followHandoffs at a time
