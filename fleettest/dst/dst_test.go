@@ -91,7 +91,10 @@ func mixNamed(t *testing.T, name string) dst.Mix {
 // invariant on today's code, about two minutes on two cores.
 // After the numbered seeds, soak seeds that once failed (regressions).
 var fixedSeeds = map[string][]uint64{
-	"basic":     append(seeds(1, 150), 1796534455378349340), // order: a merge's child read before its other parent (a split's child) had a lease
+	"basic": append(seeds(1, 150),
+		1796534455378349340, // order: a merge's child read before its other parent (a split's child) had a lease
+		1796545657658740638, // lost: a lease taken by following a handoff, fenced before a listing showed it taken, never taken back (about 3 runs in 5 before)
+	),
 	"twoapps":   seeds(1, 150),
 	"aggregate": append(seeds(1, 150), 1796534525113198913), // the same
 }

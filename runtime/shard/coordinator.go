@@ -305,6 +305,13 @@ type Coordinator struct {
 	// statusListEvery) to keep Others from going stale.
 	listedAt   time.Time
 	statusRead atomic.Bool
+	// fences counts the leases this owner fenced and forgot; listedFences
+	// is what it was when the last listing (passLeases) was sent. A lease
+	// fenced since names this owner in the store although the last
+	// listing may not show it so (taken by following a handoff, after
+	// that listing): a pass lists again (leftBehind) and takes it back.
+	// Guarded by mu.
+	fences, listedFences int64
 
 	passMu   sync.Mutex // one sync pass at a time
 	followMu sync.Mutex // one followHandoffs at a time

@@ -300,6 +300,12 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 func (c *Coordinator) leftBehind() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.fences != c.listedFences {
+		// Fenced since the last listing was sent, which may not show the
+		// lease in this owner's name: one taken after it by following a
+		// handoff (followHandoffs) is not in it so (issue 29).
+		return true
+	}
 	for id, l := range c.known {
 		if l.Owner != c.cfg.Owner || l.Checkpoint == lease.CheckpointShardEnd {
 			continue

@@ -303,6 +303,9 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 		defer o.mu.Unlock()
 		if o.stateNow() != stGone {
 			o.drop("fenced")
+			c.mu.Lock()
+			c.fences++ // still in this owner's name: leftBehind
+			c.mu.Unlock()
 			c.forget(o)
 			c.cfg.Counters.Lost.Add(1)
 		}

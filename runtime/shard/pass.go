@@ -138,6 +138,9 @@ func (c *Coordinator) passMembers(ctx context.Context, p *passView) error {
 // is the leases known, listed now or before.
 func (c *Coordinator) passLeases(ctx context.Context, p *passView) error {
 	if c.members == nil || c.known == nil || c.mustList(p.view) {
+		c.mu.Lock()
+		fences := c.fences
+		c.mu.Unlock()
 		p.listSent = time.Now()
 		ls, err := c.listLeases(ctx, p.lin)
 		if err != nil {
@@ -148,6 +151,9 @@ func (c *Coordinator) passLeases(ctx context.Context, p *passView) error {
 		for _, l := range ls {
 			c.known[l.ShardID] = l
 		}
+		c.mu.Lock()
+		c.listedFences = fences
+		c.mu.Unlock()
 		c.pruneLetGo()
 	}
 	p.byShard = c.known
