@@ -65,6 +65,15 @@ func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) b
 	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
 }
 
+// seenAfter reports whether l, as it is now (counter and owner), was
+// first seen after t, or is not known: it may have been written after t.
+func (o *observer) seenAfter(l lease.Lease, t time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ob, ok := o.seen[l.Key]
+	return !ok || ob.counter != l.Counter || ob.owner != l.Owner || ob.at.After(t)
+}
+
 // balance is one pass's decision.
 type balance struct {
 	target int           // fair share: ceil(active leases / live owners)

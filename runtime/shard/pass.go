@@ -835,6 +835,19 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
 		return nil
 	}
+	if c.members != nil && c.deadOwnerWrote(leases, view) {
+		// A lease of an owner the view judges dead was written after the
+		// view was sent: maybe by that owner, back from a pause, which
+		// beat before it took its leases back (takeBack) while the view
+		// was in flight (issue 29, overlap of mix all seed 269). A take
+		// on this view would cross its owner's fence: read the members
+		// again, now sent after the listing returned.
+		v, err := c.readMembers(ctx)
+		if err != nil {
+			return append(errs, err)
+		}
+		view = v
+	}
 	if c.members != nil && time.Since(view.sent) > c.cfg.leaseCallTimeout() {
 		// The view says who was alive when it was read. Older than a lease
 		// call's deadline (a pause, GC or slow pass since), it may judge
@@ -949,6 +962,23 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.dropDeadMembers(ctx, view, leases)
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
+}
+
+// deadOwnerWrote reports whether a listed lease whose owner view judges a
+// dead member was first seen with its counter after the view was sent: it
+// may have been written after the view, and a write by its owner then is
+// proof of life that the view missed. One unchanged since a listing that
+// returned before the view was sent was written before it.
+func (c *Coordinator) deadOwnerWrote(leases []lease.Lease, view memberView) bool {
+	for _, l := range leases {
+		if _, member := view.all[l.Owner]; !member || view.live[l.Owner] || l.Checkpoint == lease.CheckpointShardEnd {
+			continue
+		}
+		if c.obs.seenAfter(l, view.sent) {
+			return true
+		}
+	}
+	return false
 }
 
 // askedOfMe reports whether l, as listed, is held by me and asked for by
