@@ -65,9 +65,9 @@ func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) b
 	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
 }
 
-// seenAfter reports whether l, as it is now (counter and owner), was
-// first seen after t, or is not known: it may have been written after t.
-func (o *observer) seenAfter(l lease.Lease, t time.Time) bool {
+// seenSince reports whether l, as listed, was first seen (its counter and
+// owner) after t, or not seen at all: it may have been written after t.
+func (o *observer) seenSince(l lease.Lease, t time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ob, ok := o.seen[l.Key]

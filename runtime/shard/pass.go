@@ -835,19 +835,6 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
 		return nil
 	}
-	if c.members != nil && c.deadOwnerWrote(leases, view) {
-		// A lease of an owner the view judges dead was written after the
-		// view was sent: maybe by that owner, back from a pause, which
-		// beat before it took its leases back (takeBack) while the view
-		// was in flight (issue 29, overlap of mix all seed 269). A take
-		// on this view would cross its owner's fence: read the members
-		// again, now sent after the listing returned.
-		v, err := c.readMembers(ctx)
-		if err != nil {
-			return append(errs, err)
-		}
-		view = v
-	}
 	if c.members != nil && time.Since(view.sent) > c.cfg.leaseCallTimeout() {
 		// The view says who was alive when it was read. Older than a lease
 		// call's deadline (a pause, GC or slow pass since), it may judge
@@ -862,6 +849,18 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		if time.Since(v.sent) > c.cfg.leaseCallTimeout() {
 			c.log.Warn("members read answered too late to judge liveness: taking no lease this pass", "age", time.Since(v.sent))
 			return errs
+		}
+		view = v
+	}
+	if c.members != nil && viewBehind(c.cfg.Owner, leases, view, c.obs) {
+		// A member the view judges dead holds a lease written, for all
+		// this owner knows, after the view was sent: the member may have
+		// come back since (its fence ended, a beat confirmed: it takes
+		// its leases back at once) and be reading it. Judge it on a view
+		// sent after the listing that shows that write.
+		v, err := c.readMembers(ctx)
+		if err != nil {
+			return append(errs, err)
 		}
 		view = v
 	}
@@ -964,17 +963,19 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	return errs
 }
 
-// deadOwnerWrote reports whether a listed lease whose owner view judges a
-// dead member was first seen with its counter after the view was sent: it
-// may have been written after the view, and a write by its owner then is
-// proof of life that the view missed. One unchanged since a listing that
-// returned before the view was sent was written before it.
-func (c *Coordinator) deadOwnerWrote(leases []lease.Lease, view memberView) bool {
+// viewBehind reports whether a lease listed under another member that
+// view judges dead may have been written after view was sent (seen first
+// by obs after it): a member back from its fence takes its leases back,
+// and a view sent before its new beat landed would still judge it dead
+// (issue 29: two readers of one shard). A lease that was written before
+// the view was sent is safe to judge by it: a take of it is conditional on
+// that write's counter, and the member's own take back would change it.
+func viewBehind(me string, leases []lease.Lease, view memberView, obs *observer) bool {
 	for _, l := range leases {
-		if _, member := view.all[l.Owner]; !member || view.live[l.Owner] || l.Checkpoint == lease.CheckpointShardEnd {
+		if l.Owner == "" || l.Owner == me || l.Checkpoint == lease.CheckpointShardEnd {
 			continue
 		}
-		if c.obs.seenAfter(l, view.sent) {
+		if _, member := view.all[l.Owner]; member && !view.live[l.Owner] && obs.seenSince(l, view.sent) {
 			return true
 		}
 	}
