@@ -123,6 +123,7 @@ var defectSeeds = map[string][]uint64{
 		1796542305414195072, // (a soak's) unread 17.5 s: a handoff postponed 18 s, shard 0's records all handled but settled only with another shard's slow handlers in their lane's take
 		1796542343639165273, // (a soak's) unread 19.2 s: the same, a closed shard's end (its children's start) waiting 19 s
 		137,                 // (a hunt's) bubble hang: a pause began while its instance's Stop waited on the pass mutex (the simulator's)
+		269,                 // (a hunt's) overlap: a take of a lease its owner, back from a freeze, had beaten and taken back after the taker's members read was sent
 	},
 }
 
