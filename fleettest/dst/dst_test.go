@@ -86,6 +86,7 @@ var fixedSeeds = map[string][]uint64{
 	"basic":     append(seeds(1, 150), 1796534455378349340), // order: a merge's child read before its other parent (a split's child) had a lease
 	"twoapps":   seeds(1, 150),
 	"aggregate": append(seeds(1, 150), 1796534525113198913), // the same
+	"late":      {61},                                       // unread: a late-answered owner fenced itself while its last beat looked alive (lease.Member.Fenced)
 }
 
 func seeds(from, to uint64) []uint64 {

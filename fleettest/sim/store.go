@@ -149,7 +149,7 @@ func (c *counters) itemBytes(ns string) int {
 
 // memberEntry returns the size of m's entry in the members item and of its
 // own item in the members table (attributes ns, owner, beat, held, asks,
-// starting).
+// starting, fenced).
 func memberEntry(ns string, m lease.Member) (item, table int) {
 	fields, elems := len("beat")+numBytes(m.Beat)+len("held")+numBytes(int64(m.Held)), 2
 	if len(m.Asks) > 0 {
@@ -161,6 +161,10 @@ func memberEntry(ns string, m lease.Member) (item, table int) {
 	}
 	if m.Starting {
 		fields += len("starting") + 1
+		elems++
+	}
+	if m.Fenced {
+		fields += len("fenced") + 1
 		elems++
 	}
 	// In the item: the owner's name, a byte as an element of the members

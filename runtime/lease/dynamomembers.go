@@ -301,6 +301,9 @@ func (d *DynamoDB) tableHeartbeat(ctx context.Context, namespace string, m Membe
 	if m.Starting {
 		item[attrStarting] = &types.AttributeValueMemberBOOL{Value: true}
 	}
+	if m.Fenced {
+		item[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	name := d.membersTableName()
 	if _, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: item}); err != nil {
 		return d.fail("heartbeat", MembersKey(namespace), err)
@@ -345,6 +348,10 @@ func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, err
 			ms = append(ms, m)
 		case m.Beat > ms[i].Beat:
 			ms[i] = m
+		case m.Beat == ms[i].Beat && m.Fenced:
+			// One beat is written unfenced, then fenced, never back
+			// (Member.Fenced): the fenced copy is the later.
+			ms[i].Fenced = true
 		}
 	}
 	d.memMu.Lock()
@@ -408,6 +415,9 @@ func memberFromValues(v map[string]types.AttributeValue, owner string) (Member, 
 	}
 	if b, ok := v[attrStarting].(*types.AttributeValueMemberBOOL); ok {
 		mb.Starting = b.Value
+	}
+	if b, ok := v[attrFenced].(*types.AttributeValueMemberBOOL); ok {
+		mb.Fenced = b.Value
 	}
 	return mb, nil
 }

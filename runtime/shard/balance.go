@@ -65,6 +65,15 @@ func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) b
 	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
 }
 
+// seenSince reports whether l, as listed, was first seen (its counter and
+// owner) after t, or not seen at all: it may have been written after t.
+func (o *observer) seenSince(l lease.Lease, t time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ob, ok := o.seen[l.Key]
+	return !ok || ob.counter != l.Counter || ob.owner != l.Owner || ob.at.After(t)
+}
+
 // balance is one pass's decision.
 type balance struct {
 	target int           // fair share: ceil(active leases / live owners)

@@ -326,6 +326,11 @@ type Coordinator struct {
 	beatSem   chan struct{}
 	beatFirst time.Time // when the current beat was first sent
 	beatNew   bool      // the current beat was confirmed: the next heartbeat writes a new one
+	// beatDue: a heartbeat that said this owner is fenced was confirmed;
+	// the next one, a new beat that ends the fence, goes at once.
+	beatDue atomic.Bool
+	// beatSaid: the last heartbeat sent said this owner is fenced.
+	beatSaid atomic.Bool
 	// starting: the first pass has not ended, and the member entry says
 	// so (lease.Member.Starting): a fleet's start gives leases to create
 	// only to the members that are starting (startOwners).
@@ -932,8 +937,16 @@ func (c *Coordinator) heartLoop() {
 				c.log.Warn("heartbeat failed", "err", err)
 			}
 			var next time.Duration
+			left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch)
 			next, retry = nextBeat(beatPacing{every: every, renew: c.cfg.Renew, call: c.cfg.leaseCallTimeout()},
-				failed, retry, time.Since(sent), time.Duration(c.beatUntil.Load())-time.Since(c.epoch))
+				failed, retry, time.Since(sent), left)
+			if c.beatDue.Swap(false) || (c.beatUntil.Load() != 0 && left < next && !c.beatSaid.Load()) {
+				// The way back from a fence, at once; or, with the fence
+				// passed or due before the next beat, a beat at it,
+				// which says so (Member.Fenced): the others need not
+				// wait a failover time more to see this owner dead.
+				next = max(left, 0)
+			}
 			t.Reset(next)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 // write's send time, exactly as a lease write moves its own. Every pass
 // reads the namespace's members (one consistent read: the item that holds
 // them, or the Query of their items, as the store lays them out). An owner whose entry
-// has not changed for Failover, on this host's clock, is dead: its leases
-// are expired. The leases of owners without an entry (an older version of
+// has not changed for Failover, on this host's clock, or that says it is
+// fenced (lease.Member.Fenced), is dead: its leases are expired. The leases of owners without an entry (an older version of
 // this runtime, or a Java KCL worker: they renew every lease) are judged by
 // their counters as before, and while any such owner holds a lease this
 // owner renews its own leases too and lists every pass (compat), so that
@@ -107,7 +107,9 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 	}
 	c.beats.observe(beats, now)
 	for i, m := range ms {
-		if !c.beats.stale(beats[i], sent, c.cfg.Failover) {
+		// A fenced member is dead at once: it reads nothing it holds
+		// (lease.Member.Fenced).
+		if !m.Fenced && !c.beats.stale(beats[i], sent, c.cfg.Failover) {
 			v.live[m.Owner] = true
 		}
 	}
@@ -129,12 +131,19 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 // The others judge this owner alive only while its beat moves, and the
 // beat moves only on confirmed heartbeats (issue 29, defect 2): one that
 // landed but was answered late, or with an error, leaves the next
-// heartbeat writing the same beat. So an owner that cannot confirm its
-// heartbeats, and fences itself, looks dead to the others a failover time
-// later and its shards are read again, whether its store is slow,
-// throttled, failing or answering late. The fence counts from when the
+// heartbeat writing the same beat. The fence counts from when the
 // confirmed beat was first sent: the others' clock for that beat starts
-// no earlier.
+// no earlier. A beat that lands unconfirmed still looks alive for a
+// failover time from when it is first seen, longer than this owner's
+// fence; so every heartbeat sent past the fence (but the first of a new
+// beat) says the owner is fenced (lease.Member.Fenced), and the others
+// count it dead at once. Such a heartbeat, confirmed, renews nothing:
+// the others may be taking its leases on it. The next heartbeat, at once
+// (beatDue), writes a new beat without the flag, and that one, confirmed,
+// ends the fence. Whether the store is slow, throttled, failing or late,
+// an owner that cannot confirm its heartbeats looks dead to the others
+// no later than the first heartbeat of its that lands past its fence,
+// and at the latest a failover time after its last beat landed.
 func (c *Coordinator) heartbeat(ctx context.Context) error {
 	// A channel, not a sync.Mutex: a heartbeat waiting on a slow one gives
 	// up with its ctx, and is durably blocked in a synctest bubble.
@@ -152,15 +161,39 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	sent := time.Now()
-	if c.beatNew || c.beatFirst.IsZero() {
+	first := c.beatNew || c.beatFirst.IsZero()
+	if first {
 		c.beat.Add(1)
 		c.beatFirst, c.beatNew = sent, false
 	}
-	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load()})
+	// Past a fence it had: every lease held is past its fence too (none
+	// is renewed past beatUntil), and nothing is taken until a new beat
+	// is confirmed (beatStale). The first write of a new beat is the way
+	// back, unfenced; once a beat was written fenced, every later write
+	// of it is (the owner stays past its fence until a new one is
+	// confirmed), so that readers of both copies of an entry
+	// (lease.MembersMigrating) may take the fenced one for the later.
+	wasStale := c.beatUntil.Load() != 0 && c.beatStale()
+	fenced := wasStale && !first
+	c.beatSaid.Store(fenced)
+	if until := c.beatUntil.Load(); until != 0 && !wasStale {
+		// Answered past the fence, a heartbeat revives no lease (each is
+		// fenced by then), and the next one says the owner is fenced:
+		// give up waiting at the fence, so that the others learn of it
+		// at once and not a lease call's deadline later.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.epoch.Add(time.Duration(until)))
+		defer cancel()
+	}
+	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load(), Fenced: fenced})
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
 	}
 	c.beatNew = true
+	if fenced {
+		c.beatDue.Store(true)
+		return nil
+	}
 	sent = c.beatFirst
 	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
 	for {
@@ -171,6 +204,11 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	for _, o := range c.snapshot() {
 		c.renewed(o, sent)
+	}
+	if wasStale && !c.beatStale() {
+		// Back from a fence: take back what is left in this owner's name
+		// now, not a pass later (takeBack).
+		c.wake(false)
 	}
 	return nil
 }

@@ -852,6 +852,18 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		}
 		view = v
 	}
+	if c.members != nil && viewBehind(c.cfg.Owner, leases, view, c.obs) {
+		// A member the view judges dead holds a lease written, for all
+		// this owner knows, after the view was sent: the member may have
+		// come back since (its fence ended, a beat confirmed: it takes
+		// its leases back at once) and be reading it. Judge it on a view
+		// sent after the listing that shows that write.
+		v, err := c.readMembers(ctx)
+		if err != nil {
+			return append(errs, err)
+		}
+		view = v
+	}
 	if c.members != nil {
 		errs = append(errs, c.takeBack(ctx, leases, byShard, view)...)
 	}
@@ -949,6 +961,25 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.dropDeadMembers(ctx, view, leases)
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
+}
+
+// viewBehind reports whether a lease listed under another member that
+// view judges dead may have been written after view was sent (seen first
+// by obs after it): a member back from its fence takes its leases back,
+// and a view sent before its new beat landed would still judge it dead
+// (issue 29: two readers of one shard). A lease that was written before
+// the view was sent is safe to judge by it: a take of it is conditional on
+// that write's counter, and the member's own take back would change it.
+func viewBehind(me string, leases []lease.Lease, view memberView, obs *observer) bool {
+	for _, l := range leases {
+		if l.Owner == "" || l.Owner == me || l.Checkpoint == lease.CheckpointShardEnd {
+			continue
+		}
+		if _, member := view.all[l.Owner]; member && !view.live[l.Owner] && obs.seenSince(l, view.sent) {
+			return true
+		}
+	}
+	return false
 }
 
 // askedOfMe reports whether l, as listed, is held by me and asked for by
