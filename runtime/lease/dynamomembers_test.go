@@ -317,3 +317,24 @@ func TestDynamoDBMembersFencedInBothPlaces(t *testing.T) {
 		t.Errorf("table reader after the fence ended (-want +got):\n%s", diff)
 	}
 }
+
+// TestDynamoDBRoster runs the roster conformance cases in the layouts
+// that keep it (the members table).
+func TestDynamoDBRoster(t *testing.T) {
+	client := dynaliteClient(t)
+	for _, layout := range []lease.MembersLayout{lease.MembersMigrating, lease.MembersTable} {
+		t.Run(layout.String(), func(t *testing.T) {
+			leasetest.RunRoster(t, func(t *testing.T) lease.RosterStore {
+				s := newDynamoOn(t, client, freshTable(t), lease.WithMembers(layout))
+				r, ok := lease.RosterOf(s)
+				if !ok {
+					t.Fatalf("layout %v: no roster", layout)
+				}
+				return r
+			})
+		})
+	}
+	if _, ok := lease.RosterOf(newDynamoOn(t, client, freshTable(t), lease.WithMembers(lease.MembersItem))); ok {
+		t.Errorf("the members item layout says it keeps the roster")
+	}
+}

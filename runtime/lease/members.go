@@ -44,6 +44,14 @@ type Member struct {
 	// alone, as before: a fenced member's beat stands still, so it sees
 	// it dead a failover time after the beat last moved.
 	Fenced bool
+	// Roster says the owner keeps the roster (RosterStore): its beat is
+	// watched by a few members only, and its heartbeat is refused with
+	// ErrDeclaredDead once a watcher declared it dead. An entry without it
+	// (an earlier version's) is read by every instance every pass.
+	Roster bool
+	// Dead says a watcher declared the entry dead at its Beat
+	// (RosterStore.DeclareDead): every reader counts it dead.
+	Dead bool
 }
 
 // MemberStore is a Store that also keeps instance liveness: one entry per
