@@ -56,6 +56,21 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 	o.seen = keep
 }
 
+// observeSome records the leases of a partial listing (the watched member
+// entries of a roster read) and forgets nothing.
+func (o *observer) observeSome(leases []lease.Lease, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range leases {
+		ob, ok := o.seen[l.Key]
+		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
+			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
+		}
+		ob.last = now
+		o.seen[l.Key] = ob
+	}
+}
+
 // stale reports whether nobody has written l for failover: its owner (or the
 // owner a handoff reserved it for) stopped working on it.
 func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) bool {

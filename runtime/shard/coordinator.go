@@ -136,6 +136,13 @@ type Config struct {
 	// Java KCL and for comparison.
 	Liveness Liveness
 	Balance  Balance
+	// Roster, with liveness per instance over a store that keeps the
+	// roster (lease.RosterOf), reads the members at a cost linear in the
+	// instances: each pass reads the roster's version and the entries of
+	// a few ring successors only, and the whole member list only when the
+	// version moved (members.go). Off by default (issue 34 item 3: not yet
+	// measured at every size the issue asks for).
+	Roster bool
 	// Alone says no other instance can share Leases (a store private to
 	// this process's one coordinator of the namespace, such as the
 	// runtime's default in-memory one): a first pass then takes its leases
@@ -351,6 +358,8 @@ type Coordinator struct {
 	beatCancel context.CancelFunc
 	ensure     tableEnsurer         // the store's table check, run once by Start
 	members    lease.MemberStore    // the store's members, with deadlines: nil unless LivenessPerInstance
+	roster     lease.RosterStore    // with members and Config.Roster: the store's roster, with deadlines
+	rs         rosterState          // what this owner knows of the roster (members.go)
 	fanOut     kinesisapi.API       // the client without deadlines, when reading by fan-out
 	lookup     lease.Lookup         // with members: reads the known leases by key instead of listing the namespace
 	listCost   lease.ListCost       // with lookup: what a List costs, when the store knows (listLeases)
@@ -403,8 +412,13 @@ func New(cfg Config) (*Coordinator, error) {
 	var bm lease.MemberStore
 	var look lease.Lookup
 	var cost lease.ListCost
+	var roster lease.RosterStore
 	if members != nil {
-		bm = boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
+		b := boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
+		bm = b
+		if r, ok := lease.RosterOf(raw); ok && cfg.Roster {
+			roster = boundedRoster{boundedMembers: b, r: r}
+		}
 		if l, ok := raw.(lease.Lookup); ok {
 			look = boundedLookup{l: l, d: cfg.leaseCallTimeout()}
 			cost, _ = raw.(lease.ListCost)
@@ -412,6 +426,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		members:  bm,
+		roster:   roster,
 		lookup:   look,
 		ensure:   ensure,
 		fanOut:   fanOut,
@@ -721,6 +736,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		// list and share out what was released on their next pass.
 		if err := c.members.Leave(wctx, c.cfg.Namespace, c.cfg.Owner, 0); err != nil {
 			errs = append(errs, &Error{Op: "lease leave", Stream: c.cfg.Stream, Err: err})
+		} else {
+			c.bumpRoster(wctx)
 		}
 	}
 	c.mu.Lock()

@@ -124,6 +124,7 @@ func (c *Coordinator) passMembers(ctx context.Context, p *passView) error {
 		return err
 	}
 	p.view = v
+	c.declareDead(ctx, v)
 	c.answerAsks(ctx, p.view)
 	c.mu.Lock()
 	asked := len(c.pending)
