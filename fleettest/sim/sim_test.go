@@ -433,3 +433,51 @@ func rollingDeploy(t *testing.T, url string, shards, instances int, failover tim
 		}
 	}
 }
+
+// TestRollingDeployToRoster deploys the roster (shard.Config.Roster,
+// issue 34 item 3) over a fleet of today's per-instance liveness on one
+// store, the way a rolling deploy does (sim.RunRolling): old instances
+// ("o…", no roster) start, then one at a time a new one ("n…", the
+// roster, reading the watched entries only whenever it can: RosterWhole
+// -1) joins and an old one leaves; an old one starts again late (a
+// rollback begun); a new one crashes. Every step must balance (no shard
+// stranded), no shard may be handled by two instances at once (no split
+// brain), every record must be handled, and the crash's shards must be
+// read again within twice the failover time.
+func TestRollingDeployToRoster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := sim.Config{
+			Shards: 64, Instances: 5, Seed: 1,
+			Tune: func(c *shard.Config) {
+				modes[1].tune(c)
+				if strings.HasPrefix(c.Owner, "n") {
+					c.Roster, c.RosterWhole = true, -1
+				}
+			},
+		}
+		if os.Getenv("SIM_PROGRESS") != "" {
+			cfg.Progress = os.Stdout
+		}
+		rep, err := sim.RunRolling(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		rep.Write(&b, "rolling deploy, per-instance to the roster")
+		fmt.Print(b.String())
+		for _, v := range rep.Violations {
+			t.Error(v)
+		}
+		var names []string
+		for _, p := range rep.Phases {
+			names = append(names, p.Name+" "+p.Subject)
+			if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+				t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+			}
+		}
+		want := "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join n03,leave o03,join n04,leave o04,join o05,crash n00"
+		if got := strings.Join(names, ","); got != want {
+			t.Errorf("phases %s, want %s", got, want)
+		}
+	})
+}

@@ -143,6 +143,11 @@ type Config struct {
 	// version moved (members.go). Off by default (issue 34 item 3: not yet
 	// measured at every size the issue asks for).
 	Roster bool
+	// RosterWhole, with Roster, is the most members whose whole list is
+	// still read every pass (default 48: their items fit in about one
+	// read unit, no dearer than the version and two entries); negative:
+	// never.
+	RosterWhole int
 	// Alone says no other instance can share Leases (a store private to
 	// this process's one coordinator of the namespace, such as the
 	// runtime's default in-memory one): a first pass then takes its leases
@@ -240,6 +245,9 @@ func (cfg *Config) setDefaults() error {
 	}
 	if cfg.Handoff == 0 {
 		cfg.Handoff = cfg.Failover
+	}
+	if cfg.RosterWhole == 0 {
+		cfg.RosterWhole = rosterWhole
 	}
 	cfg.Poll = max(cfg.Poll, minPoll)
 	if cfg.Renew >= cfg.Failover {

@@ -448,7 +448,8 @@ func (c *Coordinator) isCompat() bool {
 // small item) and then either the whole member list, when the version
 // moved since the last full read (or that read showed a member of an
 // earlier version, which bumps nothing, or rosterSweep has passed; and,
-// with rosterSmall members or fewer, every pass without the version), or
+// with Config.RosterWhole members or fewer, every pass without the
+// version), or
 // only the entries of the owner's rosterK successors on the ring of
 // roster members sorted by owner (by key). A successor whose beat stood
 // still for the failover time (on this owner's clock, judged at send
@@ -475,10 +476,10 @@ func (c *Coordinator) isCompat() bool {
 // rosterK is how many ring successors each owner watches.
 const rosterK = 2
 
-// rosterSmall is the most members whose whole list is read every pass
-// with the roster all the same: their items fit in one read unit (4 KB)
-// or about, no dearer than the version and rosterK entries.
-var rosterSmall = 48 // a variable for tests
+// rosterWhole is the default of Config.RosterWhole: the members whose
+// items fit in about one read unit (4 KB), no dearer than the version and
+// rosterK entries.
+const rosterWhole = 48
 
 // rosterSweep is the longest time between two full reads of the members
 // with the roster: for members of an earlier version that joined since
@@ -505,7 +506,7 @@ type rosterState struct {
 func (c *Coordinator) readRoster(ctx context.Context, sent time.Time) ([]lease.Member, map[string]bool, error) {
 	rs := &c.rs
 	rs.mu.Lock()
-	small := rs.valid && len(rs.cache) <= rosterSmall
+	small := rs.valid && len(rs.cache) <= c.cfg.RosterWhole
 	rs.mu.Unlock()
 	ver := int64(-1) // small: no version read, and the next read that is not is full
 	if !small {

@@ -92,7 +92,6 @@ func readingAll(cs map[string]*shard.Coordinator, ids []string) bool {
 // its share again. No shard is read by two instances at any time. One
 // instance of the earlier kind (no roster) runs beside them throughout.
 func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
-	defer shard.SetRosterSmall(0)()
 	e, _ := memEnv(t, 8)
 	ids := e.shards()
 	cs := map[string]*shard.Coordinator{}
@@ -103,7 +102,7 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 		if name != "old" {
 			w := newRosterWrap(e.store)
 			wraps[name] = w
-			cfg.Leases, cfg.Roster = w, true
+			cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
 		}
 		cs[name] = e.start(cfg)
 	}
