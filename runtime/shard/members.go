@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -237,16 +238,26 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	if c.roster != nil {
 		// What the others read from the whole list only (all but the
-		// beat): changed, or joined, or back, the roster is bumped, and
-		// the heartbeat counts as confirmed only once it is (a member
-		// seen dead by a view is seen alive again only after a bump).
+		// beat) changed, or this owner joined or is back: the roster is
+		// bumped. Coming back (from its fence, a declaration, or before
+		// its first beat) the heartbeat counts as confirmed only once the
+		// bump is: a member seen dead by a view is seen alive again only
+		// after a bump. Otherwise the next pass bumps (passBump): a second
+		// call here would delay the next heartbeat by a call's deadline,
+		// and a slow store answering within it would fence a live owner
+		// (issue 29, defect 7).
 		key := fmt.Sprint(m.Held, m.Asks, m.Starting, m.Fenced)
-		if c.rs.owed || key != c.rs.wrote {
+		switch {
+		case c.rs.owed || wasStale || c.beatUntil.Load() == 0:
 			if _, err := c.roster.BumpRoster(ctx, c.cfg.Namespace); err != nil {
 				c.rs.owed = true
 				return &Error{Op: "lease roster bump", Stream: c.cfg.Stream, Err: err}
 			}
 			c.rs.owed, c.rs.wrote = false, key
+		case key != c.rs.wrote:
+			c.rs.wrote = key
+			c.rs.passBump.Store(true)
+			c.wake(false)
 		}
 	}
 	c.beatNew = true
@@ -499,6 +510,8 @@ type rosterState struct {
 	rejoin bool   // the entry was declared dead: the next heartbeat writes a new one
 	owed   bool   // a bump is owed (a rejoin, a bump that failed)
 	wrote  string // what the others read of the last entry bumped for
+	// passBump: the entry changed; the next pass bumps the roster.
+	passBump atomic.Bool
 }
 
 // readRoster reads the members with the roster: the whole list, or the
