@@ -339,8 +339,18 @@ func (s *store) RosterVersion(ctx context.Context, ns string) (int64, error) {
 func (s *store) BumpRoster(ctx context.Context, ns string) (int64, error) {
 	return storeCall(ctx, s.in, opBump, func(ctx context.Context) (int64, error) { return s.m.BumpRoster(ctx, ns) })
 }
-func (s *store) MembersByOwner(ctx context.Context, ns string, owners []string) ([]lease.Member, error) {
-	return storeCall(ctx, s.in, opByOwner, func(ctx context.Context) ([]lease.Member, error) { return s.m.MembersByOwner(ctx, ns, owners) })
+
+type versioned struct {
+	v  int64
+	ms []lease.Member
+}
+
+func (s *store) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	r, err := storeCall(ctx, s.in, opByOwner, func(ctx context.Context) (versioned, error) {
+		v, ms, err := s.m.MembersByOwner(ctx, ns, owners)
+		return versioned{v, ms}, err
+	})
+	return r.v, r.ms, err
 }
 func (s *store) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
 	_, err := storeCall(ctx, s.in, opDeclare, func(ctx context.Context) (struct{}, error) {

@@ -148,7 +148,7 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 	}{
 		{"bump", func() error { _, err := s.BumpRoster(ctx, ns); return err }},
 		{"version", func() error { _, err := s.RosterVersion(ctx, ns); return err }},
-		{"members by owner", func() error { _, err := s.MembersByOwner(ctx, ns, []string{"i007", "i008"}); return err }},
+		{"members by owner", func() error { _, _, err := s.MembersByOwner(ctx, ns, []string{"i007", "i008"}); return err }},
 		{"declare", func() error { return s.DeclareDead(ctx, ns, "i009", 12345) }},
 		{"heartbeat", func() error {
 			return s.Heartbeat(ctx, ns, lease.Member{Owner: "i010", Beat: 12346, Held: 7, Roster: true})

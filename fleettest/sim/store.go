@@ -533,9 +533,10 @@ func newStore(s *store) lease.Store {
 //   - RosterVersion: a strongly consistent GetItem of the small version
 //     item, a read unit.
 //   - BumpRoster: an UpdateItem (ADD) of it, a write unit.
-//   - MembersByOwner: a strongly consistent BatchGetItem (one call per 100
-//     keys), billed as a GetItem per key: the item's size in 4 KB units,
-//     one unit at least (an absent item too).
+//   - MembersByOwner: a strongly consistent BatchGetItem of the version
+//     item and the owners' items (one call per 100 keys), billed as a
+//     GetItem per key: the item's size in 4 KB units, one unit at least
+//     (an absent item too).
 //   - DeclareDead: a conditional UpdateItem of the owner's item, billed by
 //     its size in 1 KB units (refused or not).
 type rosterStore struct {
@@ -575,24 +576,24 @@ func (s *rosterStore) BumpRoster(ctx context.Context, ns string) (int64, error) 
 	return v, err
 }
 
-func (s *rosterStore) MembersByOwner(ctx context.Context, ns string, owners []string) ([]lease.Member, error) {
+func (s *rosterStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
 	if err := s.enter(ctx); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	ms, err := s.r.MembersByOwner(ctx, ns, owners)
-	s.c.calls[OpMembersByOwner].Add(int64(max(1, (len(owners)+99)/100)))
+	v, ms, err := s.r.MembersByOwner(ctx, ns, owners)
+	s.c.calls[OpMembersByOwner].Add(int64(max(1, (len(owners)+1+99)/100)))
 	if err != nil {
 		s.c.errors.Add(1)
 	}
-	s.c.itemsRead.Add(int64(len(ms)))
-	var u int64
+	s.c.itemsRead.Add(int64(len(ms)) + 1)
+	u := readUnits(0) // the version item
 	s.c.mu.Lock()
 	for _, o := range owners {
 		u += readUnits(s.c.table[o])
 	}
 	s.c.mu.Unlock()
 	s.c.billMembers(tableOnly(u), [layouts]int64{})
-	return ms, err
+	return v, ms, err
 }
 
 func (s *rosterStore) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -91,93 +92,120 @@ func (d *DynamoDB) BumpRoster(ctx context.Context, namespace string) (int64, err
 	return 0, nil
 }
 
-// MembersByOwner reads the owners' items of the members table with
-// strongly consistent BatchGetItem calls (100 keys each; a read unit per
-// item of up to 4 KB). With MembersMigrating an owner missing from the
-// table is looked for in the members item (an instance of an earlier
-// version), which costs one GetItem more.
-func (d *DynamoDB) MembersByOwner(ctx context.Context, namespace string, owners []string) ([]Member, error) {
+// MembersByOwner reads the roster version and the owners' items of the
+// members table with strongly consistent BatchGetItem calls, the version
+// item in the first (100 keys a call; a read unit per item of up to 4 KB,
+// the version's included): one call for up to 99 owners. With
+// MembersMigrating an owner missing from the table is looked for in the
+// members item (an instance of an earlier version), which costs one
+// GetItem more. Without BatchGetItem on the client, one GetItem each.
+func (d *DynamoDB) MembersByOwner(ctx context.Context, namespace string, owners []string) (int64, []Member, error) {
 	key := MembersKey(namespace)
 	if err := d.begin(ctx, "members", key); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if err := d.noRoster("members", key); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	owners = normSet(owners)
 	out := make([]Member, 0, len(owners))
-	if len(owners) == 0 {
-		return out, nil
-	}
 	name := d.membersTableName()
-	found := map[string]bool{}
-	bg, ok := d.client.(batchGetter)
-	for rest := owners; len(rest) > 0; {
-		n := min(len(rest), 100)
-		req := make([]map[string]types.AttributeValue, n)
-		for i, o := range rest[:n] {
-			req[i] = map[string]types.AttributeValue{attrNS: str(namespace), attrMemOwner: str(o)}
+	vkey := map[string]types.AttributeValue{attrKey: str(RosterKey(namespace))}
+	var version int64
+	readVersion := func(item map[string]types.AttributeValue) {
+		if n, ok := item[attrRosterVersion].(*types.AttributeValueMemberN); ok {
+			version, _ = strconv.ParseInt(n.Value, 10, 64)
 		}
-		rest = rest[n:]
-		wait := 20 * time.Millisecond
-		for len(req) > 0 {
-			var items []map[string]types.AttributeValue
-			if ok {
-				res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-					name: {Keys: req, ConsistentRead: aws.Bool(true)},
-				}})
-				if err != nil {
-					return nil, d.fail("members", key, err)
-				}
-				items = res.Responses[name]
-				req = res.UnprocessedKeys[name].Keys
-			} else {
-				for _, k := range req {
-					res, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &name, Key: k, ConsistentRead: aws.Bool(true)})
-					if err != nil {
-						return nil, d.fail("members", key, err)
-					}
-					if res.Item != nil {
-						items = append(items, res.Item)
-					}
-				}
-				req = nil
+	}
+	found := map[string]bool{}
+	addMember := func(item map[string]types.AttributeValue) error {
+		m, err := memberFromValues(item, "")
+		if err != nil {
+			return &Error{Op: "members", Key: key, Err: err}
+		}
+		found[m.Owner] = true
+		out = append(out, m)
+		return nil
+	}
+	bg, ok := d.client.(batchGetter)
+	if !ok {
+		v, err := d.RosterVersion(ctx, namespace)
+		if err != nil {
+			return 0, nil, err
+		}
+		version = v
+		for _, o := range owners {
+			res, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &name, ConsistentRead: aws.Bool(true),
+				Key: map[string]types.AttributeValue{attrNS: str(namespace), attrMemOwner: str(o)}})
+			if err != nil {
+				return 0, nil, d.fail("members", key, err)
 			}
-			for _, item := range items {
-				m, err := memberFromValues(item, "")
-				if err != nil {
-					return nil, &Error{Op: "members", Key: key, Err: err}
+			if res.Item != nil {
+				if err := addMember(res.Item); err != nil {
+					return 0, nil, err
 				}
-				found[m.Owner] = true
-				out = append(out, m)
 			}
-			if len(req) > 0 {
-				select {
-				case <-ctx.Done():
-					return nil, &Error{Op: "members", Key: key, Err: ctx.Err()}
-				case <-time.After(wait):
+		}
+	} else {
+		withVersion := true
+		for rest := owners; withVersion || len(rest) > 0; {
+			n := min(len(rest), 99)
+			if !withVersion {
+				n = min(len(rest), 100)
+			}
+			req := map[string]types.KeysAndAttributes{}
+			if n > 0 {
+				keys := make([]map[string]types.AttributeValue, n)
+				for i, o := range rest[:n] {
+					keys[i] = map[string]types.AttributeValue{attrNS: str(namespace), attrMemOwner: str(o)}
 				}
-				wait = min(2*wait, time.Second)
+				req[name] = types.KeysAndAttributes{Keys: keys, ConsistentRead: aws.Bool(true)}
+			}
+			if withVersion {
+				req[d.table] = types.KeysAndAttributes{Keys: []map[string]types.AttributeValue{vkey}, ConsistentRead: aws.Bool(true)}
+				withVersion = false
+			}
+			rest = rest[n:]
+			wait := 20 * time.Millisecond
+			for len(req) > 0 {
+				res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+				if err != nil {
+					return 0, nil, d.fail("members", key, err)
+				}
+				for _, item := range res.Responses[d.table] {
+					readVersion(item)
+				}
+				for _, item := range res.Responses[name] {
+					if err := addMember(item); err != nil {
+						return 0, nil, err
+					}
+				}
+				req = res.UnprocessedKeys
+				if len(req) > 0 {
+					// Throttled in part: back off before asking for the rest.
+					select {
+					case <-ctx.Done():
+						return 0, nil, &Error{Op: "members", Key: key, Err: ctx.Err()}
+					case <-time.After(wait):
+					}
+					wait = min(2*wait, time.Second)
+				}
 			}
 		}
 	}
 	if len(found) < len(owners) && d.MembersLayout() == MembersMigrating {
 		old, err := d.itemMembers(ctx, namespace)
 		if err != nil {
-			return nil, err
-		}
-		want := map[string]bool{}
-		for _, o := range owners {
-			want[o] = !found[o]
+			return 0, nil, err
 		}
 		for _, m := range old {
-			if want[m.Owner] {
+			if slices.Contains(owners, m.Owner) && !found[m.Owner] {
 				out = append(out, m)
 			}
 		}
 	}
 	sortMembers(out)
-	return out, nil
+	return version, out, nil
 }
 
 // DeclareDead marks owner's members-table item dead while it holds beat:

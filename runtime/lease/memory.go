@@ -321,10 +321,11 @@ func (m *Memory) BumpRoster(ctx context.Context, namespace string) (int64, error
 	return m.roster[namespace], nil
 }
 
-// MembersByOwner returns the entries of owners that exist, sorted.
-func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []string) ([]Member, error) {
+// MembersByOwner returns the roster version and the entries of owners
+// that exist, sorted.
+func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []string) (int64, []Member, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
+		return 0, nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
 	}
 	m.mu.Lock()
 	out := make([]Member, 0, len(owners))
@@ -333,9 +334,10 @@ func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []
 			out = append(out, cloneMember(mb))
 		}
 	}
+	v := m.roster[namespace]
 	m.mu.Unlock()
 	sortMembers(out)
-	return out, nil
+	return v, out, nil
 }
 
 // DeclareDead marks owner's entry dead while it holds beat.

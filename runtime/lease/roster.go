@@ -34,9 +34,10 @@ type RosterStore interface {
 	RosterVersion(ctx context.Context, namespace string) (int64, error)
 	// BumpRoster adds one to the version (one write) and returns it.
 	BumpRoster(ctx context.Context, namespace string) (int64, error)
-	// MembersByOwner returns the entries of owners that exist, sorted by
-	// owner, read by key (strongly consistent).
-	MembersByOwner(ctx context.Context, namespace string, owners []string) ([]Member, error)
+	// MembersByOwner returns the roster version and the entries of owners
+	// that exist, sorted by owner, read by key (strongly consistent) in
+	// one call: a view of them is as old as that one call.
+	MembersByOwner(ctx context.Context, namespace string, owners []string) (version int64, ms []Member, err error)
 	// DeclareDead marks owner's entry dead (Member.Dead) while it holds
 	// beat; else an error matching ErrLeaseLost (it beat since, or left).
 	DeclareDead(ctx context.Context, namespace, owner string, beat int64) error

@@ -80,6 +80,18 @@ func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) b
 	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
 }
 
+// staleAt returns when l, as listed, will have stood still for failover
+// (ok false: not seen with that counter and owner).
+func (o *observer) staleAt(l lease.Lease, failover time.Duration) (at time.Time, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ob, ok := o.seen[l.Key]
+	if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
+		return time.Time{}, false
+	}
+	return ob.at.Add(failover), true
+}
+
 // seenSince reports whether l, as listed, was first seen (its counter and
 // owner) after t, or not seen at all: it may have been written after t.
 func (o *observer) seenSince(l lease.Lease, t time.Time) bool {

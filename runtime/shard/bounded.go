@@ -144,7 +144,7 @@ func (b boundedRoster) BumpRoster(ctx context.Context, ns string) (int64, error)
 	return b.r.BumpRoster(ctx, ns)
 }
 
-func (b boundedRoster) MembersByOwner(ctx context.Context, ns string, owners []string) ([]lease.Member, error) {
+func (b boundedRoster) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
 	return b.r.MembersByOwner(ctx, ns, owners)

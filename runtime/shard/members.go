@@ -111,7 +111,7 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 	var read map[string]bool
 	var err error
 	if c.roster != nil {
-		ms, read, err = c.readRoster(ctx, sent)
+		ms, read, sent, err = c.readRoster(ctx)
 	} else {
 		ms, err = c.members.Members(ctx, c.cfg.Namespace)
 	}
@@ -512,64 +512,70 @@ type rosterState struct {
 	wrote  string // what the others read of the last entry bumped for
 	// passBump: the entry changed; the next pass bumps the roster.
 	passBump atomic.Bool
+	armed    map[string]int64 // member -> beat a declaration check is armed for (armDeclare; under mu)
 }
 
 // readRoster reads the members with the roster: the whole list, or the
 // watched entries over the last full read (read: the owners read now).
-func (c *Coordinator) readRoster(ctx context.Context, sent time.Time) ([]lease.Member, map[string]bool, error) {
+// sent is when the read the view is judged by was sent: the full read,
+// or the one call that read the version and the watched entries (so a
+// view is never older than one call: balance).
+func (c *Coordinator) readRoster(ctx context.Context) (ms []lease.Member, read map[string]bool, sent time.Time, err error) {
 	rs := &c.rs
 	rs.mu.Lock()
 	small := rs.valid && len(rs.cache) <= c.cfg.RosterWhole
+	watching := rs.valid && !small && !rs.old && time.Since(rs.fullAt) < c.cfg.rosterSweep()
+	cache, known := rs.cache, rs.ver
 	rs.mu.Unlock()
 	ver := int64(-1) // small: no version read, and the next read that is not is full
-	if !small {
+	if watching {
+		watch := ringSuccessors(c.cfg.Owner, cache, rosterK)
+		sent = time.Now()
+		v, got, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, watch)
+		if err != nil {
+			return nil, nil, sent, err
+		}
+		if v == known {
+			next := maps.Clone(cache)
+			for _, o := range watch {
+				delete(next, o) // gone, unless read now (a leave bumps: the next read is full)
+			}
+			read = make(map[string]bool, len(got))
+			for _, m := range got {
+				next[m.Owner], read[m.Owner] = m, true
+			}
+			rs.mu.Lock()
+			if rs.ver == known && rs.valid {
+				rs.cache = next
+			}
+			rs.mu.Unlock()
+			ms = slices.Collect(maps.Values(next))
+			slices.SortFunc(ms, func(a, b lease.Member) int { return strings.Compare(a.Owner, b.Owner) })
+			return ms, read, sent, nil
+		}
+		ver = v // moved: read the whole list
+	} else if !small {
 		v, err := c.roster.RosterVersion(ctx, c.cfg.Namespace)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, time.Now(), err
 		}
 		ver = v
 	}
-	rs.mu.Lock()
-	full := small || !rs.valid || ver != rs.ver || rs.old || time.Since(rs.fullAt) >= c.cfg.rosterSweep()
-	cache := rs.cache
-	rs.mu.Unlock()
-	if full {
-		ms, err := c.members.Members(ctx, c.cfg.Namespace)
-		if err != nil {
-			return nil, nil, err
-		}
-		next := make(map[string]lease.Member, len(ms))
-		old := false
-		for _, m := range ms {
-			next[m.Owner] = m
-			old = old || !m.Roster
-		}
-		rs.mu.Lock()
-		rs.valid, rs.ver, rs.fullAt, rs.cache, rs.old = true, ver, sent, next, old
-		rs.mu.Unlock()
-		return ms, nil, nil
-	}
-	watch := ringSuccessors(c.cfg.Owner, cache, rosterK)
-	got, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, watch)
+	sent = time.Now()
+	ms, err = c.members.Members(ctx, c.cfg.Namespace)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, sent, err
 	}
-	next := maps.Clone(cache)
-	for _, o := range watch {
-		delete(next, o) // gone, unless read now (a leave bumps: the next read is full)
-	}
-	read := make(map[string]bool, len(got))
-	for _, m := range got {
-		next[m.Owner], read[m.Owner] = m, true
+	next := make(map[string]lease.Member, len(ms))
+	old := false
+	for _, m := range ms {
+		next[m.Owner] = m
+		old = old || !m.Roster
 	}
 	rs.mu.Lock()
-	if rs.ver == ver && rs.valid {
-		rs.cache = next
-	}
+	rs.valid, rs.ver, rs.fullAt, rs.cache, rs.old = true, ver, sent, next, old
 	rs.mu.Unlock()
-	ms := slices.Collect(maps.Values(next))
-	slices.SortFunc(ms, func(a, b lease.Member) int { return strings.Compare(a.Owner, b.Owner) })
-	return ms, read, nil
+	return ms, nil, sent, nil
 }
 
 // ringSuccessors returns the k owners after me on the ring of roster
@@ -602,7 +608,11 @@ func (c *Coordinator) declareDead(ctx context.Context, v memberView) {
 	declared := false
 	for _, o := range ringSuccessors(c.cfg.Owner, v.all, rosterK) {
 		m := v.all[o]
-		if v.live[o] || m.Dead || !m.Roster || (v.read != nil && !v.read[o]) {
+		if m.Dead || !m.Roster || (v.read != nil && !v.read[o]) {
+			continue
+		}
+		if v.live[o] {
+			c.armDeclare(o, m.Beat)
 			continue
 		}
 		if err := c.roster.DeclareDead(ctx, c.cfg.Namespace, o, m.Beat); err != nil {
@@ -617,6 +627,66 @@ func (c *Coordinator) declareDead(ctx context.Context, v memberView) {
 	if declared {
 		c.bumpRoster(ctx)
 	}
+}
+
+// armDeclare, for a watched successor whose beat will have stood still
+// for the failover time before this owner's next pass, reads its entry
+// again at that moment and declares it dead if it still has (declareAt):
+// the others learn of it at their next pass after the bump, so a death is
+// acted on no later than when each of them judged it by itself, a pass
+// after it saw the beat stand still for the failover time (without the
+// roster). One check per member and beat.
+func (c *Coordinator) armDeclare(o string, beat int64) {
+	at, ok := c.beats.staleAt(lease.Lease{Key: o, Owner: o, Counter: beat}, c.cfg.Failover)
+	if !ok || time.Until(at) >= c.cfg.leaseEvery() {
+		return
+	}
+	c.rs.mu.Lock()
+	if c.rs.armed == nil {
+		c.rs.armed = map[string]int64{}
+	}
+	if c.rs.armed[o] == beat {
+		c.rs.mu.Unlock()
+		return
+	}
+	c.rs.armed[o] = beat
+	c.rs.mu.Unlock()
+	c.mu.Lock()
+	ctx := c.ctx
+	c.mu.Unlock()
+	if ctx == nil {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		if !sleep(ctx, time.Until(at)) {
+			return
+		}
+		c.declareAt(ctx, o)
+	}()
+}
+
+// declareAt reads o's entry and declares it dead when its beat has stood
+// still for the failover time (or it says it is fenced).
+func (c *Coordinator) declareAt(ctx context.Context, o string) {
+	sent := time.Now()
+	_, ms, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, []string{o})
+	if err != nil || len(ms) == 0 || ms[0].Dead {
+		return
+	}
+	m := ms[0]
+	l := lease.Lease{Key: o, Owner: o, Counter: m.Beat}
+	c.beats.observeSome([]lease.Lease{l}, time.Now())
+	if !m.Fenced && !c.beats.stale(l, sent, c.cfg.Failover) {
+		return
+	}
+	if err := c.roster.DeclareDead(ctx, c.cfg.Namespace, o, m.Beat); err != nil {
+		return
+	}
+	c.log.Info("member declared dead", "member", o, "beat", m.Beat, "fenced", m.Fenced)
+	c.bumpRoster(ctx)
+	c.wake(false)
 }
 
 // bumpRoster bumps the roster's version, with the roster (a leave, a

@@ -51,7 +51,7 @@ func (w *rosterWrap) BumpRoster(ctx context.Context, ns string) (int64, error) {
 	return w.r.BumpRoster(ctx, ns)
 }
 
-func (w *rosterWrap) MembersByOwner(ctx context.Context, ns string, owners []string) ([]lease.Member, error) {
+func (w *rosterWrap) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
 	w.byOwner.Add(1)
 	return w.r.MembersByOwner(ctx, ns, owners)
 }

@@ -56,7 +56,10 @@ func testMembersByOwner(ctx context.Context, t *testing.T, s lease.RosterStore) 
 	for i, o := range []string{"w-a", "w-b", "w-c", "w-d"} {
 		beat(ctx, t, s, n, lease.Member{Owner: o, Beat: int64(i + 1), Roster: i%2 == 0})
 	}
-	got, err := s.MembersByOwner(ctx, n, []string{"w-d", "w-a", "w-x", "w-a"})
+	if _, err := s.BumpRoster(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	v, got, err := s.MembersByOwner(ctx, n, []string{"w-d", "w-a", "w-x", "w-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +67,11 @@ func testMembersByOwner(ctx context.Context, t *testing.T, s lease.RosterStore) 
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("MembersByOwner (-want +got):\n%s", diff)
 	}
-	if got, err := s.MembersByOwner(ctx, n, nil); err != nil || len(got) != 0 {
-		t.Fatalf("MembersByOwner of nobody = %v, %v", got, err)
+	if v != 1 {
+		t.Fatalf("MembersByOwner's version = %d; want 1", v)
+	}
+	if v, got, err := s.MembersByOwner(ctx, n, nil); err != nil || len(got) != 0 || v != 1 {
+		t.Fatalf("MembersByOwner of nobody = %d, %v, %v; want version 1 and nobody", v, got, err)
 	}
 }
 
