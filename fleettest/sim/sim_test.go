@@ -484,3 +484,72 @@ func TestRollingDeployToRoster(t *testing.T) {
 		}
 	})
 }
+
+// TestRollingDeployToRosterOnDynamoDB is TestRollingDeployToRoster on
+// dynalite, in real time (failover SIM_DYNAMO_FAILOVER, default 2 s): old
+// instances with the members table (lease.MembersMigrating, no roster),
+// new ones with the roster on the same tables (its version item in the
+// lease table, a BatchGetItem of both tables per pass, conditional
+// heartbeats and declarations in the members table).
+func TestRollingDeployToRosterOnDynamoDB(t *testing.T) {
+	url := livetest.DynamoDBEndpoint(t)
+	failover := 2 * time.Second
+	if v := os.Getenv("SIM_DYNAMO_FAILOVER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SIM_DYNAMO_FAILOVER: %v", err)
+		}
+		failover = d
+	}
+	client := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	api := &sim.Metered{DynamoDBAPI: client}
+	table := fmt.Sprintf("sim-roster-rolling-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
+	if err := store.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lease.RosterOf(store); !ok {
+		t.Fatal("the default layout keeps no roster")
+	}
+	cfg := sim.Config{
+		Shards: 8, Instances: 3, Seed: 1, Hang: true,
+		Store: store, Observe: lease.NewDynamoDB(client, table),
+		Tune: func(c *shard.Config) {
+			modes[1].tune(c)
+			if strings.HasPrefix(c.Owner, "n") {
+				c.Roster, c.RosterWhole = true, -1
+			}
+		},
+		Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
+		Sample: max(250*time.Millisecond, failover/20), PhaseTimeout: 50 * failover,
+	}
+	if os.Getenv("SIM_PROGRESS") != "" {
+		cfg.Progress = os.Stdout
+	}
+	rep, err := sim.RunRolling(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b, "rolling deploy, per-instance to the roster, on dynalite")
+	fmt.Print(b.String())
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	var names []string
+	for _, p := range rep.Phases {
+		names = append(names, p.Name+" "+p.Subject)
+		if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+			t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+		}
+	}
+	want := "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join o03,crash n00"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("phases %s, want %s", got, want)
+	}
+}

@@ -276,11 +276,6 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	for _, o := range c.snapshot() {
 		c.renewed(o, sent)
 	}
-	if wasStale && !c.beatStale() {
-		// Back from a fence: take back what is left in this owner's name
-		// now, not a pass later (takeBack).
-		c.wake(false)
-	}
 	return nil
 }
 
