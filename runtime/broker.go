@@ -52,6 +52,8 @@ type config struct {
 	checkpointEvery time.Duration  // how often settled progress is persisted
 	shutdownTimeout time.Duration  // bound on letting lanes finish
 	perLease        bool           // WithPerLeaseRenewal
+	roster          bool           // WithMembersRoster
+	rosterWhole     int            // WithMembersRoster
 
 	batch batchConfig // publish batching; tests tune it
 

@@ -122,6 +122,19 @@ func WithLeaseRenewInterval(d time.Duration) Option {
 // Upgrading says why).
 func WithPerLeaseRenewal() Option { return func(c *config) { c.perLease = true } }
 
+// WithMembersRoster makes every subscription with liveness per instance
+// read the members at a cost that grows linearly with the instances
+// (shard.Config.Roster; issue 34): a roster version and a few ring
+// successors' entries each pass, the whole member list only when the
+// version moved, with a lease store that keeps the roster
+// (lease.RosterOf: the DynamoDB store with the members table, the memory
+// store). Off by default. readWholeUpTo is shard.Config.RosterWhole: the
+// most members whose whole list is still read every pass (0: 48;
+// negative: never). Instances with and without it can share a table.
+func WithMembersRoster(readWholeUpTo int) Option {
+	return func(c *config) { c.roster, c.rosterWhole = true, readWholeUpTo }
+}
+
 // WithFailoverTime sets how long an unrenewed lease stays its owner's (10 s).
 func WithFailoverTime(d time.Duration) Option {
 	return durationOpt(d, func(c *config) *time.Duration { return &c.failover })

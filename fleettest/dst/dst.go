@@ -41,6 +41,10 @@ type Config struct {
 	Events []Event
 	// Logger gets the runtime's logs (discarded when nil).
 	Logger *slog.Logger
+	// Roster runs every instance with the members roster
+	// (runtime.WithMembersRoster), reading the watched entries only
+	// whenever it can.
+	Roster bool
 }
 
 // instance is one broker, one member of an application.
@@ -323,7 +327,7 @@ func (w *world) get(name string) *instance {
 func (w *world) join(ctx context.Context, app, name string) *instance {
 	in := &instance{name: name, app: app, ns: w.appNS(app), w: w, started: time.Now()}
 	t := w.cfg.Timing
-	in.b = w.kin.NewBroker(
+	opts := []runtime.Option{
 		runtime.WithKinesisClient(&client{API: w.kin, w: w.kin, in: in}),
 		runtime.WithLeaseStore(&store{m: w.leases, in: in}),
 		runtime.WithOwnerID(name),
@@ -334,7 +338,11 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 		runtime.WithShardSyncInterval(t.Sync),
 		runtime.WithCheckpointInterval(t.Checkpoint),
 		runtime.WithShutdownTimeout(shutdownTimeout),
-	)
+	}
+	if w.cfg.Roster {
+		opts = append(opts, runtime.WithMembersRoster(-1))
+	}
+	in.b = w.kin.NewBroker(opts...)
 	w.mu.Lock()
 	w.insts[name] = in
 	w.order = append(w.order, in)

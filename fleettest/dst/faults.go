@@ -158,6 +158,10 @@ var (
 	opGet        = opClass{name: "get", underMu: true} // mutate re-reads a lease under its mutex
 	opGetMany    = opClass{name: "get-many"}
 	opMembers    = opClass{name: "members", isMember: true}
+	opRoster     = opClass{name: "roster"}
+	opByOwner    = opClass{name: "members-by-owner"}
+	opBump       = opClass{name: "roster-bump", write: true}
+	opDeclare    = opClass{name: "declare-dead", write: true}
 	opCreate     = opClass{name: "create", write: true}
 	opTake       = opClass{name: "take", write: true, underMu: true} // keep takes back under the mutex
 	opHandoff    = opClass{name: "handoff", write: true}
@@ -344,7 +348,38 @@ func (s *store) Leave(ctx context.Context, ns, owner string, beat int64) error {
 	return err
 }
 
+func (s *store) RosterVersion(ctx context.Context, ns string) (int64, error) {
+	return storeCall(ctx, s.in, opRoster, func(ctx context.Context) (int64, error) { return s.m.RosterVersion(ctx, ns) })
+}
+func (s *store) BumpRoster(ctx context.Context, ns string) (int64, error) {
+	return storeCall(ctx, s.in, opBump, func(ctx context.Context) (int64, error) { return s.m.BumpRoster(ctx, ns) })
+}
+
+type versioned struct {
+	v  int64
+	ms []lease.Member
+}
+
+func (s *store) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	r, err := storeCall(ctx, s.in, opByOwner, func(ctx context.Context) (versioned, error) {
+		v, ms, err := s.m.MembersByOwner(ctx, ns, owners)
+		return versioned{v, ms}, err
+	})
+	return r.v, r.ms, err
+}
+func (s *store) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
+	_, err := storeCall(ctx, s.in, opDeclare, func(ctx context.Context) (struct{}, error) {
+		err := s.m.DeclareDead(ctx, ns, owner, beat)
+		if err == nil {
+			s.in.w.note("%s declared %s dead at beat %d", s.in.name, owner, beat)
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
 var (
+	_ lease.RosterStore    = (*store)(nil)
 	_ lease.Store          = (*store)(nil)
 	_ lease.MemberStore    = (*store)(nil)
 	_ lease.Lookup         = (*store)(nil)

@@ -78,7 +78,7 @@ func TestMemberBillingMatchesDynalite(t *testing.T) {
 			var c counters
 			c.layout = layout
 			var fault atomic.Int32
-			s := newStore(&store{inner: d, c: &c, fault: &fault}).(*memberStore)
+			s := newStore(&store{inner: d, c: &c, fault: &fault}).(lease.MemberStore)
 			space := ns + "/" + layout.String()
 			for i := range n {
 				if err := s.Heartbeat(ctx, space, lease.Member{Owner: fmt.Sprintf("i%03d", i), Beat: 12345, Held: 7}); err != nil {
@@ -107,5 +107,66 @@ func TestMemberBillingMatchesDynalite(t *testing.T) {
 			}
 			t.Logf("%s: a heartbeat among %d members %v WCU, a read of them %v RCU", layout, n, est, r1-r0)
 		})
+	}
+}
+
+// TestRosterBillingMatchesDynalite checks the billing of the roster's
+// calls (rosterStore) against dynalite's units for the same calls: the
+// version's GetItem and UpdateItem, a BatchGetItem of two members' items
+// (a unit per item), a death declared (a conditional UpdateItem), and a
+// roster heartbeat (a conditional PutItem), among 150 members.
+func TestRosterBillingMatchesDynalite(t *testing.T) {
+	url := livetest.DynamoDBEndpoint(t)
+	client := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	api := &Metered{DynamoDBAPI: client}
+	table := fmt.Sprintf("sim-roster-billing-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const ns, n = "sim/stream", 150
+	d := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing(), lease.WithMembers(lease.MembersTable))
+	if err := d.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var c counters
+	c.layout = lease.MembersTable
+	var fault atomic.Int32
+	s, ok := newStore(&store{inner: d, c: &c, fault: &fault}).(*rosterStore)
+	if !ok {
+		t.Fatal("no roster store over the members table")
+	}
+	for i := range n {
+		if err := s.Heartbeat(ctx, ns, lease.Member{Owner: fmt.Sprintf("i%03d", i), Beat: 12345, Held: 7, Roster: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"bump", func() error { _, err := s.BumpRoster(ctx, ns); return err }},
+		{"version", func() error { _, err := s.RosterVersion(ctx, ns); return err }},
+		{"members by owner", func() error { _, _, err := s.MembersByOwner(ctx, ns, []string{"i007", "i008"}); return err }},
+		{"declare", func() error { return s.DeclareDead(ctx, ns, "i009", 12345) }},
+		{"heartbeat", func() error {
+			return s.Heartbeat(ctx, ns, lease.Member{Owner: "i010", Beat: 12346, Held: 7, Roster: true})
+		}},
+	} {
+		e0 := c.snapshot()
+		r0, w0 := api.Consumed()
+		if err := call.do(); err != nil {
+			t.Fatalf("%s: %v", call.name, err)
+		}
+		e1 := c.snapshot()
+		r1, w1 := api.Consumed()
+		if got, want := e1.RCU-e0.RCU, r1-r0; got != want {
+			t.Errorf("%s: estimated %v RCU, dynalite %v", call.name, got, want)
+		}
+		if got, want := e1.WCU-e0.WCU, w1-w0; got != want {
+			t.Errorf("%s: estimated %v WCU, dynalite %v", call.name, got, want)
+		}
+		t.Logf("%s: %v RCU, %v WCU", call.name, r1-r0, w1-w0)
 	}
 }

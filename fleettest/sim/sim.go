@@ -110,6 +110,11 @@ type Config struct {
 	// Tune, when set, changes each instance's coordinator config before
 	// it starts (a balancing mode, say).
 	Tune func(*shard.Config)
+	// RestItems is the most items an instance may read per lease pass at
+	// rest (Report.RestMisses; default 2: the members item, or the
+	// members table's Query and the members item; the roster reads its
+	// version and two watched entries, 3).
+	RestItems int
 }
 
 func (cfg *Config) setDefaults() error {

@@ -67,6 +67,12 @@ var modes = []struct {
 }{
 	{"per-lease", func(c *shard.Config) { c.Liveness, c.Balance = shard.LivenessPerLease, shard.BalanceOneSteal }},
 	{"per-instance", func(c *shard.Config) { c.Liveness, c.Balance = shard.LivenessPerInstance, shard.BalanceBulk }},
+	// per-instance with the roster (shard.Config.Roster, issue 34 item 3):
+	// members read at a cost linear in the instances. Only when SIM_MODES
+	// names it.
+	{"roster", func(c *shard.Config) {
+		c.Liveness, c.Balance, c.Roster = shard.LivenessPerInstance, shard.BalanceBulk, true
+	}},
 }
 
 // TestSimulatedFleet runs the fleet simulation on the virtual clock of a
@@ -129,6 +135,9 @@ func TestSimulatedFleet(t *testing.T) {
 			t.Run(fmt.Sprintf("%dx%d/%s", sz[0], sz[1], m.name), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					cfg := sim.Config{Shards: sz[0], Instances: sz[1], Seed: 1, Tune: m.tune, Members: membersLayout(t)}
+					if m.name == "roster" {
+						cfg.RestItems = 3 // the version and two watched entries
+					}
 					if os.Getenv("SIM_PROGRESS") != "" {
 						cfg.Progress = os.Stdout
 					}
@@ -152,7 +161,7 @@ func TestSimulatedFleet(t *testing.T) {
 						}
 					}
 					checkPhases(t, rep)
-					if m.name == "per-instance" {
+					if m.name != "per-lease" {
 						for _, miss := range rep.Misses() {
 							t.Error(miss)
 						}
@@ -425,5 +434,122 @@ func rollingDeploy(t *testing.T, url string, shards, instances int, failover tim
 			t.Errorf("the members item still holds %v after the deploy", ms)
 			break
 		}
+	}
+}
+
+// TestRollingDeployToRoster deploys the roster (shard.Config.Roster,
+// issue 34 item 3) over a fleet of today's per-instance liveness on one
+// store, the way a rolling deploy does (sim.RunRolling): old instances
+// ("o…", no roster) start, then one at a time a new one ("n…", the
+// roster, reading the watched entries only whenever it can: RosterWhole
+// -1) joins and an old one leaves; an old one starts again late (a
+// rollback begun); a new one crashes. Every step must balance (no shard
+// stranded), no shard may be handled by two instances at once (no split
+// brain), every record must be handled, and the crash's shards must be
+// read again within twice the failover time.
+func TestRollingDeployToRoster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := sim.Config{
+			Shards: 64, Instances: 5, Seed: 1,
+			Tune: func(c *shard.Config) {
+				modes[1].tune(c)
+				if strings.HasPrefix(c.Owner, "n") {
+					c.Roster, c.RosterWhole = true, -1
+				}
+			},
+		}
+		if os.Getenv("SIM_PROGRESS") != "" {
+			cfg.Progress = os.Stdout
+		}
+		rep, err := sim.RunRolling(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		rep.Write(&b, "rolling deploy, per-instance to the roster")
+		fmt.Print(b.String())
+		for _, v := range rep.Violations {
+			t.Error(v)
+		}
+		var names []string
+		for _, p := range rep.Phases {
+			names = append(names, p.Name+" "+p.Subject)
+			if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+				t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+			}
+		}
+		want := "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join n03,leave o03,join n04,leave o04,join o05,crash n00"
+		if got := strings.Join(names, ","); got != want {
+			t.Errorf("phases %s, want %s", got, want)
+		}
+	})
+}
+
+// TestRollingDeployToRosterOnDynamoDB is TestRollingDeployToRoster on
+// dynalite, in real time (failover SIM_DYNAMO_FAILOVER, default 2 s): old
+// instances with the members table (lease.MembersMigrating, no roster),
+// new ones with the roster on the same tables (its version item in the
+// lease table, a BatchGetItem of both tables per pass, conditional
+// heartbeats and declarations in the members table).
+func TestRollingDeployToRosterOnDynamoDB(t *testing.T) {
+	url := livetest.DynamoDBEndpoint(t)
+	failover := 2 * time.Second
+	if v := os.Getenv("SIM_DYNAMO_FAILOVER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SIM_DYNAMO_FAILOVER: %v", err)
+		}
+		failover = d
+	}
+	client := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	api := &sim.Metered{DynamoDBAPI: client}
+	table := fmt.Sprintf("sim-roster-rolling-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
+	if err := store.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lease.RosterOf(store); !ok {
+		t.Fatal("the default layout keeps no roster")
+	}
+	cfg := sim.Config{
+		Shards: 8, Instances: 3, Seed: 1, Hang: true,
+		Store: store, Observe: lease.NewDynamoDB(client, table),
+		Tune: func(c *shard.Config) {
+			modes[1].tune(c)
+			if strings.HasPrefix(c.Owner, "n") {
+				c.Roster, c.RosterWhole = true, -1
+			}
+		},
+		Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
+		Sample: max(250*time.Millisecond, failover/20), PhaseTimeout: 50 * failover,
+	}
+	if os.Getenv("SIM_PROGRESS") != "" {
+		cfg.Progress = os.Stdout
+	}
+	rep, err := sim.RunRolling(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b, "rolling deploy, per-instance to the roster, on dynalite")
+	fmt.Print(b.String())
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	var names []string
+	for _, p := range rep.Phases {
+		names = append(names, p.Name+" "+p.Subject)
+		if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+			t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+		}
+	}
+	want := "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join o03,crash n00"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("phases %s, want %s", got, want)
 	}
 }

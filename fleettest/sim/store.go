@@ -32,15 +32,24 @@ const (
 	// OpGetMany counts the batch reads of a lease.Lookup (one per 100
 	// keys, as BatchGetItem takes them).
 	OpGetMany
+	// The calls of a lease.RosterStore (shard.Config.Roster): the version
+	// read, its bump, the watched entries read by key (one per 100 keys,
+	// as BatchGetItem takes them), a death declared.
+	OpRoster
+	OpBump
+	OpMembersByOwner
+	OpDeclare
 	opCount
 )
 
-var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many"}
+var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many", "roster", "bump", "members-by-owner", "declare"}
 
 func (o Op) String() string { return opNames[o] }
 
 // write reports whether o is a write (everything but List, Get and Members).
-func (o Op) write() bool { return o != OpList && o != OpGet && o != OpMembers && o != OpGetMany }
+func (o Op) write() bool {
+	return o != OpList && o != OpGet && o != OpMembers && o != OpGetMany && o != OpRoster && o != OpMembersByOwner
+}
 
 // Counts is what the lease store was asked, summed over instances. Calls
 // that never reached the store (an instance crashed or cut off) are not in
@@ -79,7 +88,7 @@ const layouts = 3
 
 // Reads is the number of read calls (List and Get).
 func (c Counts) Reads() int64 {
-	return c.Calls[OpList] + c.Calls[OpGet] + c.Calls[OpMembers] + c.Calls[OpGetMany]
+	return c.Calls[OpList] + c.Calls[OpGet] + c.Calls[OpMembers] + c.Calls[OpGetMany] + c.Calls[OpRoster] + c.Calls[OpMembersByOwner]
 }
 
 // Writes is the number of write calls, refused ones included.
@@ -149,7 +158,7 @@ func (c *counters) itemBytes(ns string) int {
 
 // memberEntry returns the size of m's entry in the members item and of its
 // own item in the members table (attributes ns, owner, beat, held, asks,
-// starting).
+// starting, fenced, roster).
 func memberEntry(ns string, m lease.Member) (item, table int) {
 	fields, elems := len("beat")+numBytes(m.Beat)+len("held")+numBytes(int64(m.Held)), 2
 	if len(m.Asks) > 0 {
@@ -161,6 +170,14 @@ func memberEntry(ns string, m lease.Member) (item, table int) {
 	}
 	if m.Starting {
 		fields += len("starting") + 1
+		elems++
+	}
+	if m.Fenced {
+		fields += len("fenced") + 1
+		elems++
+	}
+	if m.Roster {
+		fields += len("roster") + 1
 		elems++
 	}
 	// In the item: the owner's name, a byte as an element of the members
@@ -495,12 +512,108 @@ var (
 )
 
 // newStore wraps inner for one instance, as a MemberStore when inner
-// keeps members and its layout allows them (lease.MembersOf).
+// keeps members and its layout allows them (lease.MembersOf), as a
+// RosterStore when it keeps the roster too (lease.RosterOf).
 func newStore(s *store) lease.Store {
 	if m, ok := lease.MembersOf(s.inner); ok {
-		return &memberStore{store: s, m: m}
+		ms := &memberStore{store: s, m: m}
+		if r, ok := lease.RosterOf(s.inner); ok {
+			return &rosterStore{memberStore: ms, r: r}
+		}
+		return ms
 	}
 	return s
+}
+
+// rosterStore is memberStore over a lease.RosterStore. Its calls are
+// billed as the DynamoDB store makes them (runtime/lease/dynamoroster.go),
+// in the members-table layouts (the members item keeps no roster: its
+// columns get nothing):
+//
+//   - RosterVersion: a strongly consistent GetItem of the small version
+//     item, a read unit.
+//   - BumpRoster: an UpdateItem (ADD) of it, a write unit.
+//   - MembersByOwner: a strongly consistent BatchGetItem of the version
+//     item and the owners' items (one call per 100 keys), billed as a
+//     GetItem per key: the item's size in 4 KB units, one unit at least
+//     (an absent item too).
+//   - DeclareDead: a conditional UpdateItem of the owner's item, billed by
+//     its size in 1 KB units (refused or not).
+type rosterStore struct {
+	*memberStore
+	r lease.RosterStore
+}
+
+var _ lease.RosterStore = (*rosterStore)(nil)
+
+func tableOnly(u int64) [layouts]int64 {
+	return [layouts]int64{lease.MembersTable: u, lease.MembersMigrating: u}
+}
+
+func (s *rosterStore) RosterVersion(ctx context.Context, ns string) (int64, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	v, err := s.r.RosterVersion(ctx, ns)
+	s.c.calls[OpRoster].Add(1)
+	if err != nil {
+		s.c.errors.Add(1)
+	}
+	s.c.billMembers(tableOnly(readUnits(0)), [layouts]int64{})
+	return v, err
+}
+
+func (s *rosterStore) BumpRoster(ctx context.Context, ns string) (int64, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	v, err := s.r.BumpRoster(ctx, ns)
+	s.c.calls[OpBump].Add(1)
+	if err != nil {
+		s.c.errors.Add(1)
+	}
+	s.c.billMembers([layouts]int64{}, tableOnly(writeUnits(0)))
+	return v, err
+}
+
+func (s *rosterStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, nil, err
+	}
+	v, ms, err := s.r.MembersByOwner(ctx, ns, owners)
+	s.c.calls[OpMembersByOwner].Add(int64(max(1, (len(owners)+1+99)/100)))
+	if err != nil {
+		s.c.errors.Add(1)
+	}
+	s.c.itemsRead.Add(int64(len(ms)) + 1)
+	u := readUnits(0) // the version item
+	s.c.mu.Lock()
+	for _, o := range owners {
+		u += readUnits(s.c.table[o])
+	}
+	s.c.mu.Unlock()
+	s.c.billMembers(tableOnly(u), [layouts]int64{})
+	return v, ms, err
+}
+
+func (s *rosterStore) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	err := s.r.DeclareDead(ctx, ns, owner, beat)
+	s.c.calls[OpDeclare].Add(1)
+	switch {
+	case err == nil:
+	case errors.Is(err, lease.ErrLeaseLost):
+		s.c.lostConditions.Add(1)
+	default:
+		s.c.errors.Add(1)
+	}
+	s.c.mu.Lock()
+	u := writeUnits(s.c.table[owner] + len("dead") + 1)
+	s.c.mu.Unlock()
+	s.c.billMembers([layouts]int64{}, tableOnly(u))
+	return err
 }
 
 // GetMany reads the leases of keys (lease.Lookup): one strongly

@@ -824,13 +824,14 @@ func fromItem(item map[string]types.AttributeValue) (Lease, string, error) {
 }
 
 // Attributes of a namespace's members item (MembersKey): one map entry per
-// instance, {beat, held, asks, starting}.
+// instance, {beat, held, asks, starting, fenced}.
 const (
 	attrMembers  = "members"
 	attrBeat     = "beat"
 	attrHeld     = "held"
 	attrAsks     = "asks"
 	attrStarting = "starting"
+	attrFenced   = "fenced" // written only when true: earlier versions ignore it (Member.Fenced)
 )
 
 var _ MemberStore = (*DynamoDB)(nil)
@@ -864,6 +865,9 @@ func (d *DynamoDB) itemHeartbeat(ctx context.Context, namespace string, m Member
 	}
 	if m.Starting {
 		entry[attrStarting] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if m.Fenced {
+		entry[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 &d.table,
@@ -923,19 +927,9 @@ func (d *DynamoDB) itemMembers(ctx context.Context, namespace string) ([]Member,
 		if !ok {
 			return nil, &Error{Op: "members", Key: key, Err: fmt.Errorf("malformed entry of %q: %T", owner, v)}
 		}
-		mb := Member{Owner: owner}
-		if n, ok := e.Value[attrBeat].(*types.AttributeValueMemberN); ok {
-			mb.Beat, _ = strconv.ParseInt(n.Value, 10, 64)
-		}
-		if n, ok := e.Value[attrHeld].(*types.AttributeValueMemberN); ok {
-			h, _ := strconv.ParseInt(n.Value, 10, 64)
-			mb.Held = int(h)
-		}
-		if ss, ok := e.Value[attrAsks].(*types.AttributeValueMemberSS); ok {
-			mb.Asks = normSet(ss.Value)
-		}
-		if b, ok := e.Value[attrStarting].(*types.AttributeValueMemberBOOL); ok {
-			mb.Starting = b.Value
+		mb, err := memberFromValues(e.Value, owner)
+		if err != nil {
+			return nil, &Error{Op: "members", Key: key, Err: err}
 		}
 		ms = append(ms, mb)
 	}

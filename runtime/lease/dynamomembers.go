@@ -301,8 +301,23 @@ func (d *DynamoDB) tableHeartbeat(ctx context.Context, namespace string, m Membe
 	if m.Starting {
 		item[attrStarting] = &types.AttributeValueMemberBOOL{Value: true}
 	}
+	if m.Fenced {
+		item[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	name := d.membersTableName()
-	if _, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &name, Item: item}); err != nil {
+	in := &dynamodb.PutItemInput{TableName: &name, Item: item}
+	if m.Roster {
+		// Never over a declaration (RosterStore): the owner must rejoin.
+		item[attrRoster] = &types.AttributeValueMemberBOOL{Value: true}
+		in.ConditionExpression = aws.String("attribute_not_exists(#d)")
+		in.ExpressionAttributeNames = map[string]string{"#d": attrDead}
+	}
+	_, err := d.client.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return &Error{Op: "heartbeat", Key: MembersKey(namespace), Err: ErrDeclaredDead}
+	case err != nil:
 		return d.fail("heartbeat", MembersKey(namespace), err)
 	}
 	return nil
@@ -345,6 +360,10 @@ func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, err
 			ms = append(ms, m)
 		case m.Beat > ms[i].Beat:
 			ms[i] = m
+		case m.Beat == ms[i].Beat && m.Fenced:
+			// One beat is written unfenced, then fenced, never back
+			// (Member.Fenced): the fenced copy is the later.
+			ms[i].Fenced = true
 		}
 	}
 	d.memMu.Lock()
@@ -408,6 +427,15 @@ func memberFromValues(v map[string]types.AttributeValue, owner string) (Member, 
 	}
 	if b, ok := v[attrStarting].(*types.AttributeValueMemberBOOL); ok {
 		mb.Starting = b.Value
+	}
+	if b, ok := v[attrFenced].(*types.AttributeValueMemberBOOL); ok {
+		mb.Fenced = b.Value
+	}
+	if b, ok := v[attrRoster].(*types.AttributeValueMemberBOOL); ok {
+		mb.Roster = b.Value
+	}
+	if b, ok := v[attrDead].(*types.AttributeValueMemberBOOL); ok {
+		mb.Dead = b.Value
 	}
 	return mb, nil
 }

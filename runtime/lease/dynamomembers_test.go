@@ -249,3 +249,92 @@ func TestDynamoDBMembersTableDenied(t *testing.T) {
 		t.Fatal("MembersTable with its table denied: no error")
 	}
 }
+
+// TestDynamoDBMembersFencedInBothPlaces: with MembersMigrating and an
+// owner of the earlier layout present, a fenced heartbeat is written to
+// the members table and the members item alike, so that readers of either
+// layout see it, and the next heartbeat (a new beat) clears it in both.
+// In the item the flag is one more attribute of the owner's entry, which
+// a reader that does not know it skips (it reads the beat, as before).
+func TestDynamoDBMembersFencedInBothPlaces(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	table := freshTable(t)
+	oldS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersItem))
+	newS := newDynamoOn(t, client, table)
+	tabS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersTable))
+	const ns = "app/orders"
+	fenced := func(s lease.MemberStore) map[string]bool {
+		t.Helper()
+		ms, err := s.Members(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, m := range ms {
+			out[m.Owner] = m.Fenced
+		}
+		return out
+	}
+	if err := oldS.Heartbeat(ctx, ns, lease.Member{Owner: "old", Beat: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []lease.Member{{Owner: "new", Beat: 1}, {Owner: "new", Beat: 1, Fenced: true}} {
+		if err := newS.Heartbeat(ctx, ns, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]bool{"old": false, "new": true}
+	for name, s := range map[string]lease.MemberStore{"item": oldS, "migrating": newS} {
+		if diff := cmp.Diff(want, fenced(s)); diff != "" {
+			t.Errorf("%s reader (-want +got):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(map[string]bool{"new": true}, fenced(tabS)); diff != "" {
+		t.Errorf("table reader (-want +got):\n%s", diff)
+	}
+	got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: lease.MembersKey(ns)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := got.Item["members"].(*types.AttributeValueMemberM).Value["new"].(*types.AttributeValueMemberM).Value
+	if b, ok := entry["fenced"].(*types.AttributeValueMemberBOOL); !ok || !b.Value || entry["beat"].(*types.AttributeValueMemberN).Value != "1" {
+		t.Errorf("the members item's entry %v; want beat 1 and fenced true beside it", entry)
+	}
+
+	if err := newS.Heartbeat(ctx, ns, lease.Member{Owner: "new", Beat: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want["new"] = false
+	for name, s := range map[string]lease.MemberStore{"item": oldS, "migrating": newS} {
+		if diff := cmp.Diff(want, fenced(s)); diff != "" {
+			t.Errorf("%s reader after the fence ended (-want +got):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(map[string]bool{"new": false}, fenced(tabS)); diff != "" {
+		t.Errorf("table reader after the fence ended (-want +got):\n%s", diff)
+	}
+}
+
+// TestDynamoDBRoster runs the roster conformance cases in the layouts
+// that keep it (the members table).
+func TestDynamoDBRoster(t *testing.T) {
+	client := dynaliteClient(t)
+	for _, layout := range []lease.MembersLayout{lease.MembersMigrating, lease.MembersTable} {
+		t.Run(layout.String(), func(t *testing.T) {
+			leasetest.RunRoster(t, func(t *testing.T) lease.RosterStore {
+				s := newDynamoOn(t, client, freshTable(t), lease.WithMembers(layout))
+				r, ok := lease.RosterOf(s)
+				if !ok {
+					t.Fatalf("layout %v: no roster", layout)
+				}
+				return r
+			})
+		})
+	}
+	if _, ok := lease.RosterOf(newDynamoOn(t, client, freshTable(t), lease.WithMembers(lease.MembersItem))); ok {
+		t.Errorf("the members item layout says it keeps the roster")
+	}
+}

@@ -30,6 +30,28 @@ type Member struct {
 	// entry may be a dead instance's, which looks alive until its beat has
 	// stood still for the failover time.
 	Starting bool
+	// Fenced says the owner has fenced itself: it could not confirm a
+	// heartbeat within its fence time (its store slow, late, throttled or
+	// failing) and reads none of the leases it holds. Every heartbeat it
+	// sends while fenced says so, with the beat unchanged; the first one
+	// confirmed after that writes a new beat without it. Others count a
+	// fenced member dead at once and take its leases without waiting the
+	// failover time (issue 29, defect 2: a beat that lands but is answered
+	// late would otherwise look alive for a failover time more).
+	//
+	// Rolling deploys: a reader of an earlier version ignores the field
+	// (the attribute is unknown to it) and judges the entry by its beat
+	// alone, as before: a fenced member's beat stands still, so it sees
+	// it dead a failover time after the beat last moved.
+	Fenced bool
+	// Roster says the owner keeps the roster (RosterStore): its beat is
+	// watched by a few members only, and its heartbeat is refused with
+	// ErrDeclaredDead once a watcher declared it dead. An entry without it
+	// (an earlier version's) is read by every instance every pass.
+	Roster bool
+	// Dead says a watcher declared the entry dead at its Beat
+	// (RosterStore.DeclareDead): every reader counts it dead.
+	Dead bool
 }
 
 // MemberStore is a Store that also keeps instance liveness: one entry per

@@ -17,6 +17,7 @@ type Memory struct {
 	leases map[string]*Lease // updated in place: a Lease is too big to store by value without an allocation per write
 	// members: namespace -> owner -> entry (see MemberStore)
 	members map[string]map[string]Member
+	roster  map[string]int64 // namespace -> roster version (RosterStore)
 }
 
 // NewMemory returns an empty in-memory store.
@@ -231,6 +232,10 @@ func (m *Memory) Heartbeat(ctx context.Context, namespace string, mb Member) err
 		ns = make(map[string]Member)
 		m.members[namespace] = ns
 	}
+	if cur, ok := ns[mb.Owner]; ok && cur.Dead && mb.Roster {
+		return &Error{Op: "heartbeat", Key: key, Err: ErrDeclaredDead}
+	}
+	mb.Dead = false
 	ns[mb.Owner] = cloneMember(mb)
 	return nil
 }
@@ -288,4 +293,66 @@ func (m *Memory) GetMany(ctx context.Context, keys []string) ([]Lease, error) {
 	}
 	m.mu.Unlock()
 	return out, nil
+}
+
+var _ RosterStore = (*Memory)(nil)
+
+// RosterVersion returns the namespace's roster version.
+func (m *Memory) RosterVersion(ctx context.Context, namespace string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, &Error{Op: "roster", Key: RosterKey(namespace), Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.roster[namespace], nil
+}
+
+// BumpRoster adds one to the namespace's roster version.
+func (m *Memory) BumpRoster(ctx context.Context, namespace string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, &Error{Op: "roster bump", Key: RosterKey(namespace), Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.roster == nil {
+		m.roster = make(map[string]int64)
+	}
+	m.roster[namespace]++
+	return m.roster[namespace], nil
+}
+
+// MembersByOwner returns the roster version and the entries of owners
+// that exist, sorted.
+func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []string) (int64, []Member, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
+	}
+	m.mu.Lock()
+	out := make([]Member, 0, len(owners))
+	for _, o := range normSet(owners) {
+		if mb, ok := m.members[namespace][o]; ok {
+			out = append(out, cloneMember(mb))
+		}
+	}
+	v := m.roster[namespace]
+	m.mu.Unlock()
+	sortMembers(out)
+	return v, out, nil
+}
+
+// DeclareDead marks owner's entry dead while it holds beat.
+func (m *Memory) DeclareDead(ctx context.Context, namespace, owner string, beat int64) error {
+	key := MembersKey(namespace)
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "declare dead", Key: key, Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.members[namespace][owner]
+	if !ok || cur.Beat != beat {
+		return &Error{Op: "declare dead", Key: key, Err: ErrLeaseLost}
+	}
+	cur.Dead = true
+	m.members[namespace][owner] = cur
+	return nil
 }

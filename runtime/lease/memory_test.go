@@ -96,3 +96,7 @@ func TestMemoryMembers(t *testing.T) {
 func TestMemoryLookup(t *testing.T) {
 	leasetest.RunLookup(t, func(*testing.T) lease.Store { return lease.NewMemory() })
 }
+
+func TestMemoryRoster(t *testing.T) {
+	leasetest.RunRoster(t, func(*testing.T) lease.RosterStore { return lease.NewMemory() })
+}

@@ -56,6 +56,21 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 	o.seen = keep
 }
 
+// observeSome records the leases of a partial listing (the watched member
+// entries of a roster read) and forgets nothing.
+func (o *observer) observeSome(leases []lease.Lease, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range leases {
+		ob, ok := o.seen[l.Key]
+		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
+			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
+		}
+		ob.last = now
+		o.seen[l.Key] = ob
+	}
+}
+
 // stale reports whether nobody has written l for failover: its owner (or the
 // owner a handoff reserved it for) stopped working on it.
 func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) bool {
@@ -63,6 +78,18 @@ func (o *observer) stale(l lease.Lease, now time.Time, failover time.Duration) b
 	defer o.mu.Unlock()
 	ob, ok := o.seen[l.Key]
 	return ok && ob.counter == l.Counter && now.Sub(ob.at) >= failover
+}
+
+// staleAt returns when l, as listed, will have stood still for failover
+// (ok false: not seen with that counter and owner).
+func (o *observer) staleAt(l lease.Lease, failover time.Duration) (at time.Time, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ob, ok := o.seen[l.Key]
+	if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
+		return time.Time{}, false
+	}
+	return ob.at.Add(failover), true
 }
 
 // seenSince reports whether l, as listed, was first seen (its counter and

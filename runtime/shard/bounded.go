@@ -126,6 +126,36 @@ func (b boundedMembers) Leave(ctx context.Context, ns, owner string, beat int64)
 	return b.m.Leave(ctx, ns, owner, beat)
 }
 
+// boundedRoster gives every call of a roster store its own deadline.
+type boundedRoster struct {
+	boundedMembers
+	r lease.RosterStore
+}
+
+func (b boundedRoster) RosterVersion(ctx context.Context, ns string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.r.RosterVersion(ctx, ns)
+}
+
+func (b boundedRoster) BumpRoster(ctx context.Context, ns string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.r.BumpRoster(ctx, ns)
+}
+
+func (b boundedRoster) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.r.MembersByOwner(ctx, ns, owners)
+}
+
+func (b boundedRoster) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.r.DeclareDead(ctx, ns, owner, beat)
+}
+
 // boundedLookup gives every GetMany its own deadline.
 type boundedLookup struct {
 	l lease.Lookup

@@ -141,6 +141,18 @@ type Config struct {
 	// Java KCL and for comparison.
 	Liveness Liveness
 	Balance  Balance
+	// Roster, with liveness per instance over a store that keeps the
+	// roster (lease.RosterOf), reads the members at a cost linear in the
+	// instances: each pass reads the roster's version and the entries of
+	// a few ring successors only, and the whole member list only when the
+	// version moved (members.go). Off by default (issue 34 item 3: not yet
+	// measured at every size the issue asks for).
+	Roster bool
+	// RosterWhole, with Roster, is the most members whose whole list is
+	// still read every pass (default 48: their items fit in about one
+	// read unit, no dearer than the version and two entries); negative:
+	// never.
+	RosterWhole int
 	// Alone says no other instance can share Leases (a store private to
 	// this process's one coordinator of the namespace, such as the
 	// runtime's default in-memory one): a first pass then takes its leases
@@ -238,6 +250,9 @@ func (cfg *Config) setDefaults() error {
 	}
 	if cfg.Handoff == 0 {
 		cfg.Handoff = cfg.Failover
+	}
+	if cfg.RosterWhole == 0 {
+		cfg.RosterWhole = rosterWhole
 	}
 	cfg.Poll = max(cfg.Poll, minPoll)
 	if cfg.Renew >= cfg.Failover {
@@ -338,6 +353,11 @@ type Coordinator struct {
 	beatSem   chan struct{}
 	beatFirst time.Time // when the current beat was first sent
 	beatNew   bool      // the current beat was confirmed: the next heartbeat writes a new one
+	// beatDue: a heartbeat that said this owner is fenced was confirmed;
+	// the next one, a new beat that ends the fence, goes at once.
+	beatDue atomic.Bool
+	// beatSaid: the last heartbeat sent said this owner is fenced.
+	beatSaid atomic.Bool
 	// starting: the first pass has not ended, and the member entry says
 	// so (lease.Member.Starting): a fleet's start gives leases to create
 	// only to the members that are starting (startOwners).
@@ -358,6 +378,8 @@ type Coordinator struct {
 	beatCancel context.CancelFunc
 	ensure     tableEnsurer         // the store's table check, run once by Start
 	members    lease.MemberStore    // the store's members, with deadlines: nil unless LivenessPerInstance
+	roster     lease.RosterStore    // with members and Config.Roster: the store's roster, with deadlines
+	rs         rosterState          // what this owner knows of the roster (members.go)
 	fanOut     kinesisapi.API       // the client without deadlines, when reading by fan-out
 	lookup     lease.Lookup         // with members: reads the known leases by key instead of listing the namespace
 	listCost   lease.ListCost       // with lookup: what a List costs, when the store knows (listLeases)
@@ -410,8 +432,13 @@ func New(cfg Config) (*Coordinator, error) {
 	var bm lease.MemberStore
 	var look lease.Lookup
 	var cost lease.ListCost
+	var roster lease.RosterStore
 	if members != nil {
-		bm = boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
+		b := boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
+		bm = b
+		if r, ok := lease.RosterOf(raw); ok && cfg.Roster {
+			roster = boundedRoster{boundedMembers: b, r: r}
+		}
 		if l, ok := raw.(lease.Lookup); ok {
 			look = boundedLookup{l: l, d: cfg.leaseCallTimeout()}
 			cost, _ = raw.(lease.ListCost)
@@ -419,6 +446,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		members:  bm,
+		roster:   roster,
 		lookup:   look,
 		ensure:   ensure,
 		fanOut:   fanOut,
@@ -736,6 +764,8 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		// beating, lets them take it a failover time after the last beat.
 		if err := c.members.Leave(wctx, c.cfg.Namespace, c.cfg.Owner, 0); err != nil {
 			errs = append(errs, &Error{Op: "lease leave", Stream: c.cfg.Stream, Err: err})
+		} else {
+			c.bumpRoster(wctx)
 		}
 	}
 	if len(left) > 0 {
@@ -1027,8 +1057,16 @@ func (c *Coordinator) heartLoop() {
 				c.log.Warn("heartbeat failed", "err", err)
 			}
 			var next time.Duration
+			left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch)
 			next, retry = nextBeat(beatPacing{every: every, renew: c.cfg.Renew, call: c.cfg.leaseCallTimeout()},
-				failed, retry, time.Since(sent), time.Duration(c.beatUntil.Load())-time.Since(c.epoch))
+				failed, retry, time.Since(sent), left)
+			if c.beatDue.Swap(false) || (c.beatUntil.Load() != 0 && left < next && !c.beatSaid.Load()) {
+				// The way back from a fence, at once; or, with the fence
+				// passed or due before the next beat, a beat at it,
+				// which says so (Member.Fenced): the others need not
+				// wait a failover time more to see this owner dead.
+				next = max(left, 0)
+			}
 			t.Reset(next)
 		}
 	}

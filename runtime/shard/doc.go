@@ -147,8 +147,14 @@
 // entry, one write whatever it holds; leases are written only when
 // ownership changes and at checkpoints, and listed only when something may
 // have changed (members.go). A beat moves only on heartbeats the owner
-// confirmed, so one that cannot confirm, and fences itself, looks dead to
-// the others a Failover later. An owner whose entry stood still for
+// confirmed, and every heartbeat sent past its fence says it is fenced
+// (lease.Member.Fenced; the first confirmed new beat clears it): a fenced
+// member is dead at once to the others, who take its leases without
+// waiting. An older reader ignores the flag and sees the beat stand still.
+// With Config.Roster a pass reads a roster version and two ring
+// successors' entries, the whole list only when the version moved; the
+// watchers declare a dead successor (members.go).
+// An owner whose entry stood still for
 // Failover on the reader's clock is dead: the clock for a beat starts when
 // a read showing it returned and its age is judged when that read was
 // sent. No two hosts' clocks are ever compared. With LivenessPerLease (the

@@ -3,8 +3,12 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -16,8 +20,8 @@ import (
 // write's send time, exactly as a lease write moves its own. Every pass
 // reads the namespace's members (one consistent read: the item that holds
 // them, or the Query of their items, as the store lays them out). An owner whose entry
-// has not changed for Failover, on this host's clock, is dead: its leases
-// are expired. The leases of owners without an entry (an older version of
+// has not changed for Failover, on this host's clock, or that says it is
+// fenced (lease.Member.Fenced), is dead: its leases are expired. The leases of owners without an entry (an older version of
 // this runtime, or a Java KCL worker: they renew every lease) are judged by
 // their counters as before, and while any such owner holds a lease this
 // owner renews its own leases too and lists every pass (compat), so that
@@ -70,6 +74,10 @@ type memberView struct {
 	live map[string]bool // live members, this owner included
 	// sent is when the read was sent: the view says who was alive then.
 	sent time.Time
+	// read, after a roster read of the watched entries only, are the
+	// members whose entries it read (the rest are as the last full read
+	// showed them, and live unless declared dead); nil: every entry.
+	read map[string]bool
 }
 
 // liveOwners returns the live members, sorted.
@@ -92,22 +100,48 @@ func (v memberView) liveOwners() []string {
 // (issue 29, defect 6). The store answered after that send, so a beat
 // that stood still for Failover up to the send stood still at least that
 // long.
+//
+// With the roster (Config.Roster) a read may return the watched entries
+// only (readRoster): the others are as the last full read showed them,
+// and count alive unless declared dead (lease.Member.Dead), which their
+// watchers do.
 func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 	sent := time.Now()
-	ms, err := c.members.Members(ctx, c.cfg.Namespace)
+	var ms []lease.Member
+	var read map[string]bool
+	var err error
+	if c.roster != nil {
+		ms, read, sent, err = c.readRoster(ctx)
+	} else {
+		ms, err = c.members.Members(ctx, c.cfg.Namespace)
+	}
 	if err != nil {
 		return memberView{}, &Error{Op: "lease members", Stream: c.cfg.Stream, Err: err}
 	}
 	now := time.Now()
-	v := memberView{all: make(map[string]lease.Member, len(ms)), live: map[string]bool{c.cfg.Owner: true}, sent: sent}
+	v := memberView{all: make(map[string]lease.Member, len(ms)), live: map[string]bool{c.cfg.Owner: true}, sent: sent, read: read}
 	beats := make([]lease.Lease, len(ms))
+	var seen []lease.Lease
 	for i, m := range ms {
 		v.all[m.Owner] = m
 		beats[i] = lease.Lease{Key: m.Owner, Owner: m.Owner, Counter: m.Beat}
+		if read[m.Owner] {
+			seen = append(seen, beats[i])
+		}
 	}
-	c.beats.observe(beats, now)
+	if read == nil {
+		c.beats.observe(beats, now)
+	} else {
+		c.beats.observeSome(seen, now)
+	}
 	for i, m := range ms {
-		if !c.beats.stale(beats[i], sent, c.cfg.Failover) {
+		switch {
+		case m.Fenced || m.Dead:
+			// A fenced member is dead at once: it reads nothing it holds
+			// (lease.Member.Fenced); so is one declared dead.
+		case read != nil && !read[m.Owner]:
+			v.live[m.Owner] = true // not watched by this owner: its watchers declare it
+		case !c.beats.stale(beats[i], sent, c.cfg.Failover):
 			v.live[m.Owner] = true
 		}
 	}
@@ -129,12 +163,19 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 // The others judge this owner alive only while its beat moves, and the
 // beat moves only on confirmed heartbeats (issue 29, defect 2): one that
 // landed but was answered late, or with an error, leaves the next
-// heartbeat writing the same beat. So an owner that cannot confirm its
-// heartbeats, and fences itself, looks dead to the others a failover time
-// later and its shards are read again, whether its store is slow,
-// throttled, failing or answering late. The fence counts from when the
+// heartbeat writing the same beat. The fence counts from when the
 // confirmed beat was first sent: the others' clock for that beat starts
-// no earlier.
+// no earlier. A beat that lands unconfirmed still looks alive for a
+// failover time from when it is first seen, longer than this owner's
+// fence; so every heartbeat sent past the fence (but the first of a new
+// beat) says the owner is fenced (lease.Member.Fenced), and the others
+// count it dead at once. Such a heartbeat, confirmed, renews nothing:
+// the others may be taking its leases on it. The next heartbeat, at once
+// (beatDue), writes a new beat without the flag, and that one, confirmed,
+// ends the fence. Whether the store is slow, throttled, failing or late,
+// an owner that cannot confirm its heartbeats looks dead to the others
+// no later than the first heartbeat of its that lands past its fence,
+// and at the latest a failover time after its last beat landed.
 func (c *Coordinator) heartbeat(ctx context.Context) error {
 	// A channel, not a sync.Mutex: a heartbeat waiting on a slow one gives
 	// up with its ctx, and is durably blocked in a synctest bubble.
@@ -152,15 +193,78 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	sent := time.Now()
-	if c.beatNew || c.beatFirst.IsZero() {
+	first := c.beatNew || c.beatFirst.IsZero()
+	if first {
 		c.beat.Add(1)
 		c.beatFirst, c.beatNew = sent, false
 	}
-	err := c.members.Heartbeat(ctx, c.cfg.Namespace, lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load()})
+	// Past a fence it had: every lease held is past its fence too (none
+	// is renewed past beatUntil), and nothing is taken until a new beat
+	// is confirmed (beatStale). The first write of a new beat is the way
+	// back, unfenced; once a beat was written fenced, every later write
+	// of it is (the owner stays past its fence until a new one is
+	// confirmed), so that readers of both copies of an entry
+	// (lease.MembersMigrating) may take the fenced one for the later.
+	wasStale := c.beatUntil.Load() != 0 && c.beatStale()
+	fenced := wasStale && !first
+	c.beatSaid.Store(fenced)
+	if c.roster != nil && c.rs.rejoin {
+		// Declared dead: a new entry (this is the first write of a new
+		// beat), seen by the others once the roster is bumped below.
+		if err := c.members.Leave(ctx, c.cfg.Namespace, c.cfg.Owner, 0); err != nil {
+			return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
+		}
+		c.rs.rejoin, c.rs.owed = false, true
+	}
+	if until := c.beatUntil.Load(); until != 0 && !wasStale {
+		// Answered past the fence, a heartbeat revives no lease (each is
+		// fenced by then), and the next one says the owner is fenced:
+		// give up waiting at the fence, so that the others learn of it
+		// at once and not a lease call's deadline later.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.epoch.Add(time.Duration(until)))
+		defer cancel()
+	}
+	m := lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load(), Fenced: fenced, Roster: c.roster != nil}
+	err := c.members.Heartbeat(ctx, c.cfg.Namespace, m)
+	if c.roster != nil && errors.Is(err, lease.ErrDeclaredDead) {
+		// A watcher saw this owner's beat stand still for the failover
+		// time: it is past its fence, and holds nothing it reads.
+		c.log.Warn("this owner's member entry was declared dead: rejoining")
+		c.rs.rejoin, c.beatNew = true, true
+	}
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
 	}
+	if c.roster != nil {
+		// What the others read from the whole list only (all but the
+		// beat) changed, or this owner joined or is back: the roster is
+		// bumped. Coming back (from its fence, a declaration, or before
+		// its first beat) the heartbeat counts as confirmed only once the
+		// bump is: a member seen dead by a view is seen alive again only
+		// after a bump. Otherwise the next pass bumps (passBump): a second
+		// call here would delay the next heartbeat by a call's deadline,
+		// and a slow store answering within it would fence a live owner
+		// (issue 29, defect 7).
+		key := fmt.Sprint(m.Held, m.Asks, m.Starting, m.Fenced)
+		switch {
+		case c.rs.owed || wasStale || c.beatUntil.Load() == 0:
+			if _, err := c.roster.BumpRoster(ctx, c.cfg.Namespace); err != nil {
+				c.rs.owed = true
+				return &Error{Op: "lease roster bump", Stream: c.cfg.Stream, Err: err}
+			}
+			c.rs.owed, c.rs.wrote = false, key
+		case key != c.rs.wrote:
+			c.rs.wrote = key
+			c.rs.passBump.Store(true)
+			c.wake(false)
+		}
+	}
 	c.beatNew = true
+	if fenced {
+		c.beatDue.Store(true)
+		return nil
+	}
 	sent = c.beatFirst
 	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
 	for {
@@ -245,6 +349,7 @@ func (c *Coordinator) dropDeadMembers(ctx context.Context, v memberView, leases 
 		}
 		if err := c.members.Leave(ctx, c.cfg.Namespace, owner, m.Beat); err == nil {
 			c.log.Info("dead instance's member entry removed", "dead", owner)
+			c.bumpRoster(ctx)
 		}
 	}
 }
@@ -349,4 +454,250 @@ func (c *Coordinator) isCompat() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.compat
+}
+
+// Roster (Config.Roster, lease.RosterStore): liveness read at a cost
+// linear in the instances. Every pass reads the roster's version (one
+// small item) and then either the whole member list, when the version
+// moved since the last full read (or that read showed a member of an
+// earlier version, which bumps nothing, or rosterSweep has passed; and,
+// with Config.RosterWhole members or fewer, every pass without the
+// version), or
+// only the entries of the owner's rosterK successors on the ring of
+// roster members sorted by owner (by key). A successor whose beat stood
+// still for the failover time (on this owner's clock, judged at send
+// times, as any beat), or whose entry says it is fenced, is declared dead
+// (a conditional write on its beat) and the version bumped; every
+// instance then reads the whole list and counts it dead. Members this
+// owner does not watch count alive unless declared dead. The version is
+// bumped too at every join, leave and change of what the others read
+// from the list only (Held, Asks, Starting, Fenced): the heartbeat that
+// carries it counts as confirmed only once the bump is. An owner whose
+// heartbeat is refused as declared dead has fenced itself by then; it
+// writes a new entry and bumps (it is seen alive only after that bump).
+//
+// A full read also judges every entry by its beat: one unchanged since a
+// full read a failover time or more before is dead, and declared by its
+// predecessors (when its watchers died with it, the ring closes over
+// them and the next predecessors declare it).
+//
+// Members of an earlier version (no lease.Member.Roster) neither bump nor
+// declare: while the last full read showed one, every pass reads the
+// whole list, as before; one that joins later is seen at the next bump or
+// sweep.
+
+// rosterK is how many ring successors each owner watches.
+const rosterK = 2
+
+// rosterWhole is the default of Config.RosterWhole: the members whose
+// items fit in about one read unit (4 KB), no dearer than the version and
+// rosterK entries.
+const rosterWhole = 48
+
+// rosterSweep is the longest time between two full reads of the members
+// with the roster: for members of an earlier version that joined since
+// (they bump nothing).
+func (cfg *Config) rosterSweep() time.Duration { return 30 * cfg.Failover }
+
+// rosterState is what an owner knows of the roster. The read side is
+// guarded by mu; the heartbeat side (rejoin, owed, wrote) by beatSem.
+type rosterState struct {
+	mu     sync.Mutex
+	valid  bool                    // a full read was made
+	ver    int64                   // the version that full read followed
+	fullAt time.Time               // when it was sent
+	cache  map[string]lease.Member // its entries, the watched ones as last read
+	old    bool                    // it showed a member of an earlier version
+
+	rejoin bool   // the entry was declared dead: the next heartbeat writes a new one
+	owed   bool   // a bump is owed (a rejoin, a bump that failed)
+	wrote  string // what the others read of the last entry bumped for
+	// passBump: the entry changed; the next pass bumps the roster.
+	passBump atomic.Bool
+	armed    map[string]int64 // member -> beat a declaration check is armed for (armDeclare; under mu)
+}
+
+// readRoster reads the members with the roster: the whole list, or the
+// watched entries over the last full read (read: the owners read now).
+// sent is when the read the view is judged by was sent: the full read,
+// or the one call that read the version and the watched entries (so a
+// view is never older than one call: balance).
+func (c *Coordinator) readRoster(ctx context.Context) (ms []lease.Member, read map[string]bool, sent time.Time, err error) {
+	rs := &c.rs
+	rs.mu.Lock()
+	small := rs.valid && len(rs.cache) <= c.cfg.RosterWhole
+	watching := rs.valid && !small && !rs.old && time.Since(rs.fullAt) < c.cfg.rosterSweep()
+	cache, known := rs.cache, rs.ver
+	rs.mu.Unlock()
+	ver := int64(-1) // small: no version read, and the next read that is not is full
+	if watching {
+		watch := ringSuccessors(c.cfg.Owner, cache, rosterK)
+		sent = time.Now()
+		v, got, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, watch)
+		if err != nil {
+			return nil, nil, sent, err
+		}
+		if v == known {
+			next := maps.Clone(cache)
+			for _, o := range watch {
+				delete(next, o) // gone, unless read now (a leave bumps: the next read is full)
+			}
+			read = make(map[string]bool, len(got))
+			for _, m := range got {
+				next[m.Owner], read[m.Owner] = m, true
+			}
+			rs.mu.Lock()
+			if rs.ver == known && rs.valid {
+				rs.cache = next
+			}
+			rs.mu.Unlock()
+			ms = slices.Collect(maps.Values(next))
+			slices.SortFunc(ms, func(a, b lease.Member) int { return strings.Compare(a.Owner, b.Owner) })
+			return ms, read, sent, nil
+		}
+		ver = v // moved: read the whole list
+	} else if !small {
+		v, err := c.roster.RosterVersion(ctx, c.cfg.Namespace)
+		if err != nil {
+			return nil, nil, time.Now(), err
+		}
+		ver = v
+	}
+	sent = time.Now()
+	ms, err = c.members.Members(ctx, c.cfg.Namespace)
+	if err != nil {
+		return nil, nil, sent, err
+	}
+	next := make(map[string]lease.Member, len(ms))
+	old := false
+	for _, m := range ms {
+		next[m.Owner] = m
+		old = old || !m.Roster
+	}
+	rs.mu.Lock()
+	rs.valid, rs.ver, rs.fullAt, rs.cache, rs.old = true, ver, sent, next, old
+	rs.mu.Unlock()
+	return ms, nil, sent, nil
+}
+
+// ringSuccessors returns the k owners after me on the ring of roster
+// members not declared dead, sorted by owner (me in it whether listed or
+// not).
+func ringSuccessors(me string, entries map[string]lease.Member, k int) []string {
+	ring := []string{me}
+	for o, m := range entries {
+		if o != me && m.Roster && !m.Dead {
+			ring = append(ring, o)
+		}
+	}
+	slices.Sort(ring)
+	i := slices.Index(ring, me)
+	var out []string
+	for j := 1; j <= k && j < len(ring); j++ {
+		out = append(out, ring[(i+j)%len(ring)])
+	}
+	return out
+}
+
+// declareDead declares dead, with the roster, the roster members of v
+// that this owner watches (its ring successors) and that v counts dead by
+// their beat or their own word (Fenced), and bumps the roster once if it
+// declared any.
+func (c *Coordinator) declareDead(ctx context.Context, v memberView) {
+	if c.roster == nil {
+		return
+	}
+	declared := false
+	for _, o := range ringSuccessors(c.cfg.Owner, v.all, rosterK) {
+		m := v.all[o]
+		if m.Dead || !m.Roster || (v.read != nil && !v.read[o]) {
+			continue
+		}
+		if v.live[o] {
+			c.armDeclare(o, m.Beat)
+			continue
+		}
+		if err := c.roster.DeclareDead(ctx, c.cfg.Namespace, o, m.Beat); err != nil {
+			if !errors.Is(err, lease.ErrLeaseLost) {
+				c.log.Warn("declaring a member dead failed", "member", o, "err", err)
+			}
+			continue
+		}
+		c.log.Info("member declared dead", "member", o, "beat", m.Beat, "fenced", m.Fenced)
+		declared = true
+	}
+	if declared {
+		c.bumpRoster(ctx)
+	}
+}
+
+// armDeclare, for a watched successor whose beat will have stood still
+// for the failover time before this owner's next pass, reads its entry
+// again at that moment and declares it dead if it still has (declareAt):
+// the others learn of it at their next pass after the bump, so a death is
+// acted on no later than when each of them judged it by itself, a pass
+// after it saw the beat stand still for the failover time (without the
+// roster). One check per member and beat.
+func (c *Coordinator) armDeclare(o string, beat int64) {
+	at, ok := c.beats.staleAt(lease.Lease{Key: o, Owner: o, Counter: beat}, c.cfg.Failover)
+	if !ok || time.Until(at) >= c.cfg.leaseEvery() {
+		return
+	}
+	c.rs.mu.Lock()
+	if c.rs.armed == nil {
+		c.rs.armed = map[string]int64{}
+	}
+	if c.rs.armed[o] == beat {
+		c.rs.mu.Unlock()
+		return
+	}
+	c.rs.armed[o] = beat
+	c.rs.mu.Unlock()
+	c.mu.Lock()
+	ctx := c.ctx
+	c.mu.Unlock()
+	if ctx == nil {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		if !sleep(ctx, time.Until(at)) {
+			return
+		}
+		c.declareAt(ctx, o)
+	}()
+}
+
+// declareAt reads o's entry and declares it dead when its beat has stood
+// still for the failover time (or it says it is fenced).
+func (c *Coordinator) declareAt(ctx context.Context, o string) {
+	sent := time.Now()
+	_, ms, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, []string{o})
+	if err != nil || len(ms) == 0 || ms[0].Dead {
+		return
+	}
+	m := ms[0]
+	l := lease.Lease{Key: o, Owner: o, Counter: m.Beat}
+	c.beats.observeSome([]lease.Lease{l}, time.Now())
+	if !m.Fenced && !c.beats.stale(l, sent, c.cfg.Failover) {
+		return
+	}
+	if err := c.roster.DeclareDead(ctx, c.cfg.Namespace, o, m.Beat); err != nil {
+		return
+	}
+	c.log.Info("member declared dead", "member", o, "beat", m.Beat, "fenced", m.Fenced)
+	c.bumpRoster(ctx)
+	c.wake(false)
+}
+
+// bumpRoster bumps the roster's version, with the roster (a leave, a
+// removal, a declaration: the others read the whole list again).
+func (c *Coordinator) bumpRoster(ctx context.Context) {
+	if c.roster == nil {
+		return
+	}
+	if _, err := c.roster.BumpRoster(ctx, c.cfg.Namespace); err != nil {
+		c.log.Warn("roster bump failed", "err", err)
+	}
 }

@@ -119,11 +119,19 @@ func (c *Coordinator) passMembers(ctx context.Context, p *passView) error {
 			return err
 		}
 	}
+	if c.roster != nil && c.rs.passBump.Swap(false) {
+		// This owner's entry changed (members.go: the heartbeat).
+		if _, err := c.roster.BumpRoster(ctx, c.cfg.Namespace); err != nil {
+			c.rs.passBump.Store(true)
+			return &Error{Op: "lease roster bump", Stream: c.cfg.Stream, Err: err}
+		}
+	}
 	v, err := c.readMembers(ctx)
 	if err != nil {
 		return err
 	}
 	p.view = v
+	c.declareDead(ctx, v)
 	c.answerAsks(ctx, p.view)
 	c.mu.Lock()
 	asked := len(c.pending)

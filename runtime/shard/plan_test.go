@@ -321,3 +321,37 @@ func TestRenewedRecently(t *testing.T) {
 		}
 	}
 }
+
+// viewBehind: a dead member's lease is judged by the view only when the
+// listing that first showed its counter came before the view was sent; a
+// member back from its fence takes its leases back at once, and a view
+// sent before its new beat landed still says it is dead.
+func TestViewBehind(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	view := memberView{all: map[string]lease.Member{"me": {}, "live": {}, "dead": {}}, live: map[string]bool{"me": true, "live": true}, sent: t0}
+	dead := lease.Lease{Key: "ns/s1", ShardID: "s1", Owner: "dead", Counter: 5}
+	obs := newObserver()
+	obs.observe([]lease.Lease{dead}, t0.Add(-time.Second))
+	for _, tc := range []struct {
+		name string
+		l    lease.Lease
+		want bool
+	}{
+		{"a dead member's lease seen before the view", dead, false},
+		{"written since (taken back)", lease.Lease{Key: "ns/s1", ShardID: "s1", Owner: "dead", Counter: 6}, true},
+		{"never seen", lease.Lease{Key: "ns/s2", ShardID: "s2", Owner: "dead", Counter: 1}, true},
+		{"a live member's lease", lease.Lease{Key: "ns/s3", ShardID: "s3", Owner: "live", Counter: 1}, false},
+		{"one of mine", lease.Lease{Key: "ns/s4", ShardID: "s4", Owner: "me", Counter: 1}, false},
+		{"an owner without an entry (judged by its counter)", lease.Lease{Key: "ns/s5", ShardID: "s5", Owner: "kcl", Counter: 1}, false},
+		{"finished", lease.Lease{Key: "ns/s6", ShardID: "s6", Owner: "dead", Counter: 9, Checkpoint: lease.CheckpointShardEnd}, false},
+	} {
+		if got := viewBehind("me", []lease.Lease{tc.l}, view, obs); got != tc.want {
+			t.Errorf("%s: viewBehind = %v; want %v", tc.name, got, tc.want)
+		}
+	}
+	late := newObserver()
+	late.observe([]lease.Lease{dead}, t0.Add(time.Millisecond))
+	if !viewBehind("me", []lease.Lease{dead}, view, late) {
+		t.Errorf("a counter first seen after the view was sent: viewBehind = false; want true")
+	}
+}

@@ -507,3 +507,61 @@ func testTakeAnsweredLateIsReadBack(t *testing.T, l shard.Liveness) {
 	c := e.start(cfg)
 	eventually(t, 3*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
 }
+
+// Issue 29, defect 2 (seed 61 of the simulator's late mix): an owner whose
+// lease-store writes land but are answered late fences itself at its fence
+// time, fenceAfter (Failover less a fifth) after its last confirmed beat
+// was sent; its last beat landed after that send, and the others judge a
+// beat by when they first saw it, so by the beat alone they saw it alive
+// until at least a failover time after its answers turned late. Its
+// heartbeats past the fence say it is fenced (lease.Member.Fenced), and
+// the others read its shards within the failover time. (Before, b read
+// them no earlier than the failover time after a's answers turned late.)
+func TestLateAnsweredOwnerIsSeenFencedAtItsFence(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+	cfgA.Leases = store
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover = 100*time.Millisecond, 3*time.Second
+	}
+	ca := e.start(cfgA)
+	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(ca.Reading(), ids) })
+	cb := e.start(cfgB)
+	eventually(t, 10*time.Second, "a and b read two shards each", func() bool {
+		return len(ca.Reading()) == 2 && len(cb.Reading()) == 2
+	})
+	store.set(0, time.Minute) // every call lands at once and is answered after its deadline
+	late := time.Now()
+	for {
+		aReads, bReads := ca.Reading(), cb.Reading()
+		for _, id := range aReads {
+			if slices.Contains(bReads, id) {
+				t.Fatalf("a and b both read %s", id)
+			}
+		}
+		if len(bReads) == len(ids) && len(aReads) == 0 {
+			took := time.Since(late)
+			t.Logf("b reads every shard %v after a's answers turned late (failover %v)", took.Round(time.Millisecond), cfgA.Failover)
+			if took >= cfgA.Failover {
+				t.Fatalf("b read a's shards %v after a's answers turned late; want within the failover time %v (a fences %v after its last confirmed beat and says so)",
+					took.Round(time.Millisecond), cfgA.Failover, cfgA.Failover*4/5)
+			}
+			break
+		}
+		if time.Since(late) > 3*cfgA.Failover {
+			t.Fatalf("%v after a's answers turned late: a reads %v, b %v; want b to read all", time.Since(late).Round(time.Millisecond), aReads, bReads)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ms, err := store.m.Members(e.ctx(5*time.Second), cfgA.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Owner == "a" && !m.Fenced {
+			t.Errorf("a's member entry %+v does not say it is fenced", m)
+		}
+	}
+}

@@ -33,6 +33,7 @@ var memberCases = []struct {
 	{"NoMembersIsEmpty", testNoMembers},
 	{"HeartbeatsReadBackSortedAndScoped", testHeartbeatsScoped},
 	{"HeartbeatReplacesTheEntry", testHeartbeatReplaces},
+	{"FencedIsKeptAndCleared", testFenced},
 	{"LeaveRemovesOnlyThatEntry", testLeave},
 	{"LeaveOfADeadEntryIsConditionalOnItsBeat", testLeaveStaleBeat},
 	{"ConcurrentHeartbeatsOfManyOwnersAllLand", testConcurrentHeartbeats},
@@ -86,6 +87,24 @@ func testHeartbeatReplaces(ctx context.Context, t *testing.T, s lease.MemberStor
 	want := []lease.Member{{Owner: "worker-a", Beat: 2, Held: 3}}
 	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Members after a second heartbeat (-want +got):\n%s", diff)
+	}
+}
+
+// A fenced member's entry says so until a heartbeat without it (a new beat)
+// replaces it (lease.Member.Fenced).
+func testFenced(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1, Held: 2})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-b", Beat: 4, Held: 1})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Fenced: true})
+	want := []lease.Member{{Owner: "worker-a", Beat: 1, Held: 2, Fenced: true}, {Owner: "worker-b", Beat: 4, Held: 1}}
+	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members after a fenced heartbeat (-want +got):\n%s", diff)
+	}
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 2})
+	want[0] = lease.Member{Owner: "worker-a", Beat: 2}
+	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members after the fence ended (-want +got):\n%s", diff)
 	}
 }
 
