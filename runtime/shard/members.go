@@ -515,6 +515,9 @@ type rosterState struct {
 	// passBump: the entry changed; the next pass bumps the roster.
 	passBump atomic.Bool
 	armed    map[string]int64 // member -> beat a declaration check is armed for (armDeclare; under mu)
+	// declared: members this owner declared dead whose free leases its
+	// next listing pass takes, all of them (takeDeclared; under mu).
+	declared map[string]int64
 }
 
 // readRoster reads the members with the roster: the whole list, or the
@@ -624,6 +627,7 @@ func (c *Coordinator) declareDead(ctx context.Context, v memberView) {
 			continue
 		}
 		c.log.Info("member declared dead", "member", o, "beat", m.Beat, "fenced", m.Fenced)
+		c.noteDeclared(o, m.Beat)
 		declared = true
 	}
 	if declared {
@@ -687,8 +691,62 @@ func (c *Coordinator) declareAt(ctx context.Context, o string) {
 		return
 	}
 	c.log.Info("member declared dead", "member", o, "beat", m.Beat, "fenced", m.Fenced)
+	c.noteDeclared(o, m.Beat)
 	c.bumpRoster(ctx)
 	c.wake(false)
+}
+
+// noteDeclared records that this owner declared o dead at beat: its next
+// listing pass takes every free lease of o's (takeDeclared).
+func (c *Coordinator) noteDeclared(o string, beat int64) {
+	c.rs.mu.Lock()
+	defer c.rs.mu.Unlock()
+	if c.rs.declared == nil {
+		c.rs.declared = map[string]int64{}
+	}
+	c.rs.declared[o] = beat
+}
+
+// declaredPending reports whether a member this owner declared dead
+// waits for its leases to be taken (the pass lists: mustList).
+func (c *Coordinator) declaredPending() bool {
+	if c.roster == nil {
+		return false
+	}
+	c.rs.mu.Lock()
+	defer c.rs.mu.Unlock()
+	return len(c.rs.declared) > 0
+}
+
+// takeDeclared adds to plan's takes every free lease (plan.spare: judged
+// expired by the view, as any take) of the members this owner declared
+// dead, and forgets them. Without it the others, which learn of a
+// declaration only at their next pass after the bump, would take their
+// shares up to a lease pass after each would have judged the death by
+// itself (liveness per instance): the declarer takes them at once, when
+// that judgement falls due, and the fair share moves the surplus on by
+// graceful handoffs (planBulk). A member the view judges alive again
+// (back with a new beat) has no free lease to take.
+func (c *Coordinator) takeDeclared(plan *balance, view memberView) {
+	if c.roster == nil {
+		return
+	}
+	c.rs.mu.Lock()
+	declared := c.rs.declared
+	c.rs.declared = nil
+	c.rs.mu.Unlock()
+	if len(declared) == 0 {
+		return
+	}
+	var spare []lease.Lease
+	for _, l := range plan.spare {
+		if _, ok := declared[l.Owner]; ok && l.Owner != "" && !view.live[l.Owner] {
+			plan.take = append(plan.take, l)
+			continue
+		}
+		spare = append(spare, l)
+	}
+	plan.spare = spare
 }
 
 // bumpRoster bumps the roster's version, with the roster (a leave, a
