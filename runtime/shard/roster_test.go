@@ -19,6 +19,9 @@ type rosterWrap struct {
 	r                    lease.RosterStore
 	off                  atomic.Bool
 	full, byOwner, beats atomic.Int64
+	// blind: its whole-list reads fail (an instance that does not learn
+	// of a declaration for a while).
+	blind atomic.Bool
 }
 
 func newRosterWrap(s lease.Store) *rosterWrap {
@@ -35,6 +38,9 @@ func (w *rosterWrap) Heartbeat(ctx context.Context, ns string, m lease.Member) e
 }
 
 func (w *rosterWrap) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if w.blind.Load() {
+		return nil, &lease.Error{Op: "members", Err: errThrottled}
+	}
 	w.full.Add(1)
 	return w.r.Members(ctx, ns)
 }
@@ -164,5 +170,65 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 	eventually(t, 10*time.Second, "c reads its share again", func() bool {
 		noOverlap(t, cs)
 		return readingAll(cs, ids) && len(cs["c"].Reading()) == 2
+	})
+}
+
+// Issue 34 item 3: with the roster the others learn of a death only at
+// their next pass after the declaration, up to a lease pass after each
+// would have judged it by itself; so the watcher that declares a member
+// dead takes all of its leases at once, and the fair share moves the
+// surplus on by graceful handoffs. Here d, which does not watch c, cannot
+// read the whole member list (it never learns of the declaration) while
+// c is cut off: c's shards are read again all the same, by its declarer,
+// and once d sees again the fleet is balanced.
+func TestRosterDeclarerTakesAllTheDeadsLeases(t *testing.T) {
+	e, _ := memEnv(t, 12)
+	ids := e.shards()
+	cs := map[string]*shard.Coordinator{}
+	wraps := map[string]*rosterWrap{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		cfg := e.config(name, newCollector().sink)
+		cfg.Renew, cfg.Failover = 100*time.Millisecond, time.Second
+		w := newRosterWrap(e.store)
+		wraps[name] = w
+		cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
+		cs[name] = e.start(cfg)
+	}
+	eventually(t, 10*time.Second, "every shard read, 3 by each instance", func() bool {
+		noOverlap(t, cs)
+		for _, c := range cs {
+			if len(c.Reading()) != 3 {
+				return false
+			}
+		}
+		return readingAll(cs, ids)
+	})
+	time.Sleep(time.Second) // settled: no more bumps
+
+	wraps["d"].blind.Store(true)
+	wraps["c"].off.Store(true)
+	cut := time.Now()
+	cHeld := cs["c"].Reading()
+	eventually(t, 4*time.Second, "c's shards read by its watchers", func() bool {
+		noOverlap(t, cs)
+		for _, id := range cHeld {
+			if !slices.Contains(cs["a"].Reading(), id) && !slices.Contains(cs["b"].Reading(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("c's shards read again %v after its heartbeats began to fail (failover 1s)", time.Since(cut).Round(time.Millisecond))
+
+	wraps["d"].blind.Store(false)
+	wraps["c"].off.Store(false)
+	eventually(t, 10*time.Second, "balanced again, c back", func() bool {
+		noOverlap(t, cs)
+		for _, c := range cs {
+			if len(c.Reading()) != 3 {
+				return false
+			}
+		}
+		return readingAll(cs, ids)
 	})
 }
