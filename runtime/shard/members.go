@@ -718,16 +718,20 @@ func (c *Coordinator) declaredPending() bool {
 	return len(c.rs.declared) > 0
 }
 
-// takeDeclared adds to plan's takes every free lease (plan.spare: judged
+// takeDeclared adds to plan's takes the free leases (plan.spare: judged
 // expired by the view, as any take) of the members this owner declared
-// dead, and forgets them. Without it the others, which learn of a
-// declaration only at their next pass after the bump, would take their
-// shares up to a lease pass after each would have judged the death by
-// itself (liveness per instance): the declarer takes them at once, when
-// that judgement falls due, and the fair share moves the surplus on by
-// graceful handoffs (planBulk). A member the view judges alive again
-// (back with a new beat) has no free lease to take.
-func (c *Coordinator) takeDeclared(plan *balance, view memberView) {
+// dead, up to the fair share's ceiling (ceil of the active leases over the
+// live members), and forgets the declarations. The others learn of a
+// declaration only at their next pass after the bump, up to a lease pass
+// after each would have judged the death by itself (liveness per
+// instance); the declarer, whose judgement falls due first, takes what it
+// can keep without another move: at most one lease over its floor, which
+// the fair share leaves it (shares: the most loaded keep the remainder).
+// Taking them all would read them again sooner but move the surplus a
+// second time by handoff (measured: twice the minimum owner changes at
+// 1,000 shards on 20 and 200 instances). A member the view judges alive
+// again (back with a new beat) has no free lease to take.
+func (c *Coordinator) takeDeclared(plan *balance, view memberView, leases []lease.Lease, mine int) {
 	if c.roster == nil {
 		return
 	}
@@ -735,13 +739,22 @@ func (c *Coordinator) takeDeclared(plan *balance, view memberView) {
 	declared := c.rs.declared
 	c.rs.declared = nil
 	c.rs.mu.Unlock()
-	if len(declared) == 0 {
+	if len(declared) == 0 || len(view.live) == 0 {
 		return
 	}
+	active := 0
+	for _, l := range leases {
+		if l.Checkpoint != lease.CheckpointShardEnd {
+			active++
+		}
+	}
+	ceil := (active + len(view.live) - 1) / len(view.live)
+	mine += len(plan.take)
 	var spare []lease.Lease
 	for _, l := range plan.spare {
-		if _, ok := declared[l.Owner]; ok && l.Owner != "" && !view.live[l.Owner] {
+		if _, ok := declared[l.Owner]; ok && l.Owner != "" && !view.live[l.Owner] && mine < ceil {
 			plan.take = append(plan.take, l)
+			mine++
 			continue
 		}
 		spare = append(spare, l)

@@ -897,7 +897,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	} else {
 		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, leases, reserve), view.liveOwners(), held, stale)
 	}
-	c.takeDeclared(&plan, view)
+	c.takeDeclared(&plan, view, leases, len(heldKeys))
 	spare := plan.spare
 	took := 0
 	for i := 0; i < len(plan.take); i++ {
