@@ -468,8 +468,10 @@ func (c *Coordinator) isCompat() bool {
 // still for the failover time (on this owner's clock, judged at send
 // times, as any beat), or whose entry says it is fenced, is declared dead
 // (a conditional write on its beat) and the version bumped; every
-// instance then reads the whole list and counts it dead. Members this
-// owner does not watch count alive unless declared dead. The version is
+// instance then reads the whole list and counts it dead; the declarer
+// takes the dead member's free leases at once, up to the fair share's
+// ceiling (takeDeclared), the others theirs at their next pass. Members
+// this owner does not watch count alive unless declared dead. The version is
 // bumped too at every join, leave and change of what the others read
 // from the list only (Held, Asks, Starting, Fenced): the heartbeat that
 // carries it counts as confirmed only once the bump is. An owner whose
