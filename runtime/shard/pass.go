@@ -897,6 +897,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	} else {
 		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, leases, reserve), view.liveOwners(), held, stale)
 	}
+	c.takeDeclared(&plan, view, leases, len(heldKeys))
 	spare := plan.spare
 	took := 0
 	for i := 0; i < len(plan.take); i++ {
@@ -1094,7 +1095,7 @@ func (c *Coordinator) mustList(view memberView) bool {
 	c.mu.Lock()
 	asked, compat, held, listedAt := len(c.pending), c.compat, len(c.owned), c.listedAt
 	c.mu.Unlock()
-	if asked > 0 || compat || c.wantMore || len(c.awaiting) > 0 || c.leftBehind() {
+	if asked > 0 || compat || c.wantMore || len(c.awaiting) > 0 || c.leftBehind() || c.declaredPending() {
 		return true
 	}
 	if c.statusRead.Load() && time.Since(listedAt) >= min(c.cfg.Failover, statusListEvery) {

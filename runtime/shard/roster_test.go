@@ -19,6 +19,9 @@ type rosterWrap struct {
 	r                    lease.RosterStore
 	off                  atomic.Bool
 	full, byOwner, beats atomic.Int64
+	// blind: its whole-list reads fail (an instance that does not learn
+	// of a declaration for a while).
+	blind atomic.Bool
 }
 
 func newRosterWrap(s lease.Store) *rosterWrap {
@@ -35,6 +38,9 @@ func (w *rosterWrap) Heartbeat(ctx context.Context, ns string, m lease.Member) e
 }
 
 func (w *rosterWrap) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	if w.blind.Load() {
+		return nil, &lease.Error{Op: "members", Err: errThrottled}
+	}
 	w.full.Add(1)
 	return w.r.Members(ctx, ns)
 }
@@ -165,4 +171,58 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 		noOverlap(t, cs)
 		return readingAll(cs, ids) && len(cs["c"].Reading()) == 2
 	})
+}
+
+// Issue 34 item 3: with the roster the others learn of a death only at
+// their next pass after the declaration, up to a lease pass after each
+// would have judged it by itself; so the watcher that declares a member
+// dead takes its leases at once, as many as it can keep without another
+// move (up to the fair share's ceiling). Four shards on a, b, c and d;
+// d's watchers are b and c; after d dies the fair share gives its shard
+// to a (the ceiling's one extra goes to the first by id), which cannot
+// read the whole member list (it never learns of the declaration) while
+// d is cut off: d's shard is read again all the same, by its declarer.
+func TestRosterDeclarerTakesTheDeadsLeases(t *testing.T) {
+	e, _ := memEnv(t, 4)
+	ids := e.shards()
+	cs := map[string]*shard.Coordinator{}
+	wraps := map[string]*rosterWrap{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		cfg := e.config(name, newCollector().sink)
+		cfg.Renew, cfg.Failover = 100*time.Millisecond, time.Second
+		w := newRosterWrap(e.store)
+		wraps[name] = w
+		cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
+		cs[name] = e.start(cfg)
+	}
+	one := func() bool {
+		noOverlap(t, cs)
+		for _, c := range cs {
+			if len(c.Reading()) != 1 {
+				return false
+			}
+		}
+		return readingAll(cs, ids)
+	}
+	eventually(t, 10*time.Second, "every shard read, one by each instance", one)
+	time.Sleep(time.Second) // settled: no more bumps
+
+	wraps["a"].blind.Store(true)
+	wraps["d"].off.Store(true)
+	cut := time.Now()
+	dHeld := cs["d"].Reading()
+	eventually(t, 4*time.Second, "d's shard read by its watchers", func() bool {
+		noOverlap(t, cs)
+		for _, id := range dHeld {
+			if !slices.Contains(cs["b"].Reading(), id) && !slices.Contains(cs["c"].Reading(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("d's shard read again %v after its heartbeats began to fail (failover 1s)", time.Since(cut).Round(time.Millisecond))
+
+	wraps["a"].blind.Store(false)
+	wraps["d"].off.Store(false)
+	eventually(t, 10*time.Second, "balanced again, d back", one)
 }
