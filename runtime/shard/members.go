@@ -25,7 +25,9 @@ import (
 // this runtime, or a Java KCL worker: they renew every lease) are judged by
 // their counters as before, and while any such owner holds a lease this
 // owner renews its own leases too and lists every pass (compat), so that
-// they see it alive and it sees their requests.
+// they see it alive and it sees their requests. A member whose entry says
+// it is leaving (lease.Member.Leaving: it is stopping) is alive, but the
+// plans give it no share and no lease and ask it for none (withoutLeaving).
 //
 // A pass lists the leases only when it has something to do: at start,
 // when it holds fewer than its share by the members' counts and the leases
