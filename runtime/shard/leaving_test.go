@@ -29,11 +29,14 @@ func TestStoppingInstanceIsGivenNoLease(t *testing.T) {
 		if stuck {
 			name = "stuck handler"
 		}
-		t.Run(name, func(t *testing.T) { testStoppingInstanceIsGivenNoLease(t, stuck) })
+		t.Run(name, func(t *testing.T) { testStoppingInstanceIsGivenNoLease(t, stuck, false) })
 	}
+	// With the roster the others read a's entry only after a bump: the
+	// heartbeat that first says a is leaving bumps at once.
+	t.Run("stuck handler/roster", func(t *testing.T) { testStoppingInstanceIsGivenNoLease(t, true, true) })
 }
 
-func testStoppingInstanceIsGivenNoLease(t *testing.T, stuck bool) {
+func testStoppingInstanceIsGivenNoLease(t *testing.T, stuck, roster bool) {
 	const failover = 3 * time.Second
 	e, _ := memEnvIn(t, 4, shard.LivenessPerInstance)
 	ids := e.shards()
@@ -53,6 +56,10 @@ func testStoppingInstanceIsGivenNoLease(t *testing.T, stuck bool) {
 	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
 	for _, c := range []*shard.Config{&cfgA, &cfgB} {
 		c.Renew, c.Failover = 100*time.Millisecond, failover
+		c.Roster = roster
+		if roster {
+			c.RosterWhole = -1 // read the version and the watched entries, not the whole list, every pass
+		}
 	}
 	a := e.startStopped(cfgA)
 	eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(a.Reading(), ids) })
