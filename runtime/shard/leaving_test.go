@@ -133,3 +133,82 @@ func testStoppingInstanceIsGivenNoLease(t *testing.T, stuck, roster bool) {
 		}
 	}
 }
+
+// With the roster and four members, b does not watch a (c and d do): it
+// reads a's entry only on a full read, after a bump. The heartbeat that
+// first says a is leaving bumps at once (no pass of a's runs any more to
+// bump), so b's plan, like c's and d's, gives a nothing.
+func TestStoppingInstanceIsGivenNoLeaseWithTheRoster(t *testing.T) {
+	const failover = 3 * time.Second
+	e, _ := memEnvIn(t, 8, shard.LivenessPerInstance)
+	ids := e.shards()
+	names := []string{"a", "b", "c", "d"}
+	cols := newCollectors(len(names))
+	var mu sync.Mutex
+	var held *shard.Record
+	armed := false
+	cols[0].hold = func(r *shard.Record) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !armed || held != nil {
+			return false
+		}
+		held = r
+		return true
+	}
+	cs := make([]*shard.Coordinator, len(names))
+	for i, n := range names {
+		cfg := e.config(n, cols[i].sink)
+		cfg.Renew, cfg.Failover, cfg.Roster, cfg.RosterWhole = 100*time.Millisecond, failover, true, -1
+		if i == 0 {
+			cs[i] = e.startStopped(cfg)
+			eventually(t, 5*time.Second, "a reads every shard", func() bool { return slices.Equal(cs[0].Reading(), ids) })
+		} else {
+			cs[i] = e.start(cfg)
+		}
+	}
+	eventually(t, 15*time.Second, "a 2/2/2/2 split", func() bool {
+		for _, c := range cs {
+			if len(c.Reading()) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	aShards := cs[0].Reading()
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	e.publish(map[string]int{}, 80, 80)
+	eventually(t, 5*time.Second, "a handler of a's holds a record", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return held != nil
+	})
+	mu.Lock()
+	stuckShard := held.ShardID
+	mu.Unlock()
+	released := aShards[0]
+	if released == stuckShard {
+		released = aShards[1]
+	}
+	err := cs[0].Stop(e.ctx(600 * time.Millisecond))
+	stopped := time.Now()
+	if !errors.Is(err, shard.ErrLeftToExpire) {
+		t.Fatalf("a's Stop = %v; want ErrLeftToExpire", err)
+	}
+	readBy := func() string {
+		for i, c := range cs[1:] {
+			if slices.Contains(c.Reading(), released) {
+				return names[i+1]
+			}
+		}
+		return ""
+	}
+	eventually(t, failover+2*time.Second, "someone reads "+released, func() bool { return readBy() != "" })
+	if took := time.Since(stopped); took > time.Second {
+		t.Fatalf("%s read %s, which a released, %v after a's Stop returned; want within 1s (a pass), not a failover time (%v)",
+			readBy(), released, took.Round(time.Millisecond), failover)
+	}
+	t.Logf("%s read %s %v after a's Stop returned", readBy(), released, time.Since(stopped).Round(time.Millisecond))
+}
