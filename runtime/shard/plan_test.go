@@ -93,6 +93,10 @@ func TestFollowStep(t *testing.T) {
 		{"live owner handing over", lease.Lease{Owner: "b", PendingOwner: "me"}, false, followWait},
 		{"someone else asked since", lease.Lease{Owner: "b", PendingOwner: "c"}, true, followDrop},
 		{"owner kept it", lease.Lease{Owner: "b"}, false, followDrop},
+		// Taken back by its owner after its fence (Take clears the
+		// request): dropped, even on a view older than the take that
+		// still judges the owner dead.
+		{"owner took it back, judged on an older view", lease.Lease{Owner: "b"}, true, followDrop},
 	} {
 		asked := false
 		got := followStep("me", tc.l, func() bool { asked = true; return tc.dead })
