@@ -725,8 +725,10 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	// Say so in the member entry at once: the others' plans give this
 	// owner no share and no free lease from now on (it takes none), so
 	// what it releases is taken within a pass, also when a lease of it is
-	// left to expire and the entry stays (lease.Member.Leaving).
-	c.leave(ctx)
+	// left to expire and the entry stays (lease.Member.Leaving). Beside
+	// the settling, which a slow store must not delay; awaited before the
+	// releases.
+	said := c.leave(ctx)
 
 	// 2. Stop fetching; delivered records stay in flight.
 	var sessions []*session
@@ -757,6 +759,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	// nor released.
 	c.cancel()
 	c.loops.Wait()
+	<-said
 	list = c.snapshot()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
@@ -805,16 +808,23 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 // leave marks this owner as leaving and, with liveness per instance,
 // writes its member entry so at once (bounded by a lease call's deadline;
 // on failure the next heartbeat says it).
-func (c *Coordinator) leave(ctx context.Context) {
+// The returned channel closes when that write has returned.
+func (c *Coordinator) leave(ctx context.Context) <-chan struct{} {
 	c.leaving.Store(true)
+	done := make(chan struct{})
 	if c.members == nil {
-		return
+		close(done)
+		return done
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.leaseCallTimeout())
-	defer cancel()
-	if err := c.heartbeat(hctx); err != nil {
-		c.log.Warn("stop: heartbeat saying this owner leaves failed", "err", err)
-	}
+	go func() {
+		defer close(done)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.leaseCallTimeout())
+		defer cancel()
+		if err := c.heartbeat(hctx); err != nil {
+			c.log.Warn("stop: heartbeat saying this owner leaves failed", "err", err)
+		}
+	}()
+	return done
 }
 
 // settle waits, bounded by ctx, until the delivered records of sessions
