@@ -158,7 +158,7 @@ func (c *counters) itemBytes(ns string) int {
 
 // memberEntry returns the size of m's entry in the members item and of its
 // own item in the members table (attributes ns, owner, beat, held, asks,
-// starting, fenced, roster).
+// starting, fenced, leaving, roster).
 func memberEntry(ns string, m lease.Member) (item, table int) {
 	fields, elems := len("beat")+numBytes(m.Beat)+len("held")+numBytes(int64(m.Held)), 2
 	if len(m.Asks) > 0 {
@@ -174,6 +174,10 @@ func memberEntry(ns string, m lease.Member) (item, table int) {
 	}
 	if m.Fenced {
 		fields += len("fenced") + 1
+		elems++
+	}
+	if m.Leaving {
+		fields += len("leaving") + 1
 		elems++
 	}
 	if m.Roster {

@@ -824,14 +824,15 @@ func fromItem(item map[string]types.AttributeValue) (Lease, string, error) {
 }
 
 // Attributes of a namespace's members item (MembersKey): one map entry per
-// instance, {beat, held, asks, starting, fenced}.
+// instance, {beat, held, asks, starting, fenced, leaving}.
 const (
 	attrMembers  = "members"
 	attrBeat     = "beat"
 	attrHeld     = "held"
 	attrAsks     = "asks"
 	attrStarting = "starting"
-	attrFenced   = "fenced" // written only when true: earlier versions ignore it (Member.Fenced)
+	attrFenced   = "fenced"  // written only when true: earlier versions ignore it (Member.Fenced)
+	attrLeaving  = "leaving" // the same (Member.Leaving)
 )
 
 var _ MemberStore = (*DynamoDB)(nil)
@@ -868,6 +869,9 @@ func (d *DynamoDB) itemHeartbeat(ctx context.Context, namespace string, m Member
 	}
 	if m.Fenced {
 		entry[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if m.Leaving {
+		entry[attrLeaving] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	in := &dynamodb.UpdateItemInput{
 		TableName:                 &d.table,

@@ -304,6 +304,9 @@ func (d *DynamoDB) tableHeartbeat(ctx context.Context, namespace string, m Membe
 	if m.Fenced {
 		item[attrFenced] = &types.AttributeValueMemberBOOL{Value: true}
 	}
+	if m.Leaving {
+		item[attrLeaving] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	name := d.membersTableName()
 	in := &dynamodb.PutItemInput{TableName: &name, Item: item}
 	if m.Roster {
@@ -364,6 +367,9 @@ func (d *DynamoDB) Members(ctx context.Context, namespace string) ([]Member, err
 			// One beat is written unfenced, then fenced, never back
 			// (Member.Fenced): the fenced copy is the later.
 			ms[i].Fenced = true
+		case m.Beat == ms[i].Beat && m.Leaving:
+			// Likewise: a beat is written leaving, never back.
+			ms[i].Leaving = true
 		}
 	}
 	d.memMu.Lock()
@@ -430,6 +436,9 @@ func memberFromValues(v map[string]types.AttributeValue, owner string) (Member, 
 	}
 	if b, ok := v[attrFenced].(*types.AttributeValueMemberBOOL); ok {
 		mb.Fenced = b.Value
+	}
+	if b, ok := v[attrLeaving].(*types.AttributeValueMemberBOOL); ok {
+		mb.Leaving = b.Value
 	}
 	if b, ok := v[attrRoster].(*types.AttributeValueMemberBOOL); ok {
 		mb.Roster = b.Value

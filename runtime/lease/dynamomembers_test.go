@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,5 +337,39 @@ func TestDynamoDBRoster(t *testing.T) {
 	}
 	if _, ok := lease.RosterOf(newDynamoOn(t, client, freshTable(t), lease.WithMembers(lease.MembersItem))); ok {
 		t.Errorf("the members item layout says it keeps the roster")
+	}
+}
+
+// TestDynamoDBMembersLeavingInBothPlaces: with MembersMigrating and an
+// owner of the earlier layout present, a leaving heartbeat is written to
+// the members table and the members item alike (lease.Member.Leaving),
+// an attribute beside the beat that an earlier reader skips.
+func TestDynamoDBMembersLeavingInBothPlaces(t *testing.T) {
+	client := dynaliteClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	table := freshTable(t)
+	oldS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersItem))
+	newS := newDynamoOn(t, client, table)
+	tabS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersTable))
+	const ns = "app/orders"
+	if err := oldS.Heartbeat(ctx, ns, lease.Member{Owner: "old", Beat: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []lease.Member{{Owner: "new", Beat: 1, Held: 2}, {Owner: "new", Beat: 2, Held: 1, Leaving: true}} {
+		if err := newS.Heartbeat(ctx, ns, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []lease.Member{{Owner: "new", Beat: 2, Held: 1, Leaving: true}}
+	for name, s := range map[string]lease.MemberStore{"item": oldS, "migrating": newS, "table": tabS} {
+		ms, err := s.Members(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.DeleteFunc(ms, func(m lease.Member) bool { return m.Owner != "new" })
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s reader (-want +got):\n%s", name, diff)
+		}
 	}
 }

@@ -44,6 +44,17 @@ type Member struct {
 	// alone, as before: a fenced member's beat stands still, so it sees
 	// it dead a failover time after the beat last moved.
 	Fenced bool
+	// Leaving says the owner is stopping: it takes no lease any more and
+	// releases those it holds, or leaves them to expire (a handler that
+	// never returns: shard.LeftToExpireError). Others give it no share and
+	// no free lease (it would never take them), but still take its leases
+	// only when it is dead by its beat: a handler of it may still run.
+	//
+	// Rolling deploys: a reader of an earlier version ignores the field
+	// and counts the owner as any live member until its beat stands still
+	// (it may plan a free lease for it for up to a failover time, as
+	// before).
+	Leaving bool
 	// Roster says the owner keeps the roster (RosterStore): its beat is
 	// watched by a few members only, and its heartbeat is refused with
 	// ErrDeclaredDead once a watcher declared it dead. An entry without it

@@ -362,6 +362,12 @@ type Coordinator struct {
 	// so (lease.Member.Starting): a fleet's start gives leases to create
 	// only to the members that are starting (startOwners).
 	starting atomic.Bool
+	// leaving: Stop has begun, and the member entry says so
+	// (lease.Member.Leaving): the others give this owner no lease.
+	// leftHeld counts the leases Stop left to expire, which the entry's
+	// Held still counts.
+	leaving  atomic.Bool
+	leftHeld atomic.Int32
 	// beatUntil is the fence of the last successful heartbeat: its send
 	// time plus fenceAfter, in nanoseconds since epoch (LivenessPerInstance).
 	beatUntil atomic.Int64
@@ -716,6 +722,13 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.passMu.Lock()
 	c.passMu.Unlock() //lint:ignore SA2001 a barrier, not a critical section
 	list := c.snapshot()
+	// Say so in the member entry at once: the others' plans give this
+	// owner no share and no free lease from now on (it takes none), so
+	// what it releases is taken within a pass, also when a lease of it is
+	// left to expire and the entry stays (lease.Member.Leaving). Beside
+	// the settling, which a slow store must not delay; awaited before the
+	// releases.
+	said := c.leave(ctx)
 
 	// 2. Stop fetching; delivered records stay in flight.
 	var sessions []*session
@@ -746,12 +759,21 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	// nor released.
 	c.cancel()
 	c.loops.Wait()
+	<-said
 	list = c.snapshot()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
 	defer cancel()
 	stopRenewing := c.renewDuring(wctx)
 	werrs, left := c.writeFinal(wctx, list)
 	errs = append(errs, werrs...)
+	if len(left) > 0 && c.members != nil {
+		// The entry stays (below): its last Held counts only the leases
+		// left to expire, so the others' shares see the released ones.
+		c.leftHeld.Store(int32(len(left)))
+		if err := c.heartbeat(wctx); err != nil {
+			c.log.Warn("stop: last heartbeat failed", "err", err)
+		}
+	}
 	stopRenewing()
 	c.beatCancel()
 	c.beating.Wait()
@@ -781,6 +803,28 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.workers.Wait()
 	c.log.Info("coordinator stopped", "held", len(list), "left_to_expire", len(left))
 	return errors.Join(errs...)
+}
+
+// leave marks this owner as leaving and, with liveness per instance,
+// writes its member entry so at once (bounded by a lease call's deadline;
+// on failure the next heartbeat says it).
+// The returned channel closes when that write has returned.
+func (c *Coordinator) leave(ctx context.Context) <-chan struct{} {
+	c.leaving.Store(true)
+	done := make(chan struct{})
+	if c.members == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.leaseCallTimeout())
+		defer cancel()
+		if err := c.heartbeat(hctx); err != nil {
+			c.log.Warn("stop: heartbeat saying this owner leaves failed", "err", err)
+		}
+	}()
+	return done
 }
 
 // settle waits, bounded by ctx, until the delivered records of sessions

@@ -80,7 +80,10 @@
 // clearing the request). A handoff ends released, lost or kept, never
 // stranded.
 //
-// stop (any held → gone). Stop stops reading (no handoff postponed
+// stop (any held → gone). Stop first says in the member entry that this
+// owner is leaving (lease.Member.Leaving): the others give it no share,
+// no free lease and no handoff from then on, but take its leases only
+// once it is dead. It stops reading (no handoff postponed
 // meanwhile reads on), lets the delivered records settle for half its
 // time, then lets no record begin that a handler has not (Record.Stale)
 // and waits the other half for those that run, so that no lease is
@@ -94,7 +97,8 @@
 // is not released: its settled prefix is checkpointed, its handlers'
 // contexts (Record.Lease) end, and, unless they return within 250 ms, it
 // is left to expire as a crashed owner's lease does (the member entry
-// stays, no longer beating), so the next owner handles the record a
+// stays, leaving and no longer beating: the released leases are taken
+// within a pass), so the next owner handles the record a
 // failover time later, not beside the handler; Stop's error
 // (LeftToExpireError) and LeaseCounters.LeftToExpire name and count them.
 // A record a lane abandons (Record.Abandon) lets no later record of its

@@ -25,7 +25,9 @@ import (
 // this runtime, or a Java KCL worker: they renew every lease) are judged by
 // their counters as before, and while any such owner holds a lease this
 // owner renews its own leases too and lists every pass (compat), so that
-// they see it alive and it sees their requests.
+// they see it alive and it sees their requests. A member whose entry says
+// it is leaving (lease.Member.Leaving: it is stopping) is alive, but the
+// plans give it no share and no lease and ask it for none (withoutLeaving).
 //
 // A pass lists the leases only when it has something to do: at start,
 // when it holds fewer than its share by the members' counts and the leases
@@ -85,6 +87,26 @@ func (v memberView) liveOwners() []string {
 	out := make([]string, 0, len(v.live))
 	for o := range v.live {
 		out = append(out, o)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// leaving reports whether owner is a live member that is leaving
+// (lease.Member.Leaving): it takes no lease; its own stay its until it is
+// dead.
+func (v memberView) leaving(owner string) bool {
+	return owner != "" && v.live[owner] && v.all[owner].Leaving
+}
+
+// planOwners returns the live members that are not leaving, sorted: those
+// the plans share the leases among.
+func (v memberView) planOwners() []string {
+	out := make([]string, 0, len(v.live))
+	for o := range v.live {
+		if !v.leaving(o) {
+			out = append(out, o)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -185,11 +207,14 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: ctx.Err()}
 	}
 	defer func() { <-c.beatSem }()
-	held := len(c.snapshot())
+	held := len(c.snapshot()) + int(c.leftHeld.Load())
+	leaving := c.leaving.Load()
 	c.mu.Lock()
 	asks := make([]string, 0, len(c.pending))
 	for key := range c.pending {
-		asks = append(asks, key[strings.LastIndex(key, "/")+1:])
+		if !leaving { // a leaving owner asks for nothing
+			asks = append(asks, key[strings.LastIndex(key, "/")+1:])
+		}
 	}
 	c.mu.Unlock()
 	sent := time.Now()
@@ -225,7 +250,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		ctx, cancel = context.WithDeadline(ctx, c.epoch.Add(time.Duration(until)))
 		defer cancel()
 	}
-	m := lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load(), Fenced: fenced, Roster: c.roster != nil}
+	m := lease.Member{Owner: c.cfg.Owner, Beat: c.beat.Load(), Held: held, Asks: asks, Starting: c.starting.Load(), Fenced: fenced, Leaving: leaving, Roster: c.roster != nil}
 	err := c.members.Heartbeat(ctx, c.cfg.Namespace, m)
 	if c.roster != nil && errors.Is(err, lease.ErrDeclaredDead) {
 		// A watcher saw this owner's beat stand still for the failover
@@ -246,9 +271,10 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		// call here would delay the next heartbeat by a call's deadline,
 		// and a slow store answering within it would fence a live owner
 		// (issue 29, defect 7).
-		key := fmt.Sprint(m.Held, m.Asks, m.Starting, m.Fenced)
+		key := fmt.Sprint(m.Held, m.Asks, m.Starting, m.Fenced, m.Leaving)
 		switch {
-		case c.rs.owed || wasStale || c.beatUntil.Load() == 0:
+		case c.rs.owed || wasStale || c.beatUntil.Load() == 0 || (leaving && key != c.rs.wrote):
+			// (Leaving: no pass runs any more to bump.)
 			if _, err := c.roster.BumpRoster(ctx, c.cfg.Namespace); err != nil {
 				c.rs.owed = true
 				return &Error{Op: "lease roster bump", Stream: c.cfg.Stream, Err: err}

@@ -892,10 +892,11 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	held := func(key string) bool { return heldKeys[key] }
 	stale := func(l lease.Lease) bool { return c.expired(l, view, judge) }
 	var plan balance
+	planned := withoutLeaving(leases, view)
 	if c.cfg.Balance == BalanceOneSteal {
-		plan = planBalance(c.cfg.Owner, leases, held, stale)
+		plan = planBalance(c.cfg.Owner, planned, held, stale)
 	} else {
-		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, leases, reserve), view.liveOwners(), held, stale)
+		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, planned, reserve), view.planOwners(), held, stale)
 	}
 	c.takeDeclared(&plan, view, leases, len(heldKeys))
 	spare := plan.spare
@@ -955,7 +956,8 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	// Requests on leases this owner holds, seen in the listing (an asker
 	// without a member entry publishes none).
 	for _, l := range leases {
-		if askedOfMe(c.cfg.Owner, l) {
+		if askedOfMe(c.cfg.Owner, l) && !view.leaving(l.PendingOwner) {
+			// (Not to an asker that is leaving: it would never take it.)
 			c.mu.Lock()
 			o := c.owned[l.ShardID]
 			c.mu.Unlock()
@@ -975,6 +977,32 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	c.dropDeadMembers(ctx, view, leases)
 	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
 	return errs
+}
+
+// withoutLeaving returns leases as the plans see them while live members
+// of view are leaving (lease.Member.Leaving): their leases are neither
+// shared out nor asked for (they stay theirs until they are dead by their
+// beat: a handler may still run a record), and a request of theirs is
+// none (released to them, a lease is free).
+func withoutLeaving(leases []lease.Lease, view memberView) []lease.Lease {
+	some := false
+	for o, m := range view.all {
+		some = some || (m.Leaving && view.live[o])
+	}
+	if !some {
+		return leases
+	}
+	out := make([]lease.Lease, 0, len(leases))
+	for _, l := range leases {
+		if l.Owner != "" && view.leaving(l.Owner) {
+			continue
+		}
+		if view.leaving(l.PendingOwner) {
+			l.PendingOwner = ""
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // viewBehind reports whether a lease listed under another member that
@@ -1112,13 +1140,18 @@ func (c *Coordinator) mustList(view memberView) bool {
 func belowShare(me string, held int, view memberView, known map[string]lease.Lease) bool {
 	sum := held
 	load := map[string]int{me: held}
+	pinned := 0 // held by leaving members: no one's to share
 	for owner, m := range view.all {
-		if owner != me && view.live[owner] {
+		switch {
+		case owner == me || !view.live[owner]:
+		case m.Leaving:
+			pinned += m.Held
+		default:
 			sum += m.Held
 			load[owner] = m.Held
 		}
 	}
-	active := 0
+	active := -pinned
 	for _, l := range known {
 		if l.Checkpoint != lease.CheckpointShardEnd || l.Owner != "" {
 			active++

@@ -1,10 +1,12 @@
 package shard
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -91,6 +93,10 @@ func TestFollowStep(t *testing.T) {
 		{"live owner handing over", lease.Lease{Owner: "b", PendingOwner: "me"}, false, followWait},
 		{"someone else asked since", lease.Lease{Owner: "b", PendingOwner: "c"}, true, followDrop},
 		{"owner kept it", lease.Lease{Owner: "b"}, false, followDrop},
+		// Taken back by its owner after its fence (Take clears the
+		// request): dropped, even on a view older than the take that
+		// still judges the owner dead.
+		{"owner took it back, judged on an older view", lease.Lease{Owner: "b"}, true, followDrop},
 	} {
 		asked := false
 		got := followStep("me", tc.l, func() bool { asked = true; return tc.dead })
@@ -136,6 +142,10 @@ func TestBelowShare(t *testing.T) {
 		{"above its share", 3, view(map[string]int{"b": 1}), known(4), false},
 		{"a survivor of a dead owner", 2, view(map[string]int{"b": 2, "c": 2}, "c"), known(6), true},
 		{"alone with all", 4, view(nil), known(4), false},
+		// A leaving member (lease.Member.Leaving) has no share; the
+		// leases it still holds are no one else's to share either.
+		{"beside a leaving owner that released some", 2, leavingView(view(map[string]int{"b": 1}), "b"), known(4), true},
+		{"with all but a leaving owner's", 3, leavingView(view(map[string]int{"b": 1}), "b"), known(4), false},
 	} {
 		if got := belowShare("me", tc.held, tc.view, tc.known); got != tc.want {
 			t.Errorf("%s: belowShare = %v, want %v", tc.name, got, tc.want)
@@ -353,5 +363,40 @@ func TestViewBehind(t *testing.T) {
 	late.observe([]lease.Lease{dead}, t0.Add(time.Millisecond))
 	if !viewBehind("me", []lease.Lease{dead}, view, late) {
 		t.Errorf("a counter first seen after the view was sent: viewBehind = false; want true")
+	}
+}
+
+// leavingView marks the members owners of v as leaving.
+func leavingView(v memberView, owners ...string) memberView {
+	for _, o := range owners {
+		m := v.all[o]
+		m.Leaving = true
+		v.all[o] = m
+	}
+	return v
+}
+
+// The plans see no lease of a live leaving member and no request of one;
+// a dead one's leases are expired as ever.
+func TestWithoutLeaving(t *testing.T) {
+	v := leavingView(memberView{all: map[string]lease.Member{"me": {}, "b": {}, "c": {}, "d": {}}, live: map[string]bool{"me": true, "b": true, "c": true}}, "b", "d")
+	leases := []lease.Lease{
+		{ShardID: "s1", Owner: "b"},                     // the leaver's: left out
+		{ShardID: "s2", PendingOwner: "b"},              // released to the leaver: free
+		{ShardID: "s3", Owner: "c", PendingOwner: "b"},  // asked for by the leaver: c's
+		{ShardID: "s4", Owner: "c"},                     // a live member's
+		{ShardID: "s5", Owner: "d"},                     // a dead leaver's: expired, as any dead member's
+		{ShardID: "s6", Owner: "me", PendingOwner: "c"}, // asked for by a live member
+	}
+	want := []lease.Lease{{ShardID: "s2"}, {ShardID: "s3", Owner: "c"}, {ShardID: "s4", Owner: "c"}, {ShardID: "s5", Owner: "d"}, {ShardID: "s6", Owner: "me", PendingOwner: "c"}}
+	if diff := cmp.Diff(want, withoutLeaving(leases, v)); diff != "" {
+		t.Errorf("withoutLeaving (-want +got):\n%s", diff)
+	}
+	if got := v.planOwners(); !slices.Equal(got, []string{"c", "me"}) {
+		t.Errorf("planOwners = %v; want [c me]", got)
+	}
+	none := memberView{all: map[string]lease.Member{"b": {}}, live: map[string]bool{"b": true}}
+	if got := withoutLeaving(leases, none); len(got) != len(leases) {
+		t.Errorf("withoutLeaving with nobody leaving dropped leases: %v", got)
 	}
 }

@@ -87,3 +87,64 @@ func TestStaleMembersAnswerTakesNothingFromLiveOwner(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Issue 29: followHandoffs judges the owner it asked on the last members
+// view of a pass (askedOwnerDead), which may be older than the owner's
+// return from its fence. b asked a for a lease; a's handlers hold every
+// record, so a drains it for half its handoff time; both stop confirming
+// heartbeats, and a fences itself. b's next members answer, showing a
+// dead, is held (a pause). a comes back first and takes its lease back
+// (b looks dead to it) and reads it; then b's heartbeats are confirmed
+// again and its keeper follows its request on the view of before, which
+// judges a dead. Safe: a reads a fenced lease again only after a take,
+// which clears the request (lease.Store.Take), and b follows only a lease
+// whose request is still its own (followStep); a take of b's on an older
+// read would be conditional on an older counter. a keeps the lease it
+// took back, and b never reads the shard beside it.
+func TestFollowedRequestTakesNothingFromOwnerBackFromItsFence(t *testing.T) {
+	e, _ := memEnv(t, 2)
+	ids := e.shards()
+	cols := newCollectors(2)
+	cols[0].hold = func(*shard.Record) bool { return true }
+	sa := newNoBeatStore(e)
+	sb := &frozenAfterMembers{noBeatStore: newNoBeatStore(e), frozen: make(chan struct{}), release: make(chan struct{})}
+	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+	cfgA.Leases, cfgB.Leases = sa, sb
+	cfgA.Counters = new(shard.LeaseCounters)
+	for _, c := range []*shard.Config{&cfgA, &cfgB} {
+		c.Renew, c.Failover, c.Handoff = 100*time.Millisecond, time.Second, 20*time.Second
+	}
+	a := e.start(cfgA)
+	e.feed(a, ids, cols[0], 10, 10)
+	b := e.start(cfgB)
+	var handed string
+	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
+	if l := e.lease(handed); l.PendingOwner != "b" {
+		t.Fatalf("lease of %s: %+v; want b's request on it", handed, l)
+	}
+
+	sa.off.Store(true)
+	sb.off.Store(true)
+	time.Sleep(cfgA.Failover + 500*time.Millisecond) // a's beat older than b's failover time
+	sb.armed.Store(true)
+	select {
+	case <-sb.frozen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b read no members")
+	}
+	sa.off.Store(false)
+	eventually(t, 5*time.Second, "a takes "+handed+" back", func() bool { return slices.Contains(a.Reading(), handed) })
+	lost := cfgA.Counters.Lost.Load()
+	sb.off.Store(false) // b's keeper follows its request, on its view of before
+	check := func(d time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if slices.Contains(b.Reading(), handed) || cfgA.Counters.Lost.Load() != lost {
+				t.Fatalf("b took %s from a, which took it back and reads it (lease now %q's; b reads %v)", handed, e.lease(handed).Owner, b.Reading())
+			}
+		}
+	}
+	check(time.Second)
+	close(sb.release)
+	check(time.Second)
+}

@@ -108,13 +108,10 @@ func testStopWithAStuckHandler(t *testing.T, l shard.Liveness, handing bool) {
 	}
 	if !handing {
 		// Released: free at once. With liveness per instance a's entry
-		// stays (it must not vanish while a lease of a's is left), so a
-		// plan may count a live, and give it the free lease, until a
-		// looks dead: a failover time, as after a crash.
+		// stays (it must not vanish while a lease of a's is left), but
+		// says a is leaving (lease.Member.Leaving): no plan gives a the
+		// free lease (TestStoppingInstanceIsGivenNoLease).
 		within := failover / 2
-		if l == shard.LivenessPerInstance {
-			within = 2 * failover
-		}
 		eventually(t, within, "b reads the shard a released ("+other+")", func() bool { return slices.Contains(b.Reading(), other) })
 	}
 	var first time.Time // b's first delivery of the stuck record

@@ -34,6 +34,7 @@ var memberCases = []struct {
 	{"HeartbeatsReadBackSortedAndScoped", testHeartbeatsScoped},
 	{"HeartbeatReplacesTheEntry", testHeartbeatReplaces},
 	{"FencedIsKeptAndCleared", testFenced},
+	{"LeavingIsKept", testLeaving},
 	{"LeaveRemovesOnlyThatEntry", testLeave},
 	{"LeaveOfADeadEntryIsConditionalOnItsBeat", testLeaveStaleBeat},
 	{"ConcurrentHeartbeatsOfManyOwnersAllLand", testConcurrentHeartbeats},
@@ -105,6 +106,24 @@ func testFenced(ctx context.Context, t *testing.T, s lease.MemberStore) {
 	want[0] = lease.Member{Owner: "worker-a", Beat: 2}
 	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Members after the fence ended (-want +got):\n%s", diff)
+	}
+}
+
+// A leaving member's entry says so (lease.Member.Leaving), beside its beat
+// and what it holds, until it leaves.
+func testLeaving(ctx context.Context, t *testing.T, s lease.MemberStore) {
+	n := ns(t, "stream")
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 1, Held: 2, Asks: []string{"shard-1"}})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-b", Beat: 4, Held: 1})
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 2, Held: 1, Leaving: true})
+	want := []lease.Member{{Owner: "worker-a", Beat: 2, Held: 1, Leaving: true}, {Owner: "worker-b", Beat: 4, Held: 1}}
+	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members after a leaving heartbeat (-want +got):\n%s", diff)
+	}
+	beat(ctx, t, s, n, lease.Member{Owner: "worker-a", Beat: 2, Leaving: true})
+	want[0].Held = 0
+	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("Members after a second leaving heartbeat of the same beat (-want +got):\n%s", diff)
 	}
 }
 
