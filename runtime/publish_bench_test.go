@@ -187,6 +187,8 @@ func BenchmarkAggregatedPublishVsStartAll(b *testing.B) {
 		// HTTP and SDK work, so fewer, fuller calls cost less a message.
 		b.ReportMetric(float64(pub.records)/float64(pub.calls), "publish-records/call")
 		b.ReportMetric(float64(all.records)/float64(all.calls), "startall-records/call")
+		b.ReportMetric(n/float64(pub.calls), "publish-msgs/call")
+		b.ReportMetric(n/float64(all.calls), "startall-msgs/call")
 	}
 }
 
