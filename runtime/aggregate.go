@@ -1021,10 +1021,10 @@ func (a *aggregator) openDue(sh *aggShard, now time.Time) bool {
 // up to aggRefill after that answer, while it holds fewer messages than
 // that unit did. Sent at once, it would carry only the messages that
 // came while that unit was out, and each caller it woke would come back
-// to the next unit: Publish from 2,048 goroutines, a closed loop, kept
-// going in PutRecords calls of 2.5 aggregates on kinesalite where
-// StartAll's carry 6 (each call costs the client and the service their
-// HTTP work). A caller that publishes alone waits no longer: its unit's
+// to the next unit: Publish from 2,048 goroutines, a closed loop, went
+// in PutRecords calls of 2.5–3 aggregates on kinesalite (196 calls per
+// 100k messages; 150 with this wait), and each call costs the client and
+// the service their HTTP work (BENCHMARKS.md, 'Aggregated publishing'). A caller that publishes alone waits no longer: its unit's
 // answer woke one caller, and its next message is that one.
 func (a *aggregator) refilling(sh *aggShard, now time.Time) bool {
 	return now.Sub(sh.backAt) < aggRefill && len(sh.open.items) < sh.backN
