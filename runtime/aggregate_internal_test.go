@@ -112,3 +112,36 @@ func TestAggregationInFlightWait(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregationRefilling: with nothing of its shard in flight, an open
+// unit waits for the callers its shard's last answer woke (up to
+// aggRefill, while it holds fewer messages than that unit did); one that
+// holds as many, or a shard last answered longer ago (a lone caller's
+// next message after a pause), goes at once. The run loop's timer agrees.
+func TestAggregationRefilling(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		ago    time.Duration // since the shard's last unit came back
+		backN  int           // messages in it
+		queued int           // messages in the open unit
+		want   bool
+	}{
+		{"just back, fewer", 0, 100, 40, false},
+		{"back 1ms ago, fewer", time.Millisecond, 100, 99, false},
+		{"as many", 0, 100, 100, true},
+		{"refill over", aggRefill, 100, 40, true},
+		{"lone caller", 0, 1, 1, true},
+		{"never sent", 0, 0, 1, true},
+	} {
+		u := &aggUnit{items: make([]*entry, tc.queued)}
+		sh := &aggShard{open: u, openedAt: now, backAt: now.Add(-tc.ago), backN: tc.backN}
+		a := &aggregator{cfg: Aggregation{}.withDefaults(), shards: []*aggShard{sh}, trust: aggMapTrust, confirmedAt: now} // not idle
+		if got := a.openDue(sh, now); got != tc.want {
+			t.Errorf("%s: due %v, want %v", tc.name, got, tc.want)
+		}
+		if at, ok := a.nextWake(); !ok || tc.want == now.Before(at) {
+			t.Errorf("%s: wakes %v from now (%v), but due is %v", tc.name, at.Sub(now), ok, tc.want)
+		}
+	}
+}
