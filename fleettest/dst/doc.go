@@ -30,8 +30,9 @@
 //
 // Checked after the run (Violation.Kind): lost (an acknowledged publish an
 // application never handled); overlap (one message handled by two
-// instances of one application at once; a handler counts as running until
-// it returns or its context is cancelled; overlap-paused when one of them
+// instances of one application at once; a handler counts as running from
+// its call (frozen at its first line or not) until it returns or its
+// context is cancelled; overlap-paused when one of them
 // froze meanwhile); order (a key's first handlings out of publish order);
 // retry-crossed (an application handled a retry copy it never asked for);
 // unread (waiting records whose shard nothing of the application handled

@@ -512,13 +512,22 @@ func (h *fenceHook) WithGroup(g string) slog.Handler {
 
 func (w *world) handler(in *instance) runtime.Handler[Msg] {
 	return func(ctx context.Context, m Msg, d runtime.Delivery) (out runtime.Outcome) {
-		in.gate()
-		if in.dead.Load() {
-			return runtime.Ack() // a crashed process runs nothing
-		}
-		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, start: time.Now()}
+		// The handling starts when the runtime calls the handler, and a
+		// process frozen at its first line (the gate) has its context
+		// cancelled by the fence meanwhile: both count from before the
+		// gate. Taken after it, a handler called before its lease's fence
+		// and thawed after another owner took the shard looked like one
+		// started then, its context cancelled only at the thaw: an
+		// overlap (mix all, seed 103, -dst.roster).
+		start := time.Now()
 		var cancelled atomic.Int64
 		stop := context.AfterFunc(ctx, func() { cancelled.Store(int64(time.Since(w.begin))) })
+		in.gate()
+		if in.dead.Load() {
+			stop()
+			return runtime.Ack() // a crashed process runs nothing
+		}
+		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, start: start}
 		b := w.behaviour(in.app, m.ID, d.Attempt)
 		h.outcome = b.kind
 		defer func() {
