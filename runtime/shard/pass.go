@@ -893,9 +893,6 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	stale := func(l lease.Lease) bool { return c.expired(l, view, judge) }
 	var plan balance
 	planned := withoutLeaving(leases, view)
-	if c.members != nil {
-		planned = withoutGoneAskers(c.cfg.Owner, planned, view, c.obs)
-	}
 	if c.cfg.Balance == BalanceOneSteal {
 		plan = planBalance(c.cfg.Owner, planned, held, stale)
 	} else {
@@ -1004,34 +1001,6 @@ func withoutLeaving(leases []lease.Lease, view memberView) []lease.Lease {
 			l.PendingOwner = ""
 		}
 		out = append(out, l)
-	}
-	return out
-}
-
-// withoutGoneAskers returns leases with the reservation dropped from
-// each lease released to an asker that has no member entry (with
-// liveness per instance): it asked and left before it took what it was
-// given, so the lease is free, not its (issue 29, dst mix churn seed
-// 1796552912398768164: counted as the gone asker's until the
-// reservation stood still for a failover time, it was read by nobody
-// for 9 s). A reservation first seen after the members read was sent
-// stays: its asker's entry may have landed after that read.
-func withoutGoneAskers(me string, leases []lease.Lease, view memberView, obs *observer) []lease.Lease {
-	var out []lease.Lease
-	for i, l := range leases {
-		if l.Owner != "" || l.PendingOwner == "" || l.PendingOwner == me {
-			continue
-		}
-		if _, member := view.all[l.PendingOwner]; member || obs.seenSince(l, view.sent) {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(leases)
-		}
-		out[i].PendingOwner = ""
-	}
-	if out == nil {
-		return leases
 	}
 	return out
 }
