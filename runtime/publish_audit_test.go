@@ -641,6 +641,7 @@ func TestShutdownUnderThrottlingIsTruthful(t *testing.T) {
 			keys := aggKeys(64)
 			results := make([][]result, len(keys))
 			var wg sync.WaitGroup
+			var acks atomic.Int64
 			for i, k := range keys {
 				wg.Go(func() {
 					for n := 0; ; n++ {
@@ -649,8 +650,14 @@ func TestShutdownUnderThrottlingIsTruthful(t *testing.T) {
 						if err != nil {
 							return
 						}
+						acks.Add(1)
 					}
 				})
+			}
+			// Shut down while sends are under way, once some have landed
+			// (a fixed sleep was too short on a loaded machine).
+			for start := time.Now(); acks.Load() == 0 && time.Since(start) < 10*time.Second; {
+				time.Sleep(5 * time.Millisecond)
 			}
 			time.Sleep(50 * time.Millisecond)
 			if err := b.Shutdown(ctx); err != nil {
