@@ -438,24 +438,10 @@ func TestRollingDeployToRoster(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := sim.Config{
 			Shards: 64, Instances: 5, Seed: 1,
-			Tune: func(c *shard.Config) {
-				modes[1].tune(c)
-				if strings.HasPrefix(c.Owner, "n") {
-					c.Roster, c.RosterWhole = true, -1
-				}
-			},
+			Tune: rollToRoster,
 		}
-		if os.Getenv("SIM_PROGRESS") != "" {
-			cfg.Progress = os.Stdout
-		}
-		rep, err := sim.RunRolling(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		rep.Write(&b, "rolling deploy, per-instance to the roster")
-		fmt.Print(b.String())
-		checkRolling(t, rep, "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join n03,leave o03,join n04,leave o04,join o05,crash n00")
+		runRolling(t, cfg, "rolling deploy, per-instance to the roster",
+			"start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join n03,leave o03,join n04,leave o04,join o05,crash n00")
 	})
 }
 
@@ -493,15 +479,28 @@ func TestRollingDeployToRosterOnDynamoDB(t *testing.T) {
 	cfg := sim.Config{
 		Shards: 8, Instances: 3, Seed: 1, Hang: true,
 		Store: store, Observe: lease.NewDynamoDB(client, table),
-		Tune: func(c *shard.Config) {
-			modes[1].tune(c)
-			if strings.HasPrefix(c.Owner, "n") {
-				c.Roster, c.RosterWhole = true, -1
-			}
-		},
+		Tune:     rollToRoster,
 		Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
 		Sample: max(250*time.Millisecond, failover/20), PhaseTimeout: 50 * failover,
 	}
+	runRolling(t, cfg, "rolling deploy, per-instance to the roster, on dynalite",
+		"start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join o03,crash n00")
+}
+
+// rollToRoster tunes a rolling deploy's instances: the old ones ("o…")
+// with per-instance liveness, the new ones ("n…") with the roster,
+// reading the watched entries only whenever they can (RosterWhole -1).
+func rollToRoster(c *shard.Config) {
+	modes[1].tune(c)
+	if strings.HasPrefix(c.Owner, "n") {
+		c.Roster, c.RosterWhole = true, -1
+	}
+}
+
+// runRolling runs a rolling deploy, prints its report under title and
+// checks it (checkRolling).
+func runRolling(t *testing.T, cfg sim.Config, title, want string) {
+	t.Helper()
 	if os.Getenv("SIM_PROGRESS") != "" {
 		cfg.Progress = os.Stdout
 	}
@@ -510,9 +509,9 @@ func TestRollingDeployToRosterOnDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	rep.Write(&b, "rolling deploy, per-instance to the roster, on dynalite")
+	rep.Write(&b, title)
 	fmt.Print(b.String())
-	checkRolling(t, rep, "start ,join n00,leave o00,join n01,leave o01,join n02,leave o02,join o03,crash n00")
+	checkRolling(t, rep, want)
 }
 
 // checkRolling fails t on a rolling deploy's violations, on a crash whose
