@@ -359,3 +359,31 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 	}
 	return b
 }
+
+// takeOverdue moves into plan.take the spare leases (free, planned for
+// other members to take) that have stayed free, as listed, for grace since
+// a pass first planned them so, and returns the times to keep for the next
+// pass. The fair-share plan leaves a free lease to the member below its
+// share; one that beats but never takes it (a joiner that cannot yet judge
+// the old owner dead, one whose takes fail, an asker gone quiet) would
+// leave it unread for as long as it beats (issue 29, dst mix churn seed
+// 1796553474032713470: 11.1 s at a 3 s failover). Past grace any member
+// takes it; a later pass's balancing moves it on.
+func takeOverdue(plan *balance, since map[string]observation, now time.Time, grace time.Duration) map[string]observation {
+	next := make(map[string]observation, len(plan.spare))
+	var spare []lease.Lease
+	for _, l := range plan.spare {
+		ob, ok := since[l.Key]
+		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
+			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
+		}
+		next[l.Key] = ob
+		if now.Sub(ob.at) >= grace {
+			plan.take = append(plan.take, l)
+			continue
+		}
+		spare = append(spare, l)
+	}
+	plan.spare = spare
+	return next
+}

@@ -335,6 +335,13 @@ type Coordinator struct {
 	// listing; whether the next pass must list again.
 	known    map[string]lease.Lease
 	wantMore bool
+	// freeSince: by lease key, when a pass first planned the lease free
+	// (as listed: counter and owner) for another member to take
+	// (takeOverdue).
+	freeSince map[string]observation
+	// unheldSince: since when the members' own counts hold fewer leases
+	// than known (mustList); zero while they hold them all.
+	unheldSince time.Time
 	// byKeyRun: the listings read by key since the last List while the
 	// List measured dearer; remeasure, how many of them make the next
 	// listing a List again (listLeases: 0 until the first, then doubling).

@@ -127,7 +127,8 @@
 //
 //	decision                                     function
 //	which leases to take, whom to ask            planBulk, planBalance
-//	list the leases on this pass                 mustList, belowShare
+//	take a lease its planned taker left free     takeOverdue
+//	list the leases on this pass                 mustList, belowShare, unheld
 //	open a held lease's reader, or release it    heldStep
 //	answer a request; release or postpone        handoffStep, drainedStep
 //	follow a request of this owner's             followStep
@@ -172,7 +173,11 @@
 // and expired leases to those below their share, then the surplus of those
 // above it, in a fixed order; so each lease moves once and a joiner asks
 // for its whole share in one pass, and the owners asked hand over in
-// parallel. A fleet starting (every lease free on a first pass) waits a
+// parallel. A free lease its planned taker leaves free (it beats but
+// cannot take: a joiner that cannot yet judge the old owner dead) is taken
+// by any instance (takeOverdue): once the members' own counts have held
+// fewer leases than are known for Failover/2, instances at their share
+// list too, and take a lease still free Failover/2 after that. A fleet starting (every lease free on a first pass) waits a
 // tenth of Renew after its first heartbeat, so that each free lease is
 // taken once; a first pass that ran that long reads the members and leases
 // again before it plans. BalanceOneSteal asks the most loaded owner for one

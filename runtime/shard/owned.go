@@ -184,6 +184,13 @@ func (c *Coordinator) forget(o *owned) {
 	o.fencer() // its sessions are stopped and abandoned already
 }
 
+// overdueAfter is how long a lease planned free for another member may
+// stay free before this one takes it (takeOverdue), and how long the
+// members' counts may hold fewer leases than known before an owner at its
+// share lists (mustList): together past the planned taker's own judging
+// (up to a quarter of Failover later than this owner's) and a pass or two.
+func (cfg *Config) overdueAfter() time.Duration { return cfg.Failover / 2 }
+
 // fenceMargin is how much earlier than the failover time an owner that
 // could not renew a lease stops using it. Another instance takes the lease
 // at the earliest the failover time after it first saw the last write,

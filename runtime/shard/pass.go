@@ -893,12 +893,20 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	stale := func(l lease.Lease) bool { return c.expired(l, view, judge) }
 	var plan balance
 	planned := withoutLeaving(leases, view)
+	if c.members != nil {
+		planned = withoutUntakenReservations(c.cfg.Owner, planned, view, c.obs, func(l lease.Lease) bool {
+			return c.obs.stale(l, now, c.cfg.overdueAfter())
+		})
+	}
 	if c.cfg.Balance == BalanceOneSteal {
 		plan = planBalance(c.cfg.Owner, planned, held, stale)
 	} else {
 		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, planned, reserve), view.planOwners(), held, stale)
 	}
 	c.takeDeclared(&plan, view, leases, len(heldKeys))
+	if !c.leaving.Load() {
+		c.freeSince = takeOverdue(&plan, c.freeSince, now, c.cfg.overdueAfter())
+	}
 	spare := plan.spare
 	took := 0
 	for i := 0; i < len(plan.take); i++ {
@@ -1001,6 +1009,40 @@ func withoutLeaving(leases []lease.Lease, view memberView) []lease.Lease {
 			l.PendingOwner = ""
 		}
 		out = append(out, l)
+	}
+	return out
+}
+
+// withoutUntakenReservations returns leases with the reservation dropped
+// from each lease released to an asker that has not taken it (with
+// liveness per instance), which the plans then share out as free:
+//   - the asker has no member entry: it asked and left before it took what
+//     it was given (issue 29, dst mix churn seed 1796552912398768164:
+//     counted as the gone asker's until the reservation stood still for a
+//     failover time, it was read by nobody for 9 s). A reservation first
+//     seen after the members read was sent stays: its asker's entry may
+//     have landed after that read;
+//   - the reservation stood still for overdueAfter (untaken): the asker
+//     beats but does not take, and a failover time more would leave the
+//     lease unread that much longer (takeOverdue).
+func withoutUntakenReservations(me string, leases []lease.Lease, view memberView, obs *observer, untaken func(lease.Lease) bool) []lease.Lease {
+	var out []lease.Lease
+	for i, l := range leases {
+		if l.Owner != "" || l.PendingOwner == "" || l.PendingOwner == me {
+			continue
+		}
+		_, member := view.all[l.PendingOwner]
+		gone := !member && !obs.seenSince(l, view.sent)
+		if !gone && !untaken(l) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(leases)
+		}
+		out[i].PendingOwner = ""
+	}
+	if out == nil {
+		return leases
 	}
 	return out
 }
@@ -1131,16 +1173,55 @@ func (c *Coordinator) mustList(view memberView) bool {
 		// listing per statusListEvery while it reads.
 		return true
 	}
+	if c.roster == nil && unheld(c.cfg.Owner, held, view, c.known) {
+		// For longer than a handoff's release takes to show in the
+		// taker's count (a listing by key costs a unit per lease). With
+		// the roster the counts of unwatched members are as the last full
+		// read showed them: not judged.
+		if c.unheldSince.IsZero() {
+			c.unheldSince = time.Now()
+		}
+		if time.Since(c.unheldSince) >= c.cfg.overdueAfter() {
+			return true
+		}
+	} else {
+		c.unheldSince = time.Time{}
+	}
 	return belowShare(c.cfg.Owner, held, view, c.known)
 }
 
 // belowShare reports whether me, holding held leases, is below its share
 // by the live members' own counts and the leases known (those not ended
 // and released).
+//
+// Only an owner below its share, by the members' own counts and the
+// leases it knows of, has anything to take or ask for: a joiner, the
+// survivors of a dead or departed owner (its leases are in known, not in
+// the live counts), one back from a partition or left short by a start
+// whose views differed. The owners above their share learn of the
+// requests from the askers' entries, without a listing, so a change of
+// members costs a listing of those that act on it only.
 func belowShare(me string, held int, view memberView, known map[string]lease.Lease) bool {
-	sum := held
-	load := map[string]int{me: held}
-	pinned := 0 // held by leaving members: no one's to share
+	load, sum, active := shareCounts(me, held, view, known)
+	return held < shares(load, max(sum, active))[me]
+}
+
+// unheld reports whether, by the live members' own counts, fewer leases
+// are held than known: a lease is free or held by the dead, and its
+// planned taker may never take it (takeOverdue), so a pass lists although
+// this owner is at its share.
+func unheld(me string, held int, view memberView, known map[string]lease.Lease) bool {
+	_, sum, active := shareCounts(me, held, view, known)
+	return sum < active
+}
+
+// shareCounts returns the live members' loads by their own counts (me at
+// held), their sum, and the leases known not ended and released, less
+// those held by leaving members (no one's to share).
+func shareCounts(me string, held int, view memberView, known map[string]lease.Lease) (load map[string]int, sum, active int) {
+	sum = held
+	load = map[string]int{me: held}
+	pinned := 0
 	for owner, m := range view.all {
 		switch {
 		case owner == me || !view.live[owner]:
@@ -1151,20 +1232,13 @@ func belowShare(me string, held int, view memberView, known map[string]lease.Lea
 			load[owner] = m.Held
 		}
 	}
-	active := -pinned
+	active = -pinned
 	for _, l := range known {
 		if l.Checkpoint != lease.CheckpointShardEnd || l.Owner != "" {
 			active++
 		}
 	}
-	// Only an owner below its share, by the members' own counts and the
-	// leases it knows of, has anything to take or ask for: a joiner, the
-	// survivors of a dead or departed owner (its leases are in known, not
-	// in the live counts), one back from a partition or left short by a
-	// start whose views differed. The owners above their share learn of
-	// the requests from the askers' entries, without a listing, so a
-	// change of members costs a listing of those that act on it only.
-	return held < shares(load, max(sum, active))[me]
+	return load, sum, active
 }
 
 // refreshParents reads again the unfinished parents of the held shards

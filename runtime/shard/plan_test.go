@@ -400,3 +400,42 @@ func TestWithoutLeaving(t *testing.T) {
 		t.Errorf("withoutLeaving with nobody leaving dropped leases: %v", got)
 	}
 }
+
+func TestTakeOverdue(t *testing.T) {
+	const grace = 3 * time.Second
+	t0 := time.Unix(1000, 0)
+	free := lease.Lease{Key: "k/1", ShardID: "1", Counter: 4}
+	dead := lease.Lease{Key: "k/2", ShardID: "2", Counter: 9, Owner: "x"}
+	keys := func(ls []lease.Lease) []string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, l.ShardID)
+		}
+		return out
+	}
+	var since map[string]observation
+	step := func(now time.Time, spare ...lease.Lease) (take, left []string) {
+		plan := balance{spare: spare}
+		since = takeOverdue(&plan, since, now, grace)
+		return keys(plan.take), keys(plan.spare)
+	}
+	check := func(what string, take, left, wantTake, wantLeft []string) {
+		t.Helper()
+		if !slices.Equal(take, wantTake) || !slices.Equal(left, wantLeft) {
+			t.Errorf("%s: take %v, spare %v; want take %v, spare %v", what, take, left, wantTake, wantLeft)
+		}
+	}
+	take, left := step(t0, free, dead)
+	check("first seen free", take, left, nil, []string{"1", "2"})
+	take, left = step(t0.Add(grace-time.Millisecond), free, dead)
+	check("within the grace", take, left, nil, []string{"1", "2"})
+	moved := free
+	moved.Counter++ // written meanwhile (taken and released again): its grace starts anew
+	take, left = step(t0.Add(grace), moved, dead)
+	check("at the grace", take, left, []string{"2"}, []string{"1"})
+	take, left = step(t0.Add(2*grace), moved)
+	check("the rewritten one past its grace", take, left, []string{"1"}, nil)
+	if _, ok := since[dead.Key]; ok {
+		t.Errorf("a lease no longer planned free is still remembered: %v", since)
+	}
+}
