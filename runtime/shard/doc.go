@@ -126,7 +126,9 @@
 // keepLoop, startHandoff, Stop) only read, call it and apply the outcome:
 //
 //	decision                                     function
-//	which leases to take, whom to ask            planBulk, planBalance
+//	a lease pass's takes, asks, answers,         planBalanceEffects (planBulk,
+//	releases and dead entries, as data           planBalance); applied by applyBalance
+//	a take another won: the spare tried instead  nextSpare
 //	list the leases on this pass                 mustList, belowShare
 //	open a held lease's reader, or release it    heldStep
 //	answer a request; release or postpone        handoffStep, drainedStep

@@ -356,22 +356,34 @@ func (c *Coordinator) adopt(o *owned, cur lease.Lease) {
 	c.answerHandoff(o)
 }
 
-// dropDeadMembers removes the entries of dead members that hold no lease
-// any more, so the members item does not grow with every instance that ever
-// crashed. Conditional on the beat seen: one that came back stays.
-func (c *Coordinator) dropDeadMembers(ctx context.Context, v memberView, leases []lease.Lease) {
+// deadMembers returns the entries of v's dead members that hold no lease
+// in leases any more, by owner: dropDeadMembers removes them, so the
+// members item does not grow with every instance that ever crashed.
+func deadMembers(v memberView, leases []lease.Lease) []lease.Member {
 	holding := map[string]bool{}
 	for _, l := range leases {
 		if l.Owner != "" {
 			holding[l.Owner] = true
 		}
 	}
+	var out []lease.Member
 	for owner, m := range v.all {
 		if v.live[owner] || holding[owner] {
 			continue
 		}
-		if err := c.members.Leave(ctx, c.cfg.Namespace, owner, m.Beat); err == nil {
-			c.log.Info("dead instance's member entry removed", "dead", owner)
+		m.Owner = owner
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b lease.Member) int { return strings.Compare(a.Owner, b.Owner) })
+	return out
+}
+
+// dropDeadMembers removes the entries dead (deadMembers), each
+// conditional on the beat seen: one that came back stays.
+func (c *Coordinator) dropDeadMembers(ctx context.Context, dead []lease.Member) {
+	for _, m := range dead {
+		if err := c.members.Leave(ctx, c.cfg.Namespace, m.Owner, m.Beat); err == nil {
+			c.log.Info("dead instance's member entry removed", "dead", m.Owner)
 			c.bumpRoster(ctx)
 		}
 	}
