@@ -133,7 +133,8 @@
 //	open a held lease's reader, or release it    heldStep
 //	answer a request; release or postpone        handoffStep, drainedStep
 //	follow a request of this owner's             followStep
-//	release a lease left in this owner's name    leftover
+//	take back or release a lease left in this    takeBackStep, leftover
+//	owner's name
 //	delete a past shard's lease                  deletable
 //	renew every lease (owners without entries)   needsCompat
 //	skip a renewal a checkpoint just made        renewedRecently

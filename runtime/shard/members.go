@@ -404,18 +404,19 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 	held := c.heldKeys()
 	var errs []error
 	for i, l := range leases {
-		if l.Owner != c.cfg.Owner || held[l.Key] || l.Checkpoint == lease.CheckpointShardEnd {
-			continue
-		}
 		var nl lease.Lease
 		var err error
-		op := "lease take"
-		if l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner && v.live[l.PendingOwner] {
+		var op string
+		switch takeBackStep(c.cfg.Owner, l, held, v) {
+		case leftAlone:
+			continue
+		case releaseToAsker:
 			op = "lease release"
 			if nl, err = c.cfg.Leases.Release(ctx, l); err == nil {
 				c.log.Info("lease left behind released to the owner that asked for it", "shard", l.ShardID, "to", l.PendingOwner)
 			}
-		} else {
+		case takeItBack:
+			op = "lease take"
 			nl, err = c.takeLease(ctx, l)
 		}
 		switch {
@@ -428,6 +429,27 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 		}
 	}
 	return errs
+}
+
+// takeBackAction is what takeBack does with a listed lease.
+type takeBackAction int
+
+const (
+	leftAlone      takeBackAction = iota // not left behind: another's, held here, or ended
+	takeItBack                           // left in me's name: me takes it back
+	releaseToAsker                       // left in me's name and asked for by a live member
+)
+
+// takeBackStep decides takeBack for l as listed, given the keys me holds
+// (or asked for) and the members view.
+func takeBackStep(me string, l lease.Lease, held map[string]bool, v memberView) takeBackAction {
+	switch {
+	case l.Owner != me || held[l.Key] || l.Checkpoint == lease.CheckpointShardEnd:
+		return leftAlone
+	case l.PendingOwner != "" && l.PendingOwner != me && v.live[l.PendingOwner]:
+		return releaseToAsker
+	}
+	return takeItBack
 }
 
 // leftBehind reports whether the last listing shows an unfinished lease

@@ -566,3 +566,27 @@ func TestNextSpare(t *testing.T) {
 		t.Error("nextSpare without spares found one")
 	}
 }
+
+// A lease left in this owner's name that it does not hold is taken back,
+// or released to a live member that asked for it.
+func TestTakeBackStep(t *testing.T) {
+	v := memberView{all: map[string]lease.Member{"me": {}, "b": {}, "d": {}}, live: map[string]bool{"me": true, "b": true}}
+	held := map[string]bool{"held": true}
+	for _, tc := range []struct {
+		name string
+		l    lease.Lease
+		want takeBackAction
+	}{
+		{"another's", lease.Lease{Key: "x", Owner: "b"}, leftAlone},
+		{"mine, held", lease.Lease{Key: "held", Owner: "me"}, leftAlone},
+		{"mine, ended", lease.Lease{Key: "x", Owner: "me", Checkpoint: lease.CheckpointShardEnd}, leftAlone},
+		{"mine, not held", lease.Lease{Key: "x", Owner: "me"}, takeItBack},
+		{"mine, asked for by a live member", lease.Lease{Key: "x", Owner: "me", PendingOwner: "b"}, releaseToAsker},
+		{"mine, asked for by a dead member", lease.Lease{Key: "x", Owner: "me", PendingOwner: "d"}, takeItBack},
+		{"mine, asked for by me", lease.Lease{Key: "x", Owner: "me", PendingOwner: "me"}, takeItBack},
+	} {
+		if got := takeBackStep("me", tc.l, held, v); got != tc.want {
+			t.Errorf("%s: takeBackStep = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
