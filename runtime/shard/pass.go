@@ -902,7 +902,8 @@ func (c *Coordinator) settleView(ctx context.Context, leases []lease.Lease, view
 }
 
 // balanceView is what a pass's balance decides on: read, settled and
-// observed before it plans, so planning reads no store, lock or clock.
+// observed before it plans, so planning calls no store and reads no
+// clock (obs holds when each listed counter was first seen).
 type balanceView struct {
 	me, namespace string
 	mode          Balance
