@@ -126,13 +126,16 @@
 // keepLoop, startHandoff, Stop) only read, call it and apply the outcome:
 //
 //	decision                                     function
-//	which leases to take, whom to ask            planBulk, planBalance
-//	take a lease its planned taker left free     takeOverdue
+//	a lease pass's takes, asks, answers,         planBalanceEffects (planBulk,
+//	releases and dead entries, as data           planBalance); applied by applyBalance
+//	take a lease its planned taker left free     takeOverdue, withoutUntakenReservations
+//	a take another won: the spare tried instead  nextSpare
 //	list the leases on this pass                 mustList, belowShare, unheld
 //	open a held lease's reader, or release it    heldStep
 //	answer a request; release or postpone        handoffStep, drainedStep
 //	follow a request of this owner's             followStep
-//	release a lease left in this owner's name    leftover
+//	take back or release a lease left in this    takeBackStep, leftover
+//	owner's name
 //	delete a past shard's lease                  deletable
 //	renew every lease (owners without entries)   needsCompat
 //	skip a renewal a checkpoint just made        renewedRecently

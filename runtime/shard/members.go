@@ -356,22 +356,34 @@ func (c *Coordinator) adopt(o *owned, cur lease.Lease) {
 	c.answerHandoff(o)
 }
 
-// dropDeadMembers removes the entries of dead members that hold no lease
-// any more, so the members item does not grow with every instance that ever
-// crashed. Conditional on the beat seen: one that came back stays.
-func (c *Coordinator) dropDeadMembers(ctx context.Context, v memberView, leases []lease.Lease) {
+// deadMembers returns the entries of v's dead members that hold no lease
+// in leases any more, by owner: dropDeadMembers removes them, so the
+// members item does not grow with every instance that ever crashed.
+func deadMembers(v memberView, leases []lease.Lease) []lease.Member {
 	holding := map[string]bool{}
 	for _, l := range leases {
 		if l.Owner != "" {
 			holding[l.Owner] = true
 		}
 	}
+	var out []lease.Member
 	for owner, m := range v.all {
 		if v.live[owner] || holding[owner] {
 			continue
 		}
-		if err := c.members.Leave(ctx, c.cfg.Namespace, owner, m.Beat); err == nil {
-			c.log.Info("dead instance's member entry removed", "dead", owner)
+		m.Owner = owner
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b lease.Member) int { return strings.Compare(a.Owner, b.Owner) })
+	return out
+}
+
+// dropDeadMembers removes the entries dead (deadMembers), each
+// conditional on the beat seen: one that came back stays.
+func (c *Coordinator) dropDeadMembers(ctx context.Context, dead []lease.Member) {
+	for _, m := range dead {
+		if err := c.members.Leave(ctx, c.cfg.Namespace, m.Owner, m.Beat); err == nil {
+			c.log.Info("dead instance's member entry removed", "dead", m.Owner)
 			c.bumpRoster(ctx)
 		}
 	}
@@ -392,18 +404,19 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 	held := c.heldKeys()
 	var errs []error
 	for i, l := range leases {
-		if l.Owner != c.cfg.Owner || held[l.Key] || l.Checkpoint == lease.CheckpointShardEnd {
-			continue
-		}
 		var nl lease.Lease
 		var err error
-		op := "lease take"
-		if l.PendingOwner != "" && l.PendingOwner != c.cfg.Owner && v.live[l.PendingOwner] {
+		var op string
+		switch takeBackStep(c.cfg.Owner, l, held, v) {
+		case leftAlone:
+			continue
+		case releaseToAsker:
 			op = "lease release"
 			if nl, err = c.cfg.Leases.Release(ctx, l); err == nil {
 				c.log.Info("lease left behind released to the owner that asked for it", "shard", l.ShardID, "to", l.PendingOwner)
 			}
-		} else {
+		case takeItBack:
+			op = "lease take"
 			nl, err = c.takeLease(ctx, l)
 		}
 		switch {
@@ -416,6 +429,27 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 		}
 	}
 	return errs
+}
+
+// takeBackAction is what takeBack does with a listed lease.
+type takeBackAction int
+
+const (
+	leftAlone      takeBackAction = iota // not left behind: another's, held here, or ended
+	takeItBack                           // left in me's name: me takes it back
+	releaseToAsker                       // left in me's name and asked for by a live member
+)
+
+// takeBackStep decides takeBack for l as listed, given the keys me holds
+// (or asked for) and the members view.
+func takeBackStep(me string, l lease.Lease, held map[string]bool, v memberView) takeBackAction {
+	switch {
+	case l.Owner != me || held[l.Key] || l.Checkpoint == lease.CheckpointShardEnd:
+		return leftAlone
+	case l.PendingOwner != "" && l.PendingOwner != me && v.live[l.PendingOwner]:
+		return releaseToAsker
+	}
+	return takeItBack
 }
 
 // leftBehind reports whether the last listing shows an unfinished lease

@@ -22,7 +22,7 @@ import (
 // error; later passes are retried by the sync loop. Each step reads what
 // it needs into p and acts on it; the decisions that need no I/O are pure
 // functions of what was read (heldStep, deletable, belowShare, leftover,
-// followStep, planBulk, planBalance).
+// followStep, planBalanceEffects).
 func (c *Coordinator) pass(ctx context.Context, relist bool) error {
 	ctx, cancel := c.passScope(ctx)
 	defer cancel()
@@ -830,23 +830,46 @@ func deletable(l lease.Lease, lin *Lineage) bool {
 	return !listed && l.Checkpoint == lease.CheckpointShardEnd && l.Owner == ""
 }
 
-// balance takes and asks for leases per the plan of this pass's listing.
-// At a fleet's start, reserve gives each active lease to the owner the
-// start gives it to (startCreates): the plan is made with them reserved.
+// balance takes and asks for leases per the plan of this pass's listing,
+// in three steps: settleView makes sure the members view may judge
+// liveness (or takes nothing this pass), planBalanceEffects decides on
+// what was read, and applyBalance performs its effects. At a fleet's
+// start, reserve gives each active lease to the owner the start gives it
+// to (startCreates): the plan is made with them reserved.
 //
 // A counter that changed is stamped at now, after the listing returned; a
 // lease's age is judged at asOf, when the listing was sent: never on when
 // an answer read before a pause was processed (see readMembers).
 func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard map[string]lease.Lease, view memberView, now, asOf time.Time, reserve map[string]string) []error {
-	var errs []error
 	c.obs.observe(leases, now)
-	judge := now
-	if asOf.Before(now) {
-		judge = asOf
+	view, ok, err := c.settleView(ctx, leases, view)
+	if !ok {
+		if err != nil {
+			return []error{err}
+		}
+		return nil
 	}
+	var errs []error
+	if c.members != nil {
+		errs = append(errs, c.takeBack(ctx, leases, byShard, view)...)
+	}
+	eff := planBalanceEffects(balanceView{
+		me: c.cfg.Owner, namespace: c.cfg.Namespace, mode: c.cfg.Balance, members: c.members != nil, failover: c.cfg.Failover,
+		leases: leases, view: view, held: c.heldKeys(), reserve: reserve, declared: c.takeDeclarations(),
+		now: now, asOf: asOf, obs: c.obs,
+		overdue: c.cfg.overdueAfter(), freeSince: c.freeSince, leaving: c.leaving.Load(),
+	})
+	c.freeSince = eff.freeSince
+	return append(errs, c.applyBalance(ctx, eff, byShard, now)...)
+}
+
+// settleView returns the members view a pass's balance may judge
+// liveness on, reading the members again when view may be behind; ok
+// false: this pass takes nothing (err says why, when a read failed).
+func (c *Coordinator) settleView(ctx context.Context, leases []lease.Lease, view memberView) (_ memberView, ok bool, err error) {
 	if c.beatStale() {
 		c.log.Warn("heartbeat not written within the fence time: taking no lease this pass")
-		return nil
+		return view, false, nil
 	}
 	if c.members != nil && time.Since(view.sent) > c.cfg.leaseCallTimeout() {
 		// The view says who was alive when it was read. Older than a lease
@@ -857,11 +880,11 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		// that is as old.
 		v, err := c.readMembers(ctx)
 		if err != nil {
-			return append(errs, err)
+			return view, false, err
 		}
 		if time.Since(v.sent) > c.cfg.leaseCallTimeout() {
 			c.log.Warn("members read answered too late to judge liveness: taking no lease this pass", "age", time.Since(v.sent))
-			return errs
+			return view, false, nil
 		}
 		view = v
 	}
@@ -873,52 +896,155 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		// sent after the listing that shows that write.
 		v, err := c.readMembers(ctx)
 		if err != nil {
-			return append(errs, err)
+			return view, false, err
 		}
 		view = v
 	}
-	if c.members != nil {
-		errs = append(errs, c.takeBack(ctx, leases, byShard, view)...)
+	return view, true, nil
+}
+
+// balanceView is what a pass's balance decides on: read, settled and
+// observed before it plans, so planning calls no store and reads no
+// clock (obs holds when each listed counter was first seen).
+type balanceView struct {
+	me, namespace string
+	mode          Balance
+	members       bool // liveness per instance (a member store)
+	failover      time.Duration
+	leases        []lease.Lease     // the listing, with what takeBack wrote
+	view          memberView        // settled (settleView)
+	held          map[string]bool   // the keys held or asked for here (heldKeys)
+	reserve       map[string]string // a fleet's start (startCreates)
+	declared      map[string]int64  // the members this owner declared dead (roster)
+	// now is when the listing returned (obs has observed it then), asOf
+	// when it was sent: an owner's age is judged at the earlier.
+	now, asOf time.Time
+	obs       *observer
+	// overdue is how long a free lease planned for another member, or a
+	// reservation, may stand untaken (overdueAfter); freeSince when each
+	// spare was first planned free (takeOverdue); leaving: this owner is
+	// stopping and takes nothing overdue.
+	overdue   time.Duration
+	freeSince map[string]observation
+	leaving   bool
+}
+
+// balanceEffects is what a pass's balance does, as data, in the order
+// applyBalance does it.
+type balanceEffects struct {
+	status []listedLease // the listing as Status shows it
+	take   []lease.Lease // taken in this order
+	spare  []lease.Lease // tried in order for a take another won (nextSpare)
+	ask    []lease.Lease // handoffs requested, then published by a heartbeat
+	target int           // the fair share the asks aim at (logged)
+	adopt  []lease.Lease // requests on held leases to answer (members only)
+	compat bool          // renew every lease too (members only; needsCompat)
+	// release are the leases left in this owner's name (leftover against
+	// held); one is released unless this owner holds it by then (a take
+	// of this pass).
+	release []lease.Lease
+	held    map[string]bool // the keys held when planned
+	drop    []lease.Member  // dead members' entries to remove (members only)
+	// freeSince replaces balanceView.freeSince for the next pass.
+	freeSince map[string]observation
+}
+
+// planBalanceEffects is balance's decision on v: what to show, take, ask
+// for, answer, release and remove. It calls no store.
+func planBalanceEffects(v balanceView) balanceEffects {
+	judge := v.now
+	if v.asOf.Before(v.now) {
+		judge = v.asOf
 	}
-	listed := make([]listedLease, len(leases))
-	for i, l := range leases {
-		listed[i] = listedLease{l: l, expired: l.Owner != "" && c.expired(l, view, judge)}
+	expired := func(l lease.Lease) bool {
+		return ownerStopped(l, v.members, v.view, func() bool { return v.obs.stale(l, judge, v.failover) })
 	}
-	c.mu.Lock()
-	c.listed, c.listedAt = listed, now
-	c.mu.Unlock()
-	c.statusRead.Store(false)
-	heldKeys := c.heldKeys()
-	held := func(key string) bool { return heldKeys[key] }
-	stale := func(l lease.Lease) bool { return c.expired(l, view, judge) }
+	e := balanceEffects{status: make([]listedLease, len(v.leases)), held: v.held}
+	for i, l := range v.leases {
+		e.status[i] = listedLease{l: l, expired: l.Owner != "" && expired(l)}
+	}
+	held := func(key string) bool { return v.held[key] }
 	var plan balance
-	planned := withoutLeaving(leases, view)
-	if c.members != nil {
-		planned = withoutUntakenReservations(c.cfg.Owner, planned, view, c.obs, func(l lease.Lease) bool {
-			return c.obs.stale(l, now, c.cfg.overdueAfter())
+	planned := plannedLeases(v)
+	if v.mode == BalanceOneSteal {
+		plan = planBalance(v.me, planned, held, expired)
+	} else {
+		plan = planBulk(v.me, reserved(v.namespace, planned, v.reserve), v.view.planOwners(), held, expired)
+	}
+	takeDeclared(&plan, v.declared, v.view, v.leases, len(v.held))
+	if !v.leaving {
+		e.freeSince = takeOverdue(&plan, v.freeSince, v.now, v.overdue)
+	}
+	e.take, e.spare, e.target = plan.take, plan.spare, plan.target
+	e.ask = plan.steals
+	if plan.steal != nil {
+		e.ask = append(e.ask, *plan.steal)
+	}
+	for _, l := range v.leases {
+		if leftover(v.me, l, v.held, v.held) {
+			e.release = append(e.release, l)
+		}
+	}
+	if !v.members {
+		return e
+	}
+	// Requests on leases this owner holds, seen in the listing (an asker
+	// without a member entry publishes none), but not of an asker that
+	// is leaving: it would never take it.
+	for _, l := range v.leases {
+		if askedOfMe(v.me, l) && !v.view.leaving(l.PendingOwner) {
+			e.adopt = append(e.adopt, l)
+		}
+	}
+	e.compat = needsCompat(v.me, v.leases, v.view, func(l lease.Lease) bool { return v.obs.stale(l, v.now, v.failover) })
+	e.drop = deadMembers(v.view, v.leases)
+	return e
+}
+
+// plannedLeases is v's listing as the plans see it: each filter of the
+// view in turn (withoutLeaving, withoutUntakenReservations).
+func plannedLeases(v balanceView) []lease.Lease {
+	planned := withoutLeaving(v.leases, v.view)
+	if v.members {
+		planned = withoutUntakenReservations(v.me, planned, v.view, v.obs, func(l lease.Lease) bool {
+			return v.obs.stale(l, v.now, v.overdue)
 		})
 	}
-	if c.cfg.Balance == BalanceOneSteal {
-		plan = planBalance(c.cfg.Owner, planned, held, stale)
-	} else {
-		plan = planBulk(c.cfg.Owner, reserved(c.cfg.Namespace, planned, reserve), view.planOwners(), held, stale)
+	return planned
+}
+
+// nextSpare returns the take that replaces lost, a take another instance
+// won (or whose owner renewed after all): the next spare, now rather than
+// a pass later; none for a lease handed to me (asked for: nobody else's
+// free lease stands in for it).
+func nextSpare(me string, lost lease.Lease, spare []lease.Lease) (next lease.Lease, rest []lease.Lease, ok bool) {
+	if len(spare) == 0 || lost.PendingOwner == me {
+		return lease.Lease{}, spare, false
 	}
-	c.takeDeclared(&plan, view, leases, len(heldKeys))
-	if !c.leaving.Load() {
-		c.freeSince = takeOverdue(&plan, c.freeSince, now, c.cfg.overdueAfter())
-	}
-	spare := plan.spare
+	return spare[0], spare[1:], true
+}
+
+// applyBalance performs e: it records the listing for Status, takes
+// (trying spares for takes lost), asks and publishes the asks, answers
+// the requests, sets compat, releases leftovers and removes dead members'
+// entries; the next pass lists when it took or asked for anything.
+func (c *Coordinator) applyBalance(ctx context.Context, e balanceEffects, byShard map[string]lease.Lease, now time.Time) []error {
+	var errs []error
+	c.mu.Lock()
+	c.listed, c.listedAt = e.status, now
+	c.mu.Unlock()
+	c.statusRead.Store(false)
+	take, spare := e.take, e.spare
 	took := 0
-	for i := 0; i < len(plan.take); i++ {
-		l := plan.take[i]
+	for i := 0; i < len(take); i++ {
+		l := take[i]
 		nl, err := c.takeLease(ctx, l)
 		switch {
 		case errors.Is(err, lease.ErrLeaseLost):
-			// Another instance was quicker (or the owner renewed after
-			// all): try the next free lease now rather than next pass.
-			if len(spare) > 0 && l.PendingOwner != c.cfg.Owner {
-				plan.take = append(plan.take, spare[0])
-				spare = spare[1:]
+			var next lease.Lease
+			var ok bool
+			if next, spare, ok = nextSpare(c.cfg.Owner, l, spare); ok {
+				take = append(take, next)
 			}
 		case err != nil:
 			errs = append(errs, &Error{Op: "lease take", Stream: c.cfg.Stream, Shard: l.ShardID, Err: err})
@@ -927,12 +1053,8 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 			took++
 		}
 	}
-	steals := plan.steals
-	if plan.steal != nil {
-		steals = append(steals, *plan.steal)
-	}
 	asked := 0
-	for _, s := range steals {
+	for _, s := range e.ask {
 		nl, err := c.cfg.Leases.RequestHandoff(ctx, s, c.cfg.Owner)
 		switch {
 		case err == nil:
@@ -947,7 +1069,7 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 		}
 	}
 	if asked > 0 {
-		c.log.Info("asked for leases", "count", asked, "target", plan.target)
+		c.log.Info("asked for leases", "count", asked, "target", e.target)
 		if c.members != nil {
 			// Publish the requests now rather than at the next renewal.
 			if err := c.heartbeat(ctx); err != nil {
@@ -958,32 +1080,26 @@ func (c *Coordinator) balance(ctx context.Context, leases []lease.Lease, byShard
 	if c.members == nil {
 		// With liveness per lease too: the others take a fenced lease
 		// left in this owner's name only once it looks expired to them.
-		c.releaseLeftovers(ctx, leases, heldKeys)
+		c.releaseLeftovers(ctx, e.release, e.held)
 		return errs
 	}
-	// Requests on leases this owner holds, seen in the listing (an asker
-	// without a member entry publishes none).
-	for _, l := range leases {
-		if askedOfMe(c.cfg.Owner, l) && !view.leaving(l.PendingOwner) {
-			// (Not to an asker that is leaving: it would never take it.)
-			c.mu.Lock()
-			o := c.owned[l.ShardID]
-			c.mu.Unlock()
-			if o != nil {
-				c.adopt(o, l)
-			}
+	for _, l := range e.adopt {
+		c.mu.Lock()
+		o := c.owned[l.ShardID]
+		c.mu.Unlock()
+		if o != nil {
+			c.adopt(o, l)
 		}
 	}
-	compat := needsCompat(c.cfg.Owner, leases, view, func(l lease.Lease) bool { return c.obs.stale(l, now, c.cfg.Failover) })
 	c.mu.Lock()
-	if compat != c.compat {
-		c.log.Info("owners without a member entry hold leases: renewing every lease too", "compat", compat)
+	if e.compat != c.compat {
+		c.log.Info("owners without a member entry hold leases: renewing every lease too", "compat", e.compat)
 	}
-	c.compat = compat
+	c.compat = e.compat
 	c.mu.Unlock()
-	c.releaseLeftovers(ctx, leases, heldKeys)
-	c.dropDeadMembers(ctx, view, leases)
-	c.wantMore = took > 0 || asked > 0 || len(plan.take) > took
+	c.releaseLeftovers(ctx, e.release, e.held)
+	c.dropDeadMembers(ctx, e.drop)
+	c.wantMore = took > 0 || asked > 0 || len(take) > took
 	return errs
 }
 
@@ -1089,11 +1205,11 @@ func needsCompat(me string, leases []lease.Lease, view memberView, stale func(le
 	return false
 }
 
-// releaseLeftovers releases the listed leases that name this owner
-// although it does not hold them and the plan did not count as held
-// (planned): with liveness per instance what takeBack could not take back;
-// with liveness per lease what a fence made it forget or an earlier run
-// under this owner id left. The others judge a live member by its entry
+// releaseLeftovers releases the leases of leases (those planBalanceEffects
+// found left over) that name this owner although it does not hold them now
+// and the plan did not count as held (planned): with liveness per instance
+// what takeBack could not take back; with liveness per lease what a fence
+// made it forget or an earlier run under this owner id left. The others judge a live member by its entry
 // alone and never force it, so nobody would read such a shard while this
 // owner lives: a request for it would go unanswered, and planners whose
 // shares differ would each leave it to this owner. Released, it goes to

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -398,6 +399,195 @@ func TestWithoutLeaving(t *testing.T) {
 	none := memberView{all: map[string]lease.Member{"b": {}}, live: map[string]bool{"b": true}}
 	if got := withoutLeaving(leases, none); len(got) != len(leases) {
 		t.Errorf("withoutLeaving with nobody leaving dropped leases: %v", got)
+	}
+}
+
+// effectsOf is what a test compares of balanceEffects: shard ids.
+type effectsOf struct {
+	Expired, Take, Spare, Ask, Adopt, Release, Drop []string
+	Target                                          int
+	Compat                                          bool
+}
+
+func summarize(e balanceEffects) effectsOf {
+	ids := func(ls []lease.Lease) []string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, l.ShardID)
+		}
+		return out
+	}
+	s := effectsOf{Take: ids(e.take), Spare: ids(e.spare), Ask: ids(e.ask), Adopt: ids(e.adopt), Release: ids(e.release), Target: e.target, Compat: e.compat}
+	for _, l := range e.status {
+		if l.expired {
+			s.Expired = append(s.Expired, l.l.ShardID)
+		}
+	}
+	for _, m := range e.drop {
+		s.Drop = append(s.Drop, m.Owner)
+	}
+	return s
+}
+
+// balance's decision on an observed view, without a store or a clock:
+// which leases the pass takes (and tries instead of one lost), asks for,
+// answers, releases, which entries it removes, and when it renews every
+// lease. A lease in old was first seen a failover (10 s) before the
+// listing returned; the others when it did.
+func TestPlanBalanceEffects(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const failover = 10 * time.Second
+	ls := func(specs ...string) []lease.Lease { // "id:owner[:pending]"
+		var out []lease.Lease
+		for _, s := range specs {
+			f := strings.Split(s+"::", ":")
+			out = append(out, lease.Lease{Key: "ns/" + f[0], ShardID: f[0], Owner: f[1], PendingOwner: f[2], Counter: 1})
+		}
+		return out
+	}
+	view := func(live []string, dead ...string) memberView {
+		v := memberView{all: map[string]lease.Member{}, live: map[string]bool{}, sent: t0}
+		for _, o := range live {
+			v.all[o], v.live[o] = lease.Member{Owner: o, Beat: 1}, true
+		}
+		for _, o := range dead {
+			v.all[o] = lease.Member{Owner: o, Beat: 7}
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name     string
+		mode     Balance
+		members  bool
+		leases   []lease.Lease
+		view     memberView
+		held     []string
+		old      []string
+		asOf     time.Duration // before the listing returned
+		reserve  map[string]string
+		declared map[string]int64
+		want     effectsOf
+	}{
+		{
+			name:   "per lease: free and stale leases taken, the one meant for another spare, one left in my name released",
+			leases: ls("s1", "s2:b", "s3:c", "s4:c", "s5:me"), old: []string{"s2"},
+			want: effectsOf{Expired: []string{"s2"}, Take: []string{"s2", "s5"}, Spare: []string{"s1"}, Release: []string{"s5"}, Target: 2},
+		},
+		{
+			name:   "per lease: the age is judged when the listing was sent",
+			leases: ls("s1:b"), old: []string{"s1"}, asOf: time.Second,
+			want: effectsOf{},
+		},
+		{
+			name: "per lease, one steal: the most loaded owner is asked for one lease", mode: BalanceOneSteal,
+			leases: ls("s1:b", "s2:b", "s3:b", "s4:b"),
+			want:   effectsOf{Ask: []string{"s1"}, Target: 2},
+		},
+		{
+			name: "members: a joiner asks for its whole share", members: true,
+			leases: ls("s1:b", "s2:b", "s3:b", "s4:b"), view: view([]string{"me", "b"}),
+			want: effectsOf{Ask: []string{"s1", "s2"}, Target: 2},
+		},
+		{
+			name: "members: a dead member's lease taken; a dead member holding none dropped; a live asker answered, a leaving one not", members: true,
+			leases: ls("s1:b", "s2:d", "s3:me:b", "s4:me:l", "s5:l"), held: []string{"s3", "s4"},
+			view: leavingView(view([]string{"me", "b", "l"}, "d", "e"), "l"),
+			want: effectsOf{Expired: []string{"s2"}, Take: []string{"s2"}, Adopt: []string{"s3"}, Drop: []string{"e"}, Target: 2},
+		},
+		{
+			name: "members: an owner without an entry renewing its lease: renew every lease too", members: true,
+			leases: ls("s1:kcl", "s2:b"), view: view([]string{"me", "b"}),
+			want: effectsOf{Compat: true},
+		},
+		{
+			name: "members: an owner without an entry that stopped: its lease taken", members: true,
+			leases: ls("s1:kcl", "s2:b"), view: view([]string{"me", "b"}), old: []string{"s1"},
+			want: effectsOf{Expired: []string{"s1"}, Take: []string{"s1"}, Target: 1},
+		},
+		{
+			name: "members: a dead member's free leases go by the plan", members: true,
+			leases: ls("s1:d", "s2:d", "s3:d", "s4:b", "s5:b", "s6:c", "s7:c"), view: view([]string{"me", "b", "c"}, "d"),
+			want: effectsOf{Expired: []string{"s1", "s2", "s3"}, Take: []string{"s2", "s3"}, Spare: []string{"s1"}, Target: 2},
+		},
+		{
+			name: "members: declared dead here: its free leases taken up to the ceiling", members: true,
+			leases: ls("s1:d", "s2:d", "s3:d", "s4:b", "s5:b", "s6:c", "s7:c"), view: view([]string{"me", "b", "c"}, "d"),
+			declared: map[string]int64{"d": 7},
+			want:     effectsOf{Expired: []string{"s1", "s2", "s3"}, Take: []string{"s2", "s3", "s1"}, Target: 2},
+		},
+		{
+			name: "members: a fleet's start takes what it reserves for me", members: true,
+			leases: ls("s1", "s2"), view: view([]string{"me", "b"}), reserve: map[string]string{"s1": "b", "s2": "me"},
+			want: effectsOf{Take: []string{"s2"}, Target: 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0.Add(2 * failover)
+			obs := newObserver()
+			var old []lease.Lease
+			for _, l := range tc.leases {
+				if slices.Contains(tc.old, l.ShardID) {
+					old = append(old, l)
+				}
+			}
+			obs.observe(old, now.Add(-failover))
+			obs.observe(tc.leases, now)
+			held := map[string]bool{}
+			for _, id := range tc.held {
+				held["ns/"+id] = true
+			}
+			v := tc.view
+			if v.all == nil {
+				v = memberView{all: map[string]lease.Member{}, live: map[string]bool{}}
+			}
+			e := planBalanceEffects(balanceView{
+				me: "me", namespace: "ns", mode: tc.mode, members: tc.members, failover: failover,
+				leases: tc.leases, view: v, held: held, reserve: tc.reserve, declared: tc.declared,
+				now: now, asOf: now.Add(-tc.asOf), obs: obs, overdue: failover / 2,
+			})
+			if diff := cmp.Diff(tc.want, summarize(e)); diff != "" {
+				t.Errorf("planBalanceEffects (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A take another instance won is replaced by the next spare, unless the
+// lease was handed to this owner (released to it after it asked).
+func TestNextSpare(t *testing.T) {
+	spare := []lease.Lease{{ShardID: "s2"}, {ShardID: "s3"}}
+	if next, rest, ok := nextSpare("me", lease.Lease{ShardID: "s1"}, spare); !ok || next.ShardID != "s2" || len(rest) != 1 {
+		t.Errorf("nextSpare after a lost free lease = %v, %v, %v; want s2, [s3], true", next.ShardID, rest, ok)
+	}
+	if _, rest, ok := nextSpare("me", lease.Lease{ShardID: "s1", PendingOwner: "me"}, spare); ok || len(rest) != 2 {
+		t.Errorf("nextSpare after a lost lease handed to me = %v, %v; want none", rest, ok)
+	}
+	if _, _, ok := nextSpare("me", lease.Lease{ShardID: "s1"}, nil); ok {
+		t.Error("nextSpare without spares found one")
+	}
+}
+
+// A lease left in this owner's name that it does not hold is taken back,
+// or released to a live member that asked for it.
+func TestTakeBackStep(t *testing.T) {
+	v := memberView{all: map[string]lease.Member{"me": {}, "b": {}, "d": {}}, live: map[string]bool{"me": true, "b": true}}
+	held := map[string]bool{"held": true}
+	for _, tc := range []struct {
+		name string
+		l    lease.Lease
+		want takeBackAction
+	}{
+		{"another's", lease.Lease{Key: "x", Owner: "b"}, leftAlone},
+		{"mine, held", lease.Lease{Key: "held", Owner: "me"}, leftAlone},
+		{"mine, ended", lease.Lease{Key: "x", Owner: "me", Checkpoint: lease.CheckpointShardEnd}, leftAlone},
+		{"mine, not held", lease.Lease{Key: "x", Owner: "me"}, takeItBack},
+		{"mine, asked for by a live member", lease.Lease{Key: "x", Owner: "me", PendingOwner: "b"}, releaseToAsker},
+		{"mine, asked for by a dead member", lease.Lease{Key: "x", Owner: "me", PendingOwner: "d"}, takeItBack},
+		{"mine, asked for by me", lease.Lease{Key: "x", Owner: "me", PendingOwner: "me"}, takeItBack},
+	} {
+		if got := takeBackStep("me", tc.l, held, v); got != tc.want {
+			t.Errorf("%s: takeBackStep = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -277,11 +277,26 @@ func (c *Coordinator) declaredPending() bool {
 	return len(c.rs.declared) > 0
 }
 
+// takeDeclarations returns the members this owner declared dead since
+// the last listing pass (noteDeclared) and forgets them: that pass takes
+// their free leases (takeDeclared).
+func (c *Coordinator) takeDeclarations() map[string]int64 {
+	if c.roster == nil {
+		return nil
+	}
+	c.rs.mu.Lock()
+	defer c.rs.mu.Unlock()
+	declared := c.rs.declared
+	c.rs.declared = nil
+	return declared
+}
+
 // takeDeclared adds to plan's takes the free leases (plan.spare: judged
-// expired by the view, as any take) of the members this owner declared
-// dead, up to the fair share's ceiling (ceil of the active leases over the
-// live members), and forgets the declarations. The others learn of a
-// declaration only at their next pass after the bump, up to a lease pass
+// expired by the view, as any take) of the members declared dead
+// (takeDeclarations), up to the fair share's ceiling (ceil of the active
+// leases over the live members); mine is what this owner holds. The
+// others learn of a declaration only at their next pass after the bump,
+// up to a lease pass
 // after each would have judged the death by itself (liveness per
 // instance); the declarer, whose judgement falls due first, takes what it
 // can keep without another move: at most one lease over its floor, which
@@ -290,14 +305,7 @@ func (c *Coordinator) declaredPending() bool {
 // second time by handoff (measured: twice the minimum owner changes at
 // 1,000 shards on 20 and 200 instances). A member the view judges alive
 // again (back with a new beat) has no free lease to take.
-func (c *Coordinator) takeDeclared(plan *balance, view memberView, leases []lease.Lease, mine int) {
-	if c.roster == nil {
-		return
-	}
-	c.rs.mu.Lock()
-	declared := c.rs.declared
-	c.rs.declared = nil
-	c.rs.mu.Unlock()
+func takeDeclared(plan *balance, declared map[string]int64, view memberView, leases []lease.Lease, mine int) {
 	if len(declared) == 0 || len(view.live) == 0 {
 		return
 	}
