@@ -130,6 +130,8 @@ var defectSeeds = map[string][]uint64{
 		1796542343639165273, // (a soak's) unread 19.2 s: the same, a closed shard's end (its children's start) waiting 19 s
 		137,                 // (a hunt's) bubble hang: a pause began while its instance's Stop waited on the pass mutex (the simulator's)
 		269,                 // (a hunt's) overlap: a take of a lease its owner, back from a freeze, had beaten and taken back after the taker's members read was sent
+		1796553848717798450, // (a soak's) fenced-live: a fenced beat a pass confirmed left beatDue set, and the next beat after the way back was paced at the new fence (about 1 run in 4 before)
+		1796557200246886138, // (a soak's) lost: SHARD_END checkpointed past records a lane skipped stale, the lease past its fence by the clock before its timer ran (about 1 run in 50 before)
 	},
 }
 

@@ -361,8 +361,10 @@ type Coordinator struct {
 	beatFirst time.Time // when the current beat was first sent
 	beatNew   bool      // the current beat was confirmed: the next heartbeat writes a new one
 	// beatDue: a heartbeat that said this owner is fenced was confirmed;
-	// the next one, a new beat that ends the fence, goes at once.
-	beatDue atomic.Bool
+	// the next one, a new beat that ends the fence, goes at once
+	// (beatKick wakes the heartbeat loop for it).
+	beatDue  atomic.Bool
+	beatKick chan struct{}
 	// beatSaid: the last heartbeat sent said this owner is fenced.
 	beatSaid atomic.Bool
 	// starting: the first pass has not ended, and the member entry says
@@ -476,6 +478,7 @@ func New(cfg Config) (*Coordinator, error) {
 		epoch:    time.Now(),
 		kick:     make(chan bool, 1),
 		beatSem:  make(chan struct{}, 1),
+		beatKick: make(chan struct{}, 1),
 	}
 	if cg, ok := raw.(lease.CreateOrGetter); ok {
 		c.creator = boundedCreator{c: cg, d: cfg.leaseCallTimeout()}
@@ -1097,6 +1100,10 @@ func (c *Coordinator) heartLoop() {
 		select {
 		case <-c.beatCtx.Done():
 			return
+		case <-c.beatKick:
+			if c.beatDue.Load() {
+				t.Reset(0) // the way back from a fence, at once
+			}
 		case <-t.C:
 			sent := time.Now()
 			err := c.heartbeat(c.beatCtx)
@@ -1111,11 +1118,14 @@ func (c *Coordinator) heartLoop() {
 			left := time.Duration(c.beatUntil.Load()) - time.Since(c.epoch)
 			next, retry = nextBeat(beatPacing{every: every, renew: c.cfg.Renew, call: c.cfg.leaseCallTimeout()},
 				failed, retry, time.Since(sent), left)
-			if c.beatDue.Swap(false) || (c.beatUntil.Load() != 0 && left < next && !c.beatSaid.Load()) {
-				// The way back from a fence, at once; or, with the fence
-				// passed or due before the next beat, a beat at it,
-				// which says so (Member.Fenced): the others need not
-				// wait a failover time more to see this owner dead.
+			switch {
+			case c.beatDue.Swap(false):
+				next = 0 // the way back from a fence, at once
+			case c.beatUntil.Load() != 0 && left < next && !c.beatSaid.Load():
+				// With the fence passed or due before the next beat, a
+				// beat at it, which says so (Member.Fenced): the others
+				// need not wait a failover time more to see this owner
+				// dead.
 				next = max(left, 0)
 			}
 			t.Reset(next)

@@ -62,7 +62,8 @@
 // checkpoint, and writes its position to the lease.
 //
 // end (reading → ended). Only when the stream says the shard is closed.
-// Once every delivered record settled, SHARD_END is written, retried while
+// Once every delivered record settled (none skipped stale, which the next
+// reader reads again), SHARD_END is written, retried while
 // the reader lasts (a stop or handoff meanwhile checkpoints the last
 // record instead, and the next owner ends the shard; a write the store
 // refuses as invalid reads it again: → waiting), then the lease is

@@ -286,8 +286,18 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 	c.beatNew = true
 	if fenced {
 		c.beatDue.Store(true)
+		// Made by a pass (after asking for leases), it finds the loop
+		// waiting out its backoff: wake it for the way back.
+		select {
+		case c.beatKick <- struct{}{}:
+		default:
+		}
 		return nil
 	}
+	// The way back is made: a beatDue still set (a fenced beat a pass
+	// confirmed while the loop waited) would pace the next beat at the
+	// new fence (fleettest/dst mix all, seed 1796553848717798450).
+	c.beatDue.Store(false)
 	sent = c.beatFirst
 	until := int64(sent.Sub(c.epoch) + c.cfg.fenceAfter())
 	for {

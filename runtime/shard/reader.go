@@ -406,7 +406,12 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 	var err error
 	for {
 		_, err = c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {
-			if s.wm.discard.Load() {
+			if s.wm.discard.Load() || !s.wm.settledAll() {
+				// Abandoned, or records skipped unsettled (wait ends
+				// for a closed generation's skipped records too): a
+				// lane left them stale, past the lease's fence by the
+				// clock before its timer ran, or Stop's end. The end
+				// is not reached: the next reader reads them again.
 				return l, errNothing
 			}
 			nl, err := c.cfg.Leases.Checkpoint(ctx, l, lease.CheckpointShardEnd, 0)

@@ -265,6 +265,15 @@ func (w *watermark) pending() uint64 {
 	return w.next - w.base
 }
 
+// settledAll reports whether every delivered record has settled: none
+// skipped or left unsettled (idle also counts a closing generation's
+// skipped records as done with).
+func (w *watermark) settledAll() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.base == w.next
+}
+
 // wait returns nil once every delivered record has settled or the
 // generation is abandoned (its settlements count for nothing), or ctx's
 // error.
