@@ -104,6 +104,7 @@ var fixedSeeds = map[string][]uint64{
 		1796553474032713470, // unread: a dead owner's lease planned for a joiner that could not yet judge it dead (takeOverdue)
 		1796558616880070843, // unread: the same, for joiners that crashed before they could judge it
 	},
+	"slowjoin": {1796558680728461343}, // unread: a lease released to an asker that left (withoutUntakenReservations)
 }
 
 func seeds(from, to uint64) []uint64 {
