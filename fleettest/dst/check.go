@@ -230,7 +230,7 @@ func (w *world) check() []Violation {
 // the records behind it).
 func (w *world) unreadBound() time.Duration {
 	t := w.cfg.Timing
-	b := 2*t.Failover + t.Sync + 2*time.Second + w.cfg.Mix.UnreadSlack
+	b := 2*t.Failover + t.Sync + 2*time.Second
 	if w.cfg.Mix.Slow > 0 {
 		b += 8 * time.Second
 	}

@@ -113,12 +113,6 @@ type Mix struct {
 	// Slow is the share of first deliveries whose handler takes 1–8 s;
 	// Retry, Reject and Panic the shares answered so (first attempts).
 	Slow, Retry, Reject, Panic float64
-	// UnreadSlack widens the unread bound (see world.unreadBound): the
-	// make-test mixes allow for a dead owner's shard left to instances
-	// that joined within a failover time after the death, which cannot
-	// judge its beat stale before a failover time of their own (see
-	// the "churn" mix, which does not).
-	UnreadSlack time.Duration
 	// HeartbeatsUnderMu treats heartbeats as calls made under a mutex:
 	// never delayed (see opClass); "slowreads" is "slowstore" without
 	// slow heartbeats. (The liveness fix of issue 29 first held a
@@ -138,9 +132,9 @@ var Mixes = map[string]Mix{
 	// What make test runs: no fault that today's defects turn into a
 	// violation (see dst_test.go).
 	"basic": {Name: "basic", Apps: 1, Crash: true, StoreFail: true, KinesisFail: true, Reshard: true,
-		Reject: 0.02, Panic: 0.01, Keyless: 0.1, UnreadSlack: 9 * time.Second},
-	"twoapps":   {Name: "twoapps", Apps: 2, Crash: true, Reject: 0.02, Keyless: 0.1, Aggregate: 0.3, UnreadSlack: 9 * time.Second},
-	"aggregate": {Name: "aggregate", Apps: 1, Crash: true, Reshard: true, Aggregate: 0.6, Keyless: 0.1, UnreadSlack: 9 * time.Second},
+		Reject: 0.02, Panic: 0.01, Keyless: 0.1},
+	"twoapps":   {Name: "twoapps", Apps: 2, Crash: true, Reject: 0.02, Keyless: 0.1, Aggregate: 0.3},
+	"aggregate": {Name: "aggregate", Apps: 1, Crash: true, Reshard: true, Aggregate: 0.6, Keyless: 0.1},
 	// Joins, leaves and crashes only, with the strict unread bound.
 	"churn": {Name: "churn", Apps: 1, Crash: true},
 	// Defect hunters.
