@@ -178,14 +178,16 @@
 // above it, in a fixed order; so each lease moves once and a joiner asks
 // for its whole share in one pass, and the owners asked hand over in
 // parallel. A free lease its planned taker leaves free (it beats but
-// cannot take: a joiner that cannot yet judge the old owner dead) is taken
-// by any instance (takeOverdue): once the members' own counts have held
-// fewer leases than are known for Failover/2, instances at their share
-// list too, and take a lease still free Failover/2 after that. A fleet starting (every lease free on a first pass) waits a
-// tenth of Renew after its first heartbeat, so that each free lease is
-// taken once; a first pass that ran that long reads the members and leases
-// again before it plans. BalanceOneSteal asks the most loaded owner for one
-// lease per pass.
+// cannot take: a joiner that cannot yet judge the old owner dead) is
+// taken by any instance (takeOverdue): once the members' own counts have
+// held fewer leases than are known for Failover/2, instances at their
+// share list too, and take a lease still free Failover/2 after that; a
+// reservation whose asker left, or that stood still for Failover/2, is
+// free (withoutUntakenReservations). A fleet starting (every lease free on
+// a first pass) waits a tenth of Renew after its first heartbeat, so that
+// each free lease is taken once; a first pass that ran that long reads
+// the members and leases again before it plans. BalanceOneSteal asks the
+// most loaded owner for one lease per pass.
 //
 // # Status
 //
