@@ -45,13 +45,7 @@ func TestEndCheckpointWaitsForEveryRecordNotTheSkipped(t *testing.T) {
 	e, _ := memEnv(t, 1)
 	ids := e.shards()
 	store := newSlowStore(e.store)
-	queue := make(chan shard.Record, 1000) // the lane: records wait here for the handler
-	sink := func(_ context.Context, rs []shard.Record) (int, error) {
-		for _, r := range rs {
-			queue <- r
-		}
-		return len(rs), nil
-	}
+	queue, sink := laneQueue()
 	var ended atomic.Bool
 	cfg := e.config("a", sink)
 	cfg.Leases = store

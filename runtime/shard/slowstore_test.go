@@ -292,13 +292,7 @@ func TestPausedOwnerHandsNoRecordOutPastItsLease(t *testing.T) {
 	e, _ := memEnv(t, 1)
 	ids := e.shards()
 	store := newSlowStore(e.store)
-	queue := make(chan shard.Record, 1000) // the lane: records wait here for the handler
-	sink := func(_ context.Context, rs []shard.Record) (int, error) {
-		for _, r := range rs {
-			queue <- r
-		}
-		return len(rs), nil
-	}
+	queue, sink := laneQueue()
 	cfgA, cfgB := e.config("a", sink), e.config("b", newCollector().sink)
 	cfgA.Leases = store
 	for _, c := range []*shard.Config{&cfgA, &cfgB} {
@@ -563,5 +557,17 @@ func TestLateAnsweredOwnerIsSeenFencedAtItsFence(t *testing.T) {
 		if m.Owner == "a" && !m.Fenced {
 			t.Errorf("a's member entry %+v does not say it is fenced", m)
 		}
+	}
+}
+
+// laneQueue returns a sink that queues every record it is given, as a lane
+// does, for the test to hand to its handler.
+func laneQueue() (chan shard.Record, shard.Sink) {
+	queue := make(chan shard.Record, 1000)
+	return queue, func(_ context.Context, rs []shard.Record) (int, error) {
+		for _, r := range rs {
+			queue <- r
+		}
+		return len(rs), nil
 	}
 }
