@@ -38,7 +38,8 @@
 // unread (waiting records whose shard nothing of the application handled
 // or held fetched for longer than about twice the failover time, less
 // pauses and injected outages: a fetched record waiting for a worker is
-// read); fenced-live (an instance fenced a lease with its lease-store
+// read, and another application's retry copy, which no handler runs, until
+// its fetcher checkpoints past it); fenced-live (an instance fenced a lease with its lease-store
 // calls answered in time); taken-from-live (a lease taken from an instance
 // neither crashed, gone, frozen nor failing); slow-call (Connect, Shutdown
 // or a publish past its bound); publish-failed.

@@ -144,6 +144,18 @@ type world struct {
 	// wait for a worker.
 	fetched   map[string]map[string][]time.Time
 	iterShard map[string]string
+	// foreign are the fetches (as fetched) of retry copies another
+	// application made: the fetching instance skips them without a
+	// handler, so only its checkpoints (checkpoints: instance → the
+	// positions it wrote, in order) say when it was done with them.
+	foreign     map[string]map[string][]time.Time
+	checkpoints map[string][]cpWrite
+}
+
+// cpWrite is a checkpoint an instance wrote (applied by the lease store).
+type cpWrite struct {
+	shard, cp string
+	at        time.Time
 }
 
 func (w *world) now() time.Duration { return time.Since(w.begin) }
@@ -197,6 +209,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 		apps:    appNames(cfg.Mix.Apps),
 	}
 	w.fetched, w.iterShard = map[string]map[string][]time.Time{}, map[string]string{}
+	w.foreign, w.checkpoints = map[string]map[string][]time.Time{}, map[string][]cpWrite{}
 	w.logger = cfg.Logger
 	if w.logger == nil {
 		w.logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
@@ -309,7 +310,16 @@ func (s *store) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	return storeCall(ctx, s.in, opRenew, func(ctx context.Context) (lease.Lease, error) { return s.m.Renew(ctx, l) })
 }
 func (s *store) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
-	return storeCall(ctx, s.in, opCheckpoint, func(ctx context.Context) (lease.Lease, error) { return s.m.Checkpoint(ctx, l, cp, sub) })
+	return storeCall(ctx, s.in, opCheckpoint, func(ctx context.Context) (lease.Lease, error) {
+		nl, err := s.m.Checkpoint(ctx, l, cp, sub)
+		if err == nil {
+			w := s.in.w
+			w.mu.Lock()
+			w.checkpoints[s.in.name] = append(w.checkpoints[s.in.name], cpWrite{shard: l.ShardID, cp: cp, at: time.Now()})
+			w.mu.Unlock()
+		}
+		return nl, err
+	})
 }
 func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 	return storeCall(ctx, s.in, opRelease, func(ctx context.Context) (lease.Lease, error) {
@@ -416,6 +426,28 @@ func readCall[T any](ctx context.Context, in *instance, apply func() (T, error))
 	return v, err
 }
 
+// foreignCopy reports whether data is a retry copy made by an application
+// other than app: one app's runtime skips another's copies unhandled.
+func foreignCopy(data []byte, app string) bool {
+	h, _, err := runtime.DecodeRecord(data)
+	if err != nil {
+		return false
+	}
+	a, ok := h[runtime.ApplicationHeader]
+	return ok && a != app
+}
+
+// noteForeignLocked notes a fetch by inst of k (shard/sequence), a retry
+// copy of another application; w.mu is held.
+func (w *world) noteForeignLocked(inst, k string) {
+	f := w.foreign[inst]
+	if f == nil {
+		f = map[string][]time.Time{}
+		w.foreign[inst] = f
+	}
+	f[k] = append(f[k], time.Now())
+}
+
 func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	out, err := readCall(ctx, c.in, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
 	if err == nil && p.ShardIterator != nil {
@@ -433,6 +465,9 @@ func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o .
 				if r.SequenceNumber != nil {
 					k := id + "/" + *r.SequenceNumber
 					f[k] = append(f[k], time.Now())
+					if foreignCopy(r.Data, c.in.ns) {
+						w.noteForeignLocked(c.in.name, k)
+					}
 				}
 			}
 			if out.NextShardIterator != nil {

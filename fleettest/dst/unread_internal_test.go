@@ -1,0 +1,64 @@
+package dst
+
+import (
+	"testing"
+	"time"
+)
+
+// A parent's last record is another application's retry copy, which its
+// reader fetched and its lane skips, unhandled, only after a long wait
+// behind other shards' slow handlings: the parent is read meanwhile, and
+// its child, waiting for the parent's end, is not unread. Before, the
+// check saw no activity for the copy (no handler runs for it) and reported
+// the child unread (mix all, seed 1796559867691955090). A copy whose skip
+// no checkpoint of its fetcher shows (a fenced reader's, fetched again
+// later) still leaves the gap.
+func TestUnreadCountsSkippedForeignCopy(t *testing.T) {
+	begin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return begin.Add(time.Duration(s * float64(time.Second))) }
+	const parent, child = "shardId-000000000002", "shardId-000000000004"
+	const copySeq = "49000000000000000000000000000000037300000000000000000002"
+	mk := func(checkpoints []cpWrite, fetches ...time.Time) *world {
+		a1 := &instance{name: "a1", app: "a", ns: "a", started: at(0)}
+		w := &world{
+			begin:   begin,
+			cfg:     Config{Timing: Timing{Failover: 3 * time.Second, Sync: 2 * time.Second}},
+			apps:    []string{"a"},
+			insts:   map[string]*instance{"a1": a1},
+			order:   []*instance{a1},
+			parents: map[string][]string{child: {parent}},
+			handled: []handling{
+				{app: "a", inst: "a1", id: 1000043, shard: parent, seq: "49000000000000000000000000000000040100000000000000000002", start: at(49.515), end: at(49.530)},
+				{app: "a", inst: "a1", id: 5000042, shard: child, seq: "49000000000000000000000000000000050000000000000000000004", start: at(71.409), end: at(71.42)},
+			},
+			pub:         []published{{id: 5000042, key: "k5", at: at(45), shard: child}},
+			foreign:     map[string]map[string][]time.Time{"a1": {parent + "/" + copySeq: fetches}},
+			checkpoints: map[string][]cpWrite{"a1": checkpoints},
+		}
+		return w
+	}
+	unread := func(w *world) []Violation {
+		first := map[string]map[int64]handling{"a": {}}
+		for _, h := range w.handled {
+			first["a"][h.id] = h
+		}
+		var c collector
+		w.checkUnread(&c, first)
+		return c.vs
+	}
+	ends := []cpWrite{
+		{shard: parent, cp: "49000000000000000000000000000000037000000000000000000002", at: at(42)},
+		{shard: parent, cp: "SHARD_END", at: at(71.4)},
+	}
+	if vs := unread(mk(ends, at(41.917))); len(vs) != 0 {
+		t.Errorf("the parent's skipped copy, fetched at 41.9 s and checkpointed past at 71.4 s: %v, want no violation", vs)
+	}
+	// Fetched by a generation that never got past it, then fetched again
+	// after the checkpoint: the first fetch counts nothing, the gap stays.
+	if vs := unread(mk(ends[:1], at(41.917))); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a copy no checkpoint went past: %v, want one unread", vs)
+	}
+	if vs := unread(mk(ends, at(41.917), at(65))); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a copy fetched again before the checkpoint past it: %v, want one unread", vs)
+	}
+}
