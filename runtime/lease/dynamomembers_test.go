@@ -258,14 +258,11 @@ func TestDynamoDBMembersTableDenied(t *testing.T) {
 // In the item the flag is one more attribute of the owner's entry, which
 // a reader that does not know it skips (it reads the beat, as before).
 func TestDynamoDBMembersFencedInBothPlaces(t *testing.T) {
-	client := dynaliteClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	table := freshTable(t)
-	oldS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersItem))
-	newS := newDynamoOn(t, client, table)
-	tabS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersTable))
 	const ns = "app/orders"
+	client, table := dynaliteClient(t), freshTable(t)
+	oldS, newS, tabS := beside(ctx, t, client, table, ns, lease.Member{Owner: "new", Beat: 1}, lease.Member{Owner: "new", Beat: 1, Fenced: true})
 	fenced := func(s lease.MemberStore) map[string]bool {
 		t.Helper()
 		ms, err := s.Members(ctx, ns)
@@ -277,14 +274,6 @@ func TestDynamoDBMembersFencedInBothPlaces(t *testing.T) {
 			out[m.Owner] = m.Fenced
 		}
 		return out
-	}
-	if err := oldS.Heartbeat(ctx, ns, lease.Member{Owner: "old", Beat: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []lease.Member{{Owner: "new", Beat: 1}, {Owner: "new", Beat: 1, Fenced: true}} {
-		if err := newS.Heartbeat(ctx, ns, m); err != nil {
-			t.Fatal(err)
-		}
 	}
 	want := map[string]bool{"old": false, "new": true}
 	for name, s := range map[string]lease.MemberStore{"item": oldS, "migrating": newS} {
@@ -345,22 +334,10 @@ func TestDynamoDBRoster(t *testing.T) {
 // the members table and the members item alike (lease.Member.Leaving),
 // an attribute beside the beat that an earlier reader skips.
 func TestDynamoDBMembersLeavingInBothPlaces(t *testing.T) {
-	client := dynaliteClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	table := freshTable(t)
-	oldS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersItem))
-	newS := newDynamoOn(t, client, table)
-	tabS := newDynamoOn(t, client, table, lease.WithMembers(lease.MembersTable))
 	const ns = "app/orders"
-	if err := oldS.Heartbeat(ctx, ns, lease.Member{Owner: "old", Beat: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []lease.Member{{Owner: "new", Beat: 1, Held: 2}, {Owner: "new", Beat: 2, Held: 1, Leaving: true}} {
-		if err := newS.Heartbeat(ctx, ns, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	oldS, newS, tabS := beside(ctx, t, dynaliteClient(t), freshTable(t), ns, lease.Member{Owner: "new", Beat: 1, Held: 2}, lease.Member{Owner: "new", Beat: 2, Held: 1, Leaving: true})
 	want := []lease.Member{{Owner: "new", Beat: 2, Held: 1, Leaving: true}}
 	for name, s := range map[string]lease.MemberStore{"item": oldS, "migrating": newS, "table": tabS} {
 		ms, err := s.Members(ctx, ns)
@@ -372,4 +349,24 @@ func TestDynamoDBMembersLeavingInBothPlaces(t *testing.T) {
 			t.Errorf("%s reader (-want +got):\n%s", name, diff)
 		}
 	}
+}
+
+// beside returns stores of the three members layouts on table: the
+// members item (an owner of the earlier layout, "old", has written beat
+// 1), the default MembersMigrating (it has written news, in order) and the
+// members table.
+func beside(ctx context.Context, t *testing.T, client *dynamodb.Client, table, ns string, news ...lease.Member) (oldS, newS, tabS *lease.DynamoDB) {
+	t.Helper()
+	oldS = newDynamoOn(t, client, table, lease.WithMembers(lease.MembersItem))
+	newS = newDynamoOn(t, client, table)
+	tabS = newDynamoOn(t, client, table, lease.WithMembers(lease.MembersTable))
+	if err := oldS.Heartbeat(ctx, ns, lease.Member{Owner: "old", Beat: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range news {
+		if err := newS.Heartbeat(ctx, ns, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return oldS, newS, tabS
 }

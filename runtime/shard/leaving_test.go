@@ -41,18 +41,8 @@ func testStoppingInstanceIsGivenNoLease(t *testing.T, stuck, roster bool) {
 	e, _ := memEnvIn(t, 4, shard.LivenessPerInstance)
 	ids := e.shards()
 	cols := newCollectors(2)
-	var mu sync.Mutex
-	var held *shard.Record // a's record that never settles
-	armed := false
-	cols[0].hold = func(r *shard.Record) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if !armed || held != nil {
-			return false
-		}
-		held = r
-		return true
-	}
+	var stuckOne oneHeld // a's record that never settles
+	cols[0].hold = stuckOne.hold
 	cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
 	for _, c := range []*shard.Config{&cfgA, &cfgB} {
 		c.Renew, c.Failover = 100*time.Millisecond, failover
@@ -68,19 +58,7 @@ func testStoppingInstanceIsGivenNoLease(t *testing.T, stuck, roster bool) {
 	aShards := a.Reading()
 	var stuckShard string
 	if stuck {
-		mu.Lock()
-		armed = true
-		mu.Unlock()
-		want := map[string]int{}
-		e.publish(want, 40, 40)
-		eventually(t, 5*time.Second, "a handler of a's holds a record", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return held != nil
-		})
-		mu.Lock()
-		stuckShard = held.ShardID
-		mu.Unlock()
+		stuckShard = stuckOne.armAndWait(t, e, 40)
 	}
 	var released []string
 	for _, id := range aShards {
@@ -144,18 +122,8 @@ func TestStoppingInstanceIsGivenNoLeaseWithTheRoster(t *testing.T) {
 	ids := e.shards()
 	names := []string{"a", "b", "c", "d"}
 	cols := newCollectors(len(names))
-	var mu sync.Mutex
-	var held *shard.Record
-	armed := false
-	cols[0].hold = func(r *shard.Record) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if !armed || held != nil {
-			return false
-		}
-		held = r
-		return true
-	}
+	var stuckOne oneHeld
+	cols[0].hold = stuckOne.hold
 	cs := make([]*shard.Coordinator, len(names))
 	for i, n := range names {
 		cfg := e.config(n, cols[i].sink)
@@ -176,18 +144,7 @@ func TestStoppingInstanceIsGivenNoLeaseWithTheRoster(t *testing.T) {
 		return true
 	})
 	aShards := cs[0].Reading()
-	mu.Lock()
-	armed = true
-	mu.Unlock()
-	e.publish(map[string]int{}, 80, 80)
-	eventually(t, 5*time.Second, "a handler of a's holds a record", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return held != nil
-	})
-	mu.Lock()
-	stuckShard := held.ShardID
-	mu.Unlock()
+	stuckShard := stuckOne.armAndWait(t, e, 80)
 	released := aShards[0]
 	if released == stuckShard {
 		released = aShards[1]
@@ -211,4 +168,40 @@ func TestStoppingInstanceIsGivenNoLeaseWithTheRoster(t *testing.T) {
 			readBy(), released, took.Round(time.Millisecond), failover)
 	}
 	t.Logf("%s read %s %v after a's Stop returned", readBy(), released, time.Since(stopped).Round(time.Millisecond))
+}
+
+// oneHeld is a collector's hold that, once armed, holds the first record
+// it is given and no other: a handler that never returns.
+type oneHeld struct {
+	mu    sync.Mutex
+	armed bool
+	held  *shard.Record
+}
+
+func (h *oneHeld) hold(r *shard.Record) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.armed || h.held != nil {
+		return false
+	}
+	h.held = r
+	return true
+}
+
+// armAndWait arms h, publishes n records over n keys and returns the
+// shard of the record it holds.
+func (h *oneHeld) armAndWait(t *testing.T, e *env, n int) string {
+	t.Helper()
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+	e.publish(map[string]int{}, n, n)
+	eventually(t, 5*time.Second, "a handler of a's holds a record", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.held != nil
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held.ShardID
 }
