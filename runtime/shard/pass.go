@@ -1281,6 +1281,10 @@ func (c *Coordinator) mustList(view memberView) bool {
 	c.mu.Lock()
 	asked, compat, held, listedAt := len(c.pending), c.compat, len(c.owned), c.listedAt
 	c.mu.Unlock()
+	// Tracked whatever else lists, so that each shortfall is timed from
+	// its own start. With the roster the counts of unwatched members are
+	// as the last full read showed them: not judged.
+	c.unheldSince = holdingSince(c.unheldSince, c.roster == nil && unheld(c.cfg.Owner, held, view, c.known), time.Now())
 	if asked > 0 || compat || c.wantMore || len(c.awaiting) > 0 || c.leftBehind() || c.declaredPending() {
 		return true
 	}
@@ -1289,21 +1293,24 @@ func (c *Coordinator) mustList(view memberView) bool {
 		// listing per statusListEvery while it reads.
 		return true
 	}
-	if c.roster == nil && unheld(c.cfg.Owner, held, view, c.known) {
+	if !c.unheldSince.IsZero() && time.Since(c.unheldSince) >= c.cfg.overdueAfter() {
 		// For longer than a handoff's release takes to show in the
-		// taker's count (a listing by key costs a unit per lease). With
-		// the roster the counts of unwatched members are as the last full
-		// read showed them: not judged.
-		if c.unheldSince.IsZero() {
-			c.unheldSince = time.Now()
-		}
-		if time.Since(c.unheldSince) >= c.cfg.overdueAfter() {
-			return true
-		}
-	} else {
-		c.unheldSince = time.Time{}
+		// taker's count (a listing by key costs a unit per lease).
+		return true
 	}
 	return belowShare(c.cfg.Owner, held, view, c.known)
+}
+
+// holdingSince returns when a condition that holds at now began: start, or now
+// if it did not hold before; zero while it does not hold.
+func holdingSince(start time.Time, holds bool, now time.Time) time.Time {
+	switch {
+	case !holds:
+		return time.Time{}
+	case start.IsZero():
+		return now
+	}
+	return start
 }
 
 // belowShare reports whether me, holding held leases, is below its share
