@@ -294,19 +294,21 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			}
 		}
 		// A record its fetcher never handled counts from the fetch until
-		// the fetcher released the shard's lease, if that came before it
-		// fetched the record again and it fenced no lease of the shard
-		// meanwhile: a leaving reader's Stop leaves the records its lanes
-		// never began (Record.Stale) to the next owner, which reads them
-		// again from the checkpoint it released; until then they waited in
-		// a lane of a live owner, as a handled record waits (mix all, seed
+		// the fetcher's Stop released the shard's lease, if that came
+		// before it fetched the record again and it fenced no lease of the
+		// shard meanwhile: a Stop leaves the records its lanes never began
+		// (Record.Stale) to the next owner, which reads them again from
+		// the checkpoint it released; until then they waited in a lane of
+		// a live owner, as a handled record waits (mix all, seed
 		// 1796561424145306228: app b's keyless record of a split's parent,
 		// fetched by b0 at 11.3 s, waited in the lane of key k0, whose
 		// backlog b0 had taken over with slow handlings of 6.9, 7.0, 3.7
 		// and 2.4 s in it, until b0's Stop released the parent at 34.3 s;
 		// b1 fetched it at 34.7 s, and the parent looked unread for 18 s
 		// from b0's last handling of it at 16.7 s). A fenced or crashed
-		// reader's records still count only if it handles them.
+		// reader's records, and those a live reader released otherwise (a
+		// generation a lane closed, then handed over), still count only
+		// if it handles them.
 		began := map[string]map[string][]time.Time{} // instance → shard/sequence → handling starts
 		for _, h := range w.handled {
 			if h.app != app {
@@ -320,7 +322,7 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			m[h.shard+"/"+h.seq] = append(m[h.shard+"/"+h.seq], h.start)
 		}
 		for _, in := range w.order {
-			if in.app != app || len(w.releases[in.name]) == 0 {
+			if in.app != app || in.crashed || in.gone.IsZero() || len(w.releases[in.name]) == 0 {
 				continue
 			}
 			for k, ts := range w.fetched[in.name] {
@@ -334,7 +336,7 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 						continue // handled: counted above
 					}
 					for _, r := range w.releases[in.name] {
-						if r.shard != id || r.at.Before(t) || !r.at.Before(until) {
+						if r.shard != id || r.at.Before(t) || r.at.Before(in.gone) || !r.at.Before(until) {
 							continue
 						}
 						fenced := slices.ContainsFunc(w.leaseFences[in.name], func(f shardAt) bool {

@@ -71,15 +71,16 @@ func TestUnreadCountsSkippedForeignCopy(t *testing.T) {
 // record does: the parent is not unread. Before, the check counted a
 // fetched record only until its fetcher's handling began, saw none, and
 // reported the parent unread for 18 s (mix all, seed 1796561424145306228).
-// A reader that fenced the lease before its release, or never released
-// it (left to expire), still leaves the gap.
+// A reader that fenced the lease before its release, never released it
+// (left to expire), or released it before its Stop (a handoff), still
+// leaves the gap.
 func TestUnreadCountsRecordsLeftAtRelease(t *testing.T) {
 	begin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return begin.Add(time.Duration(s * float64(time.Second))) }
 	const parent = "shardId-000000000002"
 	const seq = "49000000000000000000000000000000011400000000000000000002"
 	mk := func(releases, fences []shardAt) *world {
-		b0 := &instance{name: "b0", app: "b", ns: "b", started: at(0), gone: at(34.323)}
+		b0 := &instance{name: "b0", app: "b", ns: "b", started: at(0), gone: at(26.298)}
 		b1 := &instance{name: "b1", app: "b", ns: "b", started: at(0)}
 		return &world{
 			begin: begin,
@@ -121,6 +122,9 @@ func TestUnreadCountsRecordsLeftAtRelease(t *testing.T) {
 	}
 	if vs := unread(mk(released, []shardAt{{shard: parent, at: at(20)}})); len(vs) != 1 || vs[0].Kind != "unread" {
 		t.Errorf("a record whose fetcher fenced the lease before its release: %v, want one unread", vs)
+	}
+	if vs := unread(mk([]shardAt{{shard: parent, at: at(25)}}, nil)); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a record whose fetcher released the lease before its Stop: %v, want one unread", vs)
 	}
 	if vs := unread(mk(released, []shardAt{{shard: "shardId-000000000000", at: at(20)}})); len(vs) != 0 {
 		t.Errorf("a record whose fetcher fenced another shard's lease: %v, want no violation", vs)
