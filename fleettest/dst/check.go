@@ -254,11 +254,12 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			from, to time.Time
 			h        handling
 			skip     bool // h is another application's retry copy, skipped
+			left     bool // h stands for a record its fetcher released unhandled
 		}
 		acts := map[string][]act{}
 		for _, h := range w.handled {
 			if h.app == app {
-				acts[h.shard] = append(acts[h.shard], act{h.start, h.end, h, false})
+				acts[h.shard] = append(acts[h.shard], act{h.start, h.end, h, false, false})
 			}
 		}
 		// A record a reader fetched is activity on its shard from the
@@ -289,7 +290,65 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				}
 			}
 			if !last.IsZero() {
-				acts[h.shard] = append(acts[h.shard], act{last, h.start, h, false})
+				acts[h.shard] = append(acts[h.shard], act{last, h.start, h, false, false})
+			}
+		}
+		// A record its fetcher never handled counts from the fetch until
+		// the fetcher's Stop released the shard's lease, if that came
+		// before it fetched the record again and it fenced no lease of the
+		// shard meanwhile: a Stop leaves the records its lanes never began
+		// (Record.Stale) to the next owner, which reads them again from
+		// the checkpoint it released; until then they waited in a lane of
+		// a live owner, as a handled record waits (mix all, seed
+		// 1796561424145306228: app b's keyless record of a split's parent,
+		// fetched by b0 at 11.3 s, waited in the lane of key k0, whose
+		// backlog b0 had taken over with slow handlings of 6.9, 7.0, 3.7
+		// and 2.4 s in it, until b0's Stop released the parent at 34.3 s;
+		// b1 fetched it at 34.7 s, and the parent looked unread for 18 s
+		// from b0's last handling of it at 16.7 s). A fenced or crashed
+		// reader's records, and those a live reader released otherwise (a
+		// generation a lane closed, then handed over), still count only
+		// if it handles them.
+		began := map[string]map[string][]time.Time{} // instance → shard/sequence → handling starts
+		for _, h := range w.handled {
+			if h.app != app {
+				continue
+			}
+			m := began[h.inst]
+			if m == nil {
+				m = map[string][]time.Time{}
+				began[h.inst] = m
+			}
+			m[h.shard+"/"+h.seq] = append(m[h.shard+"/"+h.seq], h.start)
+		}
+		for _, in := range w.order {
+			if in.app != app || in.crashed || in.gone.IsZero() || len(w.releases[in.name]) == 0 {
+				continue
+			}
+			for k, ts := range w.fetched[in.name] {
+				id, seq, _ := strings.Cut(k, "/")
+				for i, t := range ts {
+					until := w.begin.Add(24 * time.Hour)
+					if i+1 < len(ts) {
+						until = ts[i+1]
+					}
+					if slices.ContainsFunc(began[in.name][k], func(s time.Time) bool { return !s.Before(t) && s.Before(until) }) {
+						continue // handled: counted above
+					}
+					for _, r := range w.releases[in.name] {
+						if r.shard != id || r.at.Before(t) || r.at.Before(in.gone) || !r.at.Before(until) {
+							continue
+						}
+						fenced := slices.ContainsFunc(w.leaseFences[in.name], func(f shardAt) bool {
+							return f.shard == id && !f.at.Before(t) && !f.at.After(r.at)
+						})
+						if !fenced {
+							h := handling{app: app, inst: in.name, shard: id, seq: seq, start: r.at, end: r.at}
+							acts[id] = append(acts[id], act{t, r.at, h, false, true})
+						}
+						break
+					}
+				}
 			}
 		}
 		// Another application's retry copy is fetched and skipped without
@@ -317,7 +376,7 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 					for _, cw := range w.checkpoints[in.name] {
 						if cw.shard == id && !cw.at.Before(t) && cw.at.Before(until) && checkpointPast(cw.cp, seq) {
 							h := handling{app: app, inst: in.name, shard: id, seq: seq, start: cw.at, end: cw.at}
-							acts[id] = append(acts[id], act{t, cw.at, h, true})
+							acts[id] = append(acts[id], act{t, cw.at, h, true, false})
 							break
 						}
 					}
@@ -421,6 +480,10 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 					if b.skip {
 						after = fmt.Sprintf("%s's skip of another application's retry copy %s on %s (fetched %s, checkpointed past %s)",
 							b.h.inst, b.h.seq, b.h.shard, w.at(b.from), w.at(b.h.end))
+					}
+					if b.left {
+						after = fmt.Sprintf("%s's release of %s with record %s unhandled (fetched %s, released %s)",
+							b.h.inst, b.h.shard, b.h.seq, w.at(b.from), w.at(b.h.end))
 					}
 				}
 				c.add("unread", "app %s: shard %s unread for %.1fs from %s (bound %v), after %s, while message %d (key %q, acknowledged at %s) waited; first handled at %s by %s",

@@ -39,7 +39,8 @@
 // or held fetched for longer than about twice the failover time, less
 // pauses and injected outages: a fetched record waiting for a worker is
 // read, and another application's retry copy, which no handler runs, until
-// its fetcher checkpoints past it); fenced-live (an instance fenced a lease with its lease-store
+// its fetcher checkpoints past it, and a record its fetcher's Stop left
+// unbegun, until it released the lease); fenced-live (an instance fenced a lease with its lease-store
 // calls answered in time); taken-from-live (a lease taken from an instance
 // neither crashed, gone, frozen nor failing); slow-call (Connect, Shutdown
 // or a publish past its bound); publish-failed.
@@ -77,8 +78,12 @@
 // not fix the order in which goroutines runnable at the same virtual
 // instant run (the Go scheduler's), so two runs of a seed can differ in
 // which instance takes a lease first or which of two racing calls lands
-// first; most findings reproduce on every run, a rare one (a pause that
-// must fall on a particular members read) may need its hunt run again.
+// first; nor the partition keys of keyless publishes (the runtime draws
+// their prefix at random once per process), so which by-key lane such a
+// record waits in differs from process to process. Most findings
+// reproduce on every run; a rare one (a pause that must fall on a
+// particular members read, a keyless record that must hash to a busy
+// lane) may need its hunt, or its seed, run again.
 // The shrinker therefore keeps a drop only when the shorter run still
 // fails.
 //

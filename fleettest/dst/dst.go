@@ -150,6 +150,18 @@ type world struct {
 	// positions it wrote, in order) say when it was done with them.
 	foreign     map[string]map[string][]time.Time
 	checkpoints map[string][]cpWrite
+	// releases are the leases each instance released (instance → shard
+	// and when), leaseFences those it fenced: a record fetched and never
+	// handled by a reader that then released its lease (a Stop's records
+	// not begun) counts until the release (see checkUnread).
+	releases    map[string][]shardAt
+	leaseFences map[string][]shardAt
+}
+
+// shardAt is a lease event of one instance: a release or a fence.
+type shardAt struct {
+	shard string
+	at    time.Time
 }
 
 // cpWrite is a checkpoint an instance wrote (applied by the lease store).
@@ -210,6 +222,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 	}
 	w.fetched, w.iterShard = map[string]map[string][]time.Time{}, map[string]string{}
 	w.foreign, w.checkpoints = map[string]map[string][]time.Time{}, map[string][]cpWrite{}
+	w.releases, w.leaseFences = map[string][]shardAt{}, map[string][]shardAt{}
 	w.logger = cfg.Logger
 	if w.logger == nil {
 		w.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -506,6 +519,7 @@ func (h *fenceHook) Handle(ctx context.Context, r slog.Record) error {
 			}
 			return true
 		})
+		w.leaseFences[h.in.name] = append(w.leaseFences[h.in.name], shardAt{shard, time.Now()})
 		w.noteLocked("%s fenced its lease of %s (not renewed in time)", h.in.name, shard)
 		w.mu.Unlock()
 	}

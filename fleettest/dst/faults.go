@@ -325,7 +325,11 @@ func (s *store) Release(ctx context.Context, l lease.Lease) (lease.Lease, error)
 	return storeCall(ctx, s.in, opRelease, func(ctx context.Context) (lease.Lease, error) {
 		nl, err := s.m.Release(ctx, l)
 		if err == nil {
-			s.in.w.note("%s released %s (to %s)", s.in.name, l.ShardID, orNobody(nl.Owner))
+			w := s.in.w
+			w.mu.Lock()
+			w.releases[s.in.name] = append(w.releases[s.in.name], shardAt{l.ShardID, time.Now()})
+			w.noteLocked("%s released %s (to %s)", s.in.name, l.ShardID, orNobody(nl.Owner))
+			w.mu.Unlock()
 		}
 		return nl, err
 	})

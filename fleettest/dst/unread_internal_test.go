@@ -62,3 +62,71 @@ func TestUnreadCountsSkippedForeignCopy(t *testing.T) {
 		t.Errorf("a copy fetched again before the checkpoint past it: %v, want one unread", vs)
 	}
 }
+
+// A split's parent's last unhandled record, fetched by its owner at once,
+// waits in the lane of a key whose backlog that owner took over, behind
+// slow handlings of other shards, until the owner leaves: its Stop lets
+// the record never begin and releases the parent, and the next owner reads
+// it again at once. It waited for a worker of a live owner, as a handled
+// record does: the parent is not unread. Before, the check counted a
+// fetched record only until its fetcher's handling began, saw none, and
+// reported the parent unread for 18 s (mix all, seed 1796561424145306228).
+// A reader that fenced the lease before its release, never released it
+// (left to expire), or released it before its Stop (a handoff), still
+// leaves the gap.
+func TestUnreadCountsRecordsLeftAtRelease(t *testing.T) {
+	begin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return begin.Add(time.Duration(s * float64(time.Second))) }
+	const parent = "shardId-000000000002"
+	const seq = "49000000000000000000000000000000011400000000000000000002"
+	mk := func(releases, fences []shardAt) *world {
+		b0 := &instance{name: "b0", app: "b", ns: "b", started: at(0), gone: at(26.298)}
+		b1 := &instance{name: "b1", app: "b", ns: "b", started: at(0)}
+		return &world{
+			begin: begin,
+			cfg: Config{Timing: Timing{Failover: 3 * time.Second, Sync: time.Second},
+				Mix: Mix{Slow: 0.05}},
+			apps:  []string{"b"},
+			insts: map[string]*instance{"b0": b0, "b1": b1},
+			order: []*instance{b0, b1},
+			handled: []handling{
+				{app: "b", inst: "b0", id: 1000016, shard: parent, seq: "49000000000000000000000000000000019100000000000000000002", start: at(16.659), end: at(16.680)},
+				{app: "b", inst: "b1", id: 8000008, shard: parent, seq: seq, start: at(50.144), end: at(50.171)},
+			},
+			pub: []published{{id: 8000008, at: at(5.380), shard: parent}},
+			fetched: map[string]map[string][]time.Time{
+				"b0": {parent + "/" + seq: {at(11.323)}},
+				"b1": {parent + "/" + seq: {at(34.7)}},
+			},
+			releases:    map[string][]shardAt{"b0": releases},
+			leaseFences: map[string][]shardAt{"b0": fences},
+		}
+	}
+	unread := func(w *world) []Violation {
+		first := map[string]map[int64]handling{"b": {}}
+		for _, h := range w.handled {
+			if _, ok := first["b"][h.id]; !ok {
+				first["b"][h.id] = h
+			}
+		}
+		var c collector
+		w.checkUnread(&c, first)
+		return c.vs
+	}
+	released := []shardAt{{shard: parent, at: at(34.323)}}
+	if vs := unread(mk(released, nil)); len(vs) != 0 {
+		t.Errorf("a record fetched at 11.3 s, left unhandled by its fetcher's release at 34.3 s and fetched again at 34.7 s: %v, want no violation", vs)
+	}
+	if vs := unread(mk(nil, nil)); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a record whose fetcher never released the lease: %v, want one unread", vs)
+	}
+	if vs := unread(mk(released, []shardAt{{shard: parent, at: at(20)}})); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a record whose fetcher fenced the lease before its release: %v, want one unread", vs)
+	}
+	if vs := unread(mk([]shardAt{{shard: parent, at: at(25)}}, nil)); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a record whose fetcher released the lease before its Stop: %v, want one unread", vs)
+	}
+	if vs := unread(mk(released, []shardAt{{shard: "shardId-000000000000", at: at(20)}})); len(vs) != 0 {
+		t.Errorf("a record whose fetcher fenced another shard's lease: %v, want no violation", vs)
+	}
+}
