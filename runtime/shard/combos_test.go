@@ -248,8 +248,22 @@ func TestHeartbeatsFailingPastTheFenceDuringHandoff(t *testing.T) {
 	faults.beatsOff.Store(true)
 	off := time.Now()
 	eventually(t, 3*time.Second, "a fenced on both leases", func() bool { return len(a.Owned()) == 0 })
-	fenced := time.Since(off)
+	noticed := time.Since(off)
 	byA := len(cols[0].records())
+	// The moment a fenced itself is its leases' fence by its monotonic
+	// clock, which its stuck records' lease contexts carry (Deadline): from
+	// then on it hands out nothing (the reader checks the clock) and its
+	// handlers see the lease gone, however late the fence's timer runs
+	// under load and a poll of Owned notices.
+	var fenced time.Duration
+	for _, id := range ids {
+		stuck := onShard(cols[0].records(), id)[2]
+		if stuck.Lease().Err() == nil || !stuck.Stale() {
+			t.Errorf("a's stuck record of %s: lease context %v, stale %v after its fence, want both to say so", id, stuck.Lease().Err(), stuck.Stale())
+		}
+		dl, _ := stuck.Lease().Deadline()
+		fenced = max(fenced, dl.Sub(off))
+	}
 	e.publish(want, 20, 10)
 	eventually(t, 10*time.Second, "b reads both shards", func() bool { return slices.Equal(b.Reading(), ids) })
 	took := time.Since(off)
@@ -263,8 +277,8 @@ func TestHeartbeatsFailingPastTheFenceDuringHandoff(t *testing.T) {
 	// b delivers a's records again from each checkpoint on, and the 20 new.
 	cols[1].wait(t, 10*time.Second, "every record", func(rs []*shard.Record) bool { return len(rs) >= len(past)+20 })
 	time.Sleep(3 * cfgA.Poll) // a duplicate would be here by now
-	t.Logf("a handing %s over fenced itself %v after its heartbeats stopped; b read both shards %v after",
-		handed, fenced.Round(time.Millisecond), took.Round(time.Millisecond))
+	t.Logf("a handing %s over fenced itself %v after its heartbeats stopped (its owned leases seen gone %v after); b read both shards %v after",
+		handed, fenced.Round(time.Millisecond), noticed.Round(time.Millisecond), took.Round(time.Millisecond))
 	if fenced > cfgA.Failover {
 		t.Errorf("a fenced itself %v after its last heartbeat, want before the failover time %v", fenced, cfgA.Failover)
 	}

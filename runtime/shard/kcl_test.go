@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -359,13 +360,19 @@ func runKCLTakeOver(t *testing.T, tbl leasetest.KCLTable, ddb *dynamodb.Client, 
 	ks := newKCLStore(t, tbl, ddb, fixtures)
 
 	// The live KCL worker renews its lease (every 100 ms, its failover
-	// time being 500 ms) until told to stop.
+	// time being 500 ms) until told to stop. A renewal the store refuses
+	// (the counter or owner moved) means its lease was taken while it
+	// renewed. One the store did not answer within the worker's deadline
+	// (dynalite under CI load: 'UpdateItem ... context deadline
+	// exceeded') is the store's trouble: the worker renews again at its
+	// next tick, as the KCL does, and its outcome is unknown: it counts
+	// as the last renewal, the later one, for the bound below.
 	stopRenew := make(chan struct{})
 	renewed := make(chan time.Time, 1)
 	go func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		var last time.Time // when the last successful renewal was sent
+		var last time.Time // when the last renewal that may have landed was sent
 		for {
 			select {
 			case <-stopRenew:
@@ -374,10 +381,14 @@ func runKCLTakeOver(t *testing.T, tbl leasetest.KCLTable, ddb *dynamodb.Client, 
 			case <-tick.C:
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				sent := time.Now()
-				if err := ks.renew(ctx); err != nil {
-					t.Errorf("the KCL worker's renewal failed: its lease was taken while it renewed: %v", err)
-				} else {
+				switch err := ks.renew(ctx); {
+				case err == nil:
 					last = sent
+				case errors.Is(err, context.DeadlineExceeded):
+					last = sent
+					t.Logf("the KCL worker's renewal got no answer in time (retried at its next tick): %v", err)
+				default:
+					t.Errorf("the KCL worker's renewal failed: its lease was taken while it renewed: %v", err)
 				}
 				cancel()
 			}

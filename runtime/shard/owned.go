@@ -158,10 +158,12 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 
 // loseLocked fences a lost lease: the reader stops fetching at once and its
 // delivered, unsettled records are dropped (the new owner reads them again).
+// It is counted lost before it leaves Owned, so that whoever sees it gone
+// there finds it counted.
 func (c *Coordinator) loseLocked(o *owned, to string) {
+	c.cfg.Counters.Lost.Add(1)
 	o.drop("lost")
 	c.forget(o)
-	c.cfg.Counters.Lost.Add(1)
 	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
 }
 
