@@ -34,15 +34,17 @@ const (
 	OpGetMany
 	// The calls of a lease.RosterStore (shard.Config.Roster): the version
 	// read, its bump, the watched entries read by key (one per 100 keys,
-	// as BatchGetItem takes them), a death declared.
+	// as BatchGetItem takes them), a death declared, a notice posted or
+	// withdrawn.
 	OpRoster
 	OpBump
 	OpMembersByOwner
 	OpDeclare
+	OpNotice
 	opCount
 )
 
-var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many", "roster", "bump", "members-by-owner", "declare"}
+var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many", "roster", "bump", "members-by-owner", "declare", "notice"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -543,6 +545,10 @@ func newStore(s *store) lease.Store {
 //     (an absent item too).
 //   - DeclareDead: a conditional UpdateItem of the owner's item, billed by
 //     its size in 1 KB units (refused or not).
+//   - WatchRoster: MembersByOwner, the version item billed with the
+//     notices it holds (noticeBytes).
+//   - PostNotice, WithdrawNotice: a conditional UpdateItem of the version
+//     item, a write unit (refused or not).
 type rosterStore struct {
 	*memberStore
 	r lease.RosterStore
@@ -581,23 +587,59 @@ func (s *rosterStore) BumpRoster(ctx context.Context, ns string) (int64, error) 
 }
 
 func (s *rosterStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	v, ms, _, err := s.WatchRoster(ctx, ns, owners)
+	return v, ms, err
+}
+
+func (s *rosterStore) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
 	if err := s.enter(ctx); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	v, ms, err := s.r.MembersByOwner(ctx, ns, owners)
+	v, ms, notices, err := s.r.WatchRoster(ctx, ns, owners)
 	s.c.calls[OpMembersByOwner].Add(int64(max(1, (len(owners)+1+99)/100)))
 	if err != nil {
 		s.c.errors.Add(1)
 	}
 	s.c.itemsRead.Add(int64(len(ms)) + 1)
-	u := readUnits(0) // the version item
+	u := readUnits(noticeBytes(notices)) // the version item
 	s.c.mu.Lock()
 	for _, o := range owners {
 		u += readUnits(s.c.table[o])
 	}
 	s.c.mu.Unlock()
 	s.c.billMembers(tableOnly(u), [layouts]int64{})
-	return v, ms, err
+	return v, ms, notices, err
+}
+
+// noticeBytes is the size of the version item's notices (the DynamoDB
+// store's attributes: "notice:" and the owner, a map of two numbers).
+func noticeBytes(ns []lease.RosterNotice) int {
+	b := 0
+	for _, n := range ns {
+		b += len("notice:") + len(n.Owner) + 3 + 2*(1+1+21)
+	}
+	return b
+}
+
+func (s *rosterStore) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return s.notice(ctx, func() error { return s.r.PostNotice(ctx, ns, n) })
+}
+
+func (s *rosterStore) WithdrawNotice(ctx context.Context, ns, owner string, beat int64) error {
+	return s.notice(ctx, func() error { return s.r.WithdrawNotice(ctx, ns, owner, beat) })
+}
+
+func (s *rosterStore) notice(ctx context.Context, call func() error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	err := call()
+	s.c.calls[OpNotice].Add(1)
+	if err != nil {
+		s.c.errors.Add(1)
+	}
+	s.c.billMembers([layouts]int64{}, tableOnly(writeUnits(0)))
+	return err
 }
 
 func (s *rosterStore) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {

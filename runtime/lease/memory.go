@@ -18,6 +18,8 @@ type Memory struct {
 	// members: namespace -> owner -> entry (see MemberStore)
 	members map[string]map[string]Member
 	roster  map[string]int64 // namespace -> roster version (RosterStore)
+	// notices: namespace -> owner -> the notice on the version item
+	notices map[string]map[string]RosterNotice
 }
 
 // NewMemory returns an empty in-memory store.
@@ -324,8 +326,15 @@ func (m *Memory) BumpRoster(ctx context.Context, namespace string) (int64, error
 // MembersByOwner returns the roster version and the entries of owners
 // that exist, sorted.
 func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []string) (int64, []Member, error) {
+	v, ms, _, err := m.WatchRoster(ctx, namespace, owners)
+	return v, ms, err
+}
+
+// WatchRoster returns the roster version, the entries of owners that
+// exist and the notices, each sorted by owner.
+func (m *Memory) WatchRoster(ctx context.Context, namespace string, owners []string) (int64, []Member, []RosterNotice, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
+		return 0, nil, nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
 	}
 	m.mu.Lock()
 	out := make([]Member, 0, len(owners))
@@ -335,9 +344,52 @@ func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []
 		}
 	}
 	v := m.roster[namespace]
+	var ns []RosterNotice
+	for _, n := range m.notices[namespace] {
+		ns = append(ns, n)
+	}
 	m.mu.Unlock()
 	sortMembers(out)
-	return v, out, nil
+	sortNotices(ns)
+	return v, out, ns, nil
+}
+
+// PostNotice puts n on the namespace's roster unless a notice of n.Owner
+// at n.Beat or later is there.
+func (m *Memory) PostNotice(ctx context.Context, namespace string, n RosterNotice) error {
+	key := RosterKey(namespace)
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "roster notice", Key: key, Err: err}
+	}
+	if n.Owner == "" {
+		return invalid("roster notice", key, "empty owner")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.notices[namespace][n.Owner]; ok && cur.Beat >= n.Beat {
+		return nil
+	}
+	if m.notices == nil {
+		m.notices = make(map[string]map[string]RosterNotice)
+	}
+	if m.notices[namespace] == nil {
+		m.notices[namespace] = make(map[string]RosterNotice)
+	}
+	m.notices[namespace][n.Owner] = n
+	return nil
+}
+
+// WithdrawNotice removes owner's notice while it names beat or earlier.
+func (m *Memory) WithdrawNotice(ctx context.Context, namespace, owner string, beat int64) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "roster notice", Key: RosterKey(namespace), Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.notices[namespace][owner]; ok && cur.Beat <= beat {
+		delete(m.notices[namespace], owner)
+	}
+	return nil
 }
 
 // DeclareDead marks owner's entry dead while it holds beat.

@@ -3,6 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"time"
 )
 
 // RosterKey is the key of a namespace's roster version item in the lease
@@ -41,6 +44,33 @@ type RosterStore interface {
 	// DeclareDead marks owner's entry dead (Member.Dead) while it holds
 	// beat; else an error matching ErrLeaseLost (it beat since, or left).
 	DeclareDead(ctx context.Context, namespace, owner string, beat int64) error
+	// WatchRoster is MembersByOwner that also returns the notices on the
+	// version item (PostNotice), sorted by owner: the same read, at the
+	// same cost.
+	WatchRoster(ctx context.Context, namespace string, owners []string) (version int64, ms []Member, notices []RosterNotice, err error)
+	// PostNotice puts n on the version item, unless a notice of n.Owner
+	// at n.Beat or a later beat is there (then it does nothing): one
+	// conditional write of the version item, which it does not bump.
+	PostNotice(ctx context.Context, namespace string, n RosterNotice) error
+	// WithdrawNotice removes owner's notice while it names beat or an
+	// earlier one; removing an absent or later notice does nothing.
+	WithdrawNotice(ctx context.Context, namespace, owner string, beat int64) error
+}
+
+// RosterNotice is a watcher's word, on the roster's version item, that a
+// member's beat has stood still for nearly the failover time: every
+// instance reads the version item each pass, so each learns of the death
+// before it falls due and reads the member's entry by key when it does,
+// instead of learning of the declaration a pass later (issue 34).
+type RosterNotice struct {
+	Owner string // the member whose beat stands still
+	Beat  int64  // the beat that stands still
+	// Due is how long after the notice was sent the beat will have stood
+	// still for the failover time, on the watcher's clock. A reader
+	// counts it from when its read of the notice returned, which is after
+	// the notice was sent: its due moment is never earlier than the
+	// watcher's.
+	Due time.Duration
 }
 
 // RosterCapable is implemented by a store that implements RosterStore only
@@ -63,4 +93,8 @@ func RosterOf(s Store) (RosterStore, bool) {
 		return nil, false
 	}
 	return r, true
+}
+
+func sortNotices(ns []RosterNotice) {
+	slices.SortFunc(ns, func(a, b RosterNotice) int { return strings.Compare(a.Owner, b.Owner) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -21,6 +22,7 @@ func RunRoster(t *testing.T, newStore func(t *testing.T) lease.RosterStore) {
 		{"VersionStartsAtZeroAndBumps", testRosterVersion},
 		{"MembersByOwnerReadsOnlyThose", testMembersByOwner},
 		{"DeclaredDeadRefusesRosterHeartbeats", testDeclareDead},
+		{"NoticesRideOnTheVersion", testNotices},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -103,5 +105,63 @@ func testDeclareDead(ctx context.Context, t *testing.T, s lease.RosterStore) {
 	want = []lease.Member{{Owner: "w-a", Beat: 7, Roster: true}}
 	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Members after the rejoin (-want +got):\n%s", diff)
+	}
+}
+
+// testNotices: a notice is read with the version and the watched entries
+// (WatchRoster) and bumps nothing; a second one of the same member at the
+// same or an earlier beat is refused (the first's due time stands), one
+// at a later beat replaces it; a withdrawal removes it only while it
+// names that beat or an earlier one.
+func testNotices(ctx context.Context, t *testing.T, s lease.RosterStore) {
+	n, other := ns(t, "stream"), ns(t, "other")
+	beat(ctx, t, s, n, lease.Member{Owner: "w-a", Beat: 3, Roster: true})
+	if _, err := s.BumpRoster(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(want ...lease.RosterNotice) {
+		t.Helper()
+		v, ms, got, err := s.WatchRoster(ctx, n, []string{"w-a"})
+		if err != nil {
+			t.Fatalf("WatchRoster: %v", err)
+		}
+		if v != 1 || len(ms) != 1 || ms[0].Owner != "w-a" {
+			t.Fatalf("WatchRoster = version %d, %v; want version 1 (a notice bumps nothing) and w-a", v, ms)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("WatchRoster's notices (-want +got):\n%s", diff)
+		}
+	}
+	watch()
+	post := func(o string, b int64, due time.Duration) {
+		t.Helper()
+		if err := s.PostNotice(ctx, n, lease.RosterNotice{Owner: o, Beat: b, Due: due}); err != nil {
+			t.Fatalf("PostNotice(%s, %d): %v", o, b, err)
+		}
+	}
+	post("w-a", 3, 2500*time.Millisecond)
+	post("w-a", 3, 900*time.Millisecond) // the same beat: the first stands
+	post("w-a", 2, time.Second)          // an earlier beat: refused
+	post("w-b", 8, 1200*time.Millisecond)
+	watch(lease.RosterNotice{Owner: "w-a", Beat: 3, Due: 2500 * time.Millisecond}, lease.RosterNotice{Owner: "w-b", Beat: 8, Due: 1200 * time.Millisecond})
+	if _, _, got, err := s.WatchRoster(ctx, other, nil); err != nil || len(got) != 0 {
+		t.Fatalf("another namespace's notices = %v, %v; want none", got, err)
+	}
+	if err := s.WithdrawNotice(ctx, n, "w-a", 2); err != nil {
+		t.Fatalf("WithdrawNotice at an earlier beat: %v", err)
+	}
+	post("w-b", 9, 3*time.Second) // a later beat replaces it
+	watch(lease.RosterNotice{Owner: "w-a", Beat: 3, Due: 2500 * time.Millisecond}, lease.RosterNotice{Owner: "w-b", Beat: 9, Due: 3 * time.Second})
+	for _, w := range []struct {
+		o string
+		b int64
+	}{{"w-a", 4}, {"w-b", 8}, {"w-z", 1}} {
+		if err := s.WithdrawNotice(ctx, n, w.o, w.b); err != nil {
+			t.Fatalf("WithdrawNotice(%s, %d): %v", w.o, w.b, err)
+		}
+	}
+	watch(lease.RosterNotice{Owner: "w-b", Beat: 9, Due: 3 * time.Second})
+	if err := s.PostNotice(ctx, n, lease.RosterNotice{Beat: 1}); err == nil {
+		t.Fatal("PostNotice without an owner: no error")
 	}
 }
