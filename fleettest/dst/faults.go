@@ -389,9 +389,9 @@ func (s *store) PostNotice(ctx context.Context, ns string, n lease.RosterNotice)
 	})
 	return err
 }
-func (s *store) WithdrawNotice(ctx context.Context, ns, owner string, beat int64) error {
+func (s *store) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
 	_, err := storeCall(ctx, s.in, opNotice, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, s.m.WithdrawNotice(ctx, ns, owner, beat)
+		return struct{}{}, s.m.WithdrawNotice(ctx, ns, n)
 	})
 	return err
 }

@@ -154,7 +154,7 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 		{"members by owner", func() error { _, _, err := s.MembersByOwner(ctx, ns, []string{"i007", "i008"}); return err }},
 		{"declare", func() error { return s.DeclareDead(ctx, ns, "i009", 12345) }},
 		{"post a notice", func() error {
-			return s.PostNotice(ctx, ns, lease.RosterNotice{Owner: "i011", Beat: 12345, Due: 2600 * time.Millisecond})
+			return s.PostNotice(ctx, ns, lease.RosterNotice{Owner: "i011", By: "i010", Beat: 12345, Due: 2600 * time.Millisecond})
 		}},
 		{"watch with a notice", func() error {
 			_, _, got, err := s.WatchRoster(ctx, ns, []string{"i011", "i012"})
@@ -163,7 +163,7 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 			}
 			return err
 		}},
-		{"withdraw it", func() error { return s.WithdrawNotice(ctx, ns, "i011", 12345) }},
+		{"withdraw it", func() error { return s.WithdrawNotice(ctx, ns, lease.RosterNotice{Owner: "i011", By: "i010", Beat: 12345}) }},
 
 		{"heartbeat", func() error {
 			return s.Heartbeat(ctx, ns, lease.Member{Owner: "i010", Beat: 12346, Held: 7, Roster: true})

@@ -612,11 +612,12 @@ func (s *rosterStore) WatchRoster(ctx context.Context, ns string, owners []strin
 }
 
 // noticeBytes is the size of the version item's notices (the DynamoDB
-// store's attributes: "notice:" and the owner, a map of two numbers).
+// store's attributes: "notice:" and the owner and watcher quoted, a map
+// of two numbers).
 func noticeBytes(ns []lease.RosterNotice) int {
 	b := 0
 	for _, n := range ns {
-		b += len("notice:") + len(n.Owner) + 3 + 2*(1+1+21)
+		b += len("notice:") + len(n.Owner) + len(n.By) + 4 + 3 + 2*(1+1+21)
 	}
 	return b
 }
@@ -625,8 +626,8 @@ func (s *rosterStore) PostNotice(ctx context.Context, ns string, n lease.RosterN
 	return s.notice(ctx, func() error { return s.r.PostNotice(ctx, ns, n) })
 }
 
-func (s *rosterStore) WithdrawNotice(ctx context.Context, ns, owner string, beat int64) error {
-	return s.notice(ctx, func() error { return s.r.WithdrawNotice(ctx, ns, owner, beat) })
+func (s *rosterStore) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return s.notice(ctx, func() error { return s.r.WithdrawNotice(ctx, ns, n) })
 }
 
 func (s *rosterStore) notice(ctx context.Context, call func() error) error {

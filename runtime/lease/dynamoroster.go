@@ -20,7 +20,8 @@ const (
 	attrRoster        = "roster" // written only when true: earlier versions ignore it
 	attrDead          = "dead"   // set by DeclareDead; a roster heartbeat is refused over it
 	// A notice (PostNotice) is an attribute of the version item named
-	// attrNotice and its owner, a map of the beat and the due time (ms).
+	// attrNotice and its owner and watcher, each quoted (noticeAttr), a
+	// map of the beat and the due time (ms).
 	attrNotice     = "notice:"
 	attrNoticeBeat = "b"
 	attrNoticeDue  = "d"
@@ -256,12 +257,12 @@ func versionFromItem(item map[string]types.AttributeValue) (int64, []RosterNotic
 	}
 	var ns []RosterNotice
 	for name, av := range item {
-		owner, ok := strings.CutPrefix(name, attrNotice)
+		owner, by, ok := parseNoticeAttr(name)
 		m, isMap := av.(*types.AttributeValueMemberM)
 		if !ok || !isMap {
 			continue
 		}
-		n := RosterNotice{Owner: owner}
+		n := RosterNotice{Owner: owner, By: by}
 		if b, ok := m.Value[attrNoticeBeat].(*types.AttributeValueMemberN); ok {
 			n.Beat, _ = strconv.ParseInt(b.Value, 10, 64)
 		}
@@ -273,6 +274,30 @@ func versionFromItem(item map[string]types.AttributeValue) (int64, []RosterNotic
 	}
 	sortNotices(ns)
 	return v, ns
+}
+
+// noticeAttr names the version item's attribute of by's notice of owner.
+func noticeAttr(owner, by string) string {
+	return attrNotice + strconv.Quote(owner) + strconv.Quote(by)
+}
+
+// parseNoticeAttr reads a noticeAttr name.
+func parseNoticeAttr(name string) (owner, by string, ok bool) {
+	rest, ok := strings.CutPrefix(name, attrNotice)
+	if !ok {
+		return "", "", false
+	}
+	q1, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return "", "", false
+	}
+	q2, err := strconv.QuotedPrefix(rest[len(q1):])
+	if err != nil || len(q1)+len(q2) != len(rest) {
+		return "", "", false
+	}
+	owner, _ = strconv.Unquote(q1)
+	by, _ = strconv.Unquote(q2)
+	return owner, by, true
 }
 
 // PostNotice sets n's attribute on the version item unless it names
@@ -296,7 +321,7 @@ func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNot
 		Key:                      map[string]types.AttributeValue{attrKey: str(key)},
 		UpdateExpression:         aws.String("SET #n = :n"),
 		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n.#b < :b"),
-		ExpressionAttributeNames: map[string]string{"#n": attrNotice + n.Owner, "#b": attrNoticeBeat},
+		ExpressionAttributeNames: map[string]string{"#n": noticeAttr(n.Owner, n.By), "#b": attrNoticeBeat},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":n": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{attrNoticeBeat: num(n.Beat), attrNoticeDue: num(int64(due))}},
 			":b": num(n.Beat),
@@ -309,10 +334,10 @@ func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNot
 	return nil
 }
 
-// WithdrawNotice removes owner's notice attribute while it names beat or
-// an earlier one: one conditional UpdateItem (a write unit, refused or
+// WithdrawNotice removes n's attribute while it names n.Beat or an
+// earlier beat: one conditional UpdateItem (a write unit, refused or
 // not).
-func (d *DynamoDB) WithdrawNotice(ctx context.Context, namespace, owner string, beat int64) error {
+func (d *DynamoDB) WithdrawNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	key := RosterKey(namespace)
 	if err := d.begin(ctx, "roster notice", key); err != nil {
 		return err
@@ -325,8 +350,8 @@ func (d *DynamoDB) WithdrawNotice(ctx context.Context, namespace, owner string, 
 		Key:                       map[string]types.AttributeValue{attrKey: str(key)},
 		UpdateExpression:          aws.String("REMOVE #n"),
 		ConditionExpression:       aws.String("#n.#b <= :b"),
-		ExpressionAttributeNames:  map[string]string{"#n": attrNotice + owner, "#b": attrNoticeBeat},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(beat)},
+		ExpressionAttributeNames:  map[string]string{"#n": noticeAttr(n.Owner, n.By), "#b": attrNoticeBeat},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(n.Beat)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {

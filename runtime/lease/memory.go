@@ -18,8 +18,8 @@ type Memory struct {
 	// members: namespace -> owner -> entry (see MemberStore)
 	members map[string]map[string]Member
 	roster  map[string]int64 // namespace -> roster version (RosterStore)
-	// notices: namespace -> owner -> the notice on the version item
-	notices map[string]map[string]RosterNotice
+	// notices: namespace -> (owner, watcher) -> the notice on the version item
+	notices map[string]map[[2]string]RosterNotice
 }
 
 // NewMemory returns an empty in-memory store.
@@ -354,8 +354,8 @@ func (m *Memory) WatchRoster(ctx context.Context, namespace string, owners []str
 	return v, out, ns, nil
 }
 
-// PostNotice puts n on the namespace's roster unless a notice of n.Owner
-// at n.Beat or later is there.
+// PostNotice puts n on the namespace's roster unless n.By's notice of
+// n.Owner at n.Beat or later is there.
 func (m *Memory) PostNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	key := RosterKey(namespace)
 	if err := ctx.Err(); err != nil {
@@ -366,28 +366,31 @@ func (m *Memory) PostNotice(ctx context.Context, namespace string, n RosterNotic
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cur, ok := m.notices[namespace][n.Owner]; ok && cur.Beat >= n.Beat {
+	k := [2]string{n.Owner, n.By}
+	if cur, ok := m.notices[namespace][k]; ok && cur.Beat >= n.Beat {
 		return nil
 	}
 	if m.notices == nil {
-		m.notices = make(map[string]map[string]RosterNotice)
+		m.notices = make(map[string]map[[2]string]RosterNotice)
 	}
 	if m.notices[namespace] == nil {
-		m.notices[namespace] = make(map[string]RosterNotice)
+		m.notices[namespace] = make(map[[2]string]RosterNotice)
 	}
-	m.notices[namespace][n.Owner] = n
+	m.notices[namespace][k] = n
 	return nil
 }
 
-// WithdrawNotice removes owner's notice while it names beat or earlier.
-func (m *Memory) WithdrawNotice(ctx context.Context, namespace, owner string, beat int64) error {
+// WithdrawNotice removes n.By's notice of n.Owner while it names n.Beat
+// or earlier.
+func (m *Memory) WithdrawNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	if err := ctx.Err(); err != nil {
 		return &Error{Op: "roster notice", Key: RosterKey(namespace), Err: err}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cur, ok := m.notices[namespace][owner]; ok && cur.Beat <= beat {
-		delete(m.notices[namespace], owner)
+	k := [2]string{n.Owner, n.By}
+	if cur, ok := m.notices[namespace][k]; ok && cur.Beat <= n.Beat {
+		delete(m.notices[namespace], k)
 	}
 	return nil
 }

@@ -45,16 +45,19 @@ type RosterStore interface {
 	// beat; else an error matching ErrLeaseLost (it beat since, or left).
 	DeclareDead(ctx context.Context, namespace, owner string, beat int64) error
 	// WatchRoster is MembersByOwner that also returns the notices on the
-	// version item (PostNotice), sorted by owner: the same read, at the
-	// same cost.
+	// version item (PostNotice), sorted by owner and watcher: the same
+	// read, at the same cost.
 	WatchRoster(ctx context.Context, namespace string, owners []string) (version int64, ms []Member, notices []RosterNotice, err error)
-	// PostNotice puts n on the version item, unless a notice of n.Owner
-	// at n.Beat or a later beat is there (then it does nothing): one
-	// conditional write of the version item, which it does not bump.
+	// PostNotice puts n on the version item, unless n.By's notice of
+	// n.Owner at n.Beat or a later beat is there (then it does nothing):
+	// one conditional write of the version item, which it does not bump.
+	// Each watcher's notice is its own (a reader counts from the one that
+	// falls due first on its clock).
 	PostNotice(ctx context.Context, namespace string, n RosterNotice) error
-	// WithdrawNotice removes owner's notice while it names beat or an
-	// earlier one; removing an absent or later notice does nothing.
-	WithdrawNotice(ctx context.Context, namespace, owner string, beat int64) error
+	// WithdrawNotice removes n.By's notice of n.Owner while it names
+	// n.Beat or an earlier beat; removing an absent or later notice does
+	// nothing.
+	WithdrawNotice(ctx context.Context, namespace string, n RosterNotice) error
 }
 
 // RosterNotice is a watcher's word, on the roster's version item, that a
@@ -64,6 +67,7 @@ type RosterStore interface {
 // instead of learning of the declaration a pass later (issue 34).
 type RosterNotice struct {
 	Owner string // the member whose beat stands still
+	By    string // the watcher that posted it
 	Beat  int64  // the beat that stands still
 	// Due is how long after the notice was sent the beat will have stood
 	// still for the failover time, on the watcher's clock. A reader
@@ -96,5 +100,10 @@ func RosterOf(s Store) (RosterStore, bool) {
 }
 
 func sortNotices(ns []RosterNotice) {
-	slices.SortFunc(ns, func(a, b RosterNotice) int { return strings.Compare(a.Owner, b.Owner) })
+	slices.SortFunc(ns, func(a, b RosterNotice) int {
+		if c := strings.Compare(a.Owner, b.Owner); c != 0 {
+			return c
+		}
+		return strings.Compare(a.By, b.By)
+	})
 }

@@ -162,10 +162,10 @@ func (b boundedRoster) PostNotice(ctx context.Context, ns string, n lease.Roster
 	return b.r.PostNotice(ctx, ns, n)
 }
 
-func (b boundedRoster) WithdrawNotice(ctx context.Context, ns, owner string, beat int64) error {
+func (b boundedRoster) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
 	ctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
-	return b.r.WithdrawNotice(ctx, ns, owner, beat)
+	return b.r.WithdrawNotice(ctx, ns, n)
 }
 
 func (b boundedRoster) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {

@@ -109,10 +109,11 @@ func testDeclareDead(ctx context.Context, t *testing.T, s lease.RosterStore) {
 }
 
 // testNotices: a notice is read with the version and the watched entries
-// (WatchRoster) and bumps nothing; a second one of the same member at the
-// same or an earlier beat is refused (the first's due time stands), one
-// at a later beat replaces it; a withdrawal removes it only while it
-// names that beat or an earlier one.
+// (WatchRoster) and bumps nothing; each watcher's is its own; a second one
+// of a watcher at the same or an earlier beat is refused (the first's due
+// time stands), one at a later beat replaces it; a withdrawal removes a
+// watcher's notice only while it names that beat or an earlier one. Owner
+// ids may hold any character.
 func testNotices(ctx context.Context, t *testing.T, s lease.RosterStore) {
 	n, other := ns(t, "stream"), ns(t, "other")
 	beat(ctx, t, s, n, lease.Member{Owner: "w-a", Beat: 3, Roster: true})
@@ -132,36 +133,41 @@ func testNotices(ctx context.Context, t *testing.T, s lease.RosterStore) {
 			t.Fatalf("WatchRoster's notices (-want +got):\n%s", diff)
 		}
 	}
-	watch()
-	post := func(o string, b int64, due time.Duration) {
+	notice := func(o, by string, b int64, due time.Duration) lease.RosterNotice {
+		return lease.RosterNotice{Owner: o, By: by, Beat: b, Due: due}
+	}
+	post := func(n2 lease.RosterNotice) {
 		t.Helper()
-		if err := s.PostNotice(ctx, n, lease.RosterNotice{Owner: o, Beat: b, Due: due}); err != nil {
-			t.Fatalf("PostNotice(%s, %d): %v", o, b, err)
+		if err := s.PostNotice(ctx, n, n2); err != nil {
+			t.Fatalf("PostNotice(%+v): %v", n2, err)
 		}
 	}
-	post("w-a", 3, 2500*time.Millisecond)
-	post("w-a", 3, 900*time.Millisecond) // the same beat: the first stands
-	post("w-a", 2, time.Second)          // an earlier beat: refused
-	post("w-b", 8, 1200*time.Millisecond)
-	watch(lease.RosterNotice{Owner: "w-a", Beat: 3, Due: 2500 * time.Millisecond}, lease.RosterNotice{Owner: "w-b", Beat: 8, Due: 1200 * time.Millisecond})
+	withdraw := func(n2 lease.RosterNotice) {
+		t.Helper()
+		if err := s.WithdrawNotice(ctx, n, n2); err != nil {
+			t.Fatalf("WithdrawNotice(%+v): %v", n2, err)
+		}
+	}
+	const odd = `w~"b":"x"` // sorts after "w-…"
+	watch()
+	post(notice("w-a", "w-y", 3, 2500*time.Millisecond))
+	post(notice("w-a", "w-y", 3, 900*time.Millisecond)) // the same beat: the first stands
+	post(notice("w-a", "w-y", 2, time.Second))          // an earlier beat: refused
+	post(notice("w-a", "w-z", 3, 1200*time.Millisecond))
+	post(notice(odd, "w-z", 8, 1200*time.Millisecond))
+	watch(notice("w-a", "w-y", 3, 2500*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 8, 1200*time.Millisecond))
 	if _, _, got, err := s.WatchRoster(ctx, other, nil); err != nil || len(got) != 0 {
 		t.Fatalf("another namespace's notices = %v, %v; want none", got, err)
 	}
-	if err := s.WithdrawNotice(ctx, n, "w-a", 2); err != nil {
-		t.Fatalf("WithdrawNotice at an earlier beat: %v", err)
-	}
-	post("w-b", 9, 3*time.Second) // a later beat replaces it
-	watch(lease.RosterNotice{Owner: "w-a", Beat: 3, Due: 2500 * time.Millisecond}, lease.RosterNotice{Owner: "w-b", Beat: 9, Due: 3 * time.Second})
-	for _, w := range []struct {
-		o string
-		b int64
-	}{{"w-a", 4}, {"w-b", 8}, {"w-z", 1}} {
-		if err := s.WithdrawNotice(ctx, n, w.o, w.b); err != nil {
-			t.Fatalf("WithdrawNotice(%s, %d): %v", w.o, w.b, err)
-		}
-	}
-	watch(lease.RosterNotice{Owner: "w-b", Beat: 9, Due: 3 * time.Second})
-	if err := s.PostNotice(ctx, n, lease.RosterNotice{Beat: 1}); err == nil {
+	withdraw(notice("w-a", "w-y", 2, 0))       // an earlier beat: stays
+	withdraw(notice("w-a", "w-x", 9, 0))       // no such watcher's
+	post(notice(odd, "w-z", 9, 3*time.Second)) // a later beat replaces it
+	watch(notice("w-a", "w-y", 3, 2500*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 9, 3*time.Second))
+	withdraw(notice("w-a", "w-y", 4, 0))
+	withdraw(notice(odd, "w-z", 8, 0)) // names an earlier beat than the notice's: stays
+	withdraw(notice("w-q", "w-z", 1, 0))
+	watch(notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 9, 3*time.Second))
+	if err := s.PostNotice(ctx, n, lease.RosterNotice{By: "w-z", Beat: 1}); err == nil {
 		t.Fatal("PostNotice without an owner: no error")
 	}
 }
