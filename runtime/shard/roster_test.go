@@ -19,6 +19,7 @@ type rosterWrap struct {
 	r                    lease.RosterStore
 	off                  atomic.Bool
 	full, byOwner, beats atomic.Int64
+	posted               atomic.Int64 // notices posted
 	// blind: its whole-list reads fail (an instance that does not learn
 	// of a declaration for a while).
 	blind atomic.Bool
@@ -65,6 +66,22 @@ func (w *rosterWrap) MembersByOwner(ctx context.Context, ns string, owners []str
 func (w *rosterWrap) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
 	return w.r.DeclareDead(ctx, ns, owner, beat)
 }
+
+func (w *rosterWrap) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	w.byOwner.Add(1)
+	return w.r.WatchRoster(ctx, ns, owners)
+}
+
+func (w *rosterWrap) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	w.posted.Add(1)
+	return w.r.PostNotice(ctx, ns, n)
+}
+
+func (w *rosterWrap) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return w.r.WithdrawNotice(ctx, ns, n)
+}
+
+var _ lease.RosterStore = (*rosterWrap)(nil)
 
 // noOverlap fails t when two coordinators read one shard.
 func noOverlap(t *testing.T, cs map[string]*shard.Coordinator) {
