@@ -23,6 +23,9 @@ type rosterWrap struct {
 	// blind: its whole-list reads fail (an instance that does not learn
 	// of a declaration for a while).
 	blind atomic.Bool
+	// deaf: its reads of the version item return no notice; noDeclare:
+	// its declarations are refused (as if the beat had moved).
+	deaf, noDeclare atomic.Bool
 }
 
 func newRosterWrap(s lease.Store) *rosterWrap {
@@ -64,12 +67,19 @@ func (w *rosterWrap) MembersByOwner(ctx context.Context, ns string, owners []str
 }
 
 func (w *rosterWrap) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
+	if w.noDeclare.Load() {
+		return &lease.Error{Op: "declare dead", Err: lease.ErrLeaseLost}
+	}
 	return w.r.DeclareDead(ctx, ns, owner, beat)
 }
 
 func (w *rosterWrap) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
 	w.byOwner.Add(1)
-	return w.r.WatchRoster(ctx, ns, owners)
+	v, ms, notices, err := w.r.WatchRoster(ctx, ns, owners)
+	if w.deaf.Load() {
+		notices = nil
+	}
+	return v, ms, notices, err
 }
 
 func (w *rosterWrap) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
@@ -145,9 +155,19 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 	})
 	time.Sleep(time.Second) // settled: no more bumps
 	full, byOwner := wraps["a"].full.Load(), wraps["a"].byOwner.Load()
+	var posted int64
+	for _, w := range wraps {
+		posted += w.posted.Load()
+	}
 	time.Sleep(time.Second)
 	if f, b := wraps["a"].full.Load()-full, wraps["a"].byOwner.Load()-byOwner; f != 0 || b == 0 {
 		t.Errorf("at rest a read the whole member list %d times and its successors %d times in 1 s; want 0 and some", f, b)
+	}
+	for _, w := range wraps {
+		posted -= w.posted.Load()
+	}
+	if posted != 0 {
+		t.Errorf("at rest %d roster notices were posted in 1 s; want none", -posted)
 	}
 
 	// c's heartbeats fail: it fences, its watchers (a and b) declare it
@@ -197,34 +217,13 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 // move (up to the fair share's ceiling). Four shards on a, b, c and d;
 // d's watchers are b and c; after d dies the fair share gives its shard
 // to a (the ceiling's one extra goes to the first by id), which cannot
-// read the whole member list (it never learns of the declaration) while
-// d is cut off: d's shard is read again all the same, by its declarer.
+// read the whole member list (it never learns of the declaration) nor
+// hears the watchers' notices while d is cut off: d's shard is read again
+// all the same, by its declarer.
 func TestRosterDeclarerTakesTheDeadsLeases(t *testing.T) {
-	e, _ := memEnv(t, 4)
-	ids := e.shards()
-	cs := map[string]*shard.Coordinator{}
-	wraps := map[string]*rosterWrap{}
-	for _, name := range []string{"a", "b", "c", "d"} {
-		cfg := e.config(name, newCollector().sink)
-		cfg.Renew, cfg.Failover = 100*time.Millisecond, time.Second
-		w := newRosterWrap(e.store)
-		wraps[name] = w
-		cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
-		cs[name] = e.start(cfg)
-	}
-	one := func() bool {
-		noOverlap(t, cs)
-		for _, c := range cs {
-			if len(c.Reading()) != 1 {
-				return false
-			}
-		}
-		return readingAll(cs, ids)
-	}
-	eventually(t, 10*time.Second, "every shard read, one by each instance", one)
-	time.Sleep(time.Second) // settled: no more bumps
-
+	_, cs, wraps, one := rosterFour(t)
 	wraps["a"].blind.Store(true)
+	wraps["a"].deaf.Store(true)
 	wraps["d"].off.Store(true)
 	cut := time.Now()
 	dHeld := cs["d"].Reading()
@@ -240,6 +239,111 @@ func TestRosterDeclarerTakesTheDeadsLeases(t *testing.T) {
 	t.Logf("d's shard read again %v after its heartbeats began to fail (failover 1s)", time.Since(cut).Round(time.Millisecond))
 
 	wraps["a"].blind.Store(false)
+	wraps["a"].deaf.Store(false)
 	wraps["d"].off.Store(false)
 	eventually(t, 10*time.Second, "balanced again, d back", one)
+}
+
+// rosterFour starts a, b, c and d with the roster on four shards (each
+// reads the watched entries only whenever it can) and waits until each
+// reads one and no bump is in flight. On the ring a, b, c, d, d's watchers
+// are b and c.
+func rosterFour(t *testing.T) (e *env, cs map[string]*shard.Coordinator, wraps map[string]*rosterWrap, one func() bool) {
+	e, _ = memEnv(t, 4)
+	ids := e.shards()
+	cs = map[string]*shard.Coordinator{}
+	wraps = map[string]*rosterWrap{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		cfg := e.config(name, newCollector().sink)
+		cfg.Renew, cfg.Failover = 100*time.Millisecond, time.Second
+		w := newRosterWrap(e.store)
+		wraps[name] = w
+		cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
+		cs[name] = e.start(cfg)
+	}
+	one = func() bool {
+		noOverlap(t, cs)
+		for _, c := range cs {
+			if len(c.Reading()) != 1 {
+				return false
+			}
+		}
+		return readingAll(cs, ids)
+	}
+	eventually(t, 10*time.Second, "every shard read, one by each instance", one)
+	time.Sleep(time.Second) // settled: no more bumps
+	return e, cs, wraps, one
+}
+
+// notices returns the notices on the version item of e's namespace.
+func notices(t *testing.T, e *env) []lease.RosterNotice {
+	t.Helper()
+	r, _ := lease.RosterOf(e.store)
+	_, _, ns, err := r.WatchRoster(context.Background(), "test/"+e.stream, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// Issue 34 item 3: a watcher's notice lets an instance that does not
+// watch a dead member act on its death when it falls due, without the
+// declaration. d's watchers (b and c) can declare nothing here (their
+// declarations are refused), so only their notices tell a of d's death;
+// the fair share gives d's shard to a (the ceiling's one extra goes to
+// the first by id), which reads it again within twice the failover time
+// (without notices it never does: nobody declares d, and a does not
+// watch it). d back, its watchers withdraw their notices: none lingers.
+func TestRosterNoticeLetsTheOthersActWhenADeathFallsDue(t *testing.T) {
+	e, cs, wraps, one := rosterFour(t)
+	for _, w := range wraps {
+		w.noDeclare.Store(true)
+	}
+	wraps["d"].off.Store(true)
+	cut := time.Now()
+	dHeld := cs["d"].Reading()
+	eventually(t, 2*time.Second, "d's shard read by a", func() bool {
+		noOverlap(t, cs)
+		return slices.Contains(cs["a"].Reading(), dHeld[0])
+	})
+	t.Logf("d's shard read again by a %v after d's heartbeats began to fail (failover 1s)", time.Since(cut).Round(time.Millisecond))
+	if n := wraps["b"].posted.Load() + wraps["c"].posted.Load(); n == 0 {
+		t.Error("d's watchers posted no notice")
+	}
+
+	wraps["d"].off.Store(false)
+	eventually(t, 10*time.Second, "balanced again, d back, no notice left", func() bool {
+		return one() && len(notices(t, e)) == 0
+	})
+}
+
+// Issue 34 item 3: a notice whose poster is gone (it never declares nor
+// withdraws), of a member whose beat moves on: the instances that read it
+// read the member's entry by key when it falls due, see the beat moved
+// and count it alive (it keeps its shard, read by nobody else); its
+// watchers withdraw the notice within a few passes.
+func TestRosterNoticeOfALiveMemberIsWithdrawn(t *testing.T) {
+	e, cs, _, one := rosterFour(t)
+	dHeld := cs["d"].Reading()
+	r, _ := lease.RosterOf(e.store)
+	ns := "test/" + e.stream
+	_, ms, _, err := r.WatchRoster(context.Background(), ns, []string{"d"})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("d's entry: %v, %v", ms, err)
+	}
+	n := lease.RosterNotice{Owner: "d", By: "ghost", Beat: ms[0].Beat, Due: 300 * time.Millisecond}
+	if err := r.PostNotice(context.Background(), ns, n); err != nil {
+		t.Fatal(err)
+	}
+	posted := time.Now()
+	eventually(t, 2*time.Second, "the ghost's notice withdrawn", func() bool {
+		noOverlap(t, cs)
+		return len(notices(t, e)) == 0
+	})
+	t.Logf("withdrawn %v after it was posted (a lease pass is 250ms)", time.Since(posted).Round(time.Millisecond))
+	for end := posted.Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !slices.Equal(cs["d"].Reading(), dHeld) || !one() {
+			t.Fatalf("d reads %v, want %v throughout: a live member's shard moved", cs["d"].Reading(), dHeld)
+		}
+	}
 }
