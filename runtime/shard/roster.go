@@ -287,9 +287,12 @@ func (c *Coordinator) armDeclare(o string, beat int64) {
 
 // noticeLead is how long before a death falls due its watchers post their
 // notice: a lease pass, so that every instance reads it at its last pass
-// before that moment, and a twentieth of one more, so that it lands
-// before that pass when passes run in step (instances started together).
-func (cfg *Config) noticeLead() time.Duration { return cfg.leaseEvery() + cfg.leaseEvery()/20 }
+// before that moment, and a fiftieth of one more (50 ms at the default
+// timing), so that it lands before that pass when passes run in step
+// (instances started together): each reader's due moment is then that
+// much after the watcher's, where a declaration read at the next pass
+// lags a pass.
+func (cfg *Config) noticeLead() time.Duration { return cfg.leaseEvery() + cfg.leaseEvery()/50 }
 
 // noticing reports whether the others read the version item every pass
 // (this owner's last full read showed more than RosterWhole members, all
