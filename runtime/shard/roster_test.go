@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -291,9 +292,10 @@ func notices(t *testing.T, e *env) []lease.RosterNotice {
 // declaration. d's watchers (b and c) can declare nothing here (their
 // declarations are refused), so only their notices tell a of d's death;
 // the fair share gives d's shard to a (the ceiling's one extra goes to
-// the first by id), which reads it again within twice the failover time
-// (without notices it never does: nobody declares d, and a does not
-// watch it). d back, its watchers withdraw their notices: none lingers.
+// the first by id), which reads it again about the failover time after
+// d's last beat (the test allows 5 s on a loaded machine; without notices
+// a never does: nobody declares d, and a does not watch it). d back, its
+// watchers withdraw their notices: none lingers.
 func TestRosterNoticeLetsTheOthersActWhenADeathFallsDue(t *testing.T) {
 	e, cs, wraps, one := rosterFour(t)
 	for _, w := range wraps {
@@ -302,7 +304,7 @@ func TestRosterNoticeLetsTheOthersActWhenADeathFallsDue(t *testing.T) {
 	wraps["d"].off.Store(true)
 	cut := time.Now()
 	dHeld := cs["d"].Reading()
-	eventually(t, 2*time.Second, "d's shard read by a", func() bool {
+	eventually(t, 5*time.Second, "d's shard read by a", func() bool {
 		noOverlap(t, cs)
 		return slices.Contains(cs["a"].Reading(), dHeld[0])
 	})
@@ -323,10 +325,21 @@ func TestRosterNoticeLetsTheOthersActWhenADeathFallsDue(t *testing.T) {
 // and count it alive (it keeps its shard, read by nobody else); its
 // watchers withdraw the notice within a few passes.
 func TestRosterNoticeOfALiveMemberIsWithdrawn(t *testing.T) {
-	e, cs, _, one := rosterFour(t)
-	dHeld := cs["d"].Reading()
-	r, _ := lease.RosterOf(e.store)
+	e, cs, _, _ := rosterFour(t)
 	ns := "test/" + e.stream
+	owners := func() map[string]string {
+		ls, err := e.store.List(context.Background(), ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, l := range ls {
+			out[l.ShardID] = l.Owner
+		}
+		return out
+	}
+	before := owners()
+	r, _ := lease.RosterOf(e.store)
 	_, ms, _, err := r.WatchRoster(context.Background(), ns, []string{"d"})
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("d's entry: %v, %v", ms, err)
@@ -342,8 +355,9 @@ func TestRosterNoticeOfALiveMemberIsWithdrawn(t *testing.T) {
 	})
 	t.Logf("withdrawn %v after it was posted (a lease pass is 250ms)", time.Since(posted).Round(time.Millisecond))
 	for end := posted.Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if !slices.Equal(cs["d"].Reading(), dHeld) || !one() {
-			t.Fatalf("d reads %v, want %v throughout: a live member's shard moved", cs["d"].Reading(), dHeld)
+		noOverlap(t, cs)
+		if now := owners(); !maps.Equal(now, before) {
+			t.Fatalf("lease owners %v, want %v throughout: a live member's lease moved", now, before)
 		}
 	}
 }
