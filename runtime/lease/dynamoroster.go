@@ -300,9 +300,9 @@ func parseNoticeAttr(name string) (owner, by string, ok bool) {
 	return owner, by, true
 }
 
-// PostNotice sets n's attribute on the version item unless it names
-// n.Beat or a later beat: one conditional UpdateItem (a write unit,
-// refused or not), creating the item the first time. The due time is
+// PostNotice sets n's attribute on the version item unless it names a
+// later beat: one conditional UpdateItem (a write unit, refused or not),
+// creating the item the first time. The due time is
 // rounded up to the millisecond: never earlier than the watcher's.
 func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	key := RosterKey(namespace)
@@ -320,7 +320,7 @@ func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNot
 		TableName:                &d.table,
 		Key:                      map[string]types.AttributeValue{attrKey: str(key)},
 		UpdateExpression:         aws.String("SET #n = :n"),
-		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n.#b < :b"),
+		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n.#b <= :b"),
 		ExpressionAttributeNames: map[string]string{"#n": noticeAttr(n.Owner, n.By), "#b": attrNoticeBeat},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":n": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{attrNoticeBeat: num(n.Beat), attrNoticeDue: num(int64(due))}},

@@ -355,7 +355,7 @@ func (m *Memory) WatchRoster(ctx context.Context, namespace string, owners []str
 }
 
 // PostNotice puts n on the namespace's roster unless n.By's notice of
-// n.Owner at n.Beat or later is there.
+// n.Owner at a later beat is there.
 func (m *Memory) PostNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	key := RosterKey(namespace)
 	if err := ctx.Err(); err != nil {
@@ -367,7 +367,7 @@ func (m *Memory) PostNotice(ctx context.Context, namespace string, n RosterNotic
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := [2]string{n.Owner, n.By}
-	if cur, ok := m.notices[namespace][k]; ok && cur.Beat >= n.Beat {
+	if cur, ok := m.notices[namespace][k]; ok && cur.Beat > n.Beat {
 		return nil
 	}
 	if m.notices == nil {

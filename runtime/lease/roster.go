@@ -49,10 +49,11 @@ type RosterStore interface {
 	// read, at the same cost.
 	WatchRoster(ctx context.Context, namespace string, owners []string) (version int64, ms []Member, notices []RosterNotice, err error)
 	// PostNotice puts n on the version item, unless n.By's notice of
-	// n.Owner at n.Beat or a later beat is there (then it does nothing):
-	// one conditional write of the version item, which it does not bump.
-	// Each watcher's notice is its own (a reader counts from the one that
-	// falls due first on its clock).
+	// n.Owner at a later beat is there (then it does nothing): one
+	// conditional write of the version item, which it does not bump. Each
+	// watcher's notice is its own, and a watcher posting one again at the
+	// same beat replaces it (a reader counts from the one that falls due
+	// first on its clock).
 	PostNotice(ctx context.Context, namespace string, n RosterNotice) error
 	// WithdrawNotice removes n.By's notice of n.Owner while it names
 	// n.Beat or an earlier beat; removing an absent or later notice does

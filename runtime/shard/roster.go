@@ -45,7 +45,8 @@ import (
 // still for the failover time before its next pass posts, noticeLead
 // before that moment, a notice on the version item: the suspect, its beat
 // and how long until its death falls due (the watcher reads the entry by
-// key first, and posts nothing when the beat moved). Every instance that
+// key first, and posts nothing when the beat moved); it posts it again
+// (noticeRefreshes) a quarter of a pass apart. Every instance that
 // reads the version item (each pass, when it reads the watched entries
 // only) sees it at no cost more, and counts its due moment from when its
 // read returned: after the notice was sent, so never before the
@@ -303,12 +304,22 @@ func (c *Coordinator) noticing() bool {
 	return c.rs.valid && !c.rs.old && len(c.rs.cache) > c.cfg.RosterWhole
 }
 
+// noticeRefreshes is how many times a watcher posts its notice of a
+// death in the last pass before it falls due, evenly spaced: a reader
+// counts the due moment from when its read of the latest one returned,
+// so that it lags the watcher's by at most the spacing (a pass over this)
+// when passes are out of step, instead of up to a pass.
+const noticeRefreshes = 4
+
 // notice waits until noticeLead before at, reads o's entry by key and,
-// while it still shows beat (not fenced: then it is declared at once), posts
-// this owner's notice of it. It reports whether o may still fall due at
-// at (its beat has not moved, and it has neither left nor been declared).
+// while it still shows beat (not fenced: then it is declared at once),
+// posts this owner's notice of it, noticeRefreshes times a pass apart
+// over noticeRefreshes, each with the time left then. It reports whether
+// o may still fall due at at (its beat has not moved, and it has neither
+// left nor been declared).
 func (c *Coordinator) notice(ctx context.Context, o string, beat int64, at time.Time) bool {
-	if !sleep(ctx, time.Until(at.Add(-c.cfg.noticeLead()))) {
+	lead := c.cfg.noticeLead()
+	if !sleep(ctx, time.Until(at.Add(-lead))) {
 		return false
 	}
 	_, ms, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, []string{o})
@@ -320,15 +331,21 @@ func (c *Coordinator) notice(ctx context.Context, o string, beat int64, at time.
 	case ms[0].Fenced:
 		return true
 	}
-	due := time.Until(at)
-	if due <= 0 {
-		return true
-	}
-	n := lease.RosterNotice{Owner: o, By: c.cfg.Owner, Beat: beat, Due: due}
-	if err := c.roster.PostNotice(ctx, c.cfg.Namespace, n); err != nil {
-		c.log.Warn("posting a roster notice failed", "member", o, "err", err)
-	} else {
-		c.log.Info("roster notice posted", "member", o, "beat", beat, "due", due)
+	every := c.cfg.leaseEvery() / noticeRefreshes
+	for i := range noticeRefreshes {
+		if !sleep(ctx, time.Until(at.Add(-lead+time.Duration(i)*every))) {
+			return false
+		}
+		due := time.Until(at)
+		if due <= 0 {
+			break
+		}
+		n := lease.RosterNotice{Owner: o, By: c.cfg.Owner, Beat: beat, Due: due}
+		if err := c.roster.PostNotice(ctx, c.cfg.Namespace, n); err != nil {
+			c.log.Warn("posting a roster notice failed", "member", o, "err", err)
+		} else if i == 0 {
+			c.log.Info("roster notice posted", "member", o, "beat", beat, "due", due)
+		}
 	}
 	return true
 }

@@ -110,8 +110,8 @@ func testDeclareDead(ctx context.Context, t *testing.T, s lease.RosterStore) {
 
 // testNotices: a notice is read with the version and the watched entries
 // (WatchRoster) and bumps nothing; each watcher's is its own; a second one
-// of a watcher at the same or an earlier beat is refused (the first's due
-// time stands), one at a later beat replaces it; a withdrawal removes a
+// of a watcher at the same or a later beat replaces it (a refresh), one at
+// an earlier beat is refused; a withdrawal removes a
 // watcher's notice only while it names that beat or an earlier one. Owner
 // ids may hold any character.
 func testNotices(ctx context.Context, t *testing.T, s lease.RosterStore) {
@@ -151,18 +151,18 @@ func testNotices(ctx context.Context, t *testing.T, s lease.RosterStore) {
 	const odd = `w~"b":"x"` // sorts after "w-…"
 	watch()
 	post(notice("w-a", "w-y", 3, 2500*time.Millisecond))
-	post(notice("w-a", "w-y", 3, 900*time.Millisecond)) // the same beat: the first stands
+	post(notice("w-a", "w-y", 3, 900*time.Millisecond)) // the same beat: a refresh
 	post(notice("w-a", "w-y", 2, time.Second))          // an earlier beat: refused
 	post(notice("w-a", "w-z", 3, 1200*time.Millisecond))
 	post(notice(odd, "w-z", 8, 1200*time.Millisecond))
-	watch(notice("w-a", "w-y", 3, 2500*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 8, 1200*time.Millisecond))
+	watch(notice("w-a", "w-y", 3, 900*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 8, 1200*time.Millisecond))
 	if _, _, got, err := s.WatchRoster(ctx, other, nil); err != nil || len(got) != 0 {
 		t.Fatalf("another namespace's notices = %v, %v; want none", got, err)
 	}
 	withdraw(notice("w-a", "w-y", 2, 0))       // an earlier beat: stays
 	withdraw(notice("w-a", "w-x", 9, 0))       // no such watcher's
 	post(notice(odd, "w-z", 9, 3*time.Second)) // a later beat replaces it
-	watch(notice("w-a", "w-y", 3, 2500*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 9, 3*time.Second))
+	watch(notice("w-a", "w-y", 3, 900*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 9, 3*time.Second))
 	withdraw(notice("w-a", "w-y", 4, 0))
 	withdraw(notice(odd, "w-z", 8, 0)) // names an earlier beat than the notice's: stays
 	withdraw(notice("w-q", "w-z", 1, 0))
