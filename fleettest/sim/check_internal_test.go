@@ -166,7 +166,6 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 		{"withdraw it", func() error {
 			return s.WithdrawNotice(ctx, ns, lease.RosterNotice{Owner: "i011", By: "i010", Beat: 12345})
 		}},
-
 		{"heartbeat", func() error {
 			return s.Heartbeat(ctx, ns, lease.Member{Owner: "i010", Beat: 12346, Held: 7, Roster: true})
 		}},
