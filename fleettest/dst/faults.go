@@ -415,7 +415,7 @@ func (s *store) DeclareDead(ctx context.Context, ns, owner string, beat int64) e
 }
 
 var (
-	_ lease.RosterStore    = (*store)(nil)
+	_ lease.RosterNotices  = (*store)(nil)
 	_ lease.Store          = (*store)(nil)
 	_ lease.MemberStore    = (*store)(nil)
 	_ lease.Lookup         = (*store)(nil)

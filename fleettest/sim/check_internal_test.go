@@ -136,7 +136,7 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 	var c counters
 	c.layout = lease.MembersTable
 	var fault atomic.Int32
-	s, ok := newStore(&store{inner: d, c: &c, fault: &fault}).(*rosterStore)
+	s, ok := newStore(&store{inner: d, c: &c, fault: &fault}).(*noticeStore)
 	if !ok {
 		t.Fatal("no roster store over the members table")
 	}

@@ -519,12 +519,17 @@ var (
 
 // newStore wraps inner for one instance, as a MemberStore when inner
 // keeps members and its layout allows them (lease.MembersOf), as a
-// RosterStore when it keeps the roster too (lease.RosterOf).
+// RosterStore when it keeps the roster too (lease.RosterOf), as a
+// RosterNotices when its version item carries notices.
 func newStore(s *store) lease.Store {
 	if m, ok := lease.MembersOf(s.inner); ok {
 		ms := &memberStore{store: s, m: m}
 		if r, ok := lease.RosterOf(s.inner); ok {
-			return &rosterStore{memberStore: ms, r: r}
+			rs := &rosterStore{memberStore: ms, r: r}
+			if n, ok := r.(lease.RosterNotices); ok {
+				return &noticeStore{rosterStore: rs, n: n}
+			}
+			return rs
 		}
 		return ms
 	}
@@ -545,16 +550,26 @@ func newStore(s *store) lease.Store {
 //     (an absent item too).
 //   - DeclareDead: a conditional UpdateItem of the owner's item, billed by
 //     its size in 1 KB units (refused or not).
-//   - WatchRoster: MembersByOwner, the version item billed with the
-//     notices it holds (noticeBytes).
-//   - PostNotice, WithdrawNotice: a conditional UpdateItem of the version
-//     item, a write unit (refused or not).
 type rosterStore struct {
 	*memberStore
 	r lease.RosterStore
 }
 
 var _ lease.RosterStore = (*rosterStore)(nil)
+
+// noticeStore is rosterStore over a lease.RosterNotices, billed as the
+// DynamoDB store makes its calls:
+//
+//   - WatchRoster, and MembersByOwner (the same read): the version item
+//     billed with the notices it holds (noticeBytes).
+//   - PostNotice, WithdrawNotice: a conditional UpdateItem of the version
+//     item, a write unit (refused or not).
+type noticeStore struct {
+	*rosterStore
+	n lease.RosterNotices
+}
+
+var _ lease.RosterNotices = (*noticeStore)(nil)
 
 func tableOnly(u int64) [layouts]int64 {
 	return [layouts]int64{lease.MembersTable: u, lease.MembersMigrating: u}
@@ -587,15 +602,31 @@ func (s *rosterStore) BumpRoster(ctx context.Context, ns string) (int64, error) 
 }
 
 func (s *rosterStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	v, ms, _, err := s.byOwner(ctx, owners, func() (int64, []lease.Member, []lease.RosterNotice, error) {
+		v, ms, err := s.r.MembersByOwner(ctx, ns, owners)
+		return v, ms, nil, err
+	})
+	return v, ms, err
+}
+
+func (s *noticeStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
 	v, ms, _, err := s.WatchRoster(ctx, ns, owners)
 	return v, ms, err
 }
 
-func (s *rosterStore) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+func (s *noticeStore) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	return s.byOwner(ctx, owners, func() (int64, []lease.Member, []lease.RosterNotice, error) {
+		return s.n.WatchRoster(ctx, ns, owners)
+	})
+}
+
+// byOwner bills read, a read of the version item (with the notices it
+// returns) and owners' items.
+func (s *rosterStore) byOwner(ctx context.Context, owners []string, read func() (int64, []lease.Member, []lease.RosterNotice, error)) (int64, []lease.Member, []lease.RosterNotice, error) {
 	if err := s.enter(ctx); err != nil {
 		return 0, nil, nil, err
 	}
-	v, ms, notices, err := s.r.WatchRoster(ctx, ns, owners)
+	v, ms, notices, err := read()
 	s.c.calls[OpMembersByOwner].Add(int64(max(1, (len(owners)+1+99)/100)))
 	if err != nil {
 		s.c.errors.Add(1)
@@ -622,15 +653,15 @@ func noticeBytes(ns []lease.RosterNotice) int {
 	return b
 }
 
-func (s *rosterStore) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
-	return s.notice(ctx, func() error { return s.r.PostNotice(ctx, ns, n) })
+func (s *noticeStore) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return s.notice(ctx, func() error { return s.n.PostNotice(ctx, ns, n) })
 }
 
-func (s *rosterStore) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
-	return s.notice(ctx, func() error { return s.r.WithdrawNotice(ctx, ns, n) })
+func (s *noticeStore) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return s.notice(ctx, func() error { return s.n.WithdrawNotice(ctx, ns, n) })
 }
 
-func (s *rosterStore) notice(ctx context.Context, call func() error) error {
+func (s *noticeStore) notice(ctx context.Context, call func() error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}

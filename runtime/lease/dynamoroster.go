@@ -27,7 +27,7 @@ const (
 	attrNoticeDue  = "d"
 )
 
-var _ RosterStore = (*DynamoDB)(nil)
+var _ RosterNotices = (*DynamoDB)(nil)
 
 // RosterSupported reports whether the store keeps the roster: with the
 // members table (MembersTable, MembersMigrating), not with the members

@@ -297,7 +297,7 @@ func (m *Memory) GetMany(ctx context.Context, keys []string) ([]Lease, error) {
 	return out, nil
 }
 
-var _ RosterStore = (*Memory)(nil)
+var _ RosterNotices = (*Memory)(nil)
 
 // RosterVersion returns the namespace's roster version.
 func (m *Memory) RosterVersion(ctx context.Context, namespace string) (int64, error) {

@@ -44,6 +44,19 @@ type RosterStore interface {
 	// DeclareDead marks owner's entry dead (Member.Dead) while it holds
 	// beat; else an error matching ErrLeaseLost (it beat since, or left).
 	DeclareDead(ctx context.Context, namespace, owner string, beat int64) error
+}
+
+// RosterNotices is a RosterStore whose version item also carries notices
+// (RosterNotice): a watcher's word, read by every instance with the
+// version at no cost more, that a member's death falls due. What a store
+// gains by implementing it: the instances act on a death when it falls
+// due on their own clocks, as with liveness per instance, instead of up
+// to a lease pass later, at their next pass after the declaration. A
+// RosterStore without it still keeps the roster (RosterOf), with
+// declarations only. The coordinator uses the notices only when the store
+// implements them (the Memory and DynamoDB stores do).
+type RosterNotices interface {
+	RosterStore
 	// WatchRoster is MembersByOwner that also returns the notices on the
 	// version item (PostNotice), sorted by owner and watcher: the same
 	// read, at the same cost.

@@ -395,6 +395,7 @@ type Coordinator struct {
 	ensure     tableEnsurer         // the store's table check, run once by Start
 	members    lease.MemberStore    // the store's members, with deadlines: nil unless LivenessPerInstance
 	roster     lease.RosterStore    // with members and Config.Roster: the store's roster, with deadlines
+	notices    lease.RosterNotices  // roster, when the store's version item carries notices too
 	rs         rosterState          // what this owner knows of the roster (members.go)
 	fanOut     kinesisapi.API       // the client without deadlines, when reading by fan-out
 	lookup     lease.Lookup         // with members: reads the known leases by key instead of listing the namespace
@@ -449,11 +450,16 @@ func New(cfg Config) (*Coordinator, error) {
 	var look lease.Lookup
 	var cost lease.ListCost
 	var roster lease.RosterStore
+	var notices lease.RosterNotices
 	if members != nil {
 		b := boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
 		bm = b
 		if r, ok := lease.RosterOf(raw); ok && cfg.Roster {
-			roster = boundedRoster{boundedMembers: b, r: r}
+			br := boundedRoster{boundedMembers: b, r: r}
+			roster = br
+			if n, ok := r.(lease.RosterNotices); ok {
+				notices = boundedNotices{boundedRoster: br, n: n}
+			}
 		}
 		if l, ok := raw.(lease.Lookup); ok {
 			look = boundedLookup{l: l, d: cfg.leaseCallTimeout()}
@@ -463,6 +469,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		members:  bm,
 		roster:   roster,
+		notices:  notices,
 		lookup:   look,
 		ensure:   ensure,
 		fanOut:   fanOut,

@@ -40,26 +40,27 @@ import (
 // predecessors (when its watchers died with it, the ring closes over
 // them and the next predecessors declare it).
 //
-// Notices (lease.RosterNotice) remove the pass the others would lag
-// behind the declarer. A watcher that will see a successor's beat stand
-// still for the failover time before its next pass posts, noticeLead
-// before that moment, a notice on the version item: the suspect, its beat
-// and how long until its death falls due (the watcher reads the entry by
-// key first, and posts nothing when the beat moved); it posts it again
-// (noticeRefreshes) a quarter of a pass apart. Every instance that
-// reads the version item (each pass, when it reads the watched entries
-// only) sees it at no cost more, and counts its due moment from when its
-// read returned: after the notice was sent, so never before the
-// watcher's. At that moment it wakes a pass, which reads the suspect's
+// Notices (lease.RosterNotice) remove the pass the others would lag behind
+// the declarer, when the store keeps them (lease.RosterNotices; without,
+// the roster runs on declarations alone). A watcher that will see a
+// successor's beat stand still for the failover time before its next pass
+// posts, noticeLead before that moment, a notice on the version item: the
+// suspect, its beat and how long until its death falls due (the watcher
+// reads the entry by key first, and posts nothing when the beat moved); it
+// posts it again (noticeRefreshes) a quarter of a pass apart. Every
+// instance that reads the version item (each pass, when it reads the
+// watched entries only) sees it at no cost more, and counts its due moment
+// from when its read returned: after the notice was sent, so never before
+// the watcher's. At that moment it wakes a pass, which reads the suspect's
 // entry by key with the watched ones; if it still shows the beat named,
 // the suspect is dead for that pass and the ones after (noticeFell), and
 // the pass takes its share of the free leases, as liveness per instance
 // would have at its own pass. If the beat moved, the notice is forgotten.
 // At rest there are no notices: a pass reads the version and the watched
 // entries, as before. The suspect's watchers (its ring predecessors,
-// counted with it) withdraw a notice once its entry shows another beat,
-// is declared dead or is gone (tendNotices), so that a notice whose
-// poster died does not outlive the suspect's next watcher's pass.
+// counted with it) withdraw a notice once its entry shows another beat, is
+// declared dead or is gone (tendNotices), so that a notice whose poster
+// died does not outlive the suspect's next watcher's pass.
 //
 // Members of an earlier version (no lease.Member.Roster) neither bump nor
 // declare: while the last full read showed one, every pass reads the
@@ -131,7 +132,7 @@ func (c *Coordinator) readRoster(ctx context.Context) (ms []lease.Member, read m
 		sent = time.Now()
 		watch := ringSuccessors(c.cfg.Owner, cache, rosterK)
 		watch = append(watch, c.dueSuspects(sent, watch)...)
-		v, got, notices, err := c.roster.WatchRoster(ctx, c.cfg.Namespace, watch)
+		v, got, notices, err := c.watchRoster(ctx, watch)
 		if err != nil {
 			return nil, nil, sent, err
 		}
@@ -177,6 +178,16 @@ func (c *Coordinator) readRoster(ctx context.Context) (ms []lease.Member, read m
 	rs.valid, rs.ver, rs.fullAt, rs.cache, rs.old = true, ver, sent, next, old
 	rs.mu.Unlock()
 	return ms, nil, sent, nil
+}
+
+// watchRoster reads the version and the watched entries, and the notices
+// on the version item when the store keeps them (lease.RosterNotices).
+func (c *Coordinator) watchRoster(ctx context.Context, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	if c.notices != nil {
+		return c.notices.WatchRoster(ctx, c.cfg.Namespace, owners)
+	}
+	v, ms, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, owners)
+	return v, ms, nil, err
 }
 
 // ringSuccessors returns the k owners after me on the ring of roster
@@ -249,7 +260,7 @@ func (c *Coordinator) declareDead(ctx context.Context, v memberView) {
 // declaration. One check per member and beat.
 func (c *Coordinator) armDeclare(o string, beat int64) {
 	at, ok := c.beats.staleAt(lease.Lease{Key: o, Owner: o, Counter: beat}, c.cfg.Failover)
-	notify := c.noticing()
+	notify := c.notices != nil && c.noticing()
 	window := c.cfg.leaseEvery()
 	if notify {
 		window += c.cfg.noticeLead()
@@ -341,7 +352,7 @@ func (c *Coordinator) notice(ctx context.Context, o string, beat int64, at time.
 			break
 		}
 		n := lease.RosterNotice{Owner: o, By: c.cfg.Owner, Beat: beat, Due: due}
-		if err := c.roster.PostNotice(ctx, c.cfg.Namespace, n); err != nil {
+		if err := c.notices.PostNotice(ctx, c.cfg.Namespace, n); err != nil {
 			c.log.Warn("posting a roster notice failed", "member", o, "err", err)
 		} else if i == 0 {
 			c.log.Info("roster notice posted", "member", o, "beat", beat, "due", due)
@@ -418,7 +429,7 @@ func (c *Coordinator) dueSuspects(sent time.Time, watch []string) []string {
 // on its watcher's clock (hear), so m is dead, as if this owner had
 // watched it.
 func (c *Coordinator) noticeFell(m lease.Member, sent time.Time) bool {
-	if c.roster == nil {
+	if c.notices == nil {
 		return false
 	}
 	c.rs.mu.Lock()
@@ -433,7 +444,7 @@ func (c *Coordinator) noticeFell(m lease.Member, sent time.Time) bool {
 // member of (it is among the member's ring predecessors, counted with
 // the member) and that v shows resolved so.
 func (c *Coordinator) tendNotices(ctx context.Context, v memberView) {
-	if c.roster == nil {
+	if c.notices == nil {
 		return
 	}
 	resolved := func(o string, beat int64) bool {
@@ -458,7 +469,7 @@ func (c *Coordinator) tendNotices(ctx context.Context, v memberView) {
 	c.rs.onItem = keep
 	c.rs.mu.Unlock()
 	for _, n := range withdraw {
-		if err := c.roster.WithdrawNotice(ctx, c.cfg.Namespace, n); err != nil {
+		if err := c.notices.WithdrawNotice(ctx, c.cfg.Namespace, n); err != nil {
 			c.log.Warn("withdrawing a roster notice failed", "member", n.Owner, "by", n.By, "err", err)
 		}
 	}

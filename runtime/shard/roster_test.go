@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,10 +18,17 @@ import (
 // process cut off from the lease store for its heartbeats: it fences).
 type rosterWrap struct {
 	lease.Store
-	r                    lease.RosterStore
+	r                    lease.RosterNotices
 	off                  atomic.Bool
 	full, byOwner, beats atomic.Int64
 	posted               atomic.Int64 // notices posted
+	bumps                atomic.Int64 // roster bumps
+	// beatMu guards lastBeat, when the last heartbeat that landed was
+	// sent, and beatGap, the longest time between two sent since
+	// beatGaps was last called.
+	beatMu   sync.Mutex
+	lastBeat time.Time
+	beatGap  time.Duration
 	// blind: its whole-list reads fail (an instance that does not learn
 	// of a declaration for a while).
 	blind atomic.Bool
@@ -31,7 +39,7 @@ type rosterWrap struct {
 
 func newRosterWrap(s lease.Store) *rosterWrap {
 	r, _ := lease.RosterOf(s)
-	return &rosterWrap{Store: s, r: r}
+	return &rosterWrap{Store: s, r: r.(lease.RosterNotices)}
 }
 
 func (w *rosterWrap) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
@@ -39,7 +47,31 @@ func (w *rosterWrap) Heartbeat(ctx context.Context, ns string, m lease.Member) e
 		return &lease.Error{Op: "heartbeat", Err: errThrottled}
 	}
 	w.beats.Add(1)
-	return w.r.Heartbeat(ctx, ns, m)
+	sent := time.Now()
+	err := w.r.Heartbeat(ctx, ns, m)
+	if err == nil {
+		w.beatMu.Lock()
+		if !w.lastBeat.IsZero() {
+			w.beatGap = max(w.beatGap, sent.Sub(w.lastBeat))
+		}
+		w.lastBeat = sent
+		w.beatMu.Unlock()
+	}
+	return err
+}
+
+// beatGaps returns the longest time, since its last call, between two
+// heartbeats that landed (from when each was sent), or from the last one
+// to now: how long this instance's beat stood still in the store.
+func (w *rosterWrap) beatGaps() time.Duration {
+	w.beatMu.Lock()
+	defer w.beatMu.Unlock()
+	g := w.beatGap
+	if !w.lastBeat.IsZero() {
+		g = max(g, time.Since(w.lastBeat))
+	}
+	w.beatGap = 0
+	return g
 }
 
 func (w *rosterWrap) Members(ctx context.Context, ns string) ([]lease.Member, error) {
@@ -59,6 +91,7 @@ func (w *rosterWrap) RosterVersion(ctx context.Context, ns string) (int64, error
 }
 
 func (w *rosterWrap) BumpRoster(ctx context.Context, ns string) (int64, error) {
+	w.bumps.Add(1)
 	return w.r.BumpRoster(ctx, ns)
 }
 
@@ -92,7 +125,45 @@ func (w *rosterWrap) WithdrawNotice(ctx context.Context, ns string, n lease.Rost
 	return w.r.WithdrawNotice(ctx, ns, n)
 }
 
-var _ lease.RosterStore = (*rosterWrap)(nil)
+var _ lease.RosterNotices = (*rosterWrap)(nil)
+
+// oldRoster is a roster store written before notices
+// (lease.RosterNotices): it exposes the methods of lease.RosterStore
+// only, of w.
+type oldRoster struct {
+	lease.Store
+	w *rosterWrap
+}
+
+func (o oldRoster) Heartbeat(ctx context.Context, ns string, m lease.Member) error {
+	return o.w.Heartbeat(ctx, ns, m)
+}
+
+func (o oldRoster) Members(ctx context.Context, ns string) ([]lease.Member, error) {
+	return o.w.Members(ctx, ns)
+}
+
+func (o oldRoster) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	return o.w.Leave(ctx, ns, owner, beat)
+}
+
+func (o oldRoster) RosterVersion(ctx context.Context, ns string) (int64, error) {
+	return o.w.RosterVersion(ctx, ns)
+}
+
+func (o oldRoster) BumpRoster(ctx context.Context, ns string) (int64, error) {
+	return o.w.BumpRoster(ctx, ns)
+}
+
+func (o oldRoster) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	return o.w.MembersByOwner(ctx, ns, owners)
+}
+
+func (o oldRoster) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
+	return o.w.DeclareDead(ctx, ns, owner, beat)
+}
+
+var _ lease.RosterStore = oldRoster{}
 
 // noOverlap fails t when two coordinators read one shard.
 func noOverlap(t *testing.T, cs map[string]*shard.Coordinator) {
@@ -126,6 +197,32 @@ func readingAll(cs map[string]*shard.Coordinator, ids []string) bool {
 // its share again. No shard is read by two instances at any time. One
 // instance of the earlier kind (no roster) runs beside them throughout.
 func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
+	rosterDeclaresTheDead(t, func(w *rosterWrap) lease.Store { return w })
+}
+
+// A roster store written outside this repo before the notices
+// (lease.RosterNotices) still keeps the roster: the instances read
+// linearly and declare the dead, as with declarations only.
+func TestRosterWithoutNoticesDeclaresTheDeadAndReadsLinearly(t *testing.T) {
+	rosterDeclaresTheDead(t, func(w *rosterWrap) lease.Store {
+		o := oldRoster{Store: w.Store, w: w}
+		if _, ok := lease.RosterOf(o); !ok {
+			t.Fatal("lease.RosterOf refuses a roster store without notices")
+		}
+		return o
+	})
+}
+
+// lateBeat is how long a beat (every 100 ms) stands still in the store
+// before the roster may act on it: a watcher posts a notice when it has
+// stood still for half the failover time (1 s) on its clock, the owner
+// bumps coming back from its fence (0.8 s), a watcher declares it after
+// the failover time.
+const lateBeat = 400 * time.Millisecond
+
+// rosterDeclaresTheDead runs TestRosterDeclaresTheDeadAndReadsLinearly's
+// story over the stores store makes of each instance's wrap.
+func rosterDeclaresTheDead(t *testing.T, store func(*rosterWrap) lease.Store) {
 	e, _ := memEnv(t, 8)
 	ids := e.shards()
 	cs := map[string]*shard.Coordinator{}
@@ -136,7 +233,7 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 		if name != "old" {
 			w := newRosterWrap(e.store)
 			wraps[name] = w
-			cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
+			cfg.Leases, cfg.Roster, cfg.RosterWhole = store(w), true, -1
 		}
 		cs[name] = e.start(cfg)
 	}
@@ -154,21 +251,55 @@ func TestRosterDeclaresTheDeadAndReadsLinearly(t *testing.T) {
 		noOverlap(t, cs)
 		return readingAll(cs, ids) && len(cs["a"].Reading()) == 2 && len(cs["d"].Reading()) == 2
 	})
-	time.Sleep(time.Second) // settled: no more bumps
+
+	// At rest (no bump for a second: the moves after old left have
+	// settled), a reads the version and its successors' entries only,
+	// and nobody posts a notice, while every beat lands in time. A beat
+	// that stands still for lateBeat on a starved machine may be
+	// suspected, declared and bumped (the roster doing its work): then
+	// whole reads are allowed, and logged.
+	sum := func(f func(*rosterWrap) int64) (n int64) {
+		for _, w := range wraps {
+			n += f(w)
+		}
+		return n
+	}
+	bumps := func() int64 { return sum(func(w *rosterWrap) int64 { return w.bumps.Load() }) }
+	beatGaps := func() map[string]time.Duration {
+		gs := map[string]time.Duration{}
+		for name, w := range wraps {
+			gs[name] = w.beatGaps()
+		}
+		return gs
+	}
+	bumped, quiet := bumps(), time.Now()
+	beatGaps()
+	eventually(t, 20*time.Second, "no roster bump for 1 s", func() bool {
+		if n := bumps(); n != bumped {
+			bumped, quiet = n, time.Now()
+			beatGaps() // a late beat before the bump does not excuse a read after it
+		}
+		return time.Since(quiet) >= time.Second
+	})
 	full, byOwner := wraps["a"].full.Load(), wraps["a"].byOwner.Load()
-	var posted int64
-	for _, w := range wraps {
-		posted += w.posted.Load()
-	}
+	posted := sum(func(w *rosterWrap) int64 { return w.posted.Load() })
 	time.Sleep(time.Second)
-	if f, b := wraps["a"].full.Load()-full, wraps["a"].byOwner.Load()-byOwner; f != 0 || b == 0 {
-		t.Errorf("at rest a read the whole member list %d times and its successors %d times in 1 s; want 0 and some", f, b)
+	f, b := wraps["a"].full.Load()-full, wraps["a"].byOwner.Load()-byOwner
+	p, n := sum(func(w *rosterWrap) int64 { return w.posted.Load() })-posted, bumps()-bumped
+	late := map[string]time.Duration{}
+	for name, g := range beatGaps() {
+		if g >= lateBeat {
+			late[name] = g
+		}
 	}
-	for _, w := range wraps {
-		posted -= w.posted.Load()
+	switch {
+	case len(late) == 0 && (f != 0 || p != 0 || n != 0):
+		t.Errorf("at rest, every beat landing within %v of the one before, in 1 s a read the whole member list %d times, %d notices were posted, the roster was bumped %d times; want none", lateBeat, f, p, n)
+	case len(late) != 0:
+		t.Logf("at rest, beats stood still %v (a loaded machine): in 1 s a read the whole member list %d times, %d notices were posted, %d bumps", late, f, p, n)
 	}
-	if posted != 0 {
-		t.Errorf("at rest %d roster notices were posted in 1 s; want none", -posted)
+	if b == 0 {
+		t.Errorf("at rest a read its successors' entries 0 times in 1 s; want some")
 	}
 
 	// c's heartbeats fail: it fences, its watchers (a and b) declare it
@@ -280,7 +411,7 @@ func rosterFour(t *testing.T) (e *env, cs map[string]*shard.Coordinator, wraps m
 func notices(t *testing.T, e *env) []lease.RosterNotice {
 	t.Helper()
 	r, _ := lease.RosterOf(e.store)
-	_, _, ns, err := r.WatchRoster(context.Background(), "test/"+e.stream, nil)
+	_, _, ns, err := r.(lease.RosterNotices).WatchRoster(context.Background(), "test/"+e.stream, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,12 +471,13 @@ func TestRosterNoticeOfALiveMemberIsWithdrawn(t *testing.T) {
 	}
 	before := owners()
 	r, _ := lease.RosterOf(e.store)
-	_, ms, _, err := r.WatchRoster(context.Background(), ns, []string{"d"})
+	rn := r.(lease.RosterNotices)
+	_, ms, _, err := rn.WatchRoster(context.Background(), ns, []string{"d"})
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("d's entry: %v, %v", ms, err)
 	}
 	n := lease.RosterNotice{Owner: "d", By: "ghost", Beat: ms[0].Beat, Due: 300 * time.Millisecond}
-	if err := r.PostNotice(context.Background(), ns, n); err != nil {
+	if err := rn.PostNotice(context.Background(), ns, n); err != nil {
 		t.Fatal(err)
 	}
 	posted := time.Now()

@@ -13,7 +13,8 @@ import (
 )
 
 // RunRoster runs the roster subtests (lease.RosterStore) against stores
-// made by newStore.
+// made by newStore; the notices' (lease.RosterNotices) when the store
+// implements them, else that subtest is skipped.
 func RunRoster(t *testing.T, newStore func(t *testing.T) lease.RosterStore) {
 	for _, tc := range []struct {
 		name string
@@ -114,7 +115,11 @@ func testDeclareDead(ctx context.Context, t *testing.T, s lease.RosterStore) {
 // an earlier beat is refused; a withdrawal removes a
 // watcher's notice only while it names that beat or an earlier one. Owner
 // ids may hold any character.
-func testNotices(ctx context.Context, t *testing.T, s lease.RosterStore) {
+func testNotices(ctx context.Context, t *testing.T, r lease.RosterStore) {
+	s, ok := r.(lease.RosterNotices)
+	if !ok {
+		t.Skipf("%T keeps no notices (lease.RosterNotices)", r)
+	}
 	n, other := ns(t, "stream"), ns(t, "other")
 	beat(ctx, t, s, n, lease.Member{Owner: "w-a", Beat: 3, Roster: true})
 	if _, err := s.BumpRoster(ctx, n); err != nil {
