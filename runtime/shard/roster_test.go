@@ -252,12 +252,12 @@ func rosterDeclaresTheDead(t *testing.T, store func(*rosterWrap) lease.Store) {
 		return readingAll(cs, ids) && len(cs["a"].Reading()) == 2 && len(cs["d"].Reading()) == 2
 	})
 
-	// At rest (no bump for a second: the moves after old left have
-	// settled), a reads the version and its successors' entries only,
-	// and nobody posts a notice, while every beat lands in time. A beat
-	// that stands still for lateBeat on a starved machine may be
-	// suspected, declared and bumped (the roster doing its work): then
-	// whole reads are allowed, and logged.
+	// At rest (every entry says what its owner reads, asks nothing, and no
+	// bump for a second: the moves after old left have settled), a reads the
+	// version and its successors' entries only, and nobody posts a notice,
+	// while every beat lands in time. A beat that stands still for lateBeat
+	// on a starved machine may be suspected, declared and bumped (the roster
+	// doing its work): then whole reads are allowed, and logged.
 	sum := func(f func(*rosterWrap) int64) (n int64) {
 		for _, w := range wraps {
 			n += f(w)
@@ -272,10 +272,22 @@ func rosterDeclaresTheDead(t *testing.T, store func(*rosterWrap) lease.Store) {
 		}
 		return gs
 	}
+	settled := func() bool {
+		ms, err := e.store.(lease.MemberStore).Members(context.Background(), "test/"+e.stream)
+		if err != nil || len(ms) != len(cs) {
+			return false
+		}
+		for _, m := range ms {
+			if c := cs[m.Owner]; c == nil || m.Held != len(c.Reading()) || len(m.Asks) != 0 || m.Starting || m.Fenced || m.Dead {
+				return false
+			}
+		}
+		return true
+	}
 	bumped, quiet := bumps(), time.Now()
 	beatGaps()
-	eventually(t, 20*time.Second, "no roster bump for 1 s", func() bool {
-		if n := bumps(); n != bumped {
+	eventually(t, 20*time.Second, "the entries settled and no roster bump for 1 s", func() bool {
+		if n := bumps(); n != bumped || !settled() {
 			bumped, quiet = n, time.Now()
 			beatGaps() // a late beat before the bump does not excuse a read after it
 		}
