@@ -29,7 +29,8 @@ var ErrDeclaredDead = errors.New("member declared dead")
 // successors on the ring of owners, and every member of an earlier version
 // (without Member.Roster), as before. A watcher that sees a successor's
 // beat stand still for the failover time, or its entry say Fenced,
-// declares it dead (DeclareDead) and bumps the version.
+// declares it dead (DeclareDead) and bumps the version. A store may carry
+// notices on the version item too (RosterNotices).
 type RosterStore interface {
 	MemberStore
 	// RosterVersion returns the namespace's roster version (0 before the

@@ -145,9 +145,10 @@ type Config struct {
 	// roster (lease.RosterOf), reads the members at a cost linear in the
 	// instances: each pass reads the roster's version and the entries of
 	// a few ring successors only, and the whole member list only when the
-	// version moved; a watcher's notice tells every instance of a death
-	// before it falls due (roster.go). Off by default (issue 34 item 3:
-	// the rolling deploy to it as the default is not yet tested).
+	// version moved; a watcher's notice (a store with
+	// lease.RosterNotices) tells every instance of a death before it
+	// falls due (roster.go). Off by default (issue 34 item 3: the rolling
+	// deploy to it as the default is not yet tested).
 	Roster bool
 	// RosterWhole, with Roster, is the most members whose whole list is
 	// still read every pass (default 48: their items fit in about one
