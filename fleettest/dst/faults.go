@@ -163,6 +163,7 @@ var (
 	opByOwner    = opClass{name: "members-by-owner"}
 	opBump       = opClass{name: "roster-bump", write: true}
 	opDeclare    = opClass{name: "declare-dead", write: true}
+	opNotice     = opClass{name: "roster-notice", write: true}
 	opCreate     = opClass{name: "create", write: true}
 	opTake       = opClass{name: "take", write: true, underMu: true} // keep takes back under the mutex
 	opHandoff    = opClass{name: "handoff", write: true}
@@ -372,12 +373,37 @@ func (s *store) BumpRoster(ctx context.Context, ns string) (int64, error) {
 type versioned struct {
 	v  int64
 	ms []lease.Member
+	ns []lease.RosterNotice
+}
+
+func (s *store) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	r, err := storeCall(ctx, s.in, opByOwner, func(ctx context.Context) (versioned, error) {
+		v, ms, notices, err := s.m.WatchRoster(ctx, ns, owners)
+		return versioned{v, ms, notices}, err
+	})
+	return r.v, r.ms, r.ns, err
+}
+func (s *store) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	_, err := storeCall(ctx, s.in, opNotice, func(ctx context.Context) (struct{}, error) {
+		err := s.m.PostNotice(ctx, ns, n)
+		if err == nil {
+			s.in.w.note("%s posted a notice of %s at beat %d, due in %v", s.in.name, n.Owner, n.Beat, n.Due)
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+func (s *store) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	_, err := storeCall(ctx, s.in, opNotice, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.m.WithdrawNotice(ctx, ns, n)
+	})
+	return err
 }
 
 func (s *store) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
 	r, err := storeCall(ctx, s.in, opByOwner, func(ctx context.Context) (versioned, error) {
 		v, ms, err := s.m.MembersByOwner(ctx, ns, owners)
-		return versioned{v, ms}, err
+		return versioned{v: v, ms: ms}, err
 	})
 	return r.v, r.ms, err
 }
@@ -393,7 +419,7 @@ func (s *store) DeclareDead(ctx context.Context, ns, owner string, beat int64) e
 }
 
 var (
-	_ lease.RosterStore    = (*store)(nil)
+	_ lease.RosterNotices  = (*store)(nil)
 	_ lease.Store          = (*store)(nil)
 	_ lease.MemberStore    = (*store)(nil)
 	_ lease.Lookup         = (*store)(nil)

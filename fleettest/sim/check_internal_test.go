@@ -113,8 +113,11 @@ func TestMemberBillingMatchesDynalite(t *testing.T) {
 // TestRosterBillingMatchesDynalite checks the billing of the roster's
 // calls (rosterStore) against dynalite's units for the same calls: the
 // version's GetItem and UpdateItem, a BatchGetItem of two members' items
-// (a unit per item), a death declared (a conditional UpdateItem), and a
-// roster heartbeat (a conditional PutItem), among 150 members.
+// (a unit per item), a death declared (a conditional UpdateItem), a
+// notice posted, read and withdrawn (conditional UpdateItems of the
+// version item: dynalite bills a refused one nothing, DynamoDB a write
+// unit, as the estimate does), and a roster heartbeat (a conditional
+// PutItem), among 150 members.
 func TestRosterBillingMatchesDynalite(t *testing.T) {
 	url := livetest.DynamoDBEndpoint(t)
 	client := dynamodb.NewFromConfig(aws.Config{
@@ -133,7 +136,7 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 	var c counters
 	c.layout = lease.MembersTable
 	var fault atomic.Int32
-	s, ok := newStore(&store{inner: d, c: &c, fault: &fault}).(*rosterStore)
+	s, ok := newStore(&store{inner: d, c: &c, fault: &fault}).(*noticeStore)
 	if !ok {
 		t.Fatal("no roster store over the members table")
 	}
@@ -150,6 +153,19 @@ func TestRosterBillingMatchesDynalite(t *testing.T) {
 		{"version", func() error { _, err := s.RosterVersion(ctx, ns); return err }},
 		{"members by owner", func() error { _, _, err := s.MembersByOwner(ctx, ns, []string{"i007", "i008"}); return err }},
 		{"declare", func() error { return s.DeclareDead(ctx, ns, "i009", 12345) }},
+		{"post a notice", func() error {
+			return s.PostNotice(ctx, ns, lease.RosterNotice{Owner: "i011", By: "i010", Beat: 12345, Due: 2600 * time.Millisecond})
+		}},
+		{"watch with a notice", func() error {
+			_, _, got, err := s.WatchRoster(ctx, ns, []string{"i011", "i012"})
+			if err == nil && len(got) != 1 {
+				err = fmt.Errorf("notices %v, want i011's", got)
+			}
+			return err
+		}},
+		{"withdraw it", func() error {
+			return s.WithdrawNotice(ctx, ns, lease.RosterNotice{Owner: "i011", By: "i010", Beat: 12345})
+		}},
 		{"heartbeat", func() error {
 			return s.Heartbeat(ctx, ns, lease.Member{Owner: "i010", Beat: 12346, Held: 7, Roster: true})
 		}},

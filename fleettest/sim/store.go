@@ -34,15 +34,17 @@ const (
 	OpGetMany
 	// The calls of a lease.RosterStore (shard.Config.Roster): the version
 	// read, its bump, the watched entries read by key (one per 100 keys,
-	// as BatchGetItem takes them), a death declared.
+	// as BatchGetItem takes them), a death declared, a notice posted or
+	// withdrawn.
 	OpRoster
 	OpBump
 	OpMembersByOwner
 	OpDeclare
+	OpNotice
 	opCount
 )
 
-var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many", "roster", "bump", "members-by-owner", "declare"}
+var opNames = [opCount]string{"list", "get", "create", "take", "renew", "checkpoint", "release", "handoff", "set-children", "delete", "heartbeat", "members", "leave", "get-many", "roster", "bump", "members-by-owner", "declare", "notice"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -517,12 +519,17 @@ var (
 
 // newStore wraps inner for one instance, as a MemberStore when inner
 // keeps members and its layout allows them (lease.MembersOf), as a
-// RosterStore when it keeps the roster too (lease.RosterOf).
+// RosterStore when it keeps the roster too (lease.RosterOf), as a
+// RosterNotices when its version item carries notices.
 func newStore(s *store) lease.Store {
 	if m, ok := lease.MembersOf(s.inner); ok {
 		ms := &memberStore{store: s, m: m}
 		if r, ok := lease.RosterOf(s.inner); ok {
-			return &rosterStore{memberStore: ms, r: r}
+			rs := &rosterStore{memberStore: ms, r: r}
+			if n, ok := r.(lease.RosterNotices); ok {
+				return &noticeStore{rosterStore: rs, n: n}
+			}
+			return rs
 		}
 		return ms
 	}
@@ -549,6 +556,20 @@ type rosterStore struct {
 }
 
 var _ lease.RosterStore = (*rosterStore)(nil)
+
+// noticeStore is rosterStore over a lease.RosterNotices, billed as the
+// DynamoDB store makes its calls:
+//
+//   - WatchRoster, and MembersByOwner (the same read): the version item
+//     billed with the notices it holds (noticeBytes).
+//   - PostNotice, WithdrawNotice: a conditional UpdateItem of the version
+//     item, a write unit (refused or not).
+type noticeStore struct {
+	*rosterStore
+	n lease.RosterNotices
+}
+
+var _ lease.RosterNotices = (*noticeStore)(nil)
 
 func tableOnly(u int64) [layouts]int64 {
 	return [layouts]int64{lease.MembersTable: u, lease.MembersMigrating: u}
@@ -581,23 +602,76 @@ func (s *rosterStore) BumpRoster(ctx context.Context, ns string) (int64, error) 
 }
 
 func (s *rosterStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	v, ms, _, err := s.byOwner(ctx, owners, func() (int64, []lease.Member, []lease.RosterNotice, error) {
+		v, ms, err := s.r.MembersByOwner(ctx, ns, owners)
+		return v, ms, nil, err
+	})
+	return v, ms, err
+}
+
+func (s *noticeStore) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	v, ms, _, err := s.WatchRoster(ctx, ns, owners)
+	return v, ms, err
+}
+
+func (s *noticeStore) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	return s.byOwner(ctx, owners, func() (int64, []lease.Member, []lease.RosterNotice, error) {
+		return s.n.WatchRoster(ctx, ns, owners)
+	})
+}
+
+// byOwner bills read, a read of the version item (with the notices it
+// returns) and owners' items.
+func (s *rosterStore) byOwner(ctx context.Context, owners []string, read func() (int64, []lease.Member, []lease.RosterNotice, error)) (int64, []lease.Member, []lease.RosterNotice, error) {
 	if err := s.enter(ctx); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	v, ms, err := s.r.MembersByOwner(ctx, ns, owners)
+	v, ms, notices, err := read()
 	s.c.calls[OpMembersByOwner].Add(int64(max(1, (len(owners)+1+99)/100)))
 	if err != nil {
 		s.c.errors.Add(1)
 	}
 	s.c.itemsRead.Add(int64(len(ms)) + 1)
-	u := readUnits(0) // the version item
+	u := readUnits(noticeBytes(notices)) // the version item
 	s.c.mu.Lock()
 	for _, o := range owners {
 		u += readUnits(s.c.table[o])
 	}
 	s.c.mu.Unlock()
 	s.c.billMembers(tableOnly(u), [layouts]int64{})
-	return v, ms, err
+	return v, ms, notices, err
+}
+
+// noticeBytes is the size of the version item's notices (the DynamoDB
+// store's attributes: "notice:" and the owner and watcher quoted, a map
+// of two numbers).
+func noticeBytes(ns []lease.RosterNotice) int {
+	b := 0
+	for _, n := range ns {
+		b += len("notice:") + len(n.Owner) + len(n.By) + 4 + 3 + 2*(1+1+21)
+	}
+	return b
+}
+
+func (s *noticeStore) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return s.notice(ctx, func() error { return s.n.PostNotice(ctx, ns, n) })
+}
+
+func (s *noticeStore) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	return s.notice(ctx, func() error { return s.n.WithdrawNotice(ctx, ns, n) })
+}
+
+func (s *noticeStore) notice(ctx context.Context, call func() error) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	err := call()
+	s.c.calls[OpNotice].Add(1)
+	if err != nil {
+		s.c.errors.Add(1)
+	}
+	s.c.billMembers([layouts]int64{}, tableOnly(writeUnits(0)))
+	return err
 }
 
 func (s *rosterStore) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {

@@ -18,6 +18,8 @@ type Memory struct {
 	// members: namespace -> owner -> entry (see MemberStore)
 	members map[string]map[string]Member
 	roster  map[string]int64 // namespace -> roster version (RosterStore)
+	// notices: namespace -> (owner, watcher) -> the notice on the version item
+	notices map[string]map[[2]string]RosterNotice
 }
 
 // NewMemory returns an empty in-memory store.
@@ -295,7 +297,7 @@ func (m *Memory) GetMany(ctx context.Context, keys []string) ([]Lease, error) {
 	return out, nil
 }
 
-var _ RosterStore = (*Memory)(nil)
+var _ RosterNotices = (*Memory)(nil)
 
 // RosterVersion returns the namespace's roster version.
 func (m *Memory) RosterVersion(ctx context.Context, namespace string) (int64, error) {
@@ -324,8 +326,15 @@ func (m *Memory) BumpRoster(ctx context.Context, namespace string) (int64, error
 // MembersByOwner returns the roster version and the entries of owners
 // that exist, sorted.
 func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []string) (int64, []Member, error) {
+	v, ms, _, err := m.WatchRoster(ctx, namespace, owners)
+	return v, ms, err
+}
+
+// WatchRoster returns the roster version, the entries of owners that
+// exist and the notices, each sorted by owner.
+func (m *Memory) WatchRoster(ctx context.Context, namespace string, owners []string) (int64, []Member, []RosterNotice, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
+		return 0, nil, nil, &Error{Op: "members", Key: MembersKey(namespace), Err: err}
 	}
 	m.mu.Lock()
 	out := make([]Member, 0, len(owners))
@@ -335,9 +344,55 @@ func (m *Memory) MembersByOwner(ctx context.Context, namespace string, owners []
 		}
 	}
 	v := m.roster[namespace]
+	var ns []RosterNotice
+	for _, n := range m.notices[namespace] {
+		ns = append(ns, n)
+	}
 	m.mu.Unlock()
 	sortMembers(out)
-	return v, out, nil
+	sortNotices(ns)
+	return v, out, ns, nil
+}
+
+// PostNotice puts n on the namespace's roster unless n.By's notice of
+// n.Owner at a later beat is there.
+func (m *Memory) PostNotice(ctx context.Context, namespace string, n RosterNotice) error {
+	key := RosterKey(namespace)
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "roster notice", Key: key, Err: err}
+	}
+	if n.Owner == "" {
+		return invalid("roster notice", key, "empty owner")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{n.Owner, n.By}
+	if cur, ok := m.notices[namespace][k]; ok && cur.Beat > n.Beat {
+		return nil
+	}
+	if m.notices == nil {
+		m.notices = make(map[string]map[[2]string]RosterNotice)
+	}
+	if m.notices[namespace] == nil {
+		m.notices[namespace] = make(map[[2]string]RosterNotice)
+	}
+	m.notices[namespace][k] = n
+	return nil
+}
+
+// WithdrawNotice removes n.By's notice of n.Owner while it names n.Beat
+// or earlier.
+func (m *Memory) WithdrawNotice(ctx context.Context, namespace string, n RosterNotice) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "roster notice", Key: RosterKey(namespace), Err: err}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{n.Owner, n.By}
+	if cur, ok := m.notices[namespace][k]; ok && cur.Beat <= n.Beat {
+		delete(m.notices[namespace], k)
+	}
+	return nil
 }
 
 // DeclareDead marks owner's entry dead while it holds beat.

@@ -3,6 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"time"
 )
 
 // RosterKey is the key of a namespace's roster version item in the lease
@@ -26,7 +29,8 @@ var ErrDeclaredDead = errors.New("member declared dead")
 // successors on the ring of owners, and every member of an earlier version
 // (without Member.Roster), as before. A watcher that sees a successor's
 // beat stand still for the failover time, or its entry say Fenced,
-// declares it dead (DeclareDead) and bumps the version.
+// declares it dead (DeclareDead) and bumps the version. A store may carry
+// notices on the version item too (RosterNotices).
 type RosterStore interface {
 	MemberStore
 	// RosterVersion returns the namespace's roster version (0 before the
@@ -41,6 +45,51 @@ type RosterStore interface {
 	// DeclareDead marks owner's entry dead (Member.Dead) while it holds
 	// beat; else an error matching ErrLeaseLost (it beat since, or left).
 	DeclareDead(ctx context.Context, namespace, owner string, beat int64) error
+}
+
+// RosterNotices is a RosterStore whose version item also carries notices
+// (RosterNotice): a watcher's word, read by every instance with the
+// version at no cost more, that a member's death falls due. What a store
+// gains by implementing it: the instances act on a death when it falls
+// due on their own clocks, as with liveness per instance, instead of up
+// to a lease pass later, at their next pass after the declaration. A
+// RosterStore without it still keeps the roster (RosterOf), with
+// declarations only. The coordinator uses the notices only when the store
+// implements them (the Memory and DynamoDB stores do).
+type RosterNotices interface {
+	RosterStore
+	// WatchRoster is MembersByOwner that also returns the notices on the
+	// version item (PostNotice), sorted by owner and watcher: the same
+	// read, at the same cost.
+	WatchRoster(ctx context.Context, namespace string, owners []string) (version int64, ms []Member, notices []RosterNotice, err error)
+	// PostNotice puts n on the version item, unless n.By's notice of
+	// n.Owner at a later beat is there (then it does nothing): one
+	// conditional write of the version item, which it does not bump. Each
+	// watcher's notice is its own, and a watcher posting one again at the
+	// same beat replaces it (a reader counts from the one that falls due
+	// first on its clock).
+	PostNotice(ctx context.Context, namespace string, n RosterNotice) error
+	// WithdrawNotice removes n.By's notice of n.Owner while it names
+	// n.Beat or an earlier beat; removing an absent or later notice does
+	// nothing.
+	WithdrawNotice(ctx context.Context, namespace string, n RosterNotice) error
+}
+
+// RosterNotice is a watcher's word, on the roster's version item, that a
+// member's beat has stood still for nearly the failover time: every
+// instance reads the version item each pass, so each learns of the death
+// before it falls due and reads the member's entry by key when it does,
+// instead of learning of the declaration a pass later (issue 34).
+type RosterNotice struct {
+	Owner string // the member whose beat stands still
+	By    string // the watcher that posted it
+	Beat  int64  // the beat that stands still
+	// Due is how long after the notice was sent the beat will have stood
+	// still for the failover time, on the watcher's clock. A reader
+	// counts it from when its read of the notice returned, which is after
+	// the notice was sent: its due moment is never earlier than the
+	// watcher's.
+	Due time.Duration
 }
 
 // RosterCapable is implemented by a store that implements RosterStore only
@@ -63,4 +112,13 @@ func RosterOf(s Store) (RosterStore, bool) {
 		return nil, false
 	}
 	return r, true
+}
+
+func sortNotices(ns []RosterNotice) {
+	slices.SortFunc(ns, func(a, b RosterNotice) int {
+		if c := strings.Compare(a.Owner, b.Owner); c != 0 {
+			return c
+		}
+		return strings.Compare(a.By, b.By)
+	})
 }

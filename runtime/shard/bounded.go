@@ -156,6 +156,31 @@ func (b boundedRoster) DeclareDead(ctx context.Context, ns, owner string, beat i
 	return b.r.DeclareDead(ctx, ns, owner, beat)
 }
 
+// boundedNotices is boundedRoster over a store whose version item carries
+// notices (lease.RosterNotices).
+type boundedNotices struct {
+	boundedRoster
+	n lease.RosterNotices
+}
+
+func (b boundedNotices) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.n.WatchRoster(ctx, ns, owners)
+}
+
+func (b boundedNotices) PostNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.n.PostNotice(ctx, ns, n)
+}
+
+func (b boundedNotices) WithdrawNotice(ctx context.Context, ns string, n lease.RosterNotice) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.n.WithdrawNotice(ctx, ns, n)
+}
+
 // boundedLookup gives every GetMany its own deadline.
 type boundedLookup struct {
 	l lease.Lookup

@@ -145,8 +145,10 @@ type Config struct {
 	// roster (lease.RosterOf), reads the members at a cost linear in the
 	// instances: each pass reads the roster's version and the entries of
 	// a few ring successors only, and the whole member list only when the
-	// version moved (members.go). Off by default (issue 34 item 3: not yet
-	// measured at every size the issue asks for).
+	// version moved; a watcher's notice (a store with
+	// lease.RosterNotices) tells every instance of a death before it
+	// falls due (roster.go). Off by default (issue 34 item 3: the rolling
+	// deploy to it as the default is not yet tested).
 	Roster bool
 	// RosterWhole, with Roster, is the most members whose whole list is
 	// still read every pass (default 48: their items fit in about one
@@ -394,6 +396,7 @@ type Coordinator struct {
 	ensure     tableEnsurer         // the store's table check, run once by Start
 	members    lease.MemberStore    // the store's members, with deadlines: nil unless LivenessPerInstance
 	roster     lease.RosterStore    // with members and Config.Roster: the store's roster, with deadlines
+	notices    lease.RosterNotices  // roster, when the store's version item carries notices too
 	rs         rosterState          // what this owner knows of the roster (members.go)
 	fanOut     kinesisapi.API       // the client without deadlines, when reading by fan-out
 	lookup     lease.Lookup         // with members: reads the known leases by key instead of listing the namespace
@@ -448,11 +451,16 @@ func New(cfg Config) (*Coordinator, error) {
 	var look lease.Lookup
 	var cost lease.ListCost
 	var roster lease.RosterStore
+	var notices lease.RosterNotices
 	if members != nil {
 		b := boundedMembers{boundedStore: cfg.Leases.(boundedStore), m: members}
 		bm = b
 		if r, ok := lease.RosterOf(raw); ok && cfg.Roster {
-			roster = boundedRoster{boundedMembers: b, r: r}
+			br := boundedRoster{boundedMembers: b, r: r}
+			roster = br
+			if n, ok := r.(lease.RosterNotices); ok {
+				notices = boundedNotices{boundedRoster: br, n: n}
+			}
 		}
 		if l, ok := raw.(lease.Lookup); ok {
 			look = boundedLookup{l: l, d: cfg.leaseCallTimeout()}
@@ -462,6 +470,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		members:  bm,
 		roster:   roster,
+		notices:  notices,
 		lookup:   look,
 		ensure:   ensure,
 		fanOut:   fanOut,

@@ -162,7 +162,10 @@
 // waiting. An older reader ignores the flag and sees the beat stand still.
 // With Config.Roster a pass reads a roster version and two ring
 // successors' entries, the whole list only when the version moved; the
-// watchers declare a dead successor (roster.go).
+// watchers declare a dead successor, and a pass before that post a notice
+// on the version item (a store implementing lease.RosterNotices), which
+// every instance reads and acts on when the death falls due on its own
+// clock (roster.go).
 // An owner whose entry stood still for
 // Failover on the reader's clock is dead: the clock for a beat starts when
 // a read showing it returned and its age is judged when that read was

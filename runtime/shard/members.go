@@ -160,6 +160,8 @@ func (c *Coordinator) readMembers(ctx context.Context) (memberView, error) {
 			// (lease.Member.Fenced); so is one declared dead.
 		case read != nil && !read[m.Owner]:
 			v.live[m.Owner] = true // not watched by this owner: its watchers declare it
+		case c.noticeFell(m, sent):
+			// A watcher's notice of it fell due with its beat unchanged.
 		case !c.beats.stale(beats[i], sent, c.cfg.Failover):
 			v.live[m.Owner] = true
 		}

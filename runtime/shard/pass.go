@@ -132,6 +132,7 @@ func (c *Coordinator) passMembers(ctx context.Context, p *passView) error {
 	}
 	p.view = v
 	c.declareDead(ctx, v)
+	c.tendNotices(ctx, v)
 	c.answerAsks(ctx, p.view)
 	c.mu.Lock()
 	asked := len(c.pending)

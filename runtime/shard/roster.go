@@ -40,6 +40,28 @@ import (
 // predecessors (when its watchers died with it, the ring closes over
 // them and the next predecessors declare it).
 //
+// Notices (lease.RosterNotice) remove the pass the others would lag behind
+// the declarer, when the store keeps them (lease.RosterNotices; without,
+// the roster runs on declarations alone). A watcher that will see a
+// successor's beat stand still for the failover time before its next pass
+// posts, noticeLead before that moment, a notice on the version item: the
+// suspect, its beat and how long until its death falls due (the watcher
+// reads the entry by key first, and posts nothing when the beat moved); it
+// posts it again (noticeRefreshes) a quarter of a pass apart. Every
+// instance that reads the version item (each pass, when it reads the
+// watched entries only) sees it at no cost more, and counts its due moment
+// from when its read returned: after the notice was sent, so never before
+// the watcher's. At that moment it wakes a pass, which reads the suspect's
+// entry by key with the watched ones; if it still shows the beat named,
+// the suspect is dead for that pass and the ones after (noticeFell), and
+// the pass takes its share of the free leases, as liveness per instance
+// would have at its own pass. If the beat moved, the notice is forgotten.
+// At rest there are no notices: a pass reads the version and the watched
+// entries, as before. The suspect's watchers (its ring predecessors,
+// counted with it) withdraw a notice once its entry shows another beat, is
+// declared dead or is gone (tendNotices), so that a notice whose poster
+// died does not outlive the suspect's next watcher's pass.
+//
 // Members of an earlier version (no lease.Member.Roster) neither bump nor
 // declare: while the last full read showed one, every pass reads the
 // whole list, as before; one that joins later is seen at the next bump or
@@ -77,6 +99,20 @@ type rosterState struct {
 	// declared: members this owner declared dead whose free leases its
 	// next listing pass takes, all of them (takeDeclared; under mu).
 	declared map[string]int64
+	// heard: the members a watcher's notice named (lease.RosterNotice),
+	// with the beat it named and the earliest moment, on this owner's
+	// clock, one of their notices fell due (hear; under mu).
+	heard map[string]heardNotice
+	// onItem: the notices the last read of the version item showed
+	// (tendNotices withdraws those resolved; under mu).
+	onItem []lease.RosterNotice
+}
+
+// heardNotice is what a pass knows of a notice of a member's: the beat
+// it named and when its death falls due on this owner's clock.
+type heardNotice struct {
+	beat int64
+	due  time.Time
 }
 
 // readRoster reads the members with the roster: the whole list, or the
@@ -93,12 +129,14 @@ func (c *Coordinator) readRoster(ctx context.Context) (ms []lease.Member, read m
 	rs.mu.Unlock()
 	ver := int64(-1) // small: no version read, and the next read that is not is full
 	if watching {
-		watch := ringSuccessors(c.cfg.Owner, cache, rosterK)
 		sent = time.Now()
-		v, got, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, watch)
+		watch := ringSuccessors(c.cfg.Owner, cache, rosterK)
+		watch = append(watch, c.dueSuspects(sent, watch)...)
+		v, got, notices, err := c.watchRoster(ctx, watch)
 		if err != nil {
 			return nil, nil, sent, err
 		}
+		c.hear(notices, cache, time.Now())
 		if v == known {
 			next := maps.Clone(cache)
 			for _, o := range watch {
@@ -142,13 +180,32 @@ func (c *Coordinator) readRoster(ctx context.Context) (ms []lease.Member, read m
 	return ms, nil, sent, nil
 }
 
+// watchRoster reads the version and the watched entries, and the notices
+// on the version item when the store keeps them (lease.RosterNotices).
+func (c *Coordinator) watchRoster(ctx context.Context, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	if c.notices != nil {
+		return c.notices.WatchRoster(ctx, c.cfg.Namespace, owners)
+	}
+	v, ms, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, owners)
+	return v, ms, nil, err
+}
+
 // ringSuccessors returns the k owners after me on the ring of roster
 // members not declared dead, sorted by owner (me in it whether listed or
 // not).
 func ringSuccessors(me string, entries map[string]lease.Member, k int) []string {
+	return ringSuccessorsWith(me, entries, k, "")
+}
+
+// ringSuccessorsWith is ringSuccessors with also on the ring too (when
+// not empty), whatever its entry says.
+func ringSuccessorsWith(me string, entries map[string]lease.Member, k int, also string) []string {
 	ring := []string{me}
+	if also != "" && also != me {
+		ring = append(ring, also)
+	}
 	for o, m := range entries {
-		if o != me && m.Roster && !m.Dead {
+		if o != me && o != also && m.Roster && !m.Dead {
 			ring = append(ring, o)
 		}
 	}
@@ -196,14 +253,19 @@ func (c *Coordinator) declareDead(ctx context.Context, v memberView) {
 
 // armDeclare, for a watched successor whose beat will have stood still
 // for the failover time before this owner's next pass, reads its entry
-// again at that moment and declares it dead if it still has (declareAt):
-// the others learn of it at their next pass after the bump, so a death is
-// acted on no later than when each of them judged it by itself, a pass
-// after it saw the beat stand still for the failover time (without the
-// roster). One check per member and beat.
+// again at that moment and declares it dead if it still has (declareAt);
+// while the others read the watched entries only (noticing), it posts a
+// notice noticeLead before that moment too (notice), so that they act on
+// the death when it falls due and not at their next pass after the
+// declaration. One check per member and beat.
 func (c *Coordinator) armDeclare(o string, beat int64) {
 	at, ok := c.beats.staleAt(lease.Lease{Key: o, Owner: o, Counter: beat}, c.cfg.Failover)
-	if !ok || time.Until(at) >= c.cfg.leaseEvery() {
+	notify := c.notices != nil && c.noticing()
+	window := c.cfg.leaseEvery()
+	if notify {
+		window += c.cfg.noticeLead()
+	}
+	if !ok || time.Until(at) >= window {
 		return
 	}
 	c.rs.mu.Lock()
@@ -225,11 +287,192 @@ func (c *Coordinator) armDeclare(o string, beat int64) {
 	c.loops.Add(1)
 	go func() {
 		defer c.loops.Done()
+		if notify && !c.notice(ctx, o, beat, at) {
+			return
+		}
 		if !sleep(ctx, time.Until(at)) {
 			return
 		}
 		c.declareAt(ctx, o)
 	}()
+}
+
+// noticeLead is how long before a death falls due its watchers post their
+// notice: a lease pass, so that every instance reads it at its last pass
+// before that moment, and a fiftieth of one more (50 ms at the default
+// timing), so that it lands before that pass when passes run in step
+// (instances started together): each reader's due moment is then that
+// much after the watcher's, where a declaration read at the next pass
+// lags a pass.
+func (cfg *Config) noticeLead() time.Duration { return cfg.leaseEvery() + cfg.leaseEvery()/50 }
+
+// noticing reports whether the others read the version item every pass
+// (this owner's last full read showed more than RosterWhole members, all
+// keeping the roster): a notice reaches them.
+func (c *Coordinator) noticing() bool {
+	c.rs.mu.Lock()
+	defer c.rs.mu.Unlock()
+	return c.rs.valid && !c.rs.old && len(c.rs.cache) > c.cfg.RosterWhole
+}
+
+// noticeRefreshes is how many times a watcher posts its notice of a
+// death in the last pass before it falls due, evenly spaced: a reader
+// counts the due moment from when its read of the latest one returned,
+// so that it lags the watcher's by at most the spacing (a pass over this)
+// when passes are out of step, instead of up to a pass.
+const noticeRefreshes = 4
+
+// notice waits until noticeLead before at, reads o's entry by key and,
+// while it still shows beat (not fenced: then it is declared at once),
+// posts this owner's notice of it, noticeRefreshes times a pass apart
+// over noticeRefreshes, each with the time left then. It reports whether
+// o may still fall due at at (its beat has not moved, and it has neither
+// left nor been declared).
+func (c *Coordinator) notice(ctx context.Context, o string, beat int64, at time.Time) bool {
+	lead := c.cfg.noticeLead()
+	if !sleep(ctx, time.Until(at.Add(-lead))) {
+		return false
+	}
+	_, ms, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, []string{o})
+	switch {
+	case err != nil:
+		return true // declareAt reads it again
+	case len(ms) == 0 || ms[0].Dead || ms[0].Beat != beat:
+		return false
+	case ms[0].Fenced:
+		return true
+	}
+	every := c.cfg.leaseEvery() / noticeRefreshes
+	for i := range noticeRefreshes {
+		if !sleep(ctx, time.Until(at.Add(-lead+time.Duration(i)*every))) {
+			return false
+		}
+		due := time.Until(at)
+		if due <= 0 {
+			break
+		}
+		n := lease.RosterNotice{Owner: o, By: c.cfg.Owner, Beat: beat, Due: due}
+		if err := c.notices.PostNotice(ctx, c.cfg.Namespace, n); err != nil {
+			c.log.Warn("posting a roster notice failed", "member", o, "err", err)
+		} else if i == 0 {
+			c.log.Info("roster notice posted", "member", o, "beat", beat, "due", due)
+		}
+	}
+	return true
+}
+
+// hear takes in the notices a read of the version item returned at
+// (when it returned: after each was sent), and wakes a pass when each
+// falls due. A notice of this owner, of a member the last full read
+// showed declared dead or did not show, or of an earlier beat than one
+// heard is left; of a beat heard already, the earlier due moment counts.
+func (c *Coordinator) hear(notices []lease.RosterNotice, cache map[string]lease.Member, at time.Time) {
+	var wakes []time.Time
+	c.rs.mu.Lock()
+	c.rs.onItem = notices
+	for _, n := range notices {
+		m, ok := cache[n.Owner]
+		if n.Owner == c.cfg.Owner || !ok || m.Dead {
+			continue
+		}
+		due := at.Add(n.Due)
+		h, ok := c.rs.heard[n.Owner]
+		if ok && (h.beat > n.Beat || h.beat == n.Beat && !due.Before(h.due)) {
+			continue
+		}
+		if c.rs.heard == nil {
+			c.rs.heard = map[string]heardNotice{}
+		}
+		c.rs.heard[n.Owner] = heardNotice{beat: n.Beat, due: due}
+		wakes = append(wakes, due)
+	}
+	c.rs.mu.Unlock()
+	for _, due := range wakes {
+		c.wakeAt(due)
+	}
+}
+
+// wakeAt wakes a pass at t.
+func (c *Coordinator) wakeAt(t time.Time) {
+	c.mu.Lock()
+	ctx := c.ctx
+	c.mu.Unlock()
+	if ctx == nil {
+		return
+	}
+	c.loops.Add(1)
+	go func() {
+		defer c.loops.Done()
+		if sleep(ctx, time.Until(t)) {
+			c.wake(false)
+		}
+	}()
+}
+
+// dueSuspects returns the members whose notices fell due by sent, not in
+// watch: a pass reads their entries by key with the watched ones.
+func (c *Coordinator) dueSuspects(sent time.Time, watch []string) []string {
+	c.rs.mu.Lock()
+	defer c.rs.mu.Unlock()
+	var out []string
+	for o, h := range c.rs.heard {
+		if !sent.Before(h.due) && !slices.Contains(watch, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// noticeFell reports whether a notice of m's heard by this owner fell due
+// by sent, the time the read that shows m was sent, and m's beat is still
+// the one it named: the beat stood still for the failover time up to then
+// on its watcher's clock (hear), so m is dead, as if this owner had
+// watched it.
+func (c *Coordinator) noticeFell(m lease.Member, sent time.Time) bool {
+	if c.notices == nil {
+		return false
+	}
+	c.rs.mu.Lock()
+	defer c.rs.mu.Unlock()
+	h, ok := c.rs.heard[m.Owner]
+	return ok && h.beat == m.Beat && !sent.Before(h.due)
+}
+
+// tendNotices, after a pass read the members (v), forgets the notices
+// heard whose member v shows with another beat, declared dead or gone,
+// and withdraws those on the version item that this owner watches the
+// member of (it is among the member's ring predecessors, counted with
+// the member) and that v shows resolved so.
+func (c *Coordinator) tendNotices(ctx context.Context, v memberView) {
+	if c.notices == nil {
+		return
+	}
+	resolved := func(o string, beat int64) bool {
+		m, ok := v.all[o]
+		return !ok || m.Dead || (v.read == nil || v.read[o]) && m.Beat != beat
+	}
+	var withdraw []lease.RosterNotice
+	c.rs.mu.Lock()
+	for o, h := range c.rs.heard {
+		if resolved(o, h.beat) {
+			delete(c.rs.heard, o)
+		}
+	}
+	keep := c.rs.onItem[:0:0]
+	for _, n := range c.rs.onItem {
+		if resolved(n.Owner, n.Beat) && slices.Contains(ringSuccessorsWith(c.cfg.Owner, v.all, rosterK, n.Owner), n.Owner) {
+			withdraw = append(withdraw, n)
+			continue
+		}
+		keep = append(keep, n)
+	}
+	c.rs.onItem = keep
+	c.rs.mu.Unlock()
+	for _, n := range withdraw {
+		if err := c.notices.WithdrawNotice(ctx, c.cfg.Namespace, n); err != nil {
+			c.log.Warn("withdrawing a roster notice failed", "member", n.Owner, "by", n.By, "err", err)
+		}
+	}
 }
 
 // declareAt reads o's entry and declares it dead when its beat has stood

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -12,7 +13,8 @@ import (
 )
 
 // RunRoster runs the roster subtests (lease.RosterStore) against stores
-// made by newStore.
+// made by newStore; the notices' (lease.RosterNotices) when the store
+// implements them, else that subtest is skipped.
 func RunRoster(t *testing.T, newStore func(t *testing.T) lease.RosterStore) {
 	for _, tc := range []struct {
 		name string
@@ -21,6 +23,7 @@ func RunRoster(t *testing.T, newStore func(t *testing.T) lease.RosterStore) {
 		{"VersionStartsAtZeroAndBumps", testRosterVersion},
 		{"MembersByOwnerReadsOnlyThose", testMembersByOwner},
 		{"DeclaredDeadRefusesRosterHeartbeats", testDeclareDead},
+		{"NoticesRideOnTheVersion", testNotices},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -103,5 +106,73 @@ func testDeclareDead(ctx context.Context, t *testing.T, s lease.RosterStore) {
 	want = []lease.Member{{Owner: "w-a", Beat: 7, Roster: true}}
 	if diff := cmp.Diff(want, mustMembers(ctx, t, s, n), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("Members after the rejoin (-want +got):\n%s", diff)
+	}
+}
+
+// testNotices: a notice is read with the version and the watched entries
+// (WatchRoster) and bumps nothing; each watcher's is its own; a second one
+// of a watcher at the same or a later beat replaces it (a refresh), one at
+// an earlier beat is refused; a withdrawal removes a
+// watcher's notice only while it names that beat or an earlier one. Owner
+// ids may hold any character.
+func testNotices(ctx context.Context, t *testing.T, r lease.RosterStore) {
+	s, ok := r.(lease.RosterNotices)
+	if !ok {
+		t.Skipf("%T keeps no notices (lease.RosterNotices)", r)
+	}
+	n, other := ns(t, "stream"), ns(t, "other")
+	beat(ctx, t, s, n, lease.Member{Owner: "w-a", Beat: 3, Roster: true})
+	if _, err := s.BumpRoster(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(want ...lease.RosterNotice) {
+		t.Helper()
+		v, ms, got, err := s.WatchRoster(ctx, n, []string{"w-a"})
+		if err != nil {
+			t.Fatalf("WatchRoster: %v", err)
+		}
+		if v != 1 || len(ms) != 1 || ms[0].Owner != "w-a" {
+			t.Fatalf("WatchRoster = version %d, %v; want version 1 (a notice bumps nothing) and w-a", v, ms)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("WatchRoster's notices (-want +got):\n%s", diff)
+		}
+	}
+	notice := func(o, by string, b int64, due time.Duration) lease.RosterNotice {
+		return lease.RosterNotice{Owner: o, By: by, Beat: b, Due: due}
+	}
+	post := func(n2 lease.RosterNotice) {
+		t.Helper()
+		if err := s.PostNotice(ctx, n, n2); err != nil {
+			t.Fatalf("PostNotice(%+v): %v", n2, err)
+		}
+	}
+	withdraw := func(n2 lease.RosterNotice) {
+		t.Helper()
+		if err := s.WithdrawNotice(ctx, n, n2); err != nil {
+			t.Fatalf("WithdrawNotice(%+v): %v", n2, err)
+		}
+	}
+	const odd = `w~"b":"x"` // sorts after "w-…"
+	watch()
+	post(notice("w-a", "w-y", 3, 2500*time.Millisecond))
+	post(notice("w-a", "w-y", 3, 900*time.Millisecond)) // the same beat: a refresh
+	post(notice("w-a", "w-y", 2, time.Second))          // an earlier beat: refused
+	post(notice("w-a", "w-z", 3, 1200*time.Millisecond))
+	post(notice(odd, "w-z", 8, 1200*time.Millisecond))
+	watch(notice("w-a", "w-y", 3, 900*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 8, 1200*time.Millisecond))
+	if _, _, got, err := s.WatchRoster(ctx, other, nil); err != nil || len(got) != 0 {
+		t.Fatalf("another namespace's notices = %v, %v; want none", got, err)
+	}
+	withdraw(notice("w-a", "w-y", 2, 0))       // an earlier beat: stays
+	withdraw(notice("w-a", "w-x", 9, 0))       // no such watcher's
+	post(notice(odd, "w-z", 9, 3*time.Second)) // a later beat replaces it
+	watch(notice("w-a", "w-y", 3, 900*time.Millisecond), notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 9, 3*time.Second))
+	withdraw(notice("w-a", "w-y", 4, 0))
+	withdraw(notice(odd, "w-z", 8, 0)) // names an earlier beat than the notice's: stays
+	withdraw(notice("w-q", "w-z", 1, 0))
+	watch(notice("w-a", "w-z", 3, 1200*time.Millisecond), notice(odd, "w-z", 9, 3*time.Second))
+	if err := s.PostNotice(ctx, n, lease.RosterNotice{By: "w-z", Beat: 1}); err == nil {
+		t.Fatal("PostNotice without an owner: no error")
 	}
 }
