@@ -651,10 +651,15 @@ func (c *Coordinator) Owned() []string {
 }
 
 // Reading returns the ids of the shards this coordinator is reading now
-// (owned, parents finished, not yet at their end).
+// (owned, parents finished, not yet at their end), less those a handoff
+// has settled and is checkpointing or releasing: their records are all
+// handled, and the taker may read them as soon as the release lands.
 func (c *Coordinator) Reading() []string {
 	var out []string
 	for _, o := range c.snapshot() {
+		if st := o.stateNow(); st == stCheckpointing || st == stReleasing {
+			continue
+		}
 		if o.session() != nil {
 			out = append(out, o.shard)
 		}
