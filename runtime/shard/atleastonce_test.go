@@ -46,9 +46,10 @@ func (d *deliveries) all() []delivery {
 // per shard and owner, each with how many deliveries d had logged by then.
 type checkpoints struct {
 	lease.Store
-	d  *deliveries
-	mu sync.Mutex
-	by map[[2]string][]storedCheckpoint // {shard, owner} -> checkpoints stored
+	d     *deliveries
+	mu    sync.Mutex
+	by    map[[2]string][]storedCheckpoint // {shard, owner} -> checkpoints stored
+	taken map[string][]int                 // shard -> deliveries logged before each take
 }
 
 type storedCheckpoint struct {
@@ -57,8 +58,35 @@ type storedCheckpoint struct {
 }
 
 func newCheckpoints(inner lease.Store, d *deliveries) (*checkpoints, lease.Store) {
-	c := &checkpoints{Store: inner, d: d, by: map[[2]string][]storedCheckpoint{}}
+	c := &checkpoints{Store: inner, d: d, by: map[[2]string][]storedCheckpoint{}, taken: map[string][]int{}}
 	return c, withMembers(c, inner)
+}
+
+func (c *checkpoints) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	nl, err := c.Store.Take(ctx, l, owner)
+	if err == nil {
+		c.d.mu.Lock()
+		n := len(c.d.log)
+		c.d.mu.Unlock()
+		c.mu.Lock()
+		c.taken[l.ShardID] = append(c.taken[l.ShardID], n)
+		c.mu.Unlock()
+	}
+	return nl, err
+}
+
+// takenBetween reports whether the lease of shardID was taken (by any
+// owner) after the delivery at index from of the log and before the one
+// at index to.
+func (c *checkpoints) takenBetween(shardID string, from, to int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.taken[shardID] {
+		if n > from && n <= to {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *checkpoints) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
@@ -161,4 +189,54 @@ func checkUnderFences(t *testing.T, d *deliveries, cps *checkpoints, want map[st
 		}
 	}
 	return dups
+}
+
+// checkAfterFences is checkUnderFences, and also: a record comes again
+// only from a reader of its shard opened on a take of the shard's lease
+// made after the record's first delivery (a take-back or a take-over
+// after the loss), so a lease lost on one shard repeats no record of
+// another, and no reader of a lease held throughout repeats one.
+func checkAfterFences(t *testing.T, d *deliveries, cps *checkpoints, want map[string]int, lost uint64) (dups int) {
+	t.Helper()
+	dups = checkUnderFences(t, d, cps, want, lost)
+	first := map[recordID]int{}
+	for i, x := range d.all() {
+		f, seen := first[x.id]
+		if !seen {
+			first[x.id] = i
+			continue
+		}
+		if !cps.takenBetween(x.id.shard, f, i) {
+			t.Errorf("record %s/%s (%s) delivered again (by %s, at %d; first at %d) though its shard's lease was not taken again in between",
+				x.id.shard, x.id.seq, x.data, x.owner, i, f)
+		}
+	}
+	return dups
+}
+
+// withLookups gives wrapper (a lease.MemberStore wrapping inner) inner's
+// lease.Lookup and lease.CreateOrGetter, which the wrapping hides: a
+// coordinator on it reads the store as one on inner does.
+func withLookups(wrapper, inner lease.Store) lease.Store {
+	m, ok := wrapper.(lease.MemberStore)
+	l, okL := inner.(lease.Lookup)
+	cg, okC := inner.(lease.CreateOrGetter)
+	if !ok || !okL || !okC {
+		return wrapper
+	}
+	return lookupWrap{MemberStore: m, l: l, cg: cg}
+}
+
+type lookupWrap struct {
+	lease.MemberStore
+	l  lease.Lookup
+	cg lease.CreateOrGetter
+}
+
+func (w lookupWrap) GetMany(ctx context.Context, keys []string) ([]lease.Lease, error) {
+	return w.l.GetMany(ctx, keys)
+}
+
+func (w lookupWrap) CreateOrGet(ctx context.Context, l lease.Lease) (lease.Lease, bool, error) {
+	return w.cg.CreateOrGet(ctx, l)
 }

@@ -21,8 +21,8 @@ import (
 // kinesis-mock.
 func TestLiveReshardWhileFencedThenTakenBack(t *testing.T) {
 	srv := livetest.KinesisServers[0]
-	t.Run("split", func(t *testing.T) { testReshardWhileFenced(t, liveEnv(t, srv, 1), false) })
-	t.Run("merge", func(t *testing.T) { testReshardWhileFenced(t, liveEnv(t, srv, 2), true) })
+	t.Run("split", func(t *testing.T) { testReshardWhileFenced(t, liveEnv(t, srv, 1), false, false) })
+	t.Run("merge", func(t *testing.T) { testReshardWhileFenced(t, liveEnv(t, srv, 2), true, false) })
 }
 
 func TestLiveExpiredIteratorRightAfterTakeBack(t *testing.T) {

@@ -349,6 +349,8 @@ type noBeatStore struct {
 	memberWrap
 	off      atomic.Bool
 	perLease bool
+	// checkpointsOff fails the checkpoints too, in either mode.
+	checkpointsOff atomic.Bool
 }
 
 // newNoBeatStore is a noBeatStore on e's store, for e's liveness mode.
@@ -367,7 +369,7 @@ func (s *noBeatStore) Take(ctx context.Context, l lease.Lease, owner string) (le
 }
 
 func (s *noBeatStore) Checkpoint(ctx context.Context, l lease.Lease, cp string, sub int64) (lease.Lease, error) {
-	if s.writeFails() {
+	if s.writeFails() || s.checkpointsOff.Load() {
 		return lease.Lease{}, &lease.Error{Op: "checkpoint", Key: l.Key, Err: errThrottled}
 	}
 	return s.memberWrap.Checkpoint(ctx, l, cp, sub)
