@@ -81,6 +81,7 @@ type handling struct {
 	id           int64
 	attempt      int
 	shard, seq   string
+	key          string // the record's partition key (a keyless publish's is the runtime's)
 	start, end   time.Time
 	outcome      string
 	cancelledAt  time.Time
@@ -194,6 +195,12 @@ type Result struct {
 	Trace []string
 	// Published and Handled count acknowledged messages and handler runs.
 	Published, Handled int
+	// Observations are what the run did, one line each in the order the
+	// simulation saw it (see observations), and Fingerprint a hash of
+	// them sorted: two runs of a seed whose fingerprints match did the
+	// same things at the same virtual times.
+	Observations []string
+	Fingerprint  string
 }
 
 // Failed reports whether the run broke an invariant.
@@ -272,6 +279,8 @@ func Run(ctx context.Context, cfg Config) *Result {
 	res.Violations = w.check()
 	res.Trace = slices.Clone(w.trace)
 	res.Published, res.Handled = len(w.pub), len(w.handled)
+	res.Observations = w.observationsLocked(res.Violations)
+	res.Fingerprint = Fingerprint(res.Observations, true)
 	return res
 }
 
@@ -554,7 +563,7 @@ func (w *world) handler(in *instance) runtime.Handler[Msg] {
 			stop()
 			return runtime.Ack() // a crashed process runs nothing
 		}
-		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, start: start}
+		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, key: d.PartitionKey, start: start}
 		b := w.behaviour(in.app, m.ID, d.Attempt)
 		h.outcome = b.kind
 		defer func() {
