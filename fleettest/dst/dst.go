@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -218,6 +219,9 @@ func Run(ctx context.Context, cfg Config) *Result {
 	if cfg.Events == nil {
 		cfg.Events = Generate(cfg.Seed, cfg.Mix, cfg.Timing)
 	}
+	// The runtime's own draws (jitter, keyless keys) from the seed, and
+	// the keyless keys anew: a schedule sees the keys it sees run alone.
+	defer randsrc.Seed(cfg.Seed)()
 	w := &world{
 		cfg:     cfg,
 		kin:     kinesistest.New(kinesistest.WithIteratorTTL(cmp.Or(cfg.Timing.IteratorTTL, 5*time.Minute))),
