@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,9 +21,12 @@ func (w *world) observationsLocked(vs []Violation) []string {
 		if t.IsZero() {
 			return "-"
 		}
-		return fmt.Sprintf("%.6f", t.Sub(w.begin).Seconds())
+		return fmt.Sprintf("%.9f", t.Sub(w.begin).Seconds())
 	}
-	out := slices.Clone(w.trace)
+	var out []string
+	for i, l := range w.trace {
+		out = append(out, fmt.Sprintf("%.9f%s", w.traceAt[i].Seconds(), strings.TrimLeft(l, " 0123456789.")[1:]))
+	}
 	for _, p := range w.pub {
 		out = append(out, fmt.Sprintf("%s pub %d key=%q agg=%v shard=%s", at(p.at), p.id, p.key, p.agg, p.shard))
 	}
