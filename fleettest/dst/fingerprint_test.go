@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,4 +47,48 @@ func TestFingerprints(t *testing.T) {
 			}
 		}
 	}
+}
+
+// keylessKeys returns the partition key each keyless message was handled
+// with (the runtime's process-unique key), by message id.
+func keylessKeys(res *dst.Result) map[int64]string {
+	re := regexp.MustCompile(`^\S+ handle \S+ (\d+)#\d+ \S+ key=(\S+) `)
+	out := map[int64]string{}
+	for _, l := range res.Observations {
+		if m := re.FindStringSubmatch(l); m != nil {
+			id, _ := strconv.ParseInt(m[1], 10, 64)
+			if id/1_000_000 == 8 { // the keyless publisher's
+				out[id] = m[2]
+			}
+		}
+	}
+	return out
+}
+
+// TestKeylessKeysFollowTheSeed: a schedule's keyless publishes get the
+// same keys whenever it runs, also after other schedules in the process
+// (the runtime's keys are seeded per schedule). The whole run is not
+// compared: which of two goroutines runnable at one instant goes first
+// is the Go scheduler's (doc.go, "What may vary").
+func TestKeylessKeysFollowTheSeed(t *testing.T) {
+	if *flagSeed != 0 || *flagSoak > 0 || *flagHunt > 0 || *flagFingerprints > 0 {
+		t.Skip("a seed, soak, hunt or fingerprints run")
+	}
+	mix := mixNamed(t, "basic")
+	first := keylessKeys(runOne(t, dst.Config{Seed: 3, Mix: mix}))
+	runOne(t, dst.Config{Seed: 4, Mix: mix})
+	again := keylessKeys(runOne(t, dst.Config{Seed: 3, Mix: mix}))
+	common := 0
+	for id, k := range first {
+		if k2, ok := again[id]; ok {
+			common++
+			if k != k2 {
+				t.Errorf("keyless message %d had key %s, run again %s", id, k, k2)
+			}
+		}
+	}
+	if common < 5 {
+		t.Fatalf("only %d keyless messages handled in both runs (%d, %d)", common, len(first), len(again))
+	}
+	t.Logf("%d keyless messages handled in both runs", common)
 }
