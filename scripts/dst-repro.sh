@@ -8,13 +8,17 @@
 #
 #   bash scripts/dst-repro.sh [N=30] [MIXES=basic,twoapps,aggregate]
 #
-# DIR=/tmp/x keeps each run's observations (DIR/a, DIR/b) to diff.
+# DIR=/tmp/x keeps each run's observations (DIR/a, DIR/b) to diff;
+# BIN=/tmp/dst.test runs that test binary (of another commit, say).
 set -euo pipefail
 n=${1:-30}
 mixes=${2:-basic,twoapps,aggregate}
 cd "$(dirname "$0")/../fleettest/dst"
-bin=$(mktemp -d)/dst.test
-go test -c -o "$bin" .
+bin=${BIN:-}
+if [ -z "$bin" ]; then
+	bin=$(mktemp -d)/dst.test
+	go test -c -o "$bin" .
+fi
 dir=${DIR:-$(mktemp -d)}
 mkdir -p "$dir/a" "$dir/b"
 "$bin" -test.run 'TestFingerprints$' -dst.fingerprints="$n" -dst.mix="$mixes" -dst.fpdir="$dir/a" | grep '^FP ' | sort >"$dir/a.txt"
