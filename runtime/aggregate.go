@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -657,8 +658,17 @@ func (a *aggregator) remap(now time.Time, l *shard.Lineage, open []*aggShard) {
 		}
 	}
 	for _, sh := range a.shards {
-		for _, ref := range sh.keys {
-			back = append(back, ref.waiting()...)
+		// By key, not in the map's order, so that a seeded simulation
+		// repeats the order: only the keys with a line cost the sort.
+		var lines []shard.HashKey
+		for k, ref := range sh.keys {
+			if ref.line != nil {
+				lines = append(lines, k)
+			}
+		}
+		slices.SortFunc(lines, func(x, y shard.HashKey) int { return cmp.Or(cmp.Compare(x.Hi, y.Hi), cmp.Compare(x.Lo, y.Lo)) })
+		for _, k := range lines {
+			back = append(back, sh.keys[k].waiting()...)
 		}
 	}
 	a.unrouted = append(back, a.unrouted...)

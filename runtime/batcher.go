@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	goruntime "runtime"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -756,7 +756,7 @@ func (b *batcher) retry(e *entry, cause error, unanswered bool, now time.Time) {
 	if backoff <= 0 || backoff > b.cfg.retryMax {
 		backoff = b.cfg.retryMax
 	}
-	e.notBefore = now.Add(rand.N(backoff) + 1)
+	e.notBefore = now.Add(randsrc.N(backoff, "publish retry", e.key, uint64(e.attempts)) + 1)
 	if b.retriedEntry != nil {
 		b.cfg.tel.putRetried.Add(context.Background(), 1, b.retriedEntry)
 	}

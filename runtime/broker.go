@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -332,7 +332,7 @@ func uniqueOwner() string {
 		host = "kinesisgen"
 	}
 	var r [6]byte
-	_, _ = rand.Read(r[:])
+	randsrc.Read(r[:], "owner")
 	return host + "-" + hex.EncodeToString(r[:])
 }
 

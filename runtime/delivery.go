@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime/internal/wire"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -584,7 +584,7 @@ var inPlaceBase, inPlaceMax = InPlaceRetryBase, InPlaceRetryMax
 // (a Lambda invocation's deadline less its margin).
 func (r *subRun) backOff(rec *shard.Record, attempt int, cause error) bool {
 	d := min(inPlaceBase<<min(attempt-1, 16), inPlaceMax)
-	wait := max(d/2+rand.N(d/2+1), time.Millisecond)
+	wait := max(d/2+randsrc.N(d/2+1, "in-place retry", rec.SequenceNumber, uint64(attempt)), time.Millisecond)
 	if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) < wait {
 		// A Lambda invocation's run (runtime/kinesislambda): the next
 		// attempt could not start before its deadline, so waiting would
@@ -792,7 +792,7 @@ func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) p
 		return refused
 	}
 	backoff := 100 * time.Millisecond
-	for {
+	for try := uint64(0); ; try++ {
 		_, err := r.c.put(ctx, out)
 		switch {
 		case err == nil:
@@ -807,7 +807,7 @@ func (r *subRun) publish(ctx context.Context, rec *shard.Record, out Outgoing) p
 			r.log.Error("publish refused", "to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "error", err)
 			return refused
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := backoff/2 + randsrc.N(backoff/2+1, "republish", rec.SequenceNumber, try)
 		r.log.Warn("publish failed; the record stays unsettled and is tried again",
 			"to", out.Stream, "shard", rec.ShardID, "sequence", rec.SequenceNumber, "retry_in", wait, "error", err)
 		t := time.NewTimer(wait)

@@ -2,13 +2,10 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"strconv"
-	"sync"
-	"sync/atomic"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
@@ -28,24 +25,15 @@ const MaxRecordSize = 1 << 20
 // units of valid UTF-8, the rule the in-process backend applies too.
 func checkKey(key string) error { return rules.PartitionKey(key) }
 
-// Process-unique keys (rung 4 of the ladder): a random prefix, drawn on
-// first use, and a counter. The service hashes keys with MD5, so
-// consecutive counters spread evenly over the shards.
-var (
-	uniquePrefixOnce sync.Once
-	uniquePrefix     string
-	uniqueCounter    atomic.Uint64
-)
-
+// uniqueKey returns a process-unique key (rung 4 of the ladder): a
+// random prefix, drawn on first use, and a counter (randsrc.Keys, which
+// the deterministic simulation seeds per schedule). The service hashes
+// keys with MD5, so consecutive counters spread evenly over the shards.
 func uniqueKey() string {
-	uniquePrefixOnce.Do(func() {
-		var r [6]byte
-		_, _ = rand.Read(r[:])
-		uniquePrefix = hex.EncodeToString(r[:]) + "-"
-	})
+	k := randsrc.Keys()
 	var buf [32]byte
-	b := append(buf[:0], uniquePrefix...)
-	b = strconv.AppendUint(b, uniqueCounter.Add(1), 36)
+	b := append(buf[:0], k.Prefix...)
+	b = strconv.AppendUint(b, k.Next(), 36)
 	return string(b)
 }
 

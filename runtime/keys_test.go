@@ -150,3 +150,14 @@ func TestHeadersAreCheckedAtPublish(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkUniqueKey is the last rung of the key ladder, a keyless
+// publish's key: one allocation (the key), no lock.
+func BenchmarkUniqueKey(b *testing.B) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = uniqueKey()
+		}
+	})
+}

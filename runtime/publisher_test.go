@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 )
 
 // shipmentKey is a header contract as the generator writes one: a field
@@ -139,6 +141,41 @@ func TestProcessUniqueKeysDiffer(t *testing.T) {
 			t.Fatalf("key %q used twice", r.PartitionKey)
 		}
 		seen[r.PartitionKey] = true
+	}
+}
+
+// TestUniqueKeysFollowASeed: the deterministic simulation seeds the
+// process-unique keys per schedule (randsrc.Seed), so a keyless publish
+// gets the same key whenever its schedule runs; afterwards the process's
+// own sequence goes on.
+func TestUniqueKeysFollowASeed(t *testing.T) {
+	f := newFake()
+	p := NewPublisher[order](connected(t, f), PublisherSpec{Stream: "orders"})
+	send := func() string {
+		r, err := p.Message(order{ID: 1}).Send(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.PartitionKey
+	}
+	before := send()
+	var runs [2][]string
+	for i := range runs {
+		restore := randsrc.Seed(29)
+		for range 3 {
+			runs[i] = append(runs[i], send())
+		}
+		restore()
+	}
+	if !slices.Equal(runs[0], runs[1]) {
+		t.Errorf("seed 29's keyless publishes got keys %v, then %v", runs[0], runs[1])
+	}
+	prefix := before[:strings.LastIndex(before, "-")+1]
+	if strings.HasPrefix(runs[0][0], prefix) {
+		t.Errorf("seeded key %q has the process's prefix %q", runs[0][0], prefix)
+	}
+	if after := send(); !strings.HasPrefix(after, prefix) || after == before {
+		t.Errorf("after the seeded run the key is %q, want the process's sequence (%q) going on", after, before)
 	}
 }
 

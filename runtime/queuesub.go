@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
@@ -375,6 +375,7 @@ var queueCalls = func(workers int) (receivers, ackers int) {
 // receive long-polls the queue while there are free slots.
 func (q *queueRun) receive() {
 	backoff := 100 * time.Millisecond
+	var fails uint64 // the failed receives so far: names a seeded jitter draw
 	for {
 		// A full receive's worth of slots: a receive of fewer records
 		// costs as much as one of 10.
@@ -409,7 +410,8 @@ func (q *queueRun) receive() {
 				q.r.s.b.startFail(q.r.s, q.r, err)
 				return
 			}
-			wait := backoff/2 + rand.N(backoff/2+1)
+			wait := backoff/2 + randsrc.N(backoff/2+1, "queue receive", q.arn, fails)
+			fails++
 			q.r.log.Warn("ReceiveQueueRecords failed; trying again", "retry_in", wait, "error", err)
 			t := time.NewTimer(wait)
 			select {

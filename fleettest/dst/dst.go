@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
@@ -81,6 +82,7 @@ type handling struct {
 	id           int64
 	attempt      int
 	shard, seq   string
+	key          string // the record's partition key (a keyless publish's is the runtime's)
 	start, end   time.Time
 	outcome      string
 	cancelledAt  time.Time
@@ -111,6 +113,7 @@ type world struct {
 	logger *slog.Logger
 	apps   []string
 	gen    int // stream generation: bumped by Recreate
+	joins  int // instances started (by the run's goroutine): the next one's phase
 
 	mu      sync.Mutex
 	insts   map[string]*instance
@@ -121,6 +124,7 @@ type world struct {
 	calls   []callRec
 	pubErrs []string
 	trace   []string
+	traceAt []time.Duration // each trace line's time, to the nanosecond (observations)
 	pauses  []span
 	outages []span // Kinesis read faults
 	// storeOutages are lease-store outages (StoreFail): a take-over by
@@ -180,7 +184,9 @@ func (w *world) note(format string, args ...any) {
 }
 
 func (w *world) noteLocked(format string, args ...any) {
-	w.trace = append(w.trace, fmt.Sprintf("%8.3fs ", w.now().Seconds())+fmt.Sprintf(format, args...))
+	now := w.now()
+	w.trace = append(w.trace, fmt.Sprintf("%8.3fs ", now.Seconds())+fmt.Sprintf(format, args...))
+	w.traceAt = append(w.traceAt, now)
 }
 
 // Result is what a run found.
@@ -194,6 +200,12 @@ type Result struct {
 	Trace []string
 	// Published and Handled count acknowledged messages and handler runs.
 	Published, Handled int
+	// Observations are what the run did, one line each in the order the
+	// simulation saw it (see observations), and Fingerprint a hash of
+	// them sorted: two runs of a seed whose fingerprints match did the
+	// same things at the same virtual times.
+	Observations []string
+	Fingerprint  string
 }
 
 // Failed reports whether the run broke an invariant.
@@ -211,6 +223,9 @@ func Run(ctx context.Context, cfg Config) *Result {
 	if cfg.Events == nil {
 		cfg.Events = Generate(cfg.Seed, cfg.Mix, cfg.Timing)
 	}
+	// The runtime's own draws (jitter, keyless keys) from the seed, and
+	// the keyless keys anew: a schedule sees the keys it sees run alone.
+	defer randsrc.Seed(cfg.Seed)()
 	w := &world{
 		cfg:     cfg,
 		kin:     kinesistest.New(kinesistest.WithIteratorTTL(cmp.Or(cfg.Timing.IteratorTTL, 5*time.Minute))),
@@ -272,6 +287,8 @@ func Run(ctx context.Context, cfg Config) *Result {
 	res.Violations = w.check()
 	res.Trace = slices.Clone(w.trace)
 	res.Published, res.Handled = len(w.pub), len(w.handled)
+	res.Observations = w.observationsLocked(res.Violations)
+	res.Fingerprint = Fingerprint(res.Observations, true)
 	return res
 }
 
@@ -349,8 +366,13 @@ func (w *world) get(name string) *instance {
 	return w.insts[name]
 }
 
-// join starts an instance of app.
+// join starts an instance of app. Each starts its own microseconds past
+// the event's instant, so its timers never fire at an instant another
+// instance's do: which of two instances acts first is then the virtual
+// clock's to say, not the Go scheduler's (see "What may vary").
 func (w *world) join(ctx context.Context, app, name string) *instance {
+	w.joins++
+	time.Sleep(time.Duration(w.joins) * time.Microsecond)
 	in := &instance{name: name, app: app, ns: w.appNS(app), w: w, started: time.Now()}
 	t := w.cfg.Timing
 	opts := []runtime.Option{
@@ -443,7 +465,9 @@ func (w *world) appNS(app string) string {
 // shrunk of events keeps its handlers.
 type behaviour struct {
 	kind string // ack, slow, retry, reject, panic
-	d    time.Duration
+	// d is whole milliseconds and up to one more in nanoseconds: two
+	// handlers, or a handler and a timer, then rarely end at one instant.
+	d time.Duration
 }
 
 func (w *world) behaviour(app string, id int64, attempt int) behaviour {
@@ -453,16 +477,18 @@ func (w *world) behaviour(app string, id int64, attempt int) behaviour {
 	m := w.cfg.Mix
 	x := rng.Float64()
 	d := time.Duration(5+rng.IntN(30)) * time.Millisecond
+	tie := time.Duration(rng.Int64N(int64(time.Millisecond)))
 	if attempt > 1 {
-		return behaviour{kind: "ack", d: d}
+		return behaviour{kind: "ack", d: d + tie}
 	}
+	d += tie
 	switch {
 	case x < m.Slow && id%1_000_000 >= 10:
 		// Not while the fleet starts (a key's first ten messages, about
 		// 5 s): a slow record during the first balancing is defect 1's
 		// crossing, which slowjoin finds; the other mixes look for their
 		// own.
-		return behaviour{kind: "slow", d: time.Duration(1000+rng.IntN(7000)) * time.Millisecond}
+		return behaviour{kind: "slow", d: time.Duration(1000+rng.IntN(7000))*time.Millisecond + tie}
 	case x < m.Slow+m.Retry:
 		return behaviour{kind: "retry", d: d}
 	case x < m.Slow+m.Retry+m.Reject:
@@ -554,7 +580,7 @@ func (w *world) handler(in *instance) runtime.Handler[Msg] {
 			stop()
 			return runtime.Ack() // a crashed process runs nothing
 		}
-		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, start: start}
+		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, key: d.PartitionKey, start: start}
 		b := w.behaviour(in.app, m.ID, d.Attempt)
 		h.outcome = b.kind
 		defer func() {
@@ -617,6 +643,10 @@ func (w *world) startPublishers(ctx context.Context) {
 			if i < len(keys) {
 				key = keys[i]
 			}
+			// A phase of its own, apart from the instances' (join), so
+			// that no two publishes, and no publish and timer, fall on
+			// one instant: their order is the clock's.
+			time.Sleep(time.Duration(500+i) * time.Microsecond)
 			for n := int64(0); ; n++ {
 				time.Sleep(time.Duration(100+rng.IntN(700)) * time.Millisecond)
 				w.mu.Lock()

@@ -3,6 +3,7 @@ package dst
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -435,8 +436,9 @@ type client struct {
 	in *instance
 }
 
-// readCall applies in's pause, crash and Kinesis faults to a read.
-func readCall[T any](ctx context.Context, in *instance, apply func() (T, error)) (T, error) {
+// readCall applies in's pause, crash and Kinesis faults to a read, whose
+// answer takes lat to arrive.
+func readCall[T any](ctx context.Context, in *instance, lat time.Duration, apply func() (T, error)) (T, error) {
 	var zero T
 	in.gate()
 	if in.dead.Load() {
@@ -452,8 +454,34 @@ func readCall[T any](ctx context.Context, in *instance, apply func() (T, error))
 		return zero, errKinesis
 	}
 	v, err := apply()
+	if lat > 0 {
+		_ = sleepCtx(ctx, lat)
+	}
 	in.gate()
 	return v, err
+}
+
+// latency is how long an answer to in about shard travels: under 0.1 ms,
+// and other for each instance and shard, so that an instance's readers
+// opened at one instant, or woken by one change of the stream, do not
+// go on at one instant, where the order they run in would be the Go
+// scheduler's (see "What may vary"). Only readers' calls wait so (no
+// reader holds a mutex across them: a wait on the virtual clock under a
+// sync.Mutex stops the bubble's clock, see opClass).
+func (in *instance) latency(shard string) time.Duration {
+	h := fnv.New32a()
+	h.Write([]byte(in.name + "/" + shard))
+	return time.Duration(1+h.Sum32()%997) * 100 * time.Nanosecond
+}
+
+// iteratorShard returns the shard of an iterator handed out ("" unknown).
+func (w *world) iteratorShard(it *string) string {
+	if it == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.iterShard[*it]
 }
 
 // foreignCopy reports whether data is a retry copy made by an application
@@ -479,7 +507,11 @@ func (w *world) noteForeignLocked(inst, k string) {
 }
 
 func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	out, err := readCall(ctx, c.in, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
+	var lat time.Duration
+	if id := c.in.w.iteratorShard(p.ShardIterator); id != "" {
+		lat = c.in.latency(id)
+	}
+	out, err := readCall(ctx, c.in, lat, func() (*kinesis.GetRecordsOutput, error) { return c.API.GetRecords(ctx, p, o...) })
 	if err == nil && p.ShardIterator != nil {
 		// The records of the answer, as its reader got it (after a pause
 		// that fell on it), are fetched (see checkUnread).
@@ -510,7 +542,7 @@ func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o .
 }
 
 func (c *client) GetShardIterator(ctx context.Context, p *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	out, err := readCall(ctx, c.in, func() (*kinesis.GetShardIteratorOutput, error) { return c.API.GetShardIterator(ctx, p, o...) })
+	out, err := readCall(ctx, c.in, 0, func() (*kinesis.GetShardIteratorOutput, error) { return c.API.GetShardIterator(ctx, p, o...) })
 	if err == nil && out.ShardIterator != nil && p.ShardId != nil {
 		c.in.w.mu.Lock()
 		c.in.w.iterShard[*out.ShardIterator] = *p.ShardId
@@ -541,7 +573,11 @@ func (c *client) WaitForRecords(ctx context.Context, it string) error {
 		_ = sleepCtx(ctx, time.Second)
 		return errDead
 	}
-	return c.w.WaitForRecords(ctx, it)
+	err := c.w.WaitForRecords(ctx, it)
+	if id := c.in.w.iteratorShard(&it); id != "" && ctx.Err() == nil {
+		_ = sleepCtx(ctx, c.in.latency(id))
+	}
+	return err
 }
 
 func orNobody(s string) string {

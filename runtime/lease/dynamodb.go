@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 )
 
 // DynamoDBAPI is the part of *dynamodb.Client the DynamoDB store uses, so
@@ -633,7 +634,7 @@ func (d *DynamoDB) recheck(ctx context.Context, op string, l Lease, token string
 	return Lease{}, &Error{Op: op, Key: l.Key, Err: ErrLeaseLost}
 }
 
-func newToken() string { return strconv.FormatUint(rand.Uint64(), 36) }
+func newToken() string { return strconv.FormatUint(randsrc.Uint64("lease token"), 36) }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 func num(n int64) types.AttributeValue {

@@ -3,11 +3,12 @@ package shard
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 )
 
 // backoff is capped exponential backoff with full jitter: the n-th wait in a
@@ -16,6 +17,11 @@ import (
 type backoff struct {
 	base, max time.Duration
 	n         int
+	// site and shard name its jitter draws (randsrc.N) and draws counts
+	// them, so that a seeded simulation draws the same waits whatever the
+	// order its goroutines run in.
+	site, shard string
+	draws       uint64
 }
 
 func (b *backoff) next() time.Duration {
@@ -26,7 +32,8 @@ func (b *backoff) next() time.Duration {
 		}
 	}
 	b.n++
-	return time.Duration(rand.Int64N(int64(d) + 1))
+	b.draws++
+	return randsrc.N(d+1, b.site, b.shard, b.draws)
 }
 
 func (b *backoff) reset() { b.n = 0 }

@@ -703,6 +703,7 @@ func (c *Coordinator) Seek(ctx context.Context, p Position) error {
 		}
 	}
 	c.mu.Unlock()
+	slices.SortFunc(targets, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	var errs []error
 	found := false
 	for _, o := range targets {
@@ -1218,17 +1219,20 @@ func (c *Coordinator) answerHandoff(o *owned) {
 	}
 }
 
-// snapshot returns the leases held now; a fenced lease, about to be
-// forgotten, is no longer held.
+// snapshot returns the leases held now, by shard id (the order of their
+// renewals, releases and final writes: not the map's, so that a seeded
+// simulation repeats it); a fenced lease, about to be forgotten, is no
+// longer held.
 func (c *Coordinator) snapshot() []*owned {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := make([]*owned, 0, len(c.owned))
 	for _, o := range c.owned {
 		if o.fctx.Err() == nil {
 			out = append(out, o)
 		}
 	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	return out
 }
 

@@ -53,7 +53,7 @@ func (c *Coordinator) readFanOut(ctx context.Context, o *owned, s *session) {
 	// then after the last event's continuation.
 	resume := s.from
 	f := c.newFeed(ctx, o, s) // skips what was settled before s opened
-	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second}
+	bo := backoff{base: 100 * time.Millisecond, max: 10 * time.Second, site: "fan-out", shard: o.shard}
 	var last time.Time    // when the last SubscribeToShard was sent
 	var checked time.Time // when the end of the closed shard was last checked
 	checkDue := func() bool { return time.Since(checked) >= endCheckEvery && c.closedShard(o.shard) }

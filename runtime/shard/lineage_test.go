@@ -3,13 +3,16 @@ package shard
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
 
@@ -198,5 +201,37 @@ func TestBackoffJitterWithinCap(t *testing.T) {
 	b.reset()
 	if d := b.next(); d > 10 {
 		t.Fatalf("after reset the wait %d exceeds the base", d)
+	}
+}
+
+// TestBackoffJitterFollowsASeed: seeded (the deterministic simulation), a
+// backoff's waits are a function of the seed, its site, its shard and
+// how many it drew, whichever goroutine draws first.
+func TestBackoffJitterFollowsASeed(t *testing.T) {
+	waits := func(shard string) []time.Duration {
+		b := backoff{base: 100 * time.Millisecond, max: 10 * time.Second, site: "read", shard: shard}
+		var out []time.Duration
+		for range 8 {
+			out = append(out, b.next())
+		}
+		b.reset()
+		return append(out, b.next())
+	}
+	restore := randsrc.Seed(29)
+	var other []time.Duration
+	done := make(chan struct{})
+	go func() { defer close(done); other = waits("shardId-000000000002") }()
+	first := waits("shardId-000000000001")
+	<-done
+	restore()
+	defer randsrc.Seed(29)()
+	if again := waits("shardId-000000000001"); !slices.Equal(first, again) {
+		t.Errorf("seed 29's waits were %v, then %v", first, again)
+	}
+	if slices.Equal(first, other) {
+		t.Errorf("two shards drew the same waits %v", first)
+	}
+	if first[8] == first[0] {
+		t.Errorf("the wait after a reset repeats the first: %v", first)
 	}
 }

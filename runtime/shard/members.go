@@ -216,6 +216,7 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
+	slices.Sort(asks) // the order its owners answer them in
 	sent := time.Now()
 	first := c.beatNew || c.beatFirst.IsZero()
 	if first {
@@ -318,8 +319,9 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 // request is on the lease (RequestHandoff bumped its counter), which this
 // owner reads and adopts before it checkpoints and releases.
 func (c *Coordinator) answerAsks(ctx context.Context, v memberView) {
-	for _, m := range v.all {
-		if m.Owner == c.cfg.Owner || !v.live[m.Owner] {
+	for _, owner := range v.liveOwners() { // sorted: the order of the handoffs
+		m, ok := v.all[owner]
+		if !ok || owner == c.cfg.Owner {
 			continue
 		}
 		for _, id := range m.Asks {

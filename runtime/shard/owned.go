@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -368,7 +369,7 @@ func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 // owner back to the last one written, and a graceful handoff or stop must
 // not deliver records twice for one failed call.
 func (c *Coordinator) persistFinal(ctx context.Context, o *owned) error {
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "final checkpoint", shard: o.shard}
 	for {
 		err := c.persist(ctx, o, true)
 		if err == nil || errors.Is(err, lease.ErrInvalid) {
@@ -628,7 +629,7 @@ func (c *Coordinator) resumeLocked(o *owned, s *session) {
 // handoff ends with the lease released, lost or kept, never stranded.
 // (Stop releases what a handoff left.)
 func (c *Coordinator) finishHandoff(o *owned, began time.Time) {
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "handoff release", shard: o.shard}
 	for {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.leaseCallTimeout())
 		released, err := c.releaseLease(ctx, o)
@@ -722,10 +723,10 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 		return
 	}
 	c.mu.Lock()
-	asked := maps.Clone(c.pending)
+	asked := slices.Sorted(maps.Keys(c.pending)) // the order of the reads and takes
 	c.mu.Unlock()
 	took := false
-	for key := range asked {
+	for _, key := range asked {
 		sent := time.Now() // the read's age is judged at its send (askedOwnerDead)
 		l, err := c.cfg.Leases.Get(ctx, key)
 		drop := false

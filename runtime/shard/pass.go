@@ -275,6 +275,7 @@ func (c *Coordinator) passDrop(ctx context.Context, p *passView) {
 				gone = append(gone, l)
 			}
 		}
+		slices.SortFunc(gone, func(a, b lease.Lease) int { return strings.Compare(a.ShardID, b.ShardID) })
 		c.dropExpiredLeases(ctx, p.lin, gone, p.byShard)
 	}
 }
@@ -283,7 +284,6 @@ func (c *Coordinator) passDrop(ctx context.Context, p *passView) {
 // reader for each held lease whose parents are finished.
 func (c *Coordinator) passReaders(ctx context.Context, p *passView) {
 	held := c.snapshot()
-	slices.SortFunc(held, func(a, b *owned) int { return strings.Compare(a.shard, b.shard) })
 	for _, o := range held {
 		o.mu.Lock()
 		st := o.stateNow()
@@ -605,7 +605,7 @@ func (c *Coordinator) iterator(ctx context.Context, shardID string, at startAt) 
 		in.Timestamp = aws.Time(at.ts)
 		timeout = timestampCallTimeout
 	}
-	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second, site: "get iterator", shard: shardID}
 	for attempt := 0; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		sent := time.Now()

@@ -86,7 +86,7 @@ type reader struct {
 func (c *Coordinator) newReader(ctx context.Context, o *owned, s *session, iter string) *reader {
 	r := &reader{c: c, o: o, s: s, log: c.log.With("shard", o.shard), st: o.st, iter: iter,
 		resume: s.from, opening: iter == "",
-		bo:    backoff{base: 100 * time.Millisecond, max: 10 * time.Second},
+		bo:    backoff{base: 100 * time.Millisecond, max: 10 * time.Second, site: "read", shard: o.shard},
 		limit: firstReadLimit(c.cfg.BatchSize)}
 	r.waiter, _ = c.cfg.Client.(recordWaiter)
 	r.f = c.newFeed(ctx, o, s)
@@ -402,7 +402,7 @@ func (c *Coordinator) finish(ctx context.Context, o *owned, s *session, children
 	// reader would read the parent again from its last checkpoint, and
 	// handle again what settled since. A stop or handoff meanwhile ends
 	// the reader and checkpoints its last record instead.
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second}
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "end checkpoint", shard: o.shard}
 	var err error
 	for {
 		_, err = c.mutate(ctx, o, "lease checkpoint", func(l lease.Lease) (lease.Lease, error) {

@@ -420,6 +420,7 @@ func (c *Coordinator) dueSuspects(sent time.Time, watch []string) []string {
 			out = append(out, o)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
