@@ -79,8 +79,8 @@ func TestLiveReshardDuringFinalCheckpointRetries(t *testing.T) {
 }
 
 func TestLiveShardEndCheckpointFailing(t *testing.T) {
-	t.Run("lands-after-3", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), 3) })
-	t.Run("never-lands", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), -1) })
+	t.Run("lands-after-3", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), 3, false) })
+	t.Run("never-lands", func(t *testing.T) { testShardEndFailing(t, liveDynamoEnv(t, 1), -1, false) })
 }
 
 // A fleet's start beside a dead instance's member entry, with the leases
