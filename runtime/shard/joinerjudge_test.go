@@ -54,7 +54,9 @@ func TestDeadOwnersLeaseIsNotLeftToAJoinerThatCannotJudgeIt(t *testing.T) {
 	eventually(t, 4*failover, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
 	// a judges the ghost dead a failover time after it saw its last beat
 	// (a pass at most after it was written), and takes at its next pass.
-	if took, bound := time.Since(died), failover*7/4; took > bound {
+	took, bound := time.Since(died), failover*7/4
+	t.Logf("a read the dead member's %s %v after its last beat", give, took.Round(time.Millisecond))
+	if took > bound {
 		t.Fatalf("a read the dead member's %s %v after its last beat, want within %v: the plan left it to a joiner that could not judge the owner dead yet",
 			give, took.Round(time.Millisecond), bound)
 	}
