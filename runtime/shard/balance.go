@@ -355,10 +355,14 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 	}
 	can := func(o string, l lease.Lease) bool { return o == me || canTake == nil || canTake(o, l) }
 	given := make([]bool, len(free)) // free leases handed out so far
+	nf := 0                          // the first free lease not handed out
 	np := 0                          // pool leases handed out so far
 	for _, o := range owners {
+		for nf < len(free) && given[nf] {
+			nf++
+		}
 		need := target[o] - load[o]
-		for i := 0; need > 0 && i < len(free); i++ {
+		for i := nf; need > 0 && i < len(free); i++ {
 			if given[i] || !can(o, free[i]) {
 				continue
 			}
@@ -373,8 +377,6 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 			if o == me {
 				b.steals = append(b.steals, pool[np])
 			}
-			load[o]++
-			load[pool[np].Owner]--
 			np++
 		}
 	}
@@ -383,7 +385,9 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 	// seed 1796567417450576642) goes to the least loaded owner that can,
 	// above its target if need be: read now, it is moved on by a later
 	// pass's balancing, rather than read by nobody until the joiners can
-	// judge the owner dead a failover time after they joined.
+	// judge the owner dead a failover time after they joined. load counts
+	// the free leases handed out, not the steals: a planner never pools
+	// its own surplus, and every planner must pick the same taker.
 	for i, l := range free {
 		if given[i] {
 			continue

@@ -419,3 +419,39 @@ func TestDeadLeftToJoiners(t *testing.T) {
 		}
 	}
 }
+
+// The members that can judge a dead owner's leases agree on one taker for
+// each, whoever of them plans, when joiners below their share cannot
+// (canTake): every lease is taken once, none by a joiner.
+func TestPlanBulkGivesEachDeadLeaseToOneJudge(t *testing.T) {
+	owners := []string{"a", "b", "c", "j", "k"}
+	for _, layout := range [][]string{
+		{"d", "d", "d", "a", "a", "b", "c", "c"},
+		{"d", "d", "a", "a", "a", "b", "b", "c", "", "d"},
+		{"d", "a", "b", "c"},
+		{"d", "d", "d", "d", "d", "d", "a"},
+	} {
+		ls := leasesOf(layout...)
+		stale := func(l lease.Lease) bool { return l.Owner == "d" }
+		canTake := func(o string, l lease.Lease) bool { return l.Owner != "d" || (o != "j" && o != "k") }
+		takers := map[string][]string{}
+		for _, me := range []string{"a", "b", "c"} {
+			p := planBulk(me, ls, owners, func(key string) bool {
+				for _, l := range ls {
+					if l.Key == key {
+						return l.Owner == me
+					}
+				}
+				return false
+			}, stale, canTake)
+			for _, l := range p.take {
+				takers[l.ShardID] = append(takers[l.ShardID], me)
+			}
+		}
+		for _, l := range ls {
+			if l.Owner == "d" && len(takers[l.ShardID]) != 1 {
+				t.Errorf("%v: dead member's %s taken by %v, want exactly one of a, b, c", layout, l.ShardID, takers[l.ShardID])
+			}
+		}
+	}
+}
