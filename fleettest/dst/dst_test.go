@@ -103,6 +103,7 @@ var fixedSeeds = map[string][]uint64{
 		1796552912398768164, // unread: a lease released to an asker that left before taking it stayed reserved for it
 		1796553474032713470, // unread: a dead owner's lease planned for a joiner that could not yet judge it dead (takeOverdue)
 		1796558616880070843, // unread: the same, for joiners that crashed before they could judge it
+		1796567417450576642, // unread: a dead owner's lease planned for a joiner, its only judge crashed before its takeOverdue (canJudge)
 	},
 	"slowjoin": {1796558680728461343}, // unread: a lease released to an asker that left (withoutUntakenReservations)
 }

@@ -22,6 +22,11 @@ type observer struct {
 	// heartbeats land but go unconfirmed) is not taken for a new, live
 	// one, however long ago its beat was first seen.
 	linger time.Duration
+	// rejoin, when set, starts a key's first-seen time anew when its
+	// counter moves after standing still that long: a member entry that
+	// looked dead and beats again may be a new instance under the same
+	// owner id, which has seen the others' entries only since.
+	rejoin time.Duration
 }
 
 type observation struct {
@@ -29,6 +34,7 @@ type observation struct {
 	owner   string
 	at      time.Time // when counter and owner were first seen
 	last    time.Time // when the key was last listed
+	first   time.Time // when the key was first seen, whatever its counter (see rejoin)
 }
 
 func newObserver() *observer { return &observer{seen: make(map[string]observation)} }
@@ -39,12 +45,7 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 	defer o.mu.Unlock()
 	keep := make(map[string]observation, len(leases))
 	for _, l := range leases {
-		ob, ok := o.seen[l.Key]
-		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
-			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
-		}
-		ob.last = now
-		keep[l.Key] = ob
+		keep[l.Key] = o.next(l, now)
 	}
 	if o.linger > 0 {
 		for k, ob := range o.seen {
@@ -56,18 +57,35 @@ func (o *observer) observe(leases []lease.Lease, now time.Time) {
 	o.seen = keep
 }
 
+// next is what o knows of l once it is listed at now (under mu).
+func (o *observer) next(l lease.Lease, now time.Time) observation {
+	ob, ok := o.seen[l.Key]
+	if ok && ob.counter == l.Counter && ob.owner == l.Owner {
+		ob.last = now
+		return ob
+	}
+	first := ob.first
+	if !ok || (o.rejoin > 0 && now.Sub(ob.at) >= o.rejoin) {
+		first = now
+	}
+	return observation{counter: l.Counter, owner: l.Owner, at: now, last: now, first: first}
+}
+
+// firstSeen returns when key was first seen (ok false: it was not).
+func (o *observer) firstSeen(key string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ob, ok := o.seen[key]
+	return ob.first, ok
+}
+
 // observeSome records the leases of a partial listing (the watched member
 // entries of a roster read) and forgets nothing.
 func (o *observer) observeSome(leases []lease.Lease, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, l := range leases {
-		ob, ok := o.seen[l.Key]
-		if !ok || ob.counter != l.Counter || ob.owner != l.Owner {
-			ob = observation{counter: l.Counter, owner: l.Owner, at: now}
-		}
-		ob.last = now
-		o.seen[l.Key] = ob
+		o.seen[l.Key] = o.next(l, now)
 	}
 }
 
@@ -251,7 +269,10 @@ func shares(load map[string]int, active int) map[string]int {
 //     most loaded owners (ties by id) one more, so an owner keeps what it
 //     has wherever the rounding allows and nothing moves back and forth.
 //  3. Free leases (unowned, expired) go to the owners below their target,
-//     in owner-id order, unowned before expired, then by shard id.
+//     in owner-id order, unowned before expired, then by shard id; an
+//     expired lease only to an owner that can judge its owner stopped
+//     (canTake), and one that no owner below its target can, to the least
+//     loaded owner that can (ties by id): this owner at least.
 //  4. What those still lack comes from the owners above their target, in
 //     owner-id order, each giving its surplus from its first leases in
 //     shard order, again to the owners below in owner-id order.
@@ -268,7 +289,10 @@ func shares(load map[string]int, active int) map[string]int {
 // and write the same moves; the rule needs no election, no failover of the
 // assigner and no extra writes, and each instance asks only for its own
 // leases, so the handoffs run in parallel across the fleet.
-func planBulk(me string, leases []lease.Lease, members []string, held func(key string) bool, stale func(lease.Lease) bool) balance {
+//
+// canTake says whether owner o can take free lease l yet (nil: any can;
+// this owner always can: l is free in its own view).
+func planBulk(me string, leases []lease.Lease, members []string, held func(key string) bool, stale func(lease.Lease) bool, canTake func(o string, l lease.Lease) bool) balance {
 	var b balance
 	load := map[string]int{me: 0}
 	for _, m := range members {
@@ -329,15 +353,25 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 			pool = append(pool, ls[:min(n, len(ls))]...)
 		}
 	}
-	nf := 0 // free leases handed out so far
-	np := 0 // pool leases handed out so far
+	can := func(o string, l lease.Lease) bool { return o == me || canTake == nil || canTake(o, l) }
+	given := make([]bool, len(free)) // free leases handed out so far
+	nf := 0                          // the first free lease not handed out
+	np := 0                          // pool leases handed out so far
 	for _, o := range owners {
-		need := target[o] - load[o]
-		for ; need > 0 && nf < len(free); need-- {
-			if o == me {
-				b.take = append(b.take, free[nf])
-			}
+		for nf < len(free) && given[nf] {
 			nf++
+		}
+		need := target[o] - load[o]
+		for i := nf; need > 0 && i < len(free); i++ {
+			if given[i] || !can(o, free[i]) {
+				continue
+			}
+			if o == me {
+				b.take = append(b.take, free[i])
+			}
+			given[i] = true
+			load[o]++
+			need--
 		}
 		for ; need > 0 && np < len(pool); need-- {
 			if o == me {
@@ -345,6 +379,29 @@ func planBulk(me string, leases []lease.Lease, members []string, held func(key s
 			}
 			np++
 		}
+	}
+	// A dead owner's lease that no owner below its target can take yet
+	// (each joined after the owner's last beat: issue 29, dst mix churn
+	// seed 1796567417450576642) goes to the least loaded owner that can,
+	// above its target if need be: read now, it is moved on by a later
+	// pass's balancing, rather than read by nobody until the joiners can
+	// judge the owner dead a failover time after they joined. load counts
+	// the free leases handed out, not the steals: a planner never pools
+	// its own surplus, and every planner must pick the same taker.
+	for i, l := range free {
+		if given[i] {
+			continue
+		}
+		taker := ""
+		for _, o := range owners {
+			if can(o, l) && (taker == "" || load[o] < load[taker]) {
+				taker = o
+			}
+		}
+		if taker == me {
+			b.take = append(b.take, l)
+		}
+		load[taker]++
 	}
 	// The free leases others are meant to take, for when one of mine is
 	// taken first (a view one pass behind): tried in order while I lack.

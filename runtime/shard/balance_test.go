@@ -197,7 +197,7 @@ func TestPlanBulkAgreesAcrossInstances(t *testing.T) {
 					}
 					return false
 				}
-				p := planBulk(me, ls, live, held, stale)
+				p := planBulk(me, ls, live, held, stale, nil)
 				for _, l := range append(p.take, p.steals...) {
 					if by, ok := claimed[l.Key]; ok {
 						t.Fatalf("%s and %s both claim %s", by, me, l.ShardID)
@@ -265,7 +265,7 @@ func TestPlanBulkIsStable(t *testing.T) {
 				}
 			}
 			return false
-		}, func(lease.Lease) bool { return false })
+		}, func(lease.Lease) bool { return false }, nil)
 		if len(p.take) != 0 || len(p.steals) != 0 {
 			t.Errorf("%s on a balanced fleet takes %d and asks for %d", me, len(p.take), len(p.steals))
 		}
@@ -280,7 +280,7 @@ func TestPlanBulkNeverAsksAKCLWorker(t *testing.T) {
 	for i := range 5 {
 		ls[i].ForeignOwner = true
 	}
-	p := planBulk("me", ls, []string{"a", "me"}, func(string) bool { return false }, func(lease.Lease) bool { return false })
+	p := planBulk("me", ls, []string{"a", "me"}, func(string) bool { return false }, func(lease.Lease) bool { return false }, nil)
 	if len(p.steals) != 1 {
 		t.Fatalf("asked for %d leases, want the one of peer a above its share", len(p.steals))
 	}
@@ -319,7 +319,7 @@ func BenchmarkPlanPass(b *testing.B) {
 				for _, k := range mine {
 					set[k] = true
 				}
-				planBulk(owners[0], ls, owners, func(k string) bool { return set[k] }, stale)
+				planBulk(owners[0], ls, owners, func(k string) bool { return set[k] }, stale, nil)
 			}
 		})
 		b.Run(fmt.Sprintf("one-steal-scan/%d", n), func(b *testing.B) {
@@ -358,5 +358,100 @@ func TestObserverKeepsARemovedBeatWhileItComesBack(t *testing.T) {
 	o.observe([]lease.Lease{other, beat}, at(31))
 	if o.stale(beat, at(31), 3*time.Second) {
 		t.Fatal("a beat gone for longer than the linger time still remembered")
+	}
+}
+
+// A member's first-seen time stays while its beat moves, and starts anew
+// when it beats again after standing still for the rejoin time (a new
+// instance under the same owner id has seen the others only since).
+func TestObserverFirstSeen(t *testing.T) {
+	o := &observer{seen: map[string]observation{}, rejoin: 3 * time.Second}
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	b := func(n int64) lease.Lease { return lease.Lease{Key: "a1", Owner: "a1", Counter: n} }
+	o.observe([]lease.Lease{b(1)}, at(0))
+	o.observe([]lease.Lease{b(2)}, at(1))
+	o.observe([]lease.Lease{b(3)}, at(3.5)) // stood still 2.5 s: the same instance
+	if f, ok := o.firstSeen("a1"); !ok || !f.Equal(at(0)) {
+		t.Errorf("first seen of a beating member = %v, %v; want %v", f, ok, at(0))
+	}
+	o.observe([]lease.Lease{b(4)}, at(7)) // stood still 3.5 s: dead, and back
+	if f, _ := o.firstSeen("a1"); !f.Equal(at(7)) {
+		t.Errorf("first seen of a member back after looking dead = %v; want %v", f, at(7))
+	}
+	if _, ok := o.firstSeen("a9"); ok {
+		t.Error("a member never seen has a first-seen time")
+	}
+}
+
+// A pass at its share lists at once when a dead member's lease would be
+// left to joiners only (planBulk gives it to a member that can judge the
+// owner dead: maybe this one), not when an older member below its share
+// takes it, nor for a lease released to a joiner.
+func TestDeadLeftToJoiners(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const failover = 3 * time.Second
+	known := map[string]lease.Lease{
+		"s1": {ShardID: "s1", Owner: "me"}, "s2": {ShardID: "s2", Owner: "d"},
+	}
+	released := map[string]lease.Lease{
+		"s1": {ShardID: "s1", Owner: "me"}, "s2": {ShardID: "s2", PendingOwner: "j"},
+	}
+	view := func(joined time.Duration) memberView {
+		return memberView{
+			all:   map[string]lease.Member{"me": {Held: 1}, "j": {}, "d": {Held: 1}},
+			live:  map[string]bool{"me": true, "j": true},
+			first: map[string]time.Time{"j": t0.Add(-joined)},
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		view  memberView
+		known map[string]lease.Lease
+		want  bool
+	}{
+		{"left to a joiner", view(time.Second), known, true},
+		{"left to a member that can judge", view(failover), known, false},
+		{"released to a joiner", view(time.Second), released, false},
+	} {
+		if got := deadLeftToJoiners("me", 1, tc.view, tc.known, t0, failover); got != tc.want {
+			t.Errorf("%s: deadLeftToJoiners = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The members that can judge a dead owner's leases agree on one taker for
+// each, whoever of them plans, when joiners below their share cannot
+// (canTake): every lease is taken once, none by a joiner.
+func TestPlanBulkGivesEachDeadLeaseToOneJudge(t *testing.T) {
+	owners := []string{"a", "b", "c", "j", "k"}
+	for _, layout := range [][]string{
+		{"d", "d", "d", "a", "a", "b", "c", "c"},
+		{"d", "d", "a", "a", "a", "b", "b", "c", "", "d"},
+		{"d", "a", "b", "c"},
+		{"d", "d", "d", "d", "d", "d", "a"},
+	} {
+		ls := leasesOf(layout...)
+		stale := func(l lease.Lease) bool { return l.Owner == "d" }
+		canTake := func(o string, l lease.Lease) bool { return l.Owner != "d" || (o != "j" && o != "k") }
+		takers := map[string][]string{}
+		for _, me := range []string{"a", "b", "c"} {
+			p := planBulk(me, ls, owners, func(key string) bool {
+				for _, l := range ls {
+					if l.Key == key {
+						return l.Owner == me
+					}
+				}
+				return false
+			}, stale, canTake)
+			for _, l := range p.take {
+				takers[l.ShardID] = append(takers[l.ShardID], me)
+			}
+		}
+		for _, l := range ls {
+			if l.Owner == "d" && len(takers[l.ShardID]) != 1 {
+				t.Errorf("%v: dead member's %s taken by %v, want exactly one of a, b, c", layout, l.ShardID, takers[l.ShardID])
+			}
+		}
 	}
 }

@@ -483,7 +483,7 @@ func New(cfg Config) (*Coordinator, error) {
 		stats:    make(map[string]*Stats),
 		start:    cfg.Start,
 		obs:      newObserver(),
-		beats:    &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover},
+		beats:    &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover, rejoin: cfg.Failover},
 		epoch:    time.Now(),
 		kick:     make(chan bool, 1),
 		beatSem:  make(chan struct{}, 1),

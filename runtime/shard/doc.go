@@ -129,9 +129,11 @@
 //	decision                                     function
 //	a lease pass's takes, asks, answers,         planBalanceEffects (planBulk,
 //	releases and dead entries, as data           planBalance); applied by applyBalance
+//	who may be planned a dead owner's lease      canJudge (planBulk)
 //	take a lease its planned taker left free     takeOverdue, withoutUntakenReservations
 //	a take another won: the spare tried instead  nextSpare
-//	list the leases on this pass                 mustList, belowShare, unheld
+//	list the leases on this pass                 mustList, belowShare, unheld,
+//	                                             deadLeftToJoiners
 //	open a held lease's reader, or release it    heldStep
 //	answer a request; release or postpone        handoffStep, drainedStep
 //	follow a request of this owner's             followStep
@@ -180,8 +182,16 @@
 // and expired leases to those below their share, then the surplus of those
 // above it, in a fixed order; so each lease moves once and a joiner asks
 // for its whole share in one pass, and the owners asked hand over in
-// parallel. A free lease its planned taker leaves free (it beats but
-// cannot take: a joiner that cannot yet judge the old owner dead) is
+// parallel. An expired lease is planned only for a member that can judge
+// its owner dead (canJudge): one this instance has seen for the failover
+// time (a joiner first saw the owner's entry when it joined, and judges it
+// dead only a failover time after that), unless the owner said it is
+// fenced or was declared dead; one that no member below its share can take
+// goes to the least loaded member that can, above its share if need be,
+// and an instance at its share lists at once for it (deadLeftToJoiners).
+// A free lease its planned taker leaves free (it beats but
+// cannot take: its takes fail, it died unseen yet, or one view was
+// behind another) is
 // taken by any instance (takeOverdue): once the members' own counts have
 // held fewer leases than are known for Failover/2, instances at their
 // share list too, and take a lease still free Failover/2 after that; a

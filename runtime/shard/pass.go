@@ -970,7 +970,8 @@ func planBalanceEffects(v balanceView) balanceEffects {
 	if v.mode == BalanceOneSteal {
 		plan = planBalance(v.me, planned, held, expired)
 	} else {
-		plan = planBulk(v.me, reserved(v.namespace, planned, v.reserve), v.view.planOwners(), held, expired)
+		canTake := func(o string, l lease.Lease) bool { return !v.members || v.view.canJudge(o, l, judge, v.failover) }
+		plan = planBulk(v.me, reserved(v.namespace, planned, v.reserve), v.view.planOwners(), held, expired, canTake)
 	}
 	takeDeclared(&plan, v.declared, v.view, v.leases, len(v.held))
 	if !v.leaving {
@@ -1294,6 +1295,11 @@ func (c *Coordinator) mustList(view memberView) bool {
 		// listing per statusListEvery while it reads.
 		return true
 	}
+	if c.roster == nil && deadLeftToJoiners(c.cfg.Owner, held, view, c.known, view.sent, c.cfg.Failover) {
+		// The plans give a dead member's lease to a member that can
+		// judge it dead (canJudge): maybe this one, at its share.
+		return true
+	}
 	if !c.unheldSince.IsZero() && time.Since(c.unheldSince) >= c.cfg.overdueAfter() {
 		// For longer than a handoff's release takes to show in the
 		// taker's count (a listing by key costs a unit per lease).
@@ -1337,6 +1343,34 @@ func belowShare(me string, held int, view memberView, known map[string]lease.Lea
 func unheld(me string, held int, view memberView, known map[string]lease.Lease) bool {
 	_, sum, active := shareCounts(me, held, view, known)
 	return sum < active
+}
+
+// deadLeftToJoiners reports whether a lease known is held by a member the
+// view judges dead while every other member below its share, by the live
+// members' own counts, was first seen less than failover before at: none
+// of those can judge the owner dead yet, so the plans give its lease to a
+// member that can (planBulk), which lists at once rather than after
+// overdueAfter (unheld). A release to a joiner (its asker) is not one:
+// its owner is free, not dead, and the joiner takes it itself.
+func deadLeftToJoiners(me string, held int, view memberView, known map[string]lease.Lease, at time.Time, failover time.Duration) bool {
+	dead := false
+	for _, l := range known {
+		if _, member := view.all[l.Owner]; member && l.Owner != me && !view.live[l.Owner] && l.Checkpoint != lease.CheckpointShardEnd {
+			dead = true
+			break
+		}
+	}
+	if !dead {
+		return false
+	}
+	load, sum, active := shareCounts(me, held, view, known)
+	target := shares(load, max(sum, active))
+	for o, n := range load {
+		if o != me && n < target[o] && !view.joinedWithin(o, at, failover) {
+			return false
+		}
+	}
+	return true
 }
 
 // shareCounts returns the live members' loads by their own counts (me at

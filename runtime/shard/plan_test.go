@@ -377,6 +377,16 @@ func leavingView(v memberView, owners ...string) memberView {
 	return v
 }
 
+// fencedView marks owners of v fenced (lease.Member.Fenced).
+func fencedView(v memberView, owners ...string) memberView {
+	for _, o := range owners {
+		m := v.all[o]
+		m.Fenced = true
+		v.all[o] = m
+	}
+	return v
+}
+
 // The plans see no lease of a live leaving member and no request of one;
 // a dead one's leases are expired as ever.
 func TestWithoutLeaving(t *testing.T) {
@@ -466,6 +476,7 @@ func TestPlanBalanceEffects(t *testing.T) {
 		asOf     time.Duration // before the listing returned
 		reserve  map[string]string
 		declared map[string]int64
+		joined   []string // members first seen here half a failover before the listing
 		want     effectsOf
 	}{
 		{
@@ -516,6 +527,33 @@ func TestPlanBalanceEffects(t *testing.T) {
 			want:     effectsOf{Expired: []string{"s1", "s2", "s3"}, Take: []string{"s2", "s3", "s1"}, Target: 2},
 		},
 		{
+			// Issue 29, dst mix churn seed 1796567417450576642: the
+			// joiner j, below its share, first saw d's entry when it
+			// joined and cannot judge d dead for half a failover more.
+			name: "members: a dead member's lease not left to a joiner that cannot judge it dead yet", members: true,
+			leases: ls("s1:d", "s2:me"), held: []string{"s2"}, view: view([]string{"me", "j"}, "d"), joined: []string{"j"},
+			want: effectsOf{Expired: []string{"s1"}, Take: []string{"s1"}, Target: 1},
+		},
+		{
+			name: "members: a dead member's lease left to a member that can judge it dead, below its share", members: true,
+			leases: ls("s1:d", "s2:me"), held: []string{"s2"}, view: view([]string{"me", "j"}, "d"),
+			want: effectsOf{Expired: []string{"s1"}, Spare: []string{"s1"}, Target: 1},
+		},
+		{
+			name: "members: a fenced member's lease left to a joiner: it reads the flag at once", members: true,
+			leases: ls("s1:d", "s2:me"), held: []string{"s2"}, view: fencedView(view([]string{"me", "j"}, "d"), "d"), joined: []string{"j"},
+			want: effectsOf{Expired: []string{"s1"}, Spare: []string{"s1"}, Target: 1},
+		},
+		{
+			// j takes the free s1; s2 goes to me, below my share; s3,
+			// which j would have had, to the least loaded member that
+			// can judge d dead (b, by id among b, c and me).
+			name: "members: a joiner takes a free lease, the others a dead member's, beyond their share if need be", members: true,
+			leases: ls("s1", "s2:d", "s3:d", "s4:me", "s5:c", "s6:b", "s7:c", "s8:b"), held: []string{"s4"},
+			view: view([]string{"me", "b", "c", "j"}, "d"), joined: []string{"j"},
+			want: effectsOf{Expired: []string{"s2", "s3"}, Take: []string{"s2"}, Spare: []string{"s1", "s3"}, Target: 2},
+		},
+		{
 			name: "members: a fleet's start takes what it reserves for me", members: true,
 			leases: ls("s1", "s2"), view: view([]string{"me", "b"}), reserve: map[string]string{"s1": "b", "s2": "me"},
 			want: effectsOf{Take: []string{"s2"}, Target: 1},
@@ -539,6 +577,12 @@ func TestPlanBalanceEffects(t *testing.T) {
 			v := tc.view
 			if v.all == nil {
 				v = memberView{all: map[string]lease.Member{}, live: map[string]bool{}}
+			}
+			if tc.joined != nil {
+				v.first = map[string]time.Time{}
+				for _, o := range tc.joined {
+					v.first[o] = now.Add(-failover / 2)
+				}
 			}
 			e := planBalanceEffects(balanceView{
 				me: "me", namespace: "ns", mode: tc.mode, members: tc.members, failover: failover,

@@ -61,7 +61,7 @@ func TestStartAssignGivesEachLeaseToTheOwnerThatTakesIt(t *testing.T) {
 			}
 			never := func(string) bool { return false }
 			for _, me := range owners {
-				p := planBulk(me, free, owners, never, func(lease.Lease) bool { return false })
+				p := planBulk(me, free, owners, never, func(lease.Lease) bool { return false }, nil)
 				var want, got []string
 				for _, l := range p.take {
 					want = append(want, l.ShardID)
@@ -82,7 +82,7 @@ func TestStartAssignGivesEachLeaseToTheOwnerThatTakesIt(t *testing.T) {
 						mine = append(mine, l)
 					}
 				}
-				p = planBulk(me, reserved("ns", mine, reserveOf(assign, active)), owners, never, func(lease.Lease) bool { return false })
+				p = planBulk(me, reserved("ns", mine, reserveOf(assign, active)), owners, never, func(lease.Lease) bool { return false }, nil)
 				got = got[:0]
 				for _, l := range p.take {
 					got = append(got, l.ShardID)
