@@ -325,31 +325,24 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			if in.app != app || in.crashed || in.gone.IsZero() || len(w.releases[in.name]) == 0 {
 				continue
 			}
-			for k, ts := range w.fetched[in.name] {
-				id, seq, _ := strings.Cut(k, "/")
-				for i, t := range ts {
-					until := w.begin.Add(24 * time.Hour)
-					if i+1 < len(ts) {
-						until = ts[i+1]
-					}
-					if slices.ContainsFunc(began[in.name][k], func(s time.Time) bool { return !s.Before(t) && s.Before(until) }) {
-						continue // handled: counted above
-					}
-					for _, r := range w.releases[in.name] {
-						if r.shard != id || r.at.Before(t) || r.at.Before(in.gone) || !r.at.Before(until) {
-							continue
-						}
-						fenced := slices.ContainsFunc(w.leaseFences[in.name], func(f shardAt) bool {
-							return f.shard == id && !f.at.Before(t) && !f.at.After(r.at)
-						})
-						if !fenced {
-							h := handling{app: app, inst: in.name, shard: id, seq: seq, start: r.at, end: r.at}
-							acts[id] = append(acts[id], act{t, r.at, h, false, true})
-						}
-						break
-					}
+			w.eachFetch(w.fetched[in.name], func(k, id, seq string, t, until time.Time) {
+				if slices.ContainsFunc(began[in.name][k], func(s time.Time) bool { return !s.Before(t) && s.Before(until) }) {
+					return // handled: counted above
 				}
-			}
+				for _, r := range w.releases[in.name] {
+					if r.shard != id || r.at.Before(t) || r.at.Before(in.gone) || !r.at.Before(until) {
+						continue
+					}
+					fenced := slices.ContainsFunc(w.leaseFences[in.name], func(f shardAt) bool {
+						return f.shard == id && !f.at.Before(t) && !f.at.After(r.at)
+					})
+					if !fenced {
+						h := handling{app: app, inst: in.name, shard: id, seq: seq, start: r.at, end: r.at}
+						acts[id] = append(acts[id], act{t, r.at, h, false, true})
+					}
+					break
+				}
+			})
 		}
 		// Another application's retry copy is fetched and skipped without
 		// a handler, when its lane's worker reaches it: it waits for a
@@ -366,22 +359,15 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			if in.app != app {
 				continue
 			}
-			for k, ts := range w.foreign[in.name] {
-				id, seq, _ := strings.Cut(k, "/")
-				for i, t := range ts {
-					until := w.begin.Add(24 * time.Hour)
-					if i+1 < len(ts) {
-						until = ts[i+1]
-					}
-					for _, cw := range w.checkpoints[in.name] {
-						if cw.shard == id && !cw.at.Before(t) && cw.at.Before(until) && checkpointPast(cw.cp, seq) {
-							h := handling{app: app, inst: in.name, shard: id, seq: seq, start: cw.at, end: cw.at}
-							acts[id] = append(acts[id], act{t, cw.at, h, true, false})
-							break
-						}
+			w.eachFetch(w.foreign[in.name], func(_, id, seq string, t, until time.Time) {
+				for _, cw := range w.checkpoints[in.name] {
+					if cw.shard == id && !cw.at.Before(t) && cw.at.Before(until) && checkpointPast(cw.cp, seq) {
+						h := handling{app: app, inst: in.name, shard: id, seq: seq, start: cw.at, end: cw.at}
+						acts[id] = append(acts[id], act{t, cw.at, h, true, false})
+						break
 					}
 				}
-			}
+			})
 		}
 		var excuse []span
 		for _, s := range w.pauses {
@@ -610,4 +596,21 @@ func cmpDec(a, b string) int {
 	x, _ := new(big.Int).SetString(a, 10)
 	y, _ := new(big.Int).SetString(b, 10)
 	return x.Cmp(y)
+}
+
+// eachFetch calls f for each fetch of each record in fetches (key
+// "shard/sequence" -> its fetch times, in order): its key, shard and
+// sequence, the fetch time and when the record was fetched again (or a
+// day after the run began).
+func (w *world) eachFetch(fetches map[string][]time.Time, f func(key, id, seq string, t, until time.Time)) {
+	for k, ts := range fetches {
+		id, seq, _ := strings.Cut(k, "/")
+		for i, t := range ts {
+			until := w.begin.Add(24 * time.Hour)
+			if i+1 < len(ts) {
+				until = ts[i+1]
+			}
+			f(k, id, seq, t, until)
+		}
+	}
 }

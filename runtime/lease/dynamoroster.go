@@ -306,10 +306,7 @@ func parseNoticeAttr(name string) (owner, by string, ok bool) {
 // rounded up to the millisecond: never earlier than the watcher's.
 func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	key := RosterKey(namespace)
-	if err := d.begin(ctx, "roster notice", key); err != nil {
-		return err
-	}
-	if err := d.noRoster("roster notice", key); err != nil {
+	if err := d.beginNotice(ctx, key); err != nil {
 		return err
 	}
 	if n.Owner == "" {
@@ -327,6 +324,20 @@ func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNot
 			":b": num(n.Beat),
 		},
 	})
+	return d.noticeWritten(key, err)
+}
+
+// beginNotice checks a notice call on the version item key.
+func (d *DynamoDB) beginNotice(ctx context.Context, key string) error {
+	if err := d.begin(ctx, "roster notice", key); err != nil {
+		return err
+	}
+	return d.noRoster("roster notice", key)
+}
+
+// noticeWritten is a notice write's answer: a refused condition (a
+// later notice, or none to withdraw) is no error.
+func (d *DynamoDB) noticeWritten(key string, err error) error {
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return d.fail("roster notice", key, err)
@@ -339,10 +350,7 @@ func (d *DynamoDB) PostNotice(ctx context.Context, namespace string, n RosterNot
 // not).
 func (d *DynamoDB) WithdrawNotice(ctx context.Context, namespace string, n RosterNotice) error {
 	key := RosterKey(namespace)
-	if err := d.begin(ctx, "roster notice", key); err != nil {
-		return err
-	}
-	if err := d.noRoster("roster notice", key); err != nil {
+	if err := d.beginNotice(ctx, key); err != nil {
 		return err
 	}
 	_, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -353,9 +361,5 @@ func (d *DynamoDB) WithdrawNotice(ctx context.Context, namespace string, n Roste
 		ExpressionAttributeNames:  map[string]string{"#n": noticeAttr(n.Owner, n.By), "#b": attrNoticeBeat},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(n.Beat)},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return d.fail("roster notice", key, err)
-	}
-	return nil
+	return d.noticeWritten(key, err)
 }

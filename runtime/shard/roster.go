@@ -278,15 +278,7 @@ func (c *Coordinator) armDeclare(o string, beat int64) {
 	}
 	c.rs.armed[o] = beat
 	c.rs.mu.Unlock()
-	c.mu.Lock()
-	ctx := c.ctx
-	c.mu.Unlock()
-	if ctx == nil {
-		return
-	}
-	c.loops.Add(1)
-	go func() {
-		defer c.loops.Done()
+	c.goLoop(func(ctx context.Context) {
 		if notify && !c.notice(ctx, o, beat, at) {
 			return
 		}
@@ -294,7 +286,7 @@ func (c *Coordinator) armDeclare(o string, beat int64) {
 			return
 		}
 		c.declareAt(ctx, o)
-	}()
+	})
 }
 
 // noticeLead is how long before a death falls due its watchers post their
@@ -394,6 +386,16 @@ func (c *Coordinator) hear(notices []lease.RosterNotice, cache map[string]lease.
 
 // wakeAt wakes a pass at t.
 func (c *Coordinator) wakeAt(t time.Time) {
+	c.goLoop(func(ctx context.Context) {
+		if sleep(ctx, time.Until(t)) {
+			c.wake(false)
+		}
+	})
+}
+
+// goLoop runs f on a goroutine of the coordinator's loops (Stop waits for
+// it), under the loops' context; not once the coordinator has stopped.
+func (c *Coordinator) goLoop(f func(ctx context.Context)) {
 	c.mu.Lock()
 	ctx := c.ctx
 	c.mu.Unlock()
@@ -403,9 +405,7 @@ func (c *Coordinator) wakeAt(t time.Time) {
 	c.loops.Add(1)
 	go func() {
 		defer c.loops.Done()
-		if sleep(ctx, time.Until(t)) {
-			c.wake(false)
-		}
+		f(ctx)
 	}()
 }
 
