@@ -121,6 +121,10 @@ func testNotices(ctx context.Context, t *testing.T, r lease.RosterStore) {
 		t.Skipf("%T keeps no notices (lease.RosterNotices)", r)
 	}
 	n, other := ns(t, "stream"), ns(t, "other")
+	// A notice that names nobody is refused as invalid, and leaves nothing.
+	if err := s.PostNotice(ctx, n, lease.RosterNotice{By: "w-b", Beat: 1}); !errors.Is(err, lease.ErrInvalid) {
+		t.Fatalf("PostNotice without an owner: %v, want lease.ErrInvalid", err)
+	}
 	beat(ctx, t, s, n, lease.Member{Owner: "w-a", Beat: 3, Roster: true})
 	if _, err := s.BumpRoster(ctx, n); err != nil {
 		t.Fatal(err)
