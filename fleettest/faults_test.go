@@ -1,6 +1,7 @@
 package fleettest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -623,7 +624,14 @@ func (f *mixFleet) check() mixResult {
 		t.Errorf("%d records stored twice, yet no publish failed and no answer was lost", r.storedTwice)
 	}
 	if r.redelivered > 0 && !f.mix.redelivered {
-		t.Errorf("%d records delivered again, yet the mix loses no lease and no iterator", r.redelivered)
+		// A slow store's calls answer within their deadline by design; on a
+		// starved machine one may not, and the worker then fences itself
+		// as it must, and its records come again.
+		if late := f.heartbeatsPastDeadline(); late != "" {
+			t.Logf("%d records delivered again after %s's heartbeat passed its deadline (the machine's delay on top of the mix's): at-least-once allows it", r.redelivered, late)
+		} else {
+			t.Errorf("%d records delivered again, yet the mix loses no lease and no iterator", r.redelivered)
+		}
 	}
 
 	// Order: an owner handles a key's records in index order. Going back
@@ -687,6 +695,25 @@ type arrival struct {
 
 // sortArrivals puts lines in the order the test received them, which is
 // each worker's print order.
+// heartbeatsPastDeadline names a worker whose log shows a heartbeat that
+// failed past its call's deadline ("" when none did).
+func (f *mixFleet) heartbeatsPastDeadline() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for owner, p := range f.procs {
+		b, err := os.ReadFile(p.stderr)
+		if err != nil {
+			continue
+		}
+		for line := range bytes.Lines(b) {
+			if bytes.Contains(line, []byte(`msg="heartbeat failed"`)) && bytes.Contains(line, []byte("deadline exceeded")) {
+				return owner
+			}
+		}
+	}
+	return ""
+}
+
 func sortArrivals(as []arrival) {
 	sort.Slice(as, func(i, j int) bool {
 		if !as[i].at.Equal(as[j].at) {
