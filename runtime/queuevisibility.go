@@ -56,8 +56,8 @@ func (q *queueRun) track(hs []held) {
 }
 
 // compactLocked drops the settled records from q.held and, when due is
-// not nil, adds to it the others whose visibility ends within half of
-// the visibility timeout from now.
+// not nil, adds to it the others whose visibility ends within three
+// quarters of the visibility timeout from now.
 func (q *queueRun) compactLocked(due *[]*held, now time.Duration) {
 	live := q.held[:0]
 	for _, h := range q.held {
@@ -65,7 +65,7 @@ func (q *queueRun) compactLocked(due *[]*held, now time.Duration) {
 			continue
 		}
 		live = append(live, h)
-		if due != nil && !h.dropped && time.Duration(h.expires.Load())-now <= q.visDur/2 {
+		if due != nil && !h.dropped && time.Duration(h.expires.Load())-now <= q.visDur*3/4 {
 			*due = append(*due, h)
 		}
 	}
@@ -75,8 +75,12 @@ func (q *queueRun) compactLocked(due *[]*held, now time.Duration) {
 
 // keep extends visibilities until stopKeep is closed: every quarter of the
 // visibility timeout it extends the records whose visibility ends within
-// half of it, so each is extended at least a quarter of the timeout before
-// it runs out (and tried again at the next round if that fails).
+// three quarters of it, so each extension goes out with at least half of
+// the timeout left. A call answering within that half (its deadline) keeps
+// the record, however the rounds fall, and a stall of the keeper (a GC
+// pause, a starved machine) up to a quarter of the timeout costs nothing;
+// one that fails is tried again at the next round. The price is a call
+// per record every quarter to half of the timeout, ten records a call.
 func (q *queueRun) keep() {
 	t := time.NewTicker(q.visDur / 4)
 	defer t.Stop()
@@ -135,6 +139,10 @@ func (q *queueRun) extend(hs []*held) {
 	for _, h := range hs {
 		f, refused := failed[aws.ToString(h.rec.ReceiptHandle)]
 		switch {
+		case h.settled.Load():
+			// Settled while the call ran: an acknowledgement that landed
+			// first makes the queue refuse the extension ("The record
+			// was acknowledged"), which loses nothing.
 		case err == nil && !refused:
 			h.expires.Store(int64(sent + q.visDur))
 			q.visExtended.Add(1)
