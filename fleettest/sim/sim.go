@@ -202,18 +202,26 @@ type fleet struct {
 	published map[recID]bool
 	// checkpoints is the last checkpoint each owner wrote per shard.
 	checkpoints map[string]map[string]string
-	// crashed and cut are the instances that crashed and were cut off,
+	// crashes are the instances that crashed and cut the one cut off,
 	// with the checkpoints they had written by then: a record one of
 	// them handled past its checkpoint may be handled again, and cutTo
 	// is when the cut one came back.
-	crashed, cut     string
-	crashedCP, cutCP map[string]string
-	crashAt, cutFrom time.Time
-	cutTo            time.Time
+	crashes map[string]crashed
+	cut     string
+	cutCP   map[string]string
+	cutFrom time.Time
+	cutTo   time.Time
 
 	pubOn atomic.Bool
 	pubWG sync.WaitGroup
 	bg    sync.WaitGroup // a leaving instance's Stop
+}
+
+// crashed is when an instance crashed and the checkpoints it had written
+// by then, by shard.
+type crashed struct {
+	at time.Time
+	cp map[string]string
 }
 
 // newFleet makes a fleet for cfg on a fresh in-process stream.
@@ -227,6 +235,7 @@ func newFleet(cfg Config) (*fleet, error) {
 		handled:     map[recID][]handling{},
 		published:   map[recID]bool{},
 		checkpoints: map[string]map[string]string{},
+		crashes:     map[string]crashed{},
 	}
 	f.c.layout = cfg.Members
 	var next slog.Handler
@@ -534,9 +543,10 @@ func (f *fleet) checkpointed(owner, shardID, seq string) {
 // happened (or, cut off, before it came back), past the checkpoint it had
 // written for the shard by then, and again is after it happened.
 func (f *fleet) explainedLocked(id recID, h handling, again time.Time) bool {
+	c, isCrashed := f.crashes[h.owner]
 	switch {
-	case h.owner == f.crashed && again.After(f.crashAt):
-		return pastCheckpoint(id.seq, f.crashedCP[id.shard])
+	case isCrashed && again.After(c.at):
+		return pastCheckpoint(id.seq, c.cp[id.shard])
 	case h.owner == f.cut && again.After(f.cutFrom) && (f.cutTo.IsZero() || h.start.Before(f.cutTo)):
 		return pastCheckpoint(id.seq, f.cutCP[id.shard])
 	}
@@ -556,10 +566,11 @@ func pastCheckpoint(seq, cp string) bool {
 func (f *fleet) stopAll() {
 	f.mu.Lock()
 	ins := slices.Clone(f.instances)
+	crashes := maps.Clone(f.crashes)
 	f.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, in := range ins {
-		if in.coord == nil || (!in.live && in.name != f.crashed) {
+		if _, isCrashed := crashes[in.name]; in.coord == nil || (!in.live && !isCrashed) {
 			continue // never started, or left already
 		}
 		wg.Add(1)
@@ -725,9 +736,10 @@ func (f *fleet) settle(ctx context.Context, ev event) Phase {
 	}
 	// The subject's shards that must move (it left) or the ones it must
 	// get (it joined).
+	subjects := strings.Fields(ev.subject) // RunSteps: several at once
 	var orphans []string
 	for id, o := range ev.owners {
-		if o == ev.subject && !slices.Contains(live, o) {
+		if slices.Contains(subjects, o) && !slices.Contains(live, o) {
 			orphans = append(orphans, id)
 		}
 	}
@@ -750,7 +762,7 @@ func (f *fleet) settle(ctx context.Context, ev event) Phase {
 			} else {
 				balancedSince = time.Time{}
 			}
-			if slices.Contains(live, ev.subject) && p.FairShare == 0 && load(ls)[ev.subject] >= fair {
+			if p.FairShare == 0 && len(subjects) > 0 && atShare(ls, live, subjects, fair) {
 				p.FairShare = now.Sub(ev.at)
 			}
 		}
@@ -774,6 +786,18 @@ func (f *fleet) settle(ctx context.Context, ev event) Phase {
 	p.Moves = len(f.moves.since(ev.at))
 	f.progress("  %s", p.summary())
 	return p
+}
+
+// atShare reports whether every one of subjects is live and holds at
+// least fair leases.
+func atShare(ls []lease.Lease, live, subjects []string, fair int) bool {
+	held := load(ls)
+	for _, s := range subjects {
+		if !slices.Contains(live, s) || held[s] < fair {
+			return false
+		}
+	}
+	return true
 }
 
 // allRead reports whether a live instance reads every one of the shards.
@@ -947,15 +971,20 @@ func (f *fleet) check(rep *Report) {
 // returns the phase until the others have taken its shards.
 func (f *fleet) crash(ctx context.Context, victim string) Phase {
 	ev := f.event(ctx, "crash", victim)
+	f.kill(victim)
+	return f.settle(ctx, ev)
+}
+
+// kill crashes victim: its calls fail, its handlers stop at once.
+func (f *fleet) kill(victim string) {
 	in := f.get(victim)
 	in.dead.Store(true)
 	in.fault.Store(int32(Dead))
 	f.mu.Lock()
-	f.crashed, in.diedAt, f.crashAt = victim, time.Now(), time.Now()
-	f.crashedCP = maps.Clone(f.checkpoints[victim])
+	in.diedAt = time.Now()
+	f.crashes[victim] = crashed{at: in.diedAt, cp: maps.Clone(f.checkpoints[victim])}
 	f.mu.Unlock()
 	f.setLive(victim, false)
-	return f.settle(ctx, ev)
 }
 
 // finish stops publishing, lets every record be handled, stops the fleet
