@@ -52,7 +52,7 @@ type config struct {
 	checkpointEvery time.Duration  // how often settled progress is persisted
 	shutdownTimeout time.Duration  // bound on letting lanes finish
 	perLease        bool           // WithPerLeaseRenewal
-	roster          bool           // WithMembersRoster
+	roster          bool           // on by default; WithoutMembersRoster
 	rosterWhole     int            // WithMembersRoster
 
 	batch batchConfig // publish batching; tests tune it

@@ -29,6 +29,7 @@ func defaultConfig() config {
 		failover:        DefaultFailoverTime,
 		checkpointEvery: DefaultCheckpointInterval,
 		shutdownTimeout: DefaultShutdownTimeout,
+		roster:          true,
 	}
 }
 
@@ -122,18 +123,28 @@ func WithLeaseRenewInterval(d time.Duration) Option {
 // Upgrading says why).
 func WithPerLeaseRenewal() Option { return func(c *config) { c.perLease = true } }
 
-// WithMembersRoster makes every subscription with liveness per instance
-// read the members at a cost that grows linearly with the instances
-// (shard.Config.Roster; issue 34): a roster version and a few ring
-// successors' entries each pass, the whole member list only when the
-// version moved, with a lease store that keeps the roster
-// (lease.RosterOf: the DynamoDB store with the members table, the memory
-// store). Off by default. readWholeUpTo is shard.Config.RosterWhole: the
-// most members whose whole list is still read every pass (0: 48;
-// negative: never). Instances with and without it can share a table.
+// WithMembersRoster sets readWholeUpTo, shard.Config.RosterWhole, for
+// the members roster every subscription with liveness per instance uses
+// by default (shard.Config.Roster; issue 34): it reads the members at a
+// cost that grows linearly with the instances, a roster version and a few
+// ring successors' entries each pass, the whole member list only when the
+// version moved, with a lease store that keeps the roster (lease.RosterOf:
+// the DynamoDB store with the members table, the memory store; a KCL
+// table or the members item keeps none, and the subscription runs without
+// it). readWholeUpTo is the most members whose whole list is still read
+// every pass (0: 48; negative: never). Instances with and without the
+// roster share a table, so a rolling deploy may turn it on or off. It
+// needs dynamodb:BatchGetItem and dynamodb:UpdateItem on the members
+// table: a subscription refused them runs without it and logs a warning.
 func WithMembersRoster(readWholeUpTo int) Option {
 	return func(c *config) { c.roster, c.rosterWhole = true, readWholeUpTo }
 }
+
+// WithoutMembersRoster turns the members roster off: every pass reads the
+// whole member list, a read unit per 4 KB of entries (about 100
+// instances), so the fleet's reads grow with the square of its instances
+// (docs/instances.md, Cost).
+func WithoutMembersRoster() Option { return func(c *config) { c.roster = false } }
 
 // WithFailoverTime sets how long an unrenewed lease stays its owner's (10 s).
 func WithFailoverTime(d time.Duration) Option {

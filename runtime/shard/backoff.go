@@ -111,3 +111,9 @@ func passing(err error) bool {
 	}
 	return false
 }
+
+// accessDenied reports whether err is a refusal for want of permission.
+func accessDenied(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode() == "AccessDeniedException" || ae.ErrorCode() == "AccessDenied")
+}

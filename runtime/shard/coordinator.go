@@ -147,8 +147,10 @@ type Config struct {
 	// a few ring successors only, and the whole member list only when the
 	// version moved; a watcher's notice (a store with
 	// lease.RosterNotices) tells every instance of a death before it
-	// falls due (roster.go). Off by default (issue 34 item 3: the rolling
-	// deploy to it as the default is not yet tested).
+	// falls due (roster.go). The runtime turns it on by default
+	// (runtime.WithoutMembersRoster turns it off); Start turns it off
+	// when the store refuses its calls for want of permission
+	// (checkRoster).
 	Roster bool
 	// RosterWhole, with Roster, is the most members whose whole list is
 	// still read every pass (default 48: their items fit in about one
@@ -396,6 +398,7 @@ type Coordinator struct {
 	ensure     tableEnsurer         // the store's table check, run once by Start
 	members    lease.MemberStore    // the store's members, with deadlines: nil unless LivenessPerInstance
 	roster     lease.RosterStore    // with members and Config.Roster: the store's roster, with deadlines
+	rosterRaw  lease.Store          // the store itself: checkRoster asks it again once its tables are checked
 	notices    lease.RosterNotices  // roster, when the store's version item carries notices too
 	rs         rosterState          // what this owner knows of the roster (members.go)
 	fanOut     kinesisapi.API       // the client without deadlines, when reading by fan-out
@@ -468,26 +471,27 @@ func New(cfg Config) (*Coordinator, error) {
 		}
 	}
 	c := &Coordinator{
-		members:  bm,
-		roster:   roster,
-		notices:  notices,
-		lookup:   look,
-		ensure:   ensure,
-		fanOut:   fanOut,
-		cfg:      cfg,
-		log:      cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
-		owned:    make(map[string]*owned),
-		pending:  make(map[string]time.Time),
-		letGo:    make(map[string]int64),
-		listCost: cost,
-		stats:    make(map[string]*Stats),
-		start:    cfg.Start,
-		obs:      newObserver(),
-		beats:    &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover, rejoin: cfg.Failover},
-		epoch:    time.Now(),
-		kick:     make(chan bool, 1),
-		beatSem:  make(chan struct{}, 1),
-		beatKick: make(chan struct{}, 1),
+		members:   bm,
+		roster:    roster,
+		rosterRaw: raw,
+		notices:   notices,
+		lookup:    look,
+		ensure:    ensure,
+		fanOut:    fanOut,
+		cfg:       cfg,
+		log:       cfg.Logger.With("stream", cfg.Stream, "owner", cfg.Owner),
+		owned:     make(map[string]*owned),
+		pending:   make(map[string]time.Time),
+		letGo:     make(map[string]int64),
+		listCost:  cost,
+		stats:     make(map[string]*Stats),
+		start:     cfg.Start,
+		obs:       newObserver(),
+		beats:     &observer{seen: make(map[string]observation), linger: 3 * cfg.Failover, rejoin: cfg.Failover},
+		epoch:     time.Now(),
+		kick:      make(chan bool, 1),
+		beatSem:   make(chan struct{}, 1),
+		beatKick:  make(chan struct{}, 1),
 	}
 	if cg, ok := raw.(lease.CreateOrGetter); ok {
 		c.creator = boundedCreator{c: cg, d: cfg.leaseCallTimeout()}
@@ -518,6 +522,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// within Start's ctx. A failure shows in the first pass's listing.
 		_ = c.ensure.EnsureTable(ctx)
 	}
+	c.checkRoster(ctx)
 	c.starting.Store(true)
 	if c.members != nil {
 		// Beating already: the leases the first pass takes are fenced at

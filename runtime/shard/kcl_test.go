@@ -418,6 +418,10 @@ func runKCLTakeOver(t *testing.T, tbl leasetest.KCLTable, ddb *dynamodb.Client, 
 		Start: start,
 		Poll:  200 * time.Millisecond, Sync: 100 * time.Millisecond, Renew: 50 * time.Millisecond,
 		Failover: 500 * time.Millisecond, Checkpoint: 20 * time.Millisecond, Logger: testLogger(),
+		// The runtime's default. A KCL table keeps no roster
+		// (lease.PerLeaseOnly): nothing of it may be written there, which
+		// the count of the table's items at the end checks.
+		Roster: true,
 	}
 	if ddb == nil {
 		// The KCL layout selects per-lease renewal (the DynamoDB store says

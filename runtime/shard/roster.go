@@ -115,6 +115,43 @@ type heardNotice struct {
 	due  time.Time
 }
 
+// checkRoster runs at Start, before any heartbeat: it turns the roster
+// off for this coordinator when the store turns out not to keep it after
+// all (its tables checked: the members table missing or out of reach
+// leaves the entries in one item) or refuses its calls for want of
+// permission (an IAM policy from before the roster, which needs
+// dynamodb:BatchGetItem and dynamodb:UpdateItem on the members table): a
+// roster whose calls fail would fence this instance at every pass, where
+// liveness per instance without it only reads more. Instances with and
+// without the roster share a table, so the others need not know. The
+// probe writes nothing: a declaration of this owner at a beat it never
+// had is refused by its condition (lease.ErrLeaseLost) when allowed.
+func (c *Coordinator) checkRoster(ctx context.Context) {
+	if c.roster == nil {
+		return
+	}
+	off := func(why string, attrs ...any) {
+		c.log.Warn("members roster off: "+why, attrs...)
+		c.roster, c.notices = nil, nil
+	}
+	if _, ok := lease.RosterOf(c.rosterRaw); !ok {
+		off("the lease store keeps no roster (the members in one item)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.leaseCallTimeout())
+	defer cancel()
+	_, _, err := c.roster.MembersByOwner(ctx, c.cfg.Namespace, []string{c.cfg.Owner})
+	if err == nil {
+		err = c.roster.DeclareDead(ctx, c.cfg.Namespace, c.cfg.Owner, -1)
+		if errors.Is(err, lease.ErrLeaseLost) {
+			err = nil
+		}
+	}
+	if accessDenied(err) {
+		off("the lease store refused its calls; grant dynamodb:BatchGetItem and dynamodb:UpdateItem on the members table (docs/instances.md, IAM permissions)", "err", err)
+	}
+}
+
 // readRoster reads the members with the roster: the whole list, or the
 // watched entries over the last full read (read: the owners read now).
 // sent is when the read the view is judged by was sent: the full read,

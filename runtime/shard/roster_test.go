@@ -2,12 +2,16 @@ package shard_test
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -35,7 +39,14 @@ type rosterWrap struct {
 	// deaf: its reads of the version item return no notice; noDeclare:
 	// its declarations are refused (as if the beat had moved).
 	deaf, noDeclare atomic.Bool
+	// denied: the calls only the roster makes (its reads by key and its
+	// declarations) are refused for want of permission, as DynamoDB
+	// refuses them to a role granted the members table before the roster.
+	denied atomic.Bool
 }
+
+// errDenied is DynamoDB's refusal of a call the caller's role lacks.
+var errDenied = &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform dynamodb:BatchGetItem", Fault: smithy.FaultClient}
 
 func newRosterWrap(s lease.Store) *rosterWrap {
 	r, _ := lease.RosterOf(s)
@@ -96,11 +107,17 @@ func (w *rosterWrap) BumpRoster(ctx context.Context, ns string) (int64, error) {
 }
 
 func (w *rosterWrap) MembersByOwner(ctx context.Context, ns string, owners []string) (int64, []lease.Member, error) {
+	if w.denied.Load() {
+		return 0, nil, &lease.Error{Op: "members", Err: errDenied}
+	}
 	w.byOwner.Add(1)
 	return w.r.MembersByOwner(ctx, ns, owners)
 }
 
 func (w *rosterWrap) DeclareDead(ctx context.Context, ns, owner string, beat int64) error {
+	if w.denied.Load() {
+		return &lease.Error{Op: "declare dead", Err: errDenied}
+	}
 	if w.noDeclare.Load() {
 		return &lease.Error{Op: "declare dead", Err: lease.ErrLeaseLost}
 	}
@@ -108,6 +125,9 @@ func (w *rosterWrap) DeclareDead(ctx context.Context, ns, owner string, beat int
 }
 
 func (w *rosterWrap) WatchRoster(ctx context.Context, ns string, owners []string) (int64, []lease.Member, []lease.RosterNotice, error) {
+	if w.denied.Load() {
+		return 0, nil, nil, &lease.Error{Op: "members", Err: errDenied}
+	}
 	w.byOwner.Add(1)
 	v, ms, notices, err := w.r.WatchRoster(ctx, ns, owners)
 	if w.deaf.Load() {
@@ -503,5 +523,65 @@ func TestRosterNoticeOfALiveMemberIsWithdrawn(t *testing.T) {
 		if now := owners(); !maps.Equal(now, before) {
 			t.Fatalf("lease owners %v, want %v throughout: a live member's lease moved", now, before)
 		}
+	}
+}
+
+// A role whose policy predates the roster (no dynamodb:BatchGetItem or
+// dynamodb:UpdateItem on the members table) must not turn the roster's
+// default into an outage: Start finds the refusal before the first
+// heartbeat and runs that instance without the roster (it reads the whole
+// member list, as before), beside instances with it. No instance fences,
+// and a crash's shards are read again within twice the failover time.
+func TestRosterRefusedForWantOfPermissionIsTurnedOff(t *testing.T) {
+	e, _ := memEnv(t, 6)
+	ids := e.shards()
+	cs := map[string]*shard.Coordinator{}
+	wraps := map[string]*rosterWrap{}
+	var logs syncBuffer
+	var counters shard.LeaseCounters
+	for _, name := range []string{"a", "b", "denied"} {
+		cfg := e.config(name, newCollector().sink)
+		cfg.Renew, cfg.Failover = 100*time.Millisecond, time.Second
+		w := newRosterWrap(e.store)
+		w.denied.Store(name == "denied")
+		wraps[name] = w
+		cfg.Leases, cfg.Roster, cfg.RosterWhole = w, true, -1
+		if name == "denied" {
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			cfg.Counters = &counters
+		}
+		cs[name] = e.start(cfg)
+	}
+	eventually(t, 10*time.Second, "every shard read, two by each", func() bool {
+		noOverlap(t, cs)
+		return readingAll(cs, ids) && len(cs["denied"].Reading()) == 2
+	})
+	full := wraps["denied"].full.Load()
+	time.Sleep(time.Second) // ten renewals
+	noOverlap(t, cs)
+	if lost := counters.Lost.Load(); lost != 0 || len(cs["denied"].Reading()) != 2 {
+		t.Errorf("the instance refused the roster: %d leases lost, reads %v; want none lost and its two", lost, cs["denied"].Reading())
+	}
+	if wraps["denied"].full.Load() == full {
+		t.Error("the instance refused the roster read no whole member list in 1 s: it is not reading without the roster")
+	}
+	if !strings.Contains(logs.String(), "members roster off") || !strings.Contains(logs.String(), "dynamodb:BatchGetItem") {
+		t.Errorf("no warning that says the roster is off and which permission it needs:\n%s", logs.String())
+	}
+	// The instances with the roster judge the one without it as before.
+	dHeld := cs["denied"].Reading()
+	wraps["denied"].off.Store(true)
+	cut := time.Now()
+	eventually(t, 5*time.Second, "denied's shards read by the others", func() bool {
+		noOverlap(t, cs)
+		for _, id := range dHeld {
+			if !slices.Contains(cs["a"].Reading(), id) && !slices.Contains(cs["b"].Reading(), id) {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(cut); took > 2*time.Second {
+		t.Errorf("its shards read again %v after its heartbeats failed; want within twice the failover time", took)
 	}
 }
