@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -481,7 +482,11 @@ type behaviour struct {
 
 func (w *world) behaviour(app string, id int64, attempt int) behaviour {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d/%d", app, id, attempt)
+	// The bytes of fmt's "%s/%d/%d", without fmt (every handling).
+	var b [64]byte
+	k := append(b[:0], app...)
+	k = append(strconv.AppendInt(append(k, '/'), id, 10), '/')
+	h.Write(strconv.AppendInt(k, int64(attempt), 10))
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, h.Sum64()))
 	m := w.cfg.Mix
 	x := rng.Float64()
