@@ -84,6 +84,32 @@ func (w *world) unhandledLocked() map[string][]published {
 	return out
 }
 
+// anyUnhandledLocked reports whether an application has not handled an
+// acknowledged message (unhandledLocked is not empty), from where its
+// last call left off: handled and pub only grow.
+func (w *world) anyUnhandledLocked() bool {
+	if w.seen == nil {
+		w.seen, w.allSeen = map[string]map[int64]bool{}, map[string]int{}
+	}
+	for _, h := range w.handled[w.seenN:] {
+		if w.seen[h.app] == nil {
+			w.seen[h.app] = map[int64]bool{}
+		}
+		w.seen[h.app][h.id] = true
+	}
+	w.seenN = len(w.handled)
+	missing := false
+	for _, app := range w.apps {
+		n := w.allSeen[app]
+		for n < len(w.pub) && w.seen[app][w.pub[n].id] {
+			n++
+		}
+		w.allSeen[app] = n
+		missing = missing || n < len(w.pub)
+	}
+	return missing
+}
+
 // pausedDuring reports whether h's instance was paused while h ran.
 func (w *world) pausedDuring(h handling) bool {
 	for _, p := range w.pauses {
@@ -417,6 +443,12 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			}
 		}
 		excuse = append(excuse, span{from: cur, to: w.begin.Add(24 * time.Hour)})
+		// Per shard, the activity of its ancestry sorted once: most
+		// publishes that waited past the bound had no gap past it, and
+		// their scan below needs only the spans. A gap past the bound is
+		// measured again as before (the report names the activity it
+		// began after, which depends on how ties sort).
+		byShard := map[string]*gapIndex{}
 		for _, p := range w.pub {
 			f, ok := first[app][p.id]
 			end := f.start
@@ -424,6 +456,20 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 				continue // lost: reported as such
 			}
 			if end.Sub(p.at) <= bound {
+				continue
+			}
+			gi := byShard[p.shard]
+			if gi == nil {
+				gi = &gapIndex{}
+				for _, id := range w.ancestry(p.shard) {
+					for _, a := range acts[id] {
+						gi.spans = append(gi.spans, span{from: a.from, to: a.to})
+					}
+				}
+				gi.sort()
+				byShard[p.shard] = gi
+			}
+			if gi.worst(p.at, end, excuse) <= bound {
 				continue
 			}
 			// The longest stretch in [p.at, end] without activity on the shard.
@@ -477,6 +523,64 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			}
 		}
 	}
+}
+
+// gapIndex is a shard's activity spans sorted by start, with the
+// latest end among each prefix: a scan from a time skips, by binary
+// search, the spans that ended before it.
+type gapIndex struct {
+	spans []span
+	maxTo []time.Time
+}
+
+func (g *gapIndex) sort() {
+	slices.SortFunc(g.spans, func(a, b span) int { return a.from.Compare(b.from) })
+	g.maxTo = make([]time.Time, len(g.spans))
+	var m time.Time
+	for i, s := range g.spans {
+		if i == 0 || s.to.After(m) {
+			m = s.to
+		}
+		g.maxTo[i] = m
+	}
+}
+
+// worst is checkUnread's longest stretch in [from, end] without
+// activity, less the excused time: the same scan over the spans that
+// end after from and start before end. Spans starting at one instant
+// give the same stretches in any order (the first of them to be
+// scanned moves the scan past that instant when it opens a stretch).
+func (g *gapIndex) worst(from, end time.Time, excuse []span) time.Duration {
+	i, _ := slices.BinarySearchFunc(g.maxTo, from, func(m, t time.Time) int {
+		if m.After(t) {
+			return 1
+		}
+		return -1
+	})
+	cur := from
+	worst := time.Duration(0)
+	for _, a := range g.spans[i:] {
+		if !a.from.Before(end) {
+			break
+		}
+		if !a.to.After(from) {
+			continue
+		}
+		if a.from.After(cur) {
+			if d := a.from.Sub(cur) - overlap(excuse, cur, a.from); d > worst {
+				worst = d
+			}
+		}
+		if a.to.After(cur) {
+			cur = a.to
+		}
+	}
+	if end.After(cur) {
+		if d := end.Sub(cur) - overlap(excuse, cur, end); d > worst {
+			worst = d
+		}
+	}
+	return worst
 }
 
 // checkpointPast reports whether checkpoint cp is at or past sequence
