@@ -42,10 +42,12 @@ type Config struct {
 	Events []Event
 	// Logger gets the runtime's logs (discarded when nil).
 	Logger *slog.Logger
-	// Roster runs every instance with the members roster
-	// (runtime.WithMembersRoster), reading the watched entries only
-	// whenever it can.
-	Roster bool
+	// The members roster is the runtime's default (its whole member
+	// list read every pass at the simulator's few members). Roster makes
+	// every instance read the watched entries only whenever it can
+	// (runtime.WithMembersRoster(-1)); NoRoster turns the roster off
+	// (runtime.WithoutMembersRoster: liveness per instance as before it).
+	Roster, NoRoster bool
 }
 
 // instance is one broker, one member of an application.
@@ -397,7 +399,10 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 		runtime.WithCheckpointInterval(t.Checkpoint),
 		runtime.WithShutdownTimeout(shutdownTimeout),
 	}
-	if w.cfg.Roster {
+	switch {
+	case w.cfg.NoRoster:
+		opts = append(opts, runtime.WithoutMembersRoster())
+	case w.cfg.Roster:
 		opts = append(opts, runtime.WithMembersRoster(-1))
 	}
 	in.b = w.kin.NewBroker(opts...)

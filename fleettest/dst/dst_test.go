@@ -19,17 +19,18 @@ import (
 )
 
 var (
-	flagSeed    = flag.Uint64("dst.seed", 0, "run this seed only (with -dst.mix)")
-	flagMix     = flag.String("dst.mix", "", "the mix of -dst.seed, or the mixes of -dst.hunt (comma-separated)")
-	flagEvents  = flag.String("dst.events", "", "replay this schedule (as a failing run prints it) with -dst.seed")
-	flagSoak    = flag.Duration("dst.soak", 0, "run new random seeds of every mix for this long (make soak)")
-	flagHunt    = flag.Int("dst.hunt", 0, "run seeds 1..N of each -dst.mix and report the first that fails and how many it took")
-	flagShrink  = flag.Int("dst.shrink", 40, "re-runs a failing seed's shrinking may take")
-	flagLog     = flag.Bool("dst.log", false, "log the runtime at Info to stderr")
-	flagDebug   = flag.Bool("dst.debug", false, "with -dst.log: log at Debug")
-	flagWant    = flag.String("dst.want", "", "with -dst.hunt: count a seed as failing only when it breaks this invariant kind")
-	flagDefects = flag.Bool("dst.defects", false, "include the defect-finding mixes in TestSeeds (they fail until issue 29's fixes are in)")
-	flagRoster  = flag.Bool("dst.roster", false, "run every instance with the members roster (runtime.WithMembersRoster)")
+	flagSeed     = flag.Uint64("dst.seed", 0, "run this seed only (with -dst.mix)")
+	flagMix      = flag.String("dst.mix", "", "the mix of -dst.seed, or the mixes of -dst.hunt (comma-separated)")
+	flagEvents   = flag.String("dst.events", "", "replay this schedule (as a failing run prints it) with -dst.seed")
+	flagSoak     = flag.Duration("dst.soak", 0, "run new random seeds of every mix for this long (make soak)")
+	flagHunt     = flag.Int("dst.hunt", 0, "run seeds 1..N of each -dst.mix and report the first that fails and how many it took")
+	flagShrink   = flag.Int("dst.shrink", 40, "re-runs a failing seed's shrinking may take")
+	flagLog      = flag.Bool("dst.log", false, "log the runtime at Info to stderr")
+	flagDebug    = flag.Bool("dst.debug", false, "with -dst.log: log at Debug")
+	flagWant     = flag.String("dst.want", "", "with -dst.hunt: count a seed as failing only when it breaks this invariant kind")
+	flagDefects  = flag.Bool("dst.defects", false, "include the defect-finding mixes in TestSeeds (they fail until issue 29's fixes are in)")
+	flagRoster   = flag.Bool("dst.roster", false, "run every instance with the members roster reading the watched entries only whenever it can (runtime.WithMembersRoster(-1)); the roster is the default")
+	flagNoRoster = flag.Bool("dst.noroster", false, "run every instance without the members roster (runtime.WithoutMembersRoster)")
 )
 
 // A schedule's world is garbage once it ends, and the live heap is small:
@@ -157,7 +158,7 @@ func TestSeeds(t *testing.T) {
 		t.Skip("soak or hunt")
 	}
 	if *flagSeed != 0 {
-		cfg := dst.Config{Seed: *flagSeed, Mix: mixNamed(t, *flagMix), Roster: *flagRoster}
+		cfg := dst.Config{Seed: *flagSeed, Mix: mixNamed(t, *flagMix), Roster: *flagRoster, NoRoster: *flagNoRoster}
 		if *flagEvents != "" {
 			evs, err := dst.DecodeEvents(*flagEvents)
 			if err != nil {
@@ -183,7 +184,7 @@ func TestSeeds(t *testing.T) {
 	for _, set := range sets {
 		for mix, seeds := range set {
 			for _, seed := range seeds {
-				cfg := dst.Config{Seed: seed, Mix: mixNamed(t, mix), Roster: *flagRoster}
+				cfg := dst.Config{Seed: seed, Mix: mixNamed(t, mix), Roster: *flagRoster, NoRoster: *flagNoRoster}
 				if res := runOne(t, cfg); res.Failed() {
 					fail(t, cfg, res)
 					return
@@ -203,7 +204,7 @@ func TestHunt(t *testing.T) {
 		mix := mixNamed(t, name)
 		found := false
 		for seed := uint64(1); seed <= uint64(*flagHunt); seed++ {
-			cfg := dst.Config{Seed: seed, Mix: mix, Roster: *flagRoster}
+			cfg := dst.Config{Seed: seed, Mix: mix, Roster: *flagRoster, NoRoster: *flagNoRoster}
 			var log bytes.Buffer
 			if *flagLog {
 				// Only the failing run's log is printed.
@@ -256,7 +257,7 @@ func TestSoak(t *testing.T) {
 	defer func() { fmt.Printf("dst soak: %d schedules run\n", n) }()
 	for time.Now().Before(end) {
 		seed++
-		cfg := dst.Config{Seed: seed, Mix: mixNamed(t, names[n%len(names)]), Roster: *flagRoster}
+		cfg := dst.Config{Seed: seed, Mix: mixNamed(t, names[n%len(names)]), Roster: *flagRoster, NoRoster: *flagNoRoster}
 		n++
 		if res := runOne(t, cfg); res.Failed() {
 			fail(t, cfg, res)

@@ -37,7 +37,7 @@ func TestFingerprints(t *testing.T) {
 	}
 	for _, name := range mixes {
 		for _, seed := range seeds {
-			res := runOne(t, dst.Config{Seed: seed, Mix: mixNamed(t, name), Roster: *flagRoster})
+			res := runOne(t, dst.Config{Seed: seed, Mix: mixNamed(t, name), Roster: *flagRoster, NoRoster: *flagNoRoster})
 			fmt.Printf("FP %s %d %s %s\n", name, seed, res.Fingerprint, dst.Fingerprint(res.Observations, false))
 			if *flagFPDir != "" {
 				f := filepath.Join(*flagFPDir, fmt.Sprintf("%s-%d.txt", name, seed))
