@@ -147,6 +147,7 @@ var defectSeeds = map[string][]uint64{
 		1796553848717798450, // (a soak's) fenced-live: a fenced beat a pass confirmed left beatDue set, and the next beat after the way back was paced at the new fence (about 1 run in 4 before)
 		1796557200246886138, // (a soak's) lost: SHARD_END checkpointed past records a lane skipped stale, the lease past its fence by the clock before its timer ran (about 1 run in 50 before)
 		1796559867691955090, // (a soak's) unread 21.9 s: a parent's end waited for another application's retry copy, skipped only once its lane's worker got past 30 s of slow handlings; the check saw no activity for a record no handler runs (the checker's; about 1 run in 100 before)
+		1796587923443683974, // (a soak's) unread 19.7 s: with the roster (the default), a lone instance's way back from its fence, over a store answering near the call deadline, spent a call on the roster bump before its takes, which landed past the new beat's fence, every time (runtime; 1 run in 1 before)
 		1796561424145306228, // (a soak's) unread 18.0 s: a parent's keyless record waited in the lane of a key with a slow backlog until its owner's Stop left it unbegun and released the lease; the check counted a fetched record only until its fetcher's handling (the checker's; 33 of 200 runs before)
 	},
 }
