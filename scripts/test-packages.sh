@@ -13,7 +13,8 @@
 #
 #   split:   -race too, the two longest packages, runtime/shard and runtime, whose
 #            tests mostly wait on real timers one after another: each test
-#            binary is built once and run as TEST_SPLIT (default 2 and 2)
+#            binary is built once and run as TEST_SPLIT_SHARD (default 4)
+#            and TEST_SPLIT_RUNTIME (default 3)
 #            processes side by side, each with a part of the package's
 #            tests (every test in exactly one part), so a test sees the same
 #            process-wide state (goroutines, slog's default) as under
@@ -42,7 +43,7 @@ trap 'rm -rf "$logs"' EXIT
 began=$SECONDS
 
 # The packages split into parts, and how many.
-declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-2}" [runtime]="${TEST_SPLIT_RUNTIME:-2}")
+declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-4}" [runtime]="${TEST_SPLIT_RUNTIME:-3}")
 live='Live|Kinesalite|KinesisMock|Dynalite|DynamoDB|KCL'
 
 # The packages that take longest, started first; every other package follows
@@ -75,7 +76,8 @@ bench_pid=$!
 # part's output when it failed. The tests of the local servers (by name:
 # $live) all go to part 1, one after another as under go test, with local
 # servers of their own (scripts/with-servers.sh), so that no server is asked
-# more at once than before; the others are dealt to the other parts in turn.
+# more at once than before; the others are dealt to the other parts by
+# their measured time (scripts/test-weights.txt).
 run_split() {
 	local pkg=$1 n=$2 dir bin i status=0
 	dir="$root/$pkg"
@@ -86,16 +88,14 @@ run_split() {
 	fi
 	rm "$logs/failed.${pkg//\//_}.build"
 	local -a names parts pids
-	local name k=0
+	local name
 	mapfile -t names < <(cd "$dir" && "$bin" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
-	for name in "${names[@]}"; do
-		if [ "$n" -gt 1 ] && [[ $name =~ $live ]]; then
-			parts[0]+="${parts[0]:+|}$name"
-		else
-			i=$((n > 1 ? 1 + k++ % (n - 1) : 0))
-			parts[i]+="${parts[i]:+|}$name"
-		fi
-	done
+	# The others by measured weight (scripts/split-tests.awk), so that the
+	# parts end about together.
+	while read -r i name; do
+		parts[i]+="${parts[i]:+|}$name"
+	done < <(printf '%s\n' "${names[@]}" |
+		awk -v pkg="$pkg" -v n="$n" -v live="$live" -f "$root/scripts/split-tests.awk" "$root/scripts/test-weights.txt" -)
 	for ((i = 0; i < n; i++)); do
 		[ -n "${parts[i]:-}" ] || continue
 		(
