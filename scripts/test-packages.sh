@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The package tests of make test (after vet), in four groups run side by
+# The package tests of make test (after vet), in five groups run side by
 # side: the race group most of the time waits on timers and on the local
 # servers, which leaves room for the CPU-bound simulations beside it.
 #
-#   race:    go test -race of every package but fleettest/sim and
-#            fleettest/dst, the longest first (so that they do not start
+#   race:    go test -race of every package but fleettest, fleettest/sim
+#            and fleettest/dst, the longest first (so that they do not start
 #            last), up to TEST_P (default 2) test binaries and builds at once
+#   fleet:   go test -race of fleettest, the longest of them (its worker
+#            processes against the local servers): in the race group it held
+#            one of the TEST_P places for four minutes while the others'
+#            tests queued behind the other
 #   norace:  fleettest/sim and fleettest/dst without -race (the race detector
 #            can crash on synctest bubbles: golang/go#78156), then the lease
 #            pass's linearity, timed without -race
@@ -21,8 +25,8 @@
 #            go test; they print "ok <package>(i/n) <time>"
 #
 # The race group's and the split parts' lines ("ok <package> <time>") print
-# as they end, a failed part's output at the end; the no-race and bench
-# groups' output prints when the race group is done. Then a summary of
+# as they end, a failed part's output at the end; the no-race, fleettest
+# and bench groups' output prints when the race group is done. Then a summary of
 # every package's test time, slowest first, and the wall time. Exits non-zero
 # when any group failed.
 set -uo pipefail
@@ -48,10 +52,10 @@ live='Live|Kinesalite|KinesisMock|Dynalite|DynamoDB|KCL'
 
 # The packages that take longest, started first; every other package follows
 # in go list's order. (A package missing here is only started later.)
-slow=(fleettest runtime/kinesistest generated_test runtime/kinesistest/conformance
+slow=(runtime/kinesistest generated_test runtime/kinesistest/conformance
 	cmd/kinesisgen cmd/kinesislocal)
 mod="$($GO list -m)"
-skip=(-e '/fleettest/sim$' -e '/fleettest/dst$')
+skip=(-e '/fleettest$' -e '/fleettest/sim$' -e '/fleettest/dst$')
 for p in "${!split[@]}"; do skip+=(-e "^$mod/$p\$"); done
 mapfile -t all < <($GO list ./... | grep -v "${skip[@]}")
 pkgs=()
@@ -68,6 +72,8 @@ export GO
 setsid bash -c '$GO test -count=1 -timeout 10m ./fleettest/sim/ ./fleettest/dst/; s=$?
 	$GO test -count=1 -timeout 5m -run "TestLeasePassIsLinearInTheLeases" ./runtime/shard/ || s=1; exit $s' >"$logs/norace.log" 2>&1 &
 norace_pid=$!
+setsid bash -c '$GO test -race -count=1 -timeout 30m ./fleettest/' >"$logs/fleet.log" 2>&1 &
+fleet_pid=$!
 setsid bash -c 'cd bench && $GO test -race -count=1 -timeout 5m ./interop/ ./telemetry/' >"$logs/bench.log" 2>&1 &
 bench_pid=$!
 
@@ -128,13 +134,17 @@ done
 export P
 setsid bash -c '$GO test -race -count=1 -timeout 30m -p "$P" "$@" 2>&1 | tee "'"$logs"'/race.log"; exit "${PIPESTATUS[0]}"' race "${pkgs[@]}" &
 race_pid=$!
-trap 'kill -- -"$race_pid" -"$norace_pid" -"$bench_pid" ${split_pids[*]/#/-} 2>/dev/null; exit 130' INT TERM HUP
+trap 'kill -- -"$race_pid" -"$norace_pid" -"$fleet_pid" -"$bench_pid" ${split_pids[*]/#/-} 2>/dev/null; exit 130' INT TERM HUP
 wait "$race_pid"
 race=$?
 wait "$norace_pid"
 norace=$?
 echo "--- fleettest/sim, fleettest/dst, lease pass linearity (no -race)"
 cat "$logs/norace.log"
+wait "$fleet_pid"
+fleet=$?
+echo "--- fleettest"
+cat "$logs/fleet.log"
 wait "$bench_pid"
 bench=$?
 echo "--- bench/interop, bench/telemetry"
@@ -153,6 +163,6 @@ echo "--- test time per package (slowest first; build time not included), wall t
 cat "$logs"/*.log | sed -n -E 's#^(ok|FAIL)[[:space:]]+([^[:space:]]+)[[:space:]]+([0-9.]+)s.*#\3 \1 \2#p' | sed "s# $mod/# #" |
 	sort -rn | awk '{ printf "%8.1fs  %-4s %s\n", $1, $2, $3 }'
 status=0
-for s in "$race" "$norace" "$bench" "$splits"; do [ "$s" -eq 0 ] || status=1; done
-[ "$status" -eq 0 ] || echo "FAIL: race group $race, no-race group $norace, bench group $bench, split packages $splits (exit statuses)"
+for s in "$race" "$norace" "$fleet" "$bench" "$splits"; do [ "$s" -eq 0 ] || status=1; done
+[ "$status" -eq 0 ] || echo "FAIL: race group $race, no-race group $norace, fleettest $fleet, bench group $bench, split packages $splits (exit statuses)"
 exit "$status"
