@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The package tests of make test (after vet), in four groups run side by
+# The package tests of make test (after vet), in five groups run side by
 # side: the race group most of the time waits on timers and on the local
 # servers, which leaves room for the CPU-bound simulations beside it.
 #
-#   race:    go test -race of every package but fleettest/sim and
-#            fleettest/dst, the longest first (so that they do not start
+#   race:    go test -race of every package but fleettest, fleettest/sim
+#            and fleettest/dst, the longest first (so that they do not start
 #            last), up to TEST_P (default 2) test binaries and builds at once
+#   fleet:   go test -race of fleettest, the longest of them (its worker
+#            processes against the local servers): in the race group it held
+#            one of the TEST_P places for four minutes while the others'
+#            tests queued behind the other
 #   norace:  fleettest/sim and fleettest/dst without -race (the race detector
 #            can crash on synctest bubbles: golang/go#78156), then the lease
 #            pass's linearity, timed without -race
@@ -13,15 +17,16 @@
 #
 #   split:   -race too, the two longest packages, runtime/shard and runtime, whose
 #            tests mostly wait on real timers one after another: each test
-#            binary is built once and run as TEST_SPLIT (default 2 and 2)
+#            binary is built once and run as TEST_SPLIT_SHARD (default 4)
+#            and TEST_SPLIT_RUNTIME (default 3)
 #            processes side by side, each with a part of the package's
 #            tests (every test in exactly one part), so a test sees the same
 #            process-wide state (goroutines, slog's default) as under
 #            go test; they print "ok <package>(i/n) <time>"
 #
 # The race group's and the split parts' lines ("ok <package> <time>") print
-# as they end, a failed part's output at the end; the no-race and bench
-# groups' output prints when the race group is done. Then a summary of
+# as they end, a failed part's output at the end; the no-race, fleettest
+# and bench groups' output prints when the race group is done. Then a summary of
 # every package's test time, slowest first, and the wall time. Exits non-zero
 # when any group failed.
 set -uo pipefail
@@ -42,15 +47,15 @@ trap 'rm -rf "$logs"' EXIT
 began=$SECONDS
 
 # The packages split into parts, and how many.
-declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-2}" [runtime]="${TEST_SPLIT_RUNTIME:-2}")
+declare -A split=([runtime/shard]="${TEST_SPLIT_SHARD:-4}" [runtime]="${TEST_SPLIT_RUNTIME:-3}")
 live='Live|Kinesalite|KinesisMock|Dynalite|DynamoDB|KCL'
 
 # The packages that take longest, started first; every other package follows
 # in go list's order. (A package missing here is only started later.)
-slow=(fleettest runtime/kinesistest generated_test runtime/kinesistest/conformance
+slow=(runtime/kinesistest generated_test runtime/kinesistest/conformance
 	cmd/kinesisgen cmd/kinesislocal)
 mod="$($GO list -m)"
-skip=(-e '/fleettest/sim$' -e '/fleettest/dst$')
+skip=(-e '/fleettest$' -e '/fleettest/sim$' -e '/fleettest/dst$')
 for p in "${!split[@]}"; do skip+=(-e "^$mod/$p\$"); done
 mapfile -t all < <($GO list ./... | grep -v "${skip[@]}")
 pkgs=()
@@ -67,6 +72,8 @@ export GO
 setsid bash -c '$GO test -count=1 -timeout 10m ./fleettest/sim/ ./fleettest/dst/; s=$?
 	$GO test -count=1 -timeout 5m -run "TestLeasePassIsLinearInTheLeases" ./runtime/shard/ || s=1; exit $s' >"$logs/norace.log" 2>&1 &
 norace_pid=$!
+setsid bash -c '$GO test -race -count=1 -timeout 30m ./fleettest/' >"$logs/fleet.log" 2>&1 &
+fleet_pid=$!
 setsid bash -c 'cd bench && $GO test -race -count=1 -timeout 5m ./interop/ ./telemetry/' >"$logs/bench.log" 2>&1 &
 bench_pid=$!
 
@@ -75,7 +82,8 @@ bench_pid=$!
 # part's output when it failed. The tests of the local servers (by name:
 # $live) all go to part 1, one after another as under go test, with local
 # servers of their own (scripts/with-servers.sh), so that no server is asked
-# more at once than before; the others are dealt to the other parts in turn.
+# more at once than before; the others are dealt to the other parts by
+# their measured time (scripts/test-weights.txt).
 run_split() {
 	local pkg=$1 n=$2 dir bin i status=0
 	dir="$root/$pkg"
@@ -86,16 +94,14 @@ run_split() {
 	fi
 	rm "$logs/failed.${pkg//\//_}.build"
 	local -a names parts pids
-	local name k=0
+	local name
 	mapfile -t names < <(cd "$dir" && "$bin" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
-	for name in "${names[@]}"; do
-		if [ "$n" -gt 1 ] && [[ $name =~ $live ]]; then
-			parts[0]+="${parts[0]:+|}$name"
-		else
-			i=$((n > 1 ? 1 + k++ % (n - 1) : 0))
-			parts[i]+="${parts[i]:+|}$name"
-		fi
-	done
+	# The others by measured weight (scripts/split-tests.awk), so that the
+	# parts end about together.
+	while read -r i name; do
+		parts[i]+="${parts[i]:+|}$name"
+	done < <(printf '%s\n' "${names[@]}" |
+		awk -v pkg="$pkg" -v n="$n" -v live="$live" -f "$root/scripts/split-tests.awk" "$root/scripts/test-weights.txt" -)
 	for ((i = 0; i < n; i++)); do
 		[ -n "${parts[i]:-}" ] || continue
 		(
@@ -128,13 +134,17 @@ done
 export P
 setsid bash -c '$GO test -race -count=1 -timeout 30m -p "$P" "$@" 2>&1 | tee "'"$logs"'/race.log"; exit "${PIPESTATUS[0]}"' race "${pkgs[@]}" &
 race_pid=$!
-trap 'kill -- -"$race_pid" -"$norace_pid" -"$bench_pid" ${split_pids[*]/#/-} 2>/dev/null; exit 130' INT TERM HUP
+trap 'kill -- -"$race_pid" -"$norace_pid" -"$fleet_pid" -"$bench_pid" ${split_pids[*]/#/-} 2>/dev/null; exit 130' INT TERM HUP
 wait "$race_pid"
 race=$?
 wait "$norace_pid"
 norace=$?
 echo "--- fleettest/sim, fleettest/dst, lease pass linearity (no -race)"
 cat "$logs/norace.log"
+wait "$fleet_pid"
+fleet=$?
+echo "--- fleettest"
+cat "$logs/fleet.log"
 wait "$bench_pid"
 bench=$?
 echo "--- bench/interop, bench/telemetry"
@@ -153,6 +163,6 @@ echo "--- test time per package (slowest first; build time not included), wall t
 cat "$logs"/*.log | sed -n -E 's#^(ok|FAIL)[[:space:]]+([^[:space:]]+)[[:space:]]+([0-9.]+)s.*#\3 \1 \2#p' | sed "s# $mod/# #" |
 	sort -rn | awk '{ printf "%8.1fs  %-4s %s\n", $1, $2, $3 }'
 status=0
-for s in "$race" "$norace" "$bench" "$splits"; do [ "$s" -eq 0 ] || status=1; done
-[ "$status" -eq 0 ] || echo "FAIL: race group $race, no-race group $norace, bench group $bench, split packages $splits (exit statuses)"
+for s in "$race" "$norace" "$fleet" "$bench" "$splits"; do [ "$s" -eq 0 ] || status=1; done
+[ "$status" -eq 0 ] || echo "FAIL: race group $race, no-race group $norace, fleettest $fleet, bench group $bench, split packages $splits (exit statuses)"
 exit "$status"
