@@ -693,8 +693,6 @@ type arrival struct {
 	index int
 }
 
-// sortArrivals puts lines in the order the test received them, which is
-// each worker's print order.
 // heartbeatsPastDeadline names a worker whose log shows a heartbeat that
 // failed past its call's deadline ("" when none did). The caller (check)
 // holds f.mu: locking it here again hung TestFaults for good whenever a
@@ -714,6 +712,8 @@ func (f *mixFleet) heartbeatsPastDeadline() string {
 	return ""
 }
 
+// sortArrivals puts lines in the order the test received them, which is
+// each worker's print order.
 func sortArrivals(as []arrival) {
 	sort.Slice(as, func(i, j int) bool {
 		if !as[i].at.Equal(as[j].at) {
