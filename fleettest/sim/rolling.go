@@ -34,8 +34,8 @@ func RunRolling(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // RunSteps runs a scripted change of the fleet: the instances named in
-// start (cfg.Instances is their number) begin together, then each step in turn, the fleet settling after
-// each:
+// start (cfg.Instances is their number) begin together, then each step in
+// turn, the fleet settling after each:
 //
 //	"join NAME…"  starts instances, together
 //	"leave NAME…" stops them gracefully (Stop), together
@@ -47,7 +47,7 @@ func RunRolling(ctx context.Context, cfg Config) (*Report, error) {
 // step (the first is "start"), and its Violations the broken invariants
 // as Run's: a shard handled by two instances at once (two owners), a
 // phase that never balances (a lease nobody reads), a record never
-// handled, or handled twice with no crash to explain it. Run's error is
+// handled, or handled twice with no crash to explain it. Its error is
 // for a script that could not be carried out at all (a bad step, the
 // start failing).
 func RunSteps(ctx context.Context, cfg Config, start, steps []string) (*Report, error) {
@@ -109,15 +109,7 @@ func RunSteps(ctx context.Context, cfg Config, start, steps []string) (*Report, 
 						mu.Unlock()
 					}
 				case "leave":
-					f.setLive(name, false)
-					in := f.get(name)
-					sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.Failover)
-					if err := in.coord.Stop(sctx); err != nil {
-						f.progress("leave: stop: %v", err)
-					}
-					cancel()
-					close(in.queue)
-					in.done.Wait()
+					f.leave(ctx, name)
 				case "crash":
 					f.kill(name)
 				}

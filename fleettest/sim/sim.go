@@ -351,14 +351,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	f.bg.Add(1)
 	go func() {
 		defer f.bg.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.Failover)
-		defer cancel()
-		in := f.get(leaver)
-		if err := in.coord.Stop(sctx); err != nil {
-			f.progress("leave: stop: %v", err)
-		}
-		close(in.queue)
-		in.done.Wait()
+		f.leave(ctx, leaver)
 	}()
 	rep.add(f.settle(ctx, ev))
 
@@ -972,6 +965,20 @@ func (f *fleet) check(rep *Report) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("%s: not balanced within %v: %s", p.Name, f.cfg.PhaseTimeout, p.Stuck))
 		}
 	}
+}
+
+// leave stops name gracefully and waits for its handlers: it is no
+// longer live at once.
+func (f *fleet) leave(ctx context.Context, name string) {
+	f.setLive(name, false)
+	in := f.get(name)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*f.cfg.Failover)
+	defer cancel()
+	if err := in.coord.Stop(sctx); err != nil {
+		f.progress("leave: stop: %v", err)
+	}
+	close(in.queue)
+	in.done.Wait()
 }
 
 // crash kills victim at once (no more calls, no more handling) and
