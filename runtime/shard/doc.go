@@ -137,6 +137,8 @@
 //	open a held lease's reader, or release it    heldStep
 //	answer a request; release or postpone        handoffStep, drainedStep
 //	follow a request of this owner's             followStep
+//	at Stop: release a lease or leave it to      finalStep
+//	expire; how to leave the member entry        exitStep
 //	take back or release a lease left in this    takeBackStep, leftover
 //	owner's name
 //	delete a past shard's lease                  deletable

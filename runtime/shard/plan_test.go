@@ -37,6 +37,33 @@ func TestHeldStep(t *testing.T) {
 	}
 }
 
+// Stop's two decisions: a lease whose record a handler still runs at the
+// end is never released (the next owner would handle the record beside
+// it), and an entry stays beating no more while such a lease is left, so
+// the others wait out its failover time instead of taking it at once.
+func TestStopSteps(t *testing.T) {
+	if got := finalStep(false); got != finalRelease {
+		t.Errorf("finalStep(no handler runs) = %v, want finalRelease", got)
+	}
+	if got := finalStep(true); got != finalLeaveToExpire {
+		t.Errorf("finalStep(a handler runs) = %v, want finalLeaveToExpire", got)
+	}
+	for _, tc := range []struct {
+		perInstance bool
+		left        int
+		want        exitAction
+	}{
+		{false, 0, exitNone},
+		{false, 2, exitNone}, // per lease: the leases expire by their counters
+		{true, 0, exitRemove},
+		{true, 1, exitLastBeat},
+	} {
+		if got := exitStep(tc.perInstance, tc.left); got != tc.want {
+			t.Errorf("exitStep(%v, %d) = %v, want %v", tc.perInstance, tc.left, got, tc.want)
+		}
+	}
+}
+
 func TestDeletable(t *testing.T) {
 	lin, err := NewLineage([]types.Shard{shardOf("listed", "", "", "0", maxKey, false)})
 	if err != nil {
