@@ -143,7 +143,28 @@ func TestSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T) {
 	eachLiveness(t, testSlowLeaseStoreWithinTheDeadlineNeverFences)
 }
 
+// On a loaded machine the store's own timers run late, and a call then
+// takes longer than the deadline it was set under: as in
+// TestHalfThrottledOwnerStaysAlive, a run in which the store's waits ran
+// more than lateBy late is run again, up to three times; a fence in a run
+// where the store kept its time fails at once.
 func testSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T, l shard.Liveness) {
+	const attempts = 3
+	for i := 1; ; i++ {
+		failure, late := slowWithinTheDeadlineOnce(t, l)
+		switch {
+		case failure == "":
+			return
+		case late == 0 || i == attempts:
+			t.Fatalf("%s (%d of the store's waits more than %v late)", failure, late, lateBy)
+		}
+		t.Logf("attempt %d: %s, with %d of the store's waits more than %v late (slower than the test's store); again", i, failure, late, lateBy)
+	}
+}
+
+// slowWithinTheDeadlineOnce runs the test once: what failed, if anything,
+// and how many of the store's waits ran late meanwhile.
+func slowWithinTheDeadlineOnce(t *testing.T, l shard.Liveness) (failure string, late int64) {
 	e, _ := memEnvIn(t, 2, l)
 	ids := e.shards()
 	store := newSlowStore(e.store)
@@ -155,15 +176,22 @@ func testSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T, l shard.Livene
 	cfg.Counters = new(shard.LeaseCounters)
 	c := e.start(cfg)
 	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(c.Reading(), ids) })
+	defer func() { // before another attempt starts
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	}()
 	store.set(200*time.Millisecond, 200*time.Millisecond) // 0.4 s a call: 80% of the deadline
+	store.late.Store(0)
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if n := cfg.Counters.Lost.Load(); n != 0 {
-			t.Fatalf("a fenced %d leases with every call answered within its deadline (reads %v)", n, c.Reading())
+			return fmt.Sprintf("a fenced %d leases with every call answered within its deadline (reads %v)", n, c.Reading()), store.late.Load()
 		}
 	}
 	if got := c.Reading(); !slices.Equal(got, ids) {
-		t.Fatalf("a reads %v, want %v", got, ids)
+		return fmt.Sprintf("a reads %v, want %v", got, ids), store.late.Load()
 	}
+	return "", store.late.Load()
 }
 
 // pausedReads is a store whose members read, once armed, is answered and
