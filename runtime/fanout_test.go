@@ -328,7 +328,8 @@ func testFanOutHandoff(t *testing.T, newClient func() kinesisapi.API, stream str
 	handled := map[int]int{}    // order id -> times handled
 	byOwner := map[string]int{} // instance -> records it handled
 	lastOf := map[string]int{}  // key -> last id handled
-	var disorder []string
+	ownLast := map[string]int{} // instance and key -> last id the instance handled
+	var disorder, ownDisorder []string
 	instance := func(name string) *runtime.Broker {
 		handler := func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
 			mu.Lock()
@@ -339,6 +340,10 @@ func testFanOutHandoff(t *testing.T, newClient func() kinesisapi.API, stream str
 				disorder = append(disorder, fmt.Sprintf("%s: %d after %d", o.Customer, o.ID, last))
 			}
 			lastOf[o.Customer] = o.ID
+			if last, ok := ownLast[name+"/"+o.Customer]; ok && o.ID <= last {
+				ownDisorder = append(ownDisorder, fmt.Sprintf("%s, %s: %d after %d", name, o.Customer, o.ID, last))
+			}
+			ownLast[name+"/"+o.Customer] = o.ID
 			return runtime.Ack()
 		}
 		b := runtime.NewBroker(runtime.WithKinesisClient(newClient()), runtime.WithLeaseStore(store), runtime.WithOwnerID(name),
@@ -473,7 +478,7 @@ func testFanOutHandoff(t *testing.T, newClient func() kinesisapi.API, stream str
 	if err := b.Shutdown(t.Context()); err != nil {
 		t.Fatalf("b: Shutdown: %v", err)
 	}
-	instance("c")
+	c := instance("c")
 	for i := n; i < n+16; i++ {
 		cust := fmt.Sprint("c", i%16)
 		if err := pub.Message(order{ID: i, Customer: cust}).PartitionKey(cust).Publish(t.Context()); err != nil {
@@ -482,15 +487,30 @@ func testFanOutHandoff(t *testing.T, newClient func() kinesisapi.API, stream str
 	}
 	allHandled(n+16, "after c started")
 	time.Sleep(300 * time.Millisecond * scale) // a duplicate would come now
+	// A lease lost on the way (a renewal late past the fence on a loaded
+	// machine) sends its next owner back to the last checkpoint: records
+	// the fenced owner handled after it come again, and a key's order
+	// holds within each owner only. Without one, every handoff and stop
+	// was graceful: each record once, each key in order throughout.
+	lost := a.Status().Leases.Lost + b.Status().Leases.Lost + c.Status().Leases.Lost
 	mu.Lock()
 	defer mu.Unlock()
+	if len(ownDisorder) > 0 {
+		t.Errorf("keys out of order within one instance: %v", ownDisorder)
+	}
+	var twice []string
 	for id, times := range handled {
 		if times != 1 {
-			t.Errorf("record %d handled %d times, want once (graceful handoffs, a restart at the checkpoints)", id, times)
+			twice = append(twice, fmt.Sprintf("%d ×%d", id, times))
 		}
 	}
-	if len(disorder) > 0 {
-		t.Errorf("keys out of order: %v", disorder)
+	switch {
+	case lost > 0:
+		t.Logf("%d leases lost (fenced) on the way: %d records handled more than once, %d out of order across owners (at least once, from the last checkpoint)", lost, len(twice), len(disorder))
+	case len(twice) > 0:
+		t.Errorf("records handled more than once with no lease lost: %v; want once (graceful handoffs, a restart at the checkpoints)", twice)
+	case len(disorder) > 0:
+		t.Errorf("keys out of order with no lease lost: %v", disorder)
 	}
 	if byA == 0 || byOwner["b"] == 0 || byOwner["c"] != 16 || byOwner["a"] != byA {
 		t.Errorf("records handled by a, b, c: %v (a %d before it stopped); want a and b some, a none after it stopped, c the 16 published after b stopped", byOwner, byA)
