@@ -590,6 +590,8 @@ func (f *mixFleet) check() mixResult {
 	// machine): the other owners' checkpoints hold.
 	notBefore := f.faultAt.Add(-checkpoint - time.Second)
 	unexpected := 0
+	excused := make(map[string]int)    // per worker that lost a lease, its records delivered again
+	lostLease := make(map[string]bool) // per worker, whether its log says it lost a lease
 	for rec, ss := range f.seen {
 		r.handled += len(ss)
 		seqs := make(map[string]int)
@@ -609,6 +611,19 @@ func (f *mixFleet) check() mixResult {
 				r.again.add(first.shard, first.at.Sub(f.faultAt))
 			}
 			if n > 1 && f.cutOff != "" && !f.mix.rebalanced && (first.owner != f.cutOff || first.at.Before(notBefore)) {
+				lost, ok := lostLease[first.owner]
+				if !ok {
+					lost = f.lostALease(first.owner)
+					lostLease[first.owner] = lost
+				}
+				if first.owner != f.cutOff && lost {
+					// A healthy worker starved on a loaded machine lost a
+					// lease (its renewal or heartbeat late past the fence):
+					// its records come again from its last checkpoint, as
+					// at-least-once allows. Told, not failed.
+					excused[first.owner]++
+					continue
+				}
 				unexpected++
 				if unexpected <= 5 {
 					t.Errorf("record %s/%d delivered %d times, first to %s %v after the fault began: only records %s handled from %v before it may be delivered again",
@@ -619,6 +634,9 @@ func (f *mixFleet) check() mixResult {
 		if !f.published[rec] {
 			t.Errorf("record %s/%d handled but never published", rec.key, rec.index)
 		}
+	}
+	for owner, n := range excused {
+		t.Logf("%d records first handled by %s delivered again: %s, not cut off, lost a lease (a loaded machine), so at-least-once allows it", n, owner, owner)
 	}
 	if r.storedTwice > 0 && !f.mix.storedTwice && r.publishErrors == 0 {
 		t.Errorf("%d records stored twice, yet no publish failed and no answer was lost", r.storedTwice)
@@ -710,6 +728,22 @@ func (f *mixFleet) heartbeatsPastDeadline() string {
 		}
 	}
 	return ""
+}
+
+// lostALease reports whether owner's log says it lost a lease, taken by
+// another owner or fenced for want of a renewal in time. Called from
+// check, which holds f.mu.
+func (f *mixFleet) lostALease(owner string) bool {
+	p := f.procs[owner]
+	if p == nil {
+		return false
+	}
+	b, err := os.ReadFile(p.stderr)
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(b, []byte(`msg="lease lost; reader stopped"`)) ||
+		bytes.Contains(b, []byte(`msg="lease not renewed in time`))
 }
 
 // sortArrivals puts lines in the order the test received them, which is
