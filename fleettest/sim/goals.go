@@ -202,7 +202,9 @@ func (r *Report) graceful() int {
 // ReadBound is the read units a second a phase may cost while the fleet
 // changes: every live instance scanning the lease table and reading the
 // members item every lease pass (liveness per lease scans every pass, at
-// rest too), and three reads per lease moved (the asker's and the owner's
+// rest too), with the roster also the items it reads at rest
+// (Config.RestItems: the version and two watched entries, a strongly
+// consistent read unit each), and three reads per lease moved (the asker's and the owner's
 // reads of it, and a refused write's re-read). Listing the leases by key,
 // a read unit each, costs about ten times the Scan. At the start, where
 // every lease is free, nothing is asked for and each instance lists once
@@ -212,7 +214,7 @@ func (r *Report) graceful() int {
 // create refused because another instance made the lease first must read
 // nothing (the DynamoDB store takes the item from the refusal).
 func (r *Report) ReadBound(p Phase) float64 {
-	perPass := float64(p.Live) * float64(r.ScanUnits+1) / p.PassEvery.Seconds()
+	perPass := float64(p.Live) * float64(r.ScanUnits+1+int64(r.Config.RestItems)) / p.PassEvery.Seconds()
 	if p.Name == "start" {
 		return perPass + float64(p.Live)*float64(r.ScanUnits)/p.Window.Dur.Seconds()
 	}
