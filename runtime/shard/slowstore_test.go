@@ -149,9 +149,19 @@ func TestSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T) {
 // more than lateBy late is run again, up to three times; a fence in a run
 // where the store kept its time fails at once.
 func testSlowLeaseStoreWithinTheDeadlineNeverFences(t *testing.T, l shard.Liveness) {
+	untilOnTime(t, func() (string, int64) { return slowWithinTheDeadlineOnce(t, l) })
+}
+
+// untilOnTime runs once (what failed, if anything, and how many of the
+// store's waits ran more than lateBy late) up to three times: a failure
+// in a run where the store kept its time fails the test at once, one in a
+// run where its waits ran late (a loaded machine made the store slower
+// than the test set it) is run again.
+func untilOnTime(t *testing.T, once func() (failure string, late int64)) {
+	t.Helper()
 	const attempts = 3
 	for i := 1; ; i++ {
-		failure, late := slowWithinTheDeadlineOnce(t, l)
+		failure, late := once()
 		switch {
 		case failure == "":
 			return
@@ -409,17 +419,7 @@ func (s *halfThrottled) Members(ctx context.Context, ns string) ([]lease.Member,
 // up to three times; a loss in a run where the store kept its time fails
 // at once.
 func TestHalfThrottledOwnerStaysAlive(t *testing.T) {
-	const attempts = 3
-	for i := 1; ; i++ {
-		failure, late := halfThrottledOnce(t)
-		switch {
-		case failure == "":
-			return
-		case late == 0 || i == attempts:
-			t.Fatalf("%s (%d of the store's waits more than %v late)", failure, late, lateBy)
-		}
-		t.Logf("attempt %d: %s, with %d of the store's waits more than %v late (slower than the test's store); again", i, failure, late, lateBy)
-	}
+	untilOnTime(t, func() (string, int64) { return halfThrottledOnce(t) })
 }
 
 // halfThrottledOnce runs the test once: what failed, if anything, and
