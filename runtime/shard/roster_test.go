@@ -188,13 +188,64 @@ var _ lease.RosterStore = oldRoster{}
 // noOverlap fails t when two coordinators read one shard.
 func noOverlap(t *testing.T, cs map[string]*shard.Coordinator) {
 	t.Helper()
-	seen := map[string]string{}
-	for name, c := range cs {
-		for _, id := range c.Reading() {
-			if other, ok := seen[id]; ok {
-				t.Fatalf("%s and %s both read %s", other, name, id)
+	names := slices.Sorted(maps.Keys(cs))
+	samples := make([][][]string, 2)
+	for k := range samples {
+		for _, name := range names {
+			samples[k] = append(samples[k], cs[name].Reading())
+		}
+	}
+	if x, y, id, ok := overlap(samples); ok {
+		t.Fatalf("%s and %s both read %s", names[x], names[y], id)
+	}
+}
+
+// overlap finds a shard read by two instances at once in two samples of
+// each instance's Reading taken one after the other in a fixed order
+// (samples[k][i]: instance i's k-th): between any two samples of one
+// instance lies a sample of each other one. A shard in both samples of x
+// and in that sample of y was read by both at once; one seen by x and
+// then by y alone may have been handed over between the looks (they are
+// not atomic across instances, and a loaded machine stretches the gap).
+func overlap(samples [][][]string) (x, y int, id string, ok bool) {
+	n := len(samples[0])
+	for x := range n {
+		for y := range n {
+			if x == y {
+				continue
 			}
-			seen[id] = name
+			between := samples[0][y] // y after x: its first sample
+			if y < x {
+				between = samples[1][y] // y before x: its second
+			}
+			for _, id := range samples[0][x] {
+				if slices.Contains(samples[1][x], id) && slices.Contains(between, id) {
+					return x, y, id, true
+				}
+			}
+		}
+	}
+	return 0, 0, "", false
+}
+
+// The overlap check flags two readers at once, not a handoff seen half
+// before and half after.
+func TestOverlapNeedsAReaderOnBothSides(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		samples [][][]string
+		want    bool
+	}{
+		{"both read throughout", [][][]string{{{"s"}, {"s"}}, {{"s"}, {"s"}}}, true},
+		{"handed from the first to the second between the looks", [][][]string{{{"s"}, {"s"}}, {nil, {"s"}}}, false},
+		{"handed from the second to the first between the looks", [][][]string{{nil, {"s"}}, {{"s"}, nil}}, false},
+		{"the first in both its samples, the second between them", [][][]string{{{"s"}, {"s"}}, {{"s"}, nil}}, true},
+		{"the second seen reading only after the first's last look", [][][]string{{{"s"}, nil}, {{"s"}, {"s"}}}, false},
+		{"the second in both its samples, the first between them", [][][]string{{nil, {"s"}}, {{"s"}, {"s"}}}, true},
+		{"one reader", [][][]string{{{"s"}, nil}, {{"s"}, nil}}, false},
+	} {
+		if _, _, _, got := overlap(tc.samples); got != tc.want {
+			t.Errorf("%s: overlap = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
