@@ -385,8 +385,10 @@ func testStatusAfterALostLease(e *env) {
 	if _, err := e.store.Take(e.ctx, ls[0], "thief"); err != nil {
 		t.Fatal(err)
 	}
-	st, sub := waitStatus(e, b, orders, "the shard shown under the thief", func(_ runtime.Status, s runtime.SubscriptionStatus) bool {
-		return len(s.Shards) == 0 && len(s.Others) == 1 && s.Others[0].Owner == "thief"
+	// Status reads the counters and the shards one after the other, not
+	// at one instant: wait for both to show the loss.
+	st, sub := waitStatus(e, b, orders, "the shard shown under the thief, the loss counted", func(st runtime.Status, s runtime.SubscriptionStatus) bool {
+		return len(s.Shards) == 0 && len(s.Others) == 1 && s.Others[0].Owner == "thief" && st.Leases.Lost > 0
 	})
 	if st.Leases.Held != 0 || st.Leases.Lost != 1 || sub.Others[0].Lease != runtime.LeaseHeld {
 		t.Errorf("after the theft: leases %+v, the shard %+v", st.Leases, sub.Others[0])
