@@ -771,7 +771,8 @@ func (c *Coordinator) syncLoop() {
 		if relist {
 			lastList = time.Now()
 		}
-		if err := c.pass(c.ctx, relist); err != nil && c.ctx.Err() == nil {
+		// A pass that Stop cancelled in its remote call did not fail.
+		if err := c.pass(c.ctx, relist); err != nil && c.ctx.Err() == nil && c.running() {
 			c.log.Warn("shard sync failed; retrying next pass", "err", err)
 		}
 	}
