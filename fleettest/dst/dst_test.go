@@ -109,7 +109,10 @@ var fixedSeeds = map[string][]uint64{
 	),
 	"twoapps":   seeds(1, 150),
 	"aggregate": append(seeds(1, 150), 1796534525113198913), // the same
-	"late":      {61},                                       // unread: a late-answered owner fenced itself while its last beat looked alive (lease.Member.Fenced)
+	"late": {
+		61,                  // unread: a late-answered owner fenced itself while its last beat looked alive (lease.Member.Fenced)
+		1796595926111222315, // unread: an owner declared dead rejoined a backoff after the refusal, and its store failed again before it read
+	},
 	"churn": {
 		1796552912398768164, // unread: a lease released to an asker that left before taking it stayed reserved for it
 		1796553474032713470, // unread: a dead owner's lease planned for a joiner that could not yet judge it dead (takeOverdue)

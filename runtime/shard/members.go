@@ -296,6 +296,15 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		// time: it is past its fence, and holds nothing it reads.
 		c.log.Warn("this owner's member entry was declared dead: rejoining")
 		c.rs.rejoin, c.beatNew = true, true
+		// The refusal is an answer: the store is back. Rejoin at once,
+		// not a failed heartbeat's backoff later: the store may answer
+		// only for a while, and this owner reads nothing until it is
+		// back (fleettest/dst mix late, seed 1796595926111222315).
+		c.beatDue.Store(true)
+		select { // refused to a pass's heartbeat: wake the loop
+		case c.beatKick <- struct{}{}:
+		default:
+		}
 	}
 	if err != nil {
 		return &Error{Op: "lease heartbeat", Stream: c.cfg.Stream, Err: err}
