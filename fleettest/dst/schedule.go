@@ -42,8 +42,7 @@ const (
 	// (throttled when Throttle), for D.
 	KinesisFail
 	// Split splits a random open shard; Merge merges two adjacent open
-	// shards; Scale runs UpdateShardCount to N (as the in-process server
-	// does it: splits and merges).
+	// shards. (No event runs UpdateShardCount yet.)
 	Split
 	Merge
 	// Recreate deletes the stream and creates it again with N shards (its
