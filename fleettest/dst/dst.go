@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesisgen/kinesisgen/internal/randsrc"
 	"github.com/kinesisgen/kinesisgen/runtime"
@@ -367,6 +368,8 @@ func (w *world) apply(ctx context.Context, e Event) {
 		}
 	case Split, Merge:
 		w.reshard(ctx, e)
+	case Scale:
+		w.scale(ctx, e)
 	case Recreate:
 		w.recreate(ctx, e)
 	}
@@ -748,6 +751,20 @@ func (w *world) reshard(ctx context.Context, e Event) {
 		_, err = w.kin.MergeShards(ctx, &kinesis.MergeShardsInput{StreamName: aws.String(stream), ShardToMerge: aws.String(open[i]), AdjacentShardToMerge: aws.String(open[i+1])})
 		w.note("merge %s + %s: %v", open[i], open[i+1], err)
 	}
+}
+
+// scale runs UpdateShardCount to e.N open shards, clamped to half to
+// twice the open shards (the service's rule) and to 12.
+func (w *world) scale(ctx context.Context, e Event) {
+	d, err := w.kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err != nil {
+		w.note("scale: describe: %v", err)
+		return
+	}
+	open := int(aws.ToInt32(d.StreamDescriptionSummary.OpenShardCount))
+	target := min(max(e.N, (open+1)/2), 2*open, 12)
+	_, err = w.kin.UpdateShardCount(ctx, &kinesis.UpdateShardCountInput{StreamName: aws.String(stream), TargetShardCount: aws.Int32(int32(target)), ScalingType: types.ScalingTypeUniformScaling})
+	w.note("update shard count %d → %d: %v", open, target, err)
 }
 
 // recreate deletes the stream and creates it again with e.N shards while

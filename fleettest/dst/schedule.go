@@ -48,11 +48,16 @@ const (
 	// Recreate deletes the stream and creates it again with N shards (its
 	// shard ids come back with other hash ranges).
 	Recreate
+	// Scale runs UpdateShardCount (UNIFORM_SCALING) to N open shards,
+	// clamped to what the service allows (half to twice the open shards),
+	// as the in-process server does it: every open shard merged into one,
+	// which is split evenly, so readers go through a chain of parents.
+	Scale
 	kindCount
 )
 
 var kindNames = [kindCount]string{"join", "leave", "crash", "pause", "pause-after-members", "store-slow", "store-late", "store-fail",
-	"kinesis-fail", "split", "merge", "recreate"}
+	"kinesis-fail", "split", "merge", "recreate", "scale"}
 
 func (k Kind) String() string {
 	if k < 0 || k >= kindCount {
@@ -104,8 +109,8 @@ type Mix struct {
 	// Apps is how many applications read the stream (1 or 2).
 	Apps int
 	// Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail,
-	// KinesisFail, Reshard and Recreate enable those events.
-	Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail, KinesisFail, Reshard, Recreate bool
+	// KinesisFail, Reshard, Recreate and Scale enable those events.
+	Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail, KinesisFail, Reshard, Recreate, Scale bool
 	// SlowStoreMax bounds StoreSlow's latency (default 0.9 × the lease
 	// call deadline: slow, but answered).
 	SlowStoreMax time.Duration
@@ -145,6 +150,9 @@ var Mixes = map[string]Mix{
 	"pausemem":  {Name: "pausemem", Apps: 1, NoChurn: true, PauseAfterMembers: true},
 	"retry":     {Name: "retry", Apps: 2, Retry: 0.1},
 	"recreate":  {Name: "recreate", Apps: 1, Recreate: true, Aggregate: 1},
+	// UpdateShardCount under churn and crashes, both publishers, keyless
+	// records too.
+	"scale": {Name: "scale", Apps: 1, Crash: true, Scale: true, Aggregate: 0.3, Keyless: 0.1},
 	// Everything at once.
 	"all": {Name: "all", Apps: 2, Crash: true, Pause: true, PauseAfterMembers: true, StoreSlow: true, StoreLate: true, StoreFail: true,
 		KinesisFail: true, Reshard: true, Slow: 0.05, Retry: 0.03, Reject: 0.02, Panic: 0.01, Aggregate: 0.3, Keyless: 0.1},
@@ -193,6 +201,7 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 	add(mix.Reshard, Split, 1)
 	add(mix.Reshard, Merge, 1)
 	add(mix.Recreate, Recreate, 2)
+	add(mix.Scale, Scale, 2)
 	slowMax := mix.SlowStoreMax
 	if slowMax == 0 {
 		slowMax = t.Failover / 3 * 9 / 10
@@ -236,6 +245,8 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: d.Round(time.Millisecond), Throttle: rng.IntN(2) == 0})
 		case Split, Merge:
 			evs = append(evs, Event{At: at, Kind: k})
+		case Scale:
+			evs = append(evs, Event{At: at, Kind: k, N: 1 + rng.IntN(8)})
 		case Recreate:
 			if recreated {
 				continue

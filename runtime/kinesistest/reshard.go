@@ -136,3 +136,10 @@ func (s *Server) reshard(parents []*shard, st *stream, ranges [][2]hashKey) {
 		p.mu.Unlock()
 	}
 }
+
+// UpdateShardCount reshards the stream to TargetShardCount shards of even
+// hash-key ranges (UNIFORM_SCALING), as the HTTP endpoint's operation does
+// (updateShardCount): for the simulator, which calls the server directly.
+func (s *Server) UpdateShardCount(ctx context.Context, in *kinesis.UpdateShardCountInput, opts ...func(*kinesis.Options)) (*kinesis.UpdateShardCountOutput, error) {
+	return updateShardCount(s, ctx, in, opts...)
+}
