@@ -738,10 +738,7 @@ func (f *mixFleet) lostALease(owner string) bool {
 	if p == nil {
 		return false
 	}
-	b, err := os.ReadFile(p.stderr)
-	if err != nil {
-		return false
-	}
+	b := p.log()
 	return bytes.Contains(b, []byte(`msg="lease lost; reader stopped"`)) ||
 		bytes.Contains(b, []byte(`msg="lease not renewed in time`))
 }

@@ -815,16 +815,19 @@ func (f *fleet) kill(owner string) time.Time {
 // terminate SIGTERMs owner and requires a clean exit (status 0) within
 // 20 s; a worker still running then is killed, so that the test can still
 // check what the workers printed.
+// log is the worker's stderr as written so far (nil if unreadable).
+func (p *proc) log() []byte {
+	b, _ := os.ReadFile(p.stderr)
+	return b
+}
+
 // releasedAtStop reports whether owner's log says its stop released every
 // lease it held: its coordinator stopped with none left to expire.
 func (f *fleet) releasedAtStop(owner string) bool {
 	f.mu.Lock()
 	p := f.procs[owner]
 	f.mu.Unlock()
-	b, err := os.ReadFile(p.stderr)
-	if err != nil {
-		return false
-	}
+	b := p.log()
 	return bytes.Contains(b, []byte(`msg="coordinator stopped"`)) && bytes.Contains(b, []byte("left_to_expire=0")) &&
 		!bytes.Contains(b, []byte("leases left to expire"))
 }
