@@ -877,7 +877,17 @@ func TestAggregatedShutdownUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Shut down mid-load: once some publishes are acknowledged (a busy
+	// machine may take longer than usual for the first), and others in flight.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
 	if err := b.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
