@@ -620,3 +620,29 @@ func (c *Coordinator) bumpRoster(ctx context.Context) {
 		c.log.Warn("roster bump failed", "err", err)
 	}
 }
+
+// bumpLoop (with the roster, beside heartLoop) bumps the roster for an
+// entry's change a heartbeat wrote (passBump), off the heartbeat's path;
+// one that fails is left to the next pass (passMembers).
+func (c *Coordinator) bumpLoop() {
+	defer c.beating.Done()
+	for {
+		select {
+		case <-c.beatCtx.Done():
+			return
+		case <-c.bumpKick:
+		}
+		if !c.rs.passBump.Swap(false) {
+			continue // bumped by a pass meanwhile
+		}
+		ctx, cancel := context.WithTimeout(c.beatCtx, c.cfg.leaseCallTimeout())
+		_, err := c.roster.BumpRoster(ctx, c.cfg.Namespace)
+		cancel()
+		if err != nil {
+			c.rs.passBump.Store(true)
+			if c.beatCtx.Err() == nil {
+				c.log.Warn("roster bump failed; the next pass bumps", "err", err)
+			}
+		}
+	}
+}
