@@ -901,7 +901,7 @@ func (c *Coordinator) keepLoop() {
 			if c.isCompat() {
 				c.renewAll(c.ctx, true)
 			}
-			c.followHandoffs(c.ctx)
+			c.followHandoffs(c.ctx, false)
 		case <-cp.C:
 			eachAtOnce(c.snapshot(), func(o *owned) {
 				if err := c.persist(c.ctx, o, false); err != nil && c.ctx.Err() == nil {
