@@ -369,6 +369,9 @@ type Coordinator struct {
 	// (beatKick wakes the heartbeat loop for it).
 	beatDue  atomic.Bool
 	beatKick chan struct{}
+	// bumpKick wakes bumpLoop (the roster) for an entry's change a
+	// heartbeat wrote (rosterState.passBump).
+	bumpKick chan struct{}
 	// beatSaid: the last heartbeat sent said this owner is fenced.
 	beatSaid atomic.Bool
 	// starting: the first pass has not ended, and the member entry says
@@ -492,6 +495,7 @@ func New(cfg Config) (*Coordinator, error) {
 		kick:      make(chan bool, 1),
 		beatSem:   make(chan struct{}, 1),
 		beatKick:  make(chan struct{}, 1),
+		bumpKick:  make(chan struct{}, 1),
 	}
 	if cg, ok := raw.(lease.CreateOrGetter); ok {
 		c.creator = boundedCreator{c: cg, d: cfg.leaseCallTimeout()}
@@ -531,6 +535,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// than that.
 		c.beating.Add(1)
 		go c.heartLoop()
+		if c.roster != nil {
+			c.beating.Add(1)
+			go c.bumpLoop()
+		}
 	}
 	// An owner that renews each lease renews those the first pass took
 	// while it goes on, for the same reason: those renewals are its
@@ -894,7 +902,7 @@ func (c *Coordinator) keepLoop() {
 			if c.isCompat() {
 				c.renewAll(c.ctx, true)
 			}
-			c.followHandoffs(c.ctx)
+			c.followHandoffs(c.ctx, false)
 		case <-cp.C:
 			eachAtOnce(c.snapshot(), func(o *owned) {
 				if err := c.persist(c.ctx, o, false); err != nil && c.ctx.Err() == nil {

@@ -315,10 +315,10 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 		// bumped. Coming back (from its fence, a declaration, or before
 		// its first beat) the heartbeat counts as confirmed only once the
 		// bump is: a member seen dead by a view is seen alive again only
-		// after a bump. Otherwise the next pass bumps (passBump): a second
-		// call here would delay the next heartbeat by a call's deadline,
-		// and a slow store answering within it would fence a live owner
-		// (issue 29, defect 7).
+		// after a bump. Otherwise bumpLoop bumps (passBump; else the next
+		// pass): a second call here would delay the next heartbeat by a
+		// call's deadline, and a slow store answering within it would
+		// fence a live owner (issue 29, defect 7).
 		key := fmt.Sprint(m.Held, m.Asks, m.Starting, m.Fenced, m.Leaving)
 		switch {
 		case c.rs.owed || wasStale || c.beatUntil.Load() == 0 || (leaving && key != c.rs.wrote):
@@ -345,9 +345,16 @@ func (c *Coordinator) heartbeat(ctx context.Context) error {
 				}
 			}
 		case key != c.rs.wrote:
+			// Not a pass woken for it: during handoffs every change of
+			// Held or Asks would run a pass more (members read, asked
+			// leases read again, a listing), on the asker and on each
+			// owner asked.
 			c.rs.wrote = key
 			c.rs.passBump.Store(true)
-			c.wake(false)
+			select {
+			case c.bumpKick <- struct{}{}:
+			default:
+			}
 		}
 	}
 	c.beatNew = true

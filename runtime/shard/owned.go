@@ -716,7 +716,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 // not returned would drop the request, and the pass's listing would then
 // show the lease neither held nor asked for, which takeBack takes a
 // second time (two readers of one shard).
-func (c *Coordinator) followHandoffs(ctx context.Context) {
+func (c *Coordinator) followHandoffs(ctx context.Context, inPass bool) {
 	c.followMu.Lock()
 	defer c.followMu.Unlock()
 	if c.beatStale() {
@@ -752,7 +752,8 @@ func (c *Coordinator) followHandoffs(ctx context.Context) {
 			c.mu.Unlock()
 		}
 	}
-	if took {
+	if took && !inPass {
+		// (In a pass, that pass opens what was taken.)
 		c.wake(false)
 	}
 }

@@ -138,7 +138,7 @@ func (c *Coordinator) passMembers(ctx context.Context, p *passView) error {
 	asked := len(c.pending)
 	c.mu.Unlock()
 	if asked > 0 {
-		c.followHandoffs(ctx)
+		c.followHandoffs(ctx, true)
 	}
 	return nil
 }

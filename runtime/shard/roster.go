@@ -30,8 +30,10 @@ import (
 // ceiling (takeDeclared), the others theirs at their next pass. Members
 // this owner does not watch count alive unless declared dead. The version is
 // bumped too at every join, leave and change of what the others read
-// from the list only (Held, Asks, Starting, Fenced): the heartbeat that
-// carries it counts as confirmed only once the bump is. An owner whose
+// from the list only (Held, Asks, Starting, Fenced): by the heartbeat
+// itself when the owner joins or comes back (that heartbeat counts as
+// confirmed only once the bump is), otherwise by bumpLoop beside the
+// heartbeats, so that no pass runs for a bump alone. An owner whose
 // heartbeat is refused as declared dead has fenced itself by then; it
 // writes a new entry and bumps (it is seen alive only after that bump).
 //
@@ -618,5 +620,31 @@ func (c *Coordinator) bumpRoster(ctx context.Context) {
 	}
 	if _, err := c.roster.BumpRoster(ctx, c.cfg.Namespace); err != nil {
 		c.log.Warn("roster bump failed", "err", err)
+	}
+}
+
+// bumpLoop (with the roster, beside heartLoop) bumps the roster for an
+// entry's change a heartbeat wrote (passBump), off the heartbeat's path;
+// one that fails is left to the next pass (passMembers).
+func (c *Coordinator) bumpLoop() {
+	defer c.beating.Done()
+	for {
+		select {
+		case <-c.beatCtx.Done():
+			return
+		case <-c.bumpKick:
+		}
+		if !c.rs.passBump.Swap(false) {
+			continue // bumped by a pass meanwhile
+		}
+		ctx, cancel := context.WithTimeout(c.beatCtx, c.cfg.leaseCallTimeout())
+		_, err := c.roster.BumpRoster(ctx, c.cfg.Namespace)
+		cancel()
+		if err != nil {
+			c.rs.passBump.Store(true)
+			if c.beatCtx.Err() == nil {
+				c.log.Warn("roster bump failed; the next pass bumps", "err", err)
+			}
+		}
 	}
 }
