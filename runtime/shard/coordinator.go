@@ -332,8 +332,8 @@ type Coordinator struct {
 	// Guarded by mu.
 	fences, listedFences int64
 
-	passMu   sync.Mutex // one sync pass at a time
-	followMu sync.Mutex // one followHandoffs at a time
+	passMu   chanMutex // one sync pass at a time
+	followMu chanMutex // one followHandoffs at a time
 	// Guarded by passMu (LivenessPerInstance): the leases as last known
 	// (listed, created, taken), by shard id; the live members at the last
 	// listing; whether the next pass must list again.
@@ -494,6 +494,8 @@ func New(cfg Config) (*Coordinator, error) {
 		epoch:     time.Now(),
 		kick:      make(chan bool, 1),
 		beatSem:   make(chan struct{}, 1),
+		passMu:    newChanMutex(),
+		followMu:  newChanMutex(),
 		beatKick:  make(chan struct{}, 1),
 		bumpKick:  make(chan struct{}, 1),
 	}
