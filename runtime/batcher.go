@@ -806,8 +806,14 @@ func refusedForOneEntry(err error) bool {
 // nextWake is when dispatch may next have work without any event: the end
 // of the ready entries' linger, or the earliest retry.
 func (b *batcher) nextWake() (time.Time, bool) {
+	if b.inFlight >= b.cfg.maxInFlight {
+		// Nothing can be sent before a call returns, which wakes run: a
+		// timer for a retry due meanwhile would fire, at once once it is
+		// past, round a loop that sends nothing (a spin).
+		return time.Time{}, false
+	}
 	var at time.Time
-	if b.ready.len() > 0 && b.inFlight < b.cfg.maxInFlight {
+	if b.ready.len() > 0 {
 		at = b.readyAt.Add(b.cfg.linger)
 	}
 	for _, e := range b.retries {
