@@ -16,15 +16,20 @@
 // pauses that begin just after a members read was answered, lease-store
 // calls slow (under the call deadline), late (applied, answered with the
 // deadline error), failed or throttled, Kinesis reads failed or
-// throttled, splits, merges, and a deletion and re-creation of the stream;
+// throttled, an instance's Kinesis calls slow (under the call deadline) or
+// never answered, the publishers' PutRecords slow, stored but never
+// answered, neither stored nor answered, failed or throttled, splits,
+// merges, UpdateShardCount, and a deletion and re-creation of the stream;
 // iterators expire after 8 s, so a long pause or outage expires them.
 // A mix (Mixes) chooses which. Eight keyed publishers (each sequential, so
 // a key's publish order is its acknowledgement order) and a keyless one
 // publish through a plain and an aggregating publisher; handlers ack,
-// take 1–8 s, retry, reject or panic, as a hash of (seed, application,
-// message, attempt) says, so a shrunk schedule keeps its handlers. One or
-// two applications read the stream. After the events, faults end, every
-// application is given a live instance, and the run drains.
+// take 1–8 s, retry, reject, panic or hang 15–45 s deaf to their context
+// (once per message, two a run at most: the next owner's delivery runs), as a hash of (seed,
+// application, message, attempt) says, so a shrunk schedule keeps its
+// handlers. One or two applications read the stream. After the events,
+// faults end, every application is given a live instance, and the run
+// drains.
 //
 // # Invariants
 //
@@ -37,7 +42,9 @@
 // retry-crossed (an application handled a retry copy it never asked for);
 // unread (waiting records whose shard nothing of the application handled
 // or held fetched for longer than about twice the failover time, less
-// pauses and injected outages: a fetched record waiting for a worker is
+// pauses and injected outages, plus three calls' latency where Kinesis
+// answered an instance of the application slowly (a take-over lists,
+// gets an iterator and reads, one after another): a fetched record waiting for a worker is
 // read, and another application's retry copy, which no handler runs, until
 // its fetcher checkpoints past it, and a record its fetcher's Stop left
 // unbegun, until it released the lease); fenced-live (an instance fenced a lease with its lease-store
@@ -106,7 +113,11 @@
 //
 // A goroutine waiting for a sync.Mutex is not durably blocked, so time in
 // a bubble stops while one waits for a holder that sleeps on the virtual
-// clock. The runtime holds a lease's mutex across its checkpoint, renewal,
+// clock (the coordinator's pass and follow locks are channels for this
+// reason, so Kinesis calls made in a pass may be slow). So does a
+// goroutine that spins: the bubble hung on the batcher going round its
+// loop while every call slot was taken (fixed). The runtime holds a
+// lease's mutex across its checkpoint, renewal,
 // release, children and keep writes (and the re-read of a moved lease):
 // those calls are never delayed; their slow and late answers come at
 // once (with Mix.HeartbeatsUnderMu, heartbeats too), and while the

@@ -72,7 +72,13 @@ type instance struct {
 	// stopping: its shutdown has begun (world.mu); it is not paused
 	// again (see pause).
 	stopping bool
+	// exited is closed when the process ends (it crashed, or its
+	// Shutdown returned): a stuck handler dies with it.
+	exited   chan struct{}
+	exitOnce sync.Once
 }
+
+func (in *instance) exit() { in.exitOnce.Do(func() { close(in.exited) }) }
 
 type span struct {
 	inst     string
@@ -130,6 +136,8 @@ type world struct {
 	traceAt []time.Duration // each trace line's time, to the nanosecond (observations)
 	pauses  []span
 	outages []span // Kinesis read faults
+	// kinSlow are the KinesisSlow windows, with their latency.
+	kinSlow []slowSpan
 	// storeOutages are lease-store outages (StoreFail): a take-over by
 	// the instance waits for its end.
 	storeOutages []span
@@ -137,6 +145,9 @@ type world struct {
 	lateSpans    []span              // StoreLate
 	parents      map[string][]string // shard → its parents (the last stream's)
 	pubHold      chan struct{}
+	putFaults    putFaults       // PutSlow, PutLate, PutHang, PutFail
+	stuck        map[string]bool // app/id: a handler of it was stuck
+	putOutages   []span          // PutLate, PutHang, PutFail windows, with a call's deadline
 	stopPub      atomic.Bool
 	pubWG        sync.WaitGroup
 	bg           sync.WaitGroup // leaves under way
@@ -163,6 +174,10 @@ type world struct {
 	// not begun) counts until the release (see checkUnread).
 	releases    map[string][]shardAt
 	leaseFences map[string][]shardAt
+	// leftToExpire are the leases each instance's Stop left to expire
+	// (a handler still ran a record of the shard, or might: see
+	// checkUnread), and when.
+	leftToExpire map[string][]shardAt
 
 	// seen (application → ids it handled, from handled[:seenN]) and
 	// allSeen (application → a prefix of pub it has all handled) keep
@@ -244,10 +259,11 @@ func Run(ctx context.Context, cfg Config) *Result {
 		insts:   map[string]*instance{},
 		retried: map[string]map[int64]int{},
 		apps:    appNames(cfg.Mix.Apps),
+		stuck:   map[string]bool{},
 	}
 	w.fetched, w.iterShard = map[string]map[string][]time.Time{}, map[string]string{}
 	w.foreign, w.checkpoints = map[string]map[string][]time.Time{}, map[string][]cpWrite{}
-	w.releases, w.leaseFences = map[string][]shardAt{}, map[string][]shardAt{}
+	w.releases, w.leaseFences, w.leftToExpire = map[string][]shardAt{}, map[string][]shardAt{}, map[string][]shardAt{}
 	w.logger = cfg.Logger
 	if w.logger == nil {
 		// Disabled, not a handler writing to io.Discard: the runtime then
@@ -261,7 +277,7 @@ func Run(ctx context.Context, cfg Config) *Result {
 		return res
 	}
 	w.pubs = w.kin.NewBroker(runtime.WithLogger(w.logger), runtime.WithOwnerID("publisher"), runtime.WithLeaseStore(lease.NewMemory()),
-		runtime.WithPublishCallTimeout(5*time.Second))
+		runtime.WithKinesisClient(&pubClient{API: w.kin, w: w}), runtime.WithPublishCallTimeout(putCallTimeout))
 	if err := w.pubs.Connect(ctx); err != nil {
 		res.Violations = append(res.Violations, Violation{Kind: "setup", What: err.Error()})
 		return res
@@ -328,6 +344,7 @@ func (w *world) apply(ctx context.Context, e Event) {
 		in.gone, in.crashed = time.Now(), true
 		w.mu.Unlock()
 		in.dead.Store(true)
+		in.exit()
 	case Pause:
 		if in != nil && !in.dead.Load() {
 			in.pause(e.D)
@@ -366,6 +383,42 @@ func (w *world) apply(ctx context.Context, e Event) {
 			w.outages = append(w.outages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D + readerBackoff)})
 			w.mu.Unlock()
 		}
+	case KinesisSlow:
+		if in != nil {
+			w.mu.Lock()
+			in.f.kinSlowUntil, in.f.kinSlowLat = time.Now().Add(e.D), e.Lat
+			w.kinSlow = append(w.kinSlow, slowSpan{span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D)}, e.Lat})
+			w.mu.Unlock()
+		}
+	case KinesisHang:
+		if in != nil {
+			w.mu.Lock()
+			in.f.kinHangUntil = time.Now().Add(e.D)
+			// A call sent at the window's end waits out its deadline (the
+			// runtime's Kinesis call deadline is the failover time); its
+			// reader then backs off as after any failed read.
+			w.outages = append(w.outages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D + w.cfg.Timing.Failover + readerBackoff)})
+			w.mu.Unlock()
+		}
+	case PutSlow, PutLate, PutHang, PutFail:
+		w.mu.Lock()
+		until := time.Now().Add(e.D)
+		if e.Kind != PutSlow {
+			// A publish waits out the window, one call's deadline and a
+			// backoff: its bound grows by that much (see putExcuse).
+			w.putOutages = append(w.putOutages, span{from: time.Now(), to: until.Add(putCallTimeout)})
+		}
+		switch f := &w.putFaults; e.Kind {
+		case PutSlow:
+			f.slowUntil, f.slowLat = until, e.Lat
+		case PutLate:
+			f.lateUntil = until
+		case PutHang:
+			f.hangUntil = until
+		case PutFail:
+			f.failUntil, f.failThrottle = until, e.Throttle
+		}
+		w.mu.Unlock()
 	case Split, Merge:
 		w.reshard(ctx, e)
 	case Scale:
@@ -388,7 +441,7 @@ func (w *world) get(name string) *instance {
 func (w *world) join(ctx context.Context, app, name string) *instance {
 	w.joins++
 	time.Sleep(time.Duration(w.joins) * time.Microsecond)
-	in := &instance{name: name, app: app, ns: w.appNS(app), w: w, started: time.Now()}
+	in := &instance{name: name, app: app, ns: w.appNS(app), w: w, started: time.Now(), exited: make(chan struct{})}
 	t := w.cfg.Timing
 	opts := []runtime.Option{
 		runtime.WithKinesisClient(&client{API: w.kin, w: w.kin, in: in}),
@@ -458,6 +511,7 @@ func (w *world) shutdown(ctx context.Context, in *instance, why string) {
 		defer cancel()
 		return in.b.Shutdown(sctx)
 	})
+	in.exit()
 }
 
 // callBound runs a public call and records how long it took against its
@@ -517,11 +571,16 @@ func (w *world) behaviour(app string, id int64, attempt int) behaviour {
 		return behaviour{kind: "reject", d: d}
 	case x < m.Slow+m.Retry+m.Reject+m.Panic:
 		return behaviour{kind: "panic", d: d}
+	case x < m.Slow+m.Retry+m.Reject+m.Panic+m.Stuck:
+		return behaviour{kind: "stuck", d: time.Duration(15000+rng.IntN(30000))*time.Millisecond + tie}
 	}
 	return behaviour{kind: "ack", d: d}
 }
 
 var errRejected = errors.New("dst: rejected")
+
+// maxStuck is the most messages whose handler hangs in a run (Mix.Stuck).
+const maxStuck = 2
 
 // steal is a lease taken from another instance (not released by it).
 type steal struct {
@@ -571,6 +630,19 @@ func (h *fenceHook) Handle(ctx context.Context, r slog.Record) error {
 		w.noteLocked("%s fenced its lease of %s (not renewed in time)", h.in.name, shard)
 		w.mu.Unlock()
 	}
+	if strings.HasPrefix(r.Message, "stop: handlers still run records: leases left to expire") {
+		w := h.in.w
+		w.mu.Lock()
+		r.Attrs(func(a slog.Attr) bool {
+			if ids, ok := a.Value.Any().([]string); ok && a.Key == "shards" {
+				for _, id := range ids {
+					w.leftToExpire[h.in.name] = append(w.leftToExpire[h.in.name], shardAt{id, time.Now()})
+				}
+			}
+			return true
+		})
+		w.mu.Unlock()
+	}
 	if h.next.Enabled(ctx, r.Level) {
 		return h.next.Handle(ctx, r)
 	}
@@ -604,6 +676,24 @@ func (w *world) handler(in *instance) runtime.Handler[Msg] {
 		}
 		h := handling{app: in.app, inst: in.name, id: m.ID, attempt: d.Attempt, shard: d.ShardID, seq: d.SequenceNumber, key: d.PartitionKey, start: start}
 		b := w.behaviour(in.app, m.ID, d.Attempt)
+		if b.kind == "stuck" {
+			// Stuck once, as on a downstream call that hung: the next
+			// owner's delivery runs as any (one stuck on every delivery
+			// would hold its shard and its children on every owner in
+			// turn, for as long as it stays stuck, whatever the runtime).
+			// At most maxStuck in a run, and only while events happen: a
+			// lane holds the records behind a stuck handler, and stuck
+			// handlers one after another in one lane (seed 24: 56 s, then
+			// 48 s from 114 s) outlast any drain.
+			w.mu.Lock()
+			k := in.app + "/" + strconv.FormatInt(m.ID, 10)
+			if w.stuck[k] || len(w.stuck) >= maxStuck || time.Since(w.begin) > w.cfg.Timing.Length {
+				b = behaviour{kind: "ack", d: 5 * time.Millisecond}
+			} else {
+				w.stuck[k] = true
+			}
+			w.mu.Unlock()
+		}
 		h.outcome = b.kind
 		defer func() {
 			// Frozen before it returns (the gate): a cancellation meanwhile
@@ -633,10 +723,19 @@ func (w *world) handler(in *instance) runtime.Handler[Msg] {
 			}
 			w.mu.Unlock()
 		}()
-		select {
-		case <-time.After(b.d):
-		case <-ctx.Done():
-			cancelled.CompareAndSwap(0, int64(time.Since(w.begin)))
+		if b.kind == "stuck" {
+			// Deaf to its context (the AfterFunc notes a cancellation):
+			// it ends when its time is up or its process does.
+			select {
+			case <-time.After(b.d):
+			case <-in.exited:
+			}
+		} else {
+			select {
+			case <-time.After(b.d):
+			case <-ctx.Done():
+				cancelled.CompareAndSwap(0, int64(time.Since(w.begin)))
+			}
 		}
 		switch b.kind {
 		case "retry":
@@ -690,7 +789,7 @@ func (w *world) startPublishers(ctx context.Context) {
 					p = w.aggregate
 				}
 				start := time.Now()
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				cctx, cancel := context.WithTimeout(ctx, time.Minute)
 				var rc runtime.Receipt
 				var err error
 				if key == "" {
@@ -701,7 +800,7 @@ func (w *world) startPublishers(ctx context.Context) {
 				cancel()
 				took := time.Since(start)
 				w.mu.Lock()
-				w.calls = append(w.calls, callRec{what: fmt.Sprintf("publish %d", m.ID), took: took, bound: 20 * time.Second, err: nil})
+				w.calls = append(w.calls, callRec{what: fmt.Sprintf("publish %d", m.ID), took: took, bound: 20*time.Second + w.putExcuseLocked(start, time.Now()), err: nil})
 				if err != nil {
 					if ctx.Err() == nil {
 						w.pubErrs = append(w.pubErrs, fmt.Sprintf("publish %d (key %q, aggregated %v) at %.3fs: %v", m.ID, key, agg, w.now().Seconds(), err))
@@ -911,4 +1010,11 @@ func (w *world) lineage(ctx context.Context) map[string][]string {
 			return out
 		}
 	}
+}
+
+// putExcuseLocked is how much of [from, to] the publishers' PutRecords
+// faults took (a call's deadline past each window): a publish's bound
+// grows by it. w.mu is held.
+func (w *world) putExcuseLocked(from, to time.Time) time.Duration {
+	return overlap(w.putOutages, from, to)
 }

@@ -120,6 +120,14 @@ var fixedSeeds = map[string][]uint64{
 		1796567417450576642, // unread: a dead owner's lease planned for a joiner, its only judge crashed before its takeOverdue (canJudge)
 	},
 	"slowjoin": {1796558680728461343}, // unread: a lease released to an asker that left (withoutUntakenReservations)
+	// Slow and unanswered Kinesis calls: seed 6 found the readers a pass
+	// opened one after another, seed 20 the check's bound (FINDINGS.md).
+	"kinslow": seeds(1, 30),
+	// PutRecords faults: seed 1 hung the batcher's loop (a spin while
+	// every call slot was taken), seed 2 starved a publish (the model's).
+	"putfaults": seeds(1, 30),
+	// Stuck handlers: seeds 3, 20 and 24 the model's, 65 and 84 the check's.
+	"stuck": append(seeds(1, 30), 65, 84),
 }
 
 func seeds(from, to uint64) []uint64 {

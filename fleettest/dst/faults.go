@@ -41,6 +41,9 @@ type faults struct {
 	failThrottle bool
 	kinUntil     time.Time
 	kinThrottle  bool
+	kinSlowUntil time.Time
+	kinSlowLat   time.Duration
+	kinHangUntil time.Time
 }
 
 // membersAnswered starts an armed PauseAfterMembers when the answer shows
@@ -453,12 +456,49 @@ func readCall[T any](ctx context.Context, in *instance, lat time.Duration, apply
 		}
 		return zero, errKinesis
 	}
+	v, err := slowCall(ctx, in, f, lat, apply)
+	in.gate()
+	return v, err
+}
+
+// slowCall makes a Kinesis call of in under its KinesisHang and
+// KinesisSlow faults (f): never answered (it waits for its caller's
+// deadline), or answered late, the server's answer fixed when the call
+// arrived. Its answer takes lat to arrive besides; a read frozen on its
+// way back (a pause meanwhile) arrives at the thaw.
+func slowCall[T any](ctx context.Context, in *instance, f faults, lat time.Duration, apply func() (T, error)) (T, error) {
+	var zero T
+	if time.Now().Before(f.kinHangUntil) {
+		<-ctx.Done()
+		in.gate()
+		return zero, ctx.Err()
+	}
+	slow := time.Now().Before(f.kinSlowUntil)
 	v, err := apply()
 	if lat > 0 {
 		_ = sleepCtx(ctx, lat)
 	}
-	in.gate()
+	if slow && sleepCtx(ctx, f.kinSlowLat) != nil {
+		v, err = zero, ctx.Err()
+	}
+	if lat > 0 || slow {
+		in.gate()
+	}
 	return v, err
+}
+
+// metaCall applies in's pause, crash, and slow and hanging Kinesis faults
+// to a call about the stream (not a read: KinesisFail spares it).
+func metaCall[T any](ctx context.Context, in *instance, apply func() (T, error)) (T, error) {
+	var zero T
+	in.gate()
+	if in.dead.Load() {
+		return zero, errDead
+	}
+	in.w.mu.Lock()
+	f := in.f
+	in.w.mu.Unlock()
+	return slowCall(ctx, in, f, 0, apply)
 }
 
 // latency is how long an answer to in about shard travels: under 0.1 ms,
@@ -552,19 +592,11 @@ func (c *client) GetShardIterator(ctx context.Context, p *kinesis.GetShardIterat
 }
 
 func (c *client) ListShards(ctx context.Context, p *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	c.in.gate()
-	if c.in.dead.Load() {
-		return nil, errDead
-	}
-	return c.API.ListShards(ctx, p, o...)
+	return metaCall(ctx, c.in, func() (*kinesis.ListShardsOutput, error) { return c.API.ListShards(ctx, p, o...) })
 }
 
 func (c *client) DescribeStreamSummary(ctx context.Context, p *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	c.in.gate()
-	if c.in.dead.Load() {
-		return nil, errDead
-	}
-	return c.API.DescribeStreamSummary(ctx, p, o...)
+	return metaCall(ctx, c.in, func() (*kinesis.DescribeStreamSummaryOutput, error) { return c.API.DescribeStreamSummary(ctx, p, o...) })
 }
 
 func (c *client) WaitForRecords(ctx context.Context, it string) error {
@@ -585,4 +617,48 @@ func orNobody(s string) string {
 		return "nobody"
 	}
 	return s
+}
+
+// putCallTimeout is the publishers' WithPublishCallTimeout.
+const putCallTimeout = 5 * time.Second
+
+// putFaults are the publishers' injected PutRecords faults (world.mu).
+type putFaults struct {
+	slowUntil, lateUntil, hangUntil, failUntil time.Time
+	slowLat                                    time.Duration
+	failThrottle                               bool
+}
+
+// pubClient is the publishers' Kinesis client, under the world's
+// PutRecords faults.
+type pubClient struct {
+	kinesisapi.API
+	w *world
+}
+
+func (c *pubClient) PutRecords(ctx context.Context, p *kinesis.PutRecordsInput, o ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	c.w.mu.Lock()
+	f := c.w.putFaults
+	c.w.mu.Unlock()
+	now := time.Now()
+	switch {
+	case now.Before(f.failUntil):
+		if f.failThrottle {
+			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("dst: injected throttling")}
+		}
+		return nil, &types.InternalFailureException{Message: aws.String("dst: injected PutRecords failure")}
+	case now.Before(f.hangUntil):
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case now.Before(f.lateUntil):
+		// Stored; its answer lost on the way back.
+		_, _ = c.API.PutRecords(context.WithoutCancel(ctx), p, o...)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	out, err := c.API.PutRecords(ctx, p, o...)
+	if now.Before(f.slowUntil) && sleepCtx(ctx, f.slowLat) != nil {
+		return nil, ctx.Err()
+	}
+	return out, err
 }

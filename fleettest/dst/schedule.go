@@ -42,7 +42,7 @@ const (
 	// (throttled when Throttle), for D.
 	KinesisFail
 	// Split splits a random open shard; Merge merges two adjacent open
-	// shards. (No event runs UpdateShardCount yet.)
+	// shards.
 	Split
 	Merge
 	// Recreate deletes the stream and creates it again with N shards (its
@@ -53,11 +53,28 @@ const (
 	// as the in-process server does it: every open shard merged into one,
 	// which is split evenly, so readers go through a chain of parents.
 	Scale
+	// KinesisSlow makes Inst's Kinesis calls (GetRecords,
+	// GetShardIterator, ListShards, DescribeStreamSummary) answer Lat
+	// late, under the runtime's Kinesis call deadline, for D.
+	KinesisSlow
+	// KinesisHang makes those calls, sent during D, never answered: each
+	// waits until its caller's deadline ends it.
+	KinesisHang
+	// PutSlow makes the publishers' PutRecords answer Lat late (under
+	// their call deadline), for D; PutLate stores the records of a
+	// PutRecords sent during D but never answers it (its caller's
+	// deadline ends it); PutHang neither stores nor answers; PutFail fails
+	// it at once (throttled when Throttle).
+	PutSlow
+	PutLate
+	PutHang
+	PutFail
 	kindCount
 )
 
 var kindNames = [kindCount]string{"join", "leave", "crash", "pause", "pause-after-members", "store-slow", "store-late", "store-fail",
-	"kinesis-fail", "split", "merge", "recreate", "scale"}
+	"kinesis-fail", "split", "merge", "recreate", "scale", "kinesis-slow", "kinesis-hang",
+	"put-slow", "put-late", "put-hang", "put-fail"}
 
 func (k Kind) String() string {
 	if k < 0 || k >= kindCount {
@@ -73,8 +90,8 @@ type Event struct {
 	App      string // Join
 	Inst     string // the instance it is about
 	D        time.Duration
-	Lat      time.Duration // StoreSlow
-	Throttle bool          // StoreFail, KinesisFail
+	Lat      time.Duration // StoreSlow, KinesisSlow, PutSlow
+	Throttle bool          // StoreFail, KinesisFail, PutFail
 	N        int           // Recreate: shards
 }
 
@@ -109,14 +126,21 @@ type Mix struct {
 	// Apps is how many applications read the stream (1 or 2).
 	Apps int
 	// Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail,
-	// KinesisFail, Reshard, Recreate and Scale enable those events.
-	Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail, KinesisFail, Reshard, Recreate, Scale bool
+	// KinesisFail, Reshard, Recreate, Scale, KinesisSlow and KinesisHang
+	// enable those events; PutFaults the publishers' PutSlow, PutLate,
+	// PutHang and PutFail.
+	Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail bool
+	KinesisFail, KinesisSlow, KinesisHang, Reshard, Recreate, Scale  bool
+	PutFaults                                                        bool
 	// SlowStoreMax bounds StoreSlow's latency (default 0.9 × the lease
 	// call deadline: slow, but answered).
 	SlowStoreMax time.Duration
 	// Slow is the share of first deliveries whose handler takes 1–8 s;
-	// Retry, Reject and Panic the shares answered so (first attempts).
-	Slow, Retry, Reject, Panic float64
+	// Retry, Reject and Panic the shares answered so (first attempts);
+	// Stuck the share whose handler hangs 15–45 s, deaf to its context
+	// (past the shutdown timeout, handoffs and the failover time), at
+	// most maxStuck a run.
+	Slow, Retry, Reject, Panic, Stuck float64
 	// HeartbeatsUnderMu treats heartbeats as calls made under a mutex:
 	// never delayed (see opClass); "slowreads" is "slowstore" without
 	// slow heartbeats. (The liveness fix of issue 29 first held a
@@ -153,6 +177,15 @@ var Mixes = map[string]Mix{
 	// UpdateShardCount under churn and crashes, both publishers, keyless
 	// records too.
 	"scale": {Name: "scale", Apps: 1, Crash: true, Scale: true, Aggregate: 0.3, Keyless: 0.1},
+	// Kinesis calls slow (under the call deadline) and never answered,
+	// under churn, crashes and reshards.
+	"kinslow": {Name: "kinslow", Apps: 1, Crash: true, KinesisSlow: true, KinesisHang: true, Reshard: true, Aggregate: 0.2, Keyless: 0.1},
+	// PutRecords slow, answered late after storing, never answered and
+	// failed, with two applications reading the copies and aggregates.
+	"putfaults": {Name: "putfaults", Apps: 2, Crash: true, PutFaults: true, Reshard: true, Aggregate: 0.4, Keyless: 0.1},
+	// Handlers that hang past every bound of the runtime, deaf to their
+	// context, across handoffs, leaves and crashes.
+	"stuck": {Name: "stuck", Apps: 1, Crash: true, Reshard: true, Stuck: 0.005, Slow: 0.03, Aggregate: 0.2, Keyless: 0.1},
 	// Everything at once.
 	"all": {Name: "all", Apps: 2, Crash: true, Pause: true, PauseAfterMembers: true, StoreSlow: true, StoreLate: true, StoreFail: true,
 		KinesisFail: true, Reshard: true, Slow: 0.05, Retry: 0.03, Reject: 0.02, Panic: 0.01, Aggregate: 0.3, Keyless: 0.1},
@@ -202,6 +235,12 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 	add(mix.Reshard, Merge, 1)
 	add(mix.Recreate, Recreate, 2)
 	add(mix.Scale, Scale, 2)
+	add(mix.KinesisSlow, KinesisSlow, 3)
+	add(mix.KinesisHang, KinesisHang, 2)
+	add(mix.PutFaults, PutSlow, 1)
+	add(mix.PutFaults, PutLate, 1)
+	add(mix.PutFaults, PutHang, 1)
+	add(mix.PutFaults, PutFail, 1)
 	slowMax := mix.SlowStoreMax
 	if slowMax == 0 {
 		slowMax = t.Failover / 3 * 9 / 10
@@ -243,6 +282,18 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 		case StoreFail, KinesisFail:
 			d := time.Duration(float64(t.Failover) * (0.2 + 0.6*rng.Float64()))
 			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: d.Round(time.Millisecond), Throttle: rng.IntN(2) == 0})
+		case KinesisSlow:
+			lat := time.Duration(float64(t.Failover) * (0.2 + 0.7*rng.Float64()))
+			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: time.Duration(5+rng.IntN(20)) * time.Second, Lat: lat.Round(time.Millisecond)})
+		case KinesisHang:
+			d := time.Duration(float64(t.Failover) * (0.3 + 1.7*rng.Float64()))
+			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: d.Round(time.Millisecond)})
+		case PutSlow:
+			lat := time.Duration(float64(putCallTimeout) * (0.1 + 0.8*rng.Float64()))
+			evs = append(evs, Event{At: at, Kind: k, D: time.Duration(2+rng.IntN(8)) * time.Second, Lat: lat.Round(time.Millisecond)})
+		case PutLate, PutHang, PutFail:
+			d := time.Duration(500+rng.IntN(3500)) * time.Millisecond
+			evs = append(evs, Event{At: at, Kind: k, D: d, Throttle: k == PutFail && rng.IntN(2) == 0})
 		case Split, Merge:
 			evs = append(evs, Event{At: at, Kind: k})
 		case Scale:
