@@ -71,9 +71,9 @@ func TestUnreadCountsSkippedForeignCopy(t *testing.T) {
 // record does: the parent is not unread. Before, the check counted a
 // fetched record only until its fetcher's handling began, saw none, and
 // reported the parent unread for 18 s (mix all, seed 1796561424145306228).
-// A reader that fenced the lease before its release, never released it
-// (left to expire), or released it before its Stop (a handoff), still
-// leaves the gap.
+// A reader that never released the lease (nor fenced it, nor left it to
+// expire), or released it before its Stop (a handoff), still leaves the
+// gap; one that fenced it counts until the fence.
 func TestUnreadCountsRecordsLeftAtRelease(t *testing.T) {
 	begin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return begin.Add(time.Duration(s * float64(time.Second))) }
@@ -120,11 +120,38 @@ func TestUnreadCountsRecordsLeftAtRelease(t *testing.T) {
 	if vs := unread(mk(nil, nil)); len(vs) != 1 || vs[0].Kind != "unread" {
 		t.Errorf("a record whose fetcher never released the lease: %v, want one unread", vs)
 	}
-	if vs := unread(mk(released, []shardAt{{shard: parent, at: at(20)}})); len(vs) != 1 || vs[0].Kind != "unread" {
+	// Fenced at 12 s, the record counts until the fence (it waited in a
+	// live owner's lane until then), and the gap from the fetcher's last
+	// handling at 16.7 s to the next fetch at 34.7 s stays.
+	if vs := unread(mk(released, []shardAt{{shard: parent, at: at(12)}})); len(vs) != 1 || vs[0].Kind != "unread" {
 		t.Errorf("a record whose fetcher fenced the lease before its release: %v, want one unread", vs)
+	}
+	// Fenced at 20 s: counted until then, the gap after (14.7 s) is under
+	// the bound.
+	if vs := unread(mk(released, []shardAt{{shard: parent, at: at(20)}})); len(vs) != 0 {
+		t.Errorf("a record whose fetcher fenced the lease at 20 s: %v, want no violation", vs)
 	}
 	if vs := unread(mk([]shardAt{{shard: parent, at: at(25)}}, nil)); len(vs) != 1 || vs[0].Kind != "unread" {
 		t.Errorf("a record whose fetcher released the lease before its Stop: %v, want one unread", vs)
+	}
+	// A Stop that ran out of time with a handler stuck on another shard
+	// left this lease to expire at 31.5 s (mix stuck, seed 65): the record
+	// counts until the expiry, a failover time later.
+	w := mk(nil, nil)
+	w.leftToExpire = map[string][]shardAt{"b0": {{shard: parent, at: at(31.5)}}}
+	if vs := unread(w); len(vs) != 0 {
+		t.Errorf("a record in the lanes of a Stop that left its lease to expire: %v, want no violation", vs)
+	}
+	// Its fetcher crashed at 33 s with the record queued (mix stuck, seed
+	// 84): counted until the crash.
+	w = mk(nil, nil)
+	w.insts["b0"].gone, w.insts["b0"].crashed = at(33), true
+	if vs := unread(w); len(vs) != 0 {
+		t.Errorf("a record queued until its fetcher crashed: %v, want no violation", vs)
+	}
+	w.insts["b0"].gone = at(14)
+	if vs := unread(w); len(vs) != 1 || vs[0].Kind != "unread" {
+		t.Errorf("a record whose fetcher crashed at 14 s, fetched again at 34.7 s: %v, want one unread", vs)
 	}
 	if vs := unread(mk(released, []shardAt{{shard: "shardId-000000000000", at: at(20)}})); len(vs) != 0 {
 		t.Errorf("a record whose fetcher fenced another shard's lease: %v, want no violation", vs)
