@@ -443,13 +443,10 @@ type client struct {
 // answer takes lat to arrive.
 func readCall[T any](ctx context.Context, in *instance, lat time.Duration, apply func() (T, error)) (T, error) {
 	var zero T
-	in.gate()
-	if in.dead.Load() {
-		return zero, errDead
+	f, err := in.callStart()
+	if err != nil {
+		return zero, err
 	}
-	in.w.mu.Lock()
-	f := in.f
-	in.w.mu.Unlock()
 	if time.Now().Before(f.kinUntil) {
 		if f.kinThrottle {
 			return zero, &types.ProvisionedThroughputExceededException{Message: aws.String("dst: injected throttling")}
@@ -490,15 +487,24 @@ func slowCall[T any](ctx context.Context, in *instance, f faults, lat time.Durat
 // metaCall applies in's pause, crash, and slow and hanging Kinesis faults
 // to a call about the stream (not a read: KinesisFail spares it).
 func metaCall[T any](ctx context.Context, in *instance, apply func() (T, error)) (T, error) {
-	var zero T
+	f, err := in.callStart()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return slowCall(ctx, in, f, 0, apply)
+}
+
+// callStart begins a Kinesis call of in: it waits out a pause, fails with
+// errDead once in crashed, and returns in's faults as they stand.
+func (in *instance) callStart() (faults, error) {
 	in.gate()
 	if in.dead.Load() {
-		return zero, errDead
+		return faults{}, errDead
 	}
 	in.w.mu.Lock()
-	f := in.f
-	in.w.mu.Unlock()
-	return slowCall(ctx, in, f, 0, apply)
+	defer in.w.mu.Unlock()
+	return in.f, nil
 }
 
 // latency is how long an answer to in about shard travels: under 0.1 ms,
