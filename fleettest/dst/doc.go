@@ -15,8 +15,9 @@
 // Kinesis call and handler of the instance waits at a gate; see below),
 // pauses that begin just after a members read was answered, lease-store
 // calls slow (under the call deadline), late (applied, answered with the
-// deadline error), failed or throttled, Kinesis reads failed or
-// throttled, an instance's Kinesis calls slow (under the call deadline) or
+// deadline error), never answered nor applied, failed or throttled,
+// Kinesis reads failed or throttled, an instance's Kinesis calls slow
+// (under the call deadline) or
 // never answered, the publishers' PutRecords slow, stored but never
 // answered, neither stored nor answered, failed or throttled, splits,
 // merges, UpdateShardCount, and a deletion and re-creation of the stream;

@@ -383,6 +383,15 @@ func (w *world) apply(ctx context.Context, e Event) {
 			w.outages = append(w.outages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D + readerBackoff)})
 			w.mu.Unlock()
 		}
+	case StoreHang:
+		if in != nil {
+			w.mu.Lock()
+			in.f.hangUntil = time.Now().Add(e.D)
+			// A call sent at the window's end waits out its deadline (a
+			// third of the failover time), then backs off as a failed one.
+			w.storeOutages = append(w.storeOutages, span{inst: in.name, from: time.Now(), to: time.Now().Add(e.D + w.cfg.Timing.Failover/3 + storeBackoff)})
+			w.mu.Unlock()
+		}
 	case KinesisSlow:
 		if in != nil {
 			w.mu.Lock()

@@ -128,6 +128,8 @@ var fixedSeeds = map[string][]uint64{
 	"putfaults": seeds(1, 30),
 	// Stuck handlers: seeds 3, 20 and 24 the model's, 65 and 84 the check's.
 	"stuck": append(seeds(1, 30), 65, 84),
+	// Lease-store calls never answered nor applied.
+	"storehang": seeds(1, 30),
 }
 
 func seeds(from, to uint64) []uint64 {

@@ -44,6 +44,7 @@ type faults struct {
 	kinSlowUntil time.Time
 	kinSlowLat   time.Duration
 	kinHangUntil time.Time
+	hangUntil    time.Time // StoreHang
 }
 
 // membersAnswered starts an armed PauseAfterMembers when the answer shows
@@ -227,6 +228,15 @@ func storeCall[T any](ctx context.Context, in *instance, op opClass, apply func(
 			return zero, errThrottled
 		}
 		return zero, errStoreDown
+	}
+	if now.Before(f.hangUntil) {
+		// Lost on the way: not applied, never answered (at once under a
+		// lease's mutex, as a late answer, see opClass).
+		in.markBad()
+		if done := ctx.Done(); !op.underMu && done != nil {
+			<-done
+		}
+		return zero, context.DeadlineExceeded
 	}
 	if now.Before(f.slowUntil) && !op.underMu {
 		if err := sleepCtx(ctx, f.slowLat); err != nil {

@@ -69,12 +69,16 @@ const (
 	PutLate
 	PutHang
 	PutFail
+	// StoreHang makes Inst's lease-store calls, sent during D, never
+	// answered and not applied (the request lost): each waits for its
+	// caller's deadline.
+	StoreHang
 	kindCount
 )
 
 var kindNames = [kindCount]string{"join", "leave", "crash", "pause", "pause-after-members", "store-slow", "store-late", "store-fail",
 	"kinesis-fail", "split", "merge", "recreate", "scale", "kinesis-slow", "kinesis-hang",
-	"put-slow", "put-late", "put-hang", "put-fail"}
+	"put-slow", "put-late", "put-hang", "put-fail", "store-hang"}
 
 func (k Kind) String() string {
 	if k < 0 || k >= kindCount {
@@ -128,10 +132,10 @@ type Mix struct {
 	// Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail,
 	// KinesisFail, Reshard, Recreate, Scale, KinesisSlow and KinesisHang
 	// enable those events; PutFaults the publishers' PutSlow, PutLate,
-	// PutHang and PutFail.
+	// PutHang and PutFail; StoreHang that event.
 	Crash, Pause, PauseAfterMembers, StoreSlow, StoreLate, StoreFail bool
 	KinesisFail, KinesisSlow, KinesisHang, Reshard, Recreate, Scale  bool
-	PutFaults                                                        bool
+	PutFaults, StoreHang                                             bool
 	// SlowStoreMax bounds StoreSlow's latency (default 0.9 × the lease
 	// call deadline: slow, but answered).
 	SlowStoreMax time.Duration
@@ -183,6 +187,9 @@ var Mixes = map[string]Mix{
 	// PutRecords slow, answered late after storing, never answered and
 	// failed, with two applications reading the copies and aggregates.
 	"putfaults": {Name: "putfaults", Apps: 2, Crash: true, PutFaults: true, Reshard: true, Aggregate: 0.4, Keyless: 0.1},
+	// Lease-store calls never answered nor applied, under churn, crashes
+	// and reshards.
+	"storehang": {Name: "storehang", Apps: 1, Crash: true, StoreHang: true, Reshard: true, Keyless: 0.1},
 	// Handlers that hang past every bound of the runtime, deaf to their
 	// context, across handoffs, leaves and crashes.
 	"stuck": {Name: "stuck", Apps: 1, Crash: true, Reshard: true, Stuck: 0.005, Slow: 0.03, Aggregate: 0.2, Keyless: 0.1},
@@ -241,6 +248,7 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 	add(mix.PutFaults, PutLate, 1)
 	add(mix.PutFaults, PutHang, 1)
 	add(mix.PutFaults, PutFail, 1)
+	add(mix.StoreHang, StoreHang, 3)
 	slowMax := mix.SlowStoreMax
 	if slowMax == 0 {
 		slowMax = t.Failover / 3 * 9 / 10
@@ -287,6 +295,9 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: time.Duration(5+rng.IntN(20)) * time.Second, Lat: lat.Round(time.Millisecond)})
 		case KinesisHang:
 			d := time.Duration(float64(t.Failover) * (0.3 + 1.7*rng.Float64()))
+			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: d.Round(time.Millisecond)})
+		case StoreHang:
+			d := time.Duration(float64(t.Failover) * (0.2 + 0.8*rng.Float64()))
 			evs = append(evs, Event{At: at, Kind: k, Inst: pick(), D: d.Round(time.Millisecond)})
 		case PutSlow:
 			lat := time.Duration(float64(putCallTimeout) * (0.1 + 0.8*rng.Float64()))
