@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -20,4 +21,24 @@ func DelayFences(d time.Duration) (restore func()) {
 func TestMain(m *testing.M) {
 	strictStates.Store(true)
 	os.Exit(m.Run())
+}
+
+// BeforeHold runs f in every take between the store's answer and the
+// lease's being held; the returned func undoes it.
+func BeforeHold(f func()) (restore func()) {
+	beforeHold.Store(&f)
+	return func() { beforeHold.Store(nil) }
+}
+
+// HeartbeatNow writes c's member heartbeat at once, as its heartbeat loop
+// does.
+func (c *Coordinator) HeartbeatNow(ctx context.Context) error { return c.heartbeat(ctx) }
+
+// Fences returns the fence of each lease c holds, by shard id.
+func (c *Coordinator) Fences() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, o := range c.snapshot() {
+		out[o.shard] = c.epoch.Add(time.Duration(o.until.Load()))
+	}
+	return out
 }
