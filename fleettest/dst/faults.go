@@ -673,11 +673,7 @@ type events struct {
 func (e *events) pipe() {
 	defer close(e.ch)
 	for ev := range e.inner.Events() {
-		t := time.NewTimer(e.in.latency(e.shard))
-		select {
-		case <-t.C:
-		case <-e.done:
-			t.Stop()
+		if !e.travel() {
 			return
 		}
 		e.in.gate()
@@ -696,7 +692,24 @@ func (e *events) pipe() {
 			return
 		}
 	}
+	// The end too (subscriptions of several shards cut, or ended by
+	// their lifetime, at one instant).
+	if e.travel() {
+		e.in.gate()
+	}
 	e.setErr(e.inner.Err())
+}
+
+// travel waits for in's latency for the shard; false when closed meanwhile.
+func (e *events) travel() bool {
+	t := time.NewTimer(e.in.latency(e.shard))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-e.done:
+		return false
+	}
 }
 
 func (e *events) setErr(err error) {
