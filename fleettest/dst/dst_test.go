@@ -120,6 +120,9 @@ var fixedSeeds = map[string][]uint64{
 		1796567417450576642, // unread: a dead owner's lease planned for a joiner, its only judge crashed before its takeOverdue (canJudge)
 	},
 	"slowjoin": {1796558680728461343}, // unread: a lease released to an asker that left (withoutUntakenReservations)
+	// Enhanced fan-out: subscriptions cut and ended across handoffs,
+	// crashes, pauses and reshards (none has failed; about 13 s).
+	"fanout": seeds(1, 100),
 }
 
 func seeds(from, to uint64) []uint64 {
