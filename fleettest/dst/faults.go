@@ -649,6 +649,9 @@ func (c *client) SubscribeToShard(ctx context.Context, p *kinesis.SubscribeToSha
 // goroutine on es.
 func setEventStream(out *kinesis.SubscribeToShardOutput, es *kinesis.SubscribeToShardEventStream) {
 	f := reflect.ValueOf(out).Elem().FieldByName("eventStream")
+	if !f.IsValid() || f.Type() != reflect.TypeOf(es) {
+		panic("dst: kinesis.SubscribeToShardOutput holds its event stream otherwise: see setEventStream")
+	}
 	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(es))
 }
 
