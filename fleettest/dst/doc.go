@@ -22,6 +22,17 @@
 // answered, neither stored nor answered, failed or throttled, splits,
 // merges, UpdateShardCount, and a deletion and re-creation of the stream;
 // iterators expire after 8 s, so a long pause or outage expires them.
+// Instances read by polling, or, in a mix with FanOut (mix fanout), by
+// enhanced fan-out (runtime.FanOut, one stream consumer per application,
+// registered by the simulation): then subscriptions end by their
+// lifetime every 10–20 s, and the schedule cuts them mid-event (SubCut)
+// and ends them cleanly (SubEnd), one shard's or all at once, so readers
+// subscribe again after their last continuation across handoffs,
+// crashes, pauses and reshards. A paused instance reads no event (the
+// server's pump blocks behind it and its subscription keeps the shard
+// until another owner's takes it over, 5 s old), a crashed one's or one
+// under KinesisFail breaks at its next event, and an event's records
+// count as fetched, as a GetRecords answer's do (the unread check).
 // A mix (Mixes) chooses which. Eight keyed publishers (each sequential, so
 // a key's publish order is its acknowledgement order) and a keyless one
 // publish through a plain and an aggregating publisher; handlers ack,
@@ -75,8 +86,9 @@
 // its pending count, say); an unread example names the handling its gap
 // began after, whose instance's log is where to look. make test runs TestSeeds' fixed set
 // (mixes basic, twoapps and aggregate, 150 seeds each, which held both
-// before issue 29's fixes and on them as merged, and soak seeds that once
-// failed, which hold since their fixes); -dst.defects adds
+// before issue 29's fixes and on them as merged, fanout's first 100, and
+// soak seeds that once failed, which hold since their fixes);
+// -dst.defects adds
 // the mixes that find defects 1–7 (FINDINGS.md has what they found).
 //
 // # What may vary
@@ -91,8 +103,12 @@
 // is the Go scheduler's: each instance starts its own microseconds past
 // its event (its timers never fire with another's), each publisher has
 // a phase of its own, a handler's duration has a nanosecond part, and a
-// reader's GetRecords and WaitForRecords answers take under 0.1 ms, other
-// per instance and shard. Where a map's order decided the order of
+// reader's GetRecords and WaitForRecords answers, and a fan-out
+// subscription's answer, each of its events and its end, take under
+// 0.1 ms, other per instance and shard. (The simulation puts its own
+// event stream in the SDK's answer rather than swapping the Reader of the
+// SDK's, which a goroutine of the SDK reads at a moment of the
+// scheduler's choosing; see setEventStream.) Where a map's order decided the order of
 // lease-store calls, the runtime sorts.
 //
 // What a seed does not fix is what still falls on one instant: inside

@@ -251,9 +251,15 @@ func Run(ctx context.Context, cfg Config) *Result {
 	// The runtime's own draws (jitter, keyless keys) from the seed, and
 	// the keyless keys anew: a schedule sees the keys it sees run alone.
 	defer randsrc.Seed(cfg.Seed)()
+	kopts := []kinesistest.Option{kinesistest.WithIteratorTTL(cmp.Or(cfg.Timing.IteratorTTL, 5*time.Minute))}
+	if cfg.Mix.FanOut {
+		// Subscriptions end every 10–20 s (the service's 5 min, shortened),
+		// so that readers renew them all through a run.
+		kopts = append(kopts, kinesistest.WithSubscriptionLifetime(time.Duration(10+cfg.Seed%11)*time.Second))
+	}
 	w := &world{
 		cfg:     cfg,
-		kin:     kinesistest.New(kinesistest.WithIteratorTTL(cmp.Or(cfg.Timing.IteratorTTL, 5*time.Minute))),
+		kin:     kinesistest.New(kopts...),
 		leases:  lease.NewMemory(),
 		begin:   time.Now(),
 		insts:   map[string]*instance{},
@@ -434,7 +440,37 @@ func (w *world) apply(ctx context.Context, e Event) {
 		w.scale(ctx, e)
 	case Recreate:
 		w.recreate(ctx, e)
+	case SubCut, SubEnd:
+		// In the background: ending a subscription whose reader is frozen
+		// waits up to 5 s, which would shift the schedule's later events.
+		w.bg.Go(func() { w.endSubscriptions(e) })
 	}
+}
+
+// endSubscriptions cuts (SubCut) or ends (SubEnd) the fan-out
+// subscriptions of e's shard.
+func (w *world) endSubscriptions(e Event) {
+	shard := ""
+	if e.N > 0 {
+		var shards []string
+		for _, s := range w.kin.Subscriptions(stream) {
+			shards = append(shards, s.Shard)
+		}
+		slices.Sort(shards)
+		shards = slices.Compact(shards)
+		if len(shards) == 0 {
+			w.note("%s: no subscription", e.Kind)
+			return
+		}
+		shard = shards[(e.N-1)%len(shards)]
+	}
+	var n int
+	if e.Kind == SubCut {
+		n = w.kin.CutSubscriptions(stream, shard)
+	} else {
+		n = w.kin.EndSubscriptions(stream, shard)
+	}
+	w.note("%s %s: %d subscriptions", e.Kind, cmp.Or(shard, "(every shard)"), n)
 }
 
 func (w *world) get(name string) *instance {
@@ -475,8 +511,12 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 	w.insts[name] = in
 	w.order = append(w.order, in)
 	w.mu.Unlock()
+	read := runtime.PollInterval(runtime.MinPollInterval)
+	if w.cfg.Mix.FanOut {
+		read = runtime.FanOut(w.consumer(ctx, in.ns))
+	}
 	if _, err := runtime.Subscribe(in.b, stream, w.handler(in), runtime.Workers(8), runtime.ByKey(), runtime.StartAt(runtime.Horizon()),
-		runtime.PollInterval(runtime.MinPollInterval), runtime.MaxRetries(3)); err != nil {
+		read, runtime.MaxRetries(3)); err != nil {
 		w.note("%s: subscribe: %v", name, err)
 		return in
 	}
@@ -486,6 +526,21 @@ func (w *world) join(ctx context.Context, app, name string) *instance {
 		return in.b.Connect(cctx)
 	})
 	return in
+}
+
+// consumer registers the stream consumer of application namespace ns,
+// once, and returns its name: registered here, not by the instances, so
+// that a Connect never waits for one.
+func (w *world) consumer(ctx context.Context, ns string) string {
+	d, err := w.kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(stream)})
+	if err == nil {
+		_, err = w.kin.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: d.StreamDescriptionSummary.StreamARN, ConsumerName: aws.String(ns)})
+	}
+	var inUse *types.ResourceInUseException // registered at an earlier join
+	if err != nil && !errors.As(err, &inUse) {
+		w.note("register stream consumer %s: %v", ns, err)
+	}
+	return ns
 }
 
 // readerBackoff and storeBackoff are the longest waits of the runtime's

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"reflect"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -457,15 +460,35 @@ func readCall[T any](ctx context.Context, in *instance, lat time.Duration, apply
 	if err != nil {
 		return zero, err
 	}
-	if time.Now().Before(f.kinUntil) {
-		if f.kinThrottle {
-			return zero, &types.ProvisionedThroughputExceededException{Message: aws.String("dst: injected throttling")}
-		}
-		return zero, errKinesis
+	if err := f.readFailure(); err != nil {
+		return zero, err
 	}
 	v, err := slowCall(ctx, in, f, lat, apply)
 	in.gate()
 	return v, err
+}
+
+// readFailure is the KinesisFail error of a read made now under f, or nil.
+func (f faults) readFailure() error {
+	if time.Now().Before(f.kinUntil) {
+		if f.kinThrottle {
+			return &types.ProvisionedThroughputExceededException{Message: aws.String("dst: injected throttling")}
+		}
+		return errKinesis
+	}
+	return nil
+}
+
+// kinesisFault is the error of a Kinesis read of in made now: crashed or
+// failing (KinesisFail), or nil.
+func (in *instance) kinesisFault() error {
+	if in.dead.Load() {
+		return errDead
+	}
+	in.w.mu.Lock()
+	f := in.f
+	in.w.mu.Unlock()
+	return f.readFailure()
 }
 
 // slowCall makes a Kinesis call of in under its KinesisHang and
@@ -562,6 +585,26 @@ func (w *world) noteForeignLocked(inst, k string) {
 	f[k] = append(f[k], time.Now())
 }
 
+// fetchedLocked notes records of shard as got by in now (see
+// checkUnread); w.mu is held.
+func (in *instance) fetchedLocked(shard string, records []types.Record) {
+	w := in.w
+	f := w.fetched[in.name]
+	if f == nil {
+		f = map[string][]time.Time{}
+		w.fetched[in.name] = f
+	}
+	for _, r := range records {
+		if r.SequenceNumber != nil {
+			k := shard + "/" + *r.SequenceNumber
+			f[k] = append(f[k], time.Now())
+			if foreignCopy(r.Data, in.ns) {
+				w.noteForeignLocked(in.name, k)
+			}
+		}
+	}
+}
+
 func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	var lat time.Duration
 	if id := c.in.w.iteratorShard(p.ShardIterator); id != "" {
@@ -574,20 +617,7 @@ func (c *client) GetRecords(ctx context.Context, p *kinesis.GetRecordsInput, o .
 		w := c.in.w
 		w.mu.Lock()
 		if id := w.iterShard[*p.ShardIterator]; id != "" {
-			f := w.fetched[c.in.name]
-			if f == nil {
-				f = map[string][]time.Time{}
-				w.fetched[c.in.name] = f
-			}
-			for _, r := range out.Records {
-				if r.SequenceNumber != nil {
-					k := id + "/" + *r.SequenceNumber
-					f[k] = append(f[k], time.Now())
-					if foreignCopy(r.Data, c.in.ns) {
-						w.noteForeignLocked(c.in.name, k)
-					}
-				}
-			}
+			c.in.fetchedLocked(id, out.Records)
 			if out.NextShardIterator != nil {
 				w.iterShard[*out.NextShardIterator] = id
 			}
@@ -615,6 +645,22 @@ func (c *client) DescribeStreamSummary(ctx context.Context, p *kinesis.DescribeS
 	return metaCall(ctx, c.in, func() (*kinesis.DescribeStreamSummaryOutput, error) { return c.API.DescribeStreamSummary(ctx, p, o...) })
 }
 
+func (c *client) DescribeStreamConsumer(ctx context.Context, p *kinesis.DescribeStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamConsumerOutput, error) {
+	return metaCall(ctx, c.in, func() (*kinesis.DescribeStreamConsumerOutput, error) {
+		return c.API.DescribeStreamConsumer(ctx, p, o...)
+	})
+}
+
+func (c *client) RegisterStreamConsumer(ctx context.Context, p *kinesis.RegisterStreamConsumerInput, o ...func(*kinesis.Options)) (*kinesis.RegisterStreamConsumerOutput, error) {
+	return metaCall(ctx, c.in, func() (*kinesis.RegisterStreamConsumerOutput, error) {
+		return c.API.RegisterStreamConsumer(ctx, p, o...)
+	})
+}
+
+func (c *client) ListStreamConsumers(ctx context.Context, p *kinesis.ListStreamConsumersInput, o ...func(*kinesis.Options)) (*kinesis.ListStreamConsumersOutput, error) {
+	return metaCall(ctx, c.in, func() (*kinesis.ListStreamConsumersOutput, error) { return c.API.ListStreamConsumers(ctx, p, o...) })
+}
+
 func (c *client) WaitForRecords(ctx context.Context, it string) error {
 	c.in.gate()
 	if c.in.dead.Load() {
@@ -633,6 +679,116 @@ func orNobody(s string) string {
 		return "nobody"
 	}
 	return s
+}
+
+// SubscribeToShard is a read (readCall) whose events then reach the
+// runtime through events: each waits at in's gate and takes in's latency
+// for the shard, and its records are fetched as GetRecords' are.
+func (c *client) SubscribeToShard(ctx context.Context, p *kinesis.SubscribeToShardInput, o ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
+	shard := aws.ToString(p.ShardId)
+	out, err := readCall(ctx, c.in, c.in.latency(shard), func() (*kinesis.SubscribeToShardOutput, error) { return c.API.SubscribeToShard(ctx, p, o...) })
+	if err != nil || out.GetStream() == nil {
+		return out, err
+	}
+	ev := &events{in: c.in, shard: shard, inner: out.GetStream(), ch: make(chan types.SubscribeToShardEventStream), done: make(chan struct{})}
+	go ev.pipe()
+	setEventStream(out, kinesis.NewSubscribeToShardEventStream(func(es *kinesis.SubscribeToShardEventStream) { es.Reader = ev }))
+	return out, nil
+}
+
+// setEventStream puts es in out in place of the SDK's stream. Setting the
+// Reader of the SDK's stream instead would race with the goroutine the
+// SDK starts on it (waitStreamClose), which reads Reader once, at a time
+// the Go scheduler picks, and closes whichever it read when the
+// connection ends: with the SDK's, it would drop an event events still
+// holds (a paused instance's, say), with events, not; a run would then
+// depend on the scheduler (see "What may vary"). Nothing starts that
+// goroutine on es.
+func setEventStream(out *kinesis.SubscribeToShardOutput, es *kinesis.SubscribeToShardEventStream) {
+	f := reflect.ValueOf(out).Elem().FieldByName("eventStream")
+	if !f.IsValid() || f.Type() != reflect.TypeOf(es) {
+		panic("dst: kinesis.SubscribeToShardOutput holds its event stream otherwise: see setEventStream")
+	}
+	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(es))
+}
+
+// events is a fan-out subscription's event stream as in's runtime reads
+// it: the SDK's events, each after in's latency for the shard (the
+// subscriptions woken by one publish then go on at distinct instants),
+// held while in is paused (a frozen process reads nothing; the server's
+// pump blocks behind it, as on a connection nobody reads), its records
+// fetched (see checkUnread). A crash or a KinesisFail breaks the stream
+// at its next event, as a failing connection does.
+type events struct {
+	in    *instance
+	shard string
+	inner *kinesis.SubscribeToShardEventStream
+	ch    chan types.SubscribeToShardEventStream
+	done  chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	err   error
+}
+
+func (e *events) pipe() {
+	defer close(e.ch)
+	for ev := range e.inner.Events() {
+		if !e.travel() {
+			return
+		}
+		e.in.gate()
+		if err := e.in.kinesisFault(); err != nil {
+			e.setErr(err)
+			return
+		}
+		if m, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent); ok {
+			e.in.w.mu.Lock()
+			e.in.fetchedLocked(e.shard, m.Value.Records)
+			e.in.w.mu.Unlock()
+		}
+		select {
+		case e.ch <- ev:
+		case <-e.done:
+			return
+		}
+	}
+	// The end too (subscriptions of several shards cut, or ended by
+	// their lifetime, at one instant).
+	if e.travel() {
+		e.in.gate()
+	}
+	e.setErr(e.inner.Err())
+}
+
+// travel waits for in's latency for the shard; false when closed meanwhile.
+func (e *events) travel() bool {
+	t := time.NewTimer(e.in.latency(e.shard))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-e.done:
+		return false
+	}
+}
+
+func (e *events) setErr(err error) {
+	e.mu.Lock()
+	e.err = err
+	e.mu.Unlock()
+}
+
+func (e *events) Events() <-chan types.SubscribeToShardEventStream { return e.ch }
+
+func (e *events) Close() error {
+	e.once.Do(func() { close(e.done) })
+	return e.inner.Close()
+}
+
+func (e *events) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
 }
 
 // putCallTimeout is the publishers' WithPublishCallTimeout.

@@ -38,8 +38,9 @@ const (
 	// StoreFail makes Inst's lease-store calls fail at once (throttled
 	// when Throttle), for D.
 	StoreFail
-	// KinesisFail makes Inst's GetRecords and GetShardIterator calls fail
-	// (throttled when Throttle), for D.
+	// KinesisFail makes Inst's GetRecords, GetShardIterator and
+	// SubscribeToShard calls fail (throttled when Throttle), for D, and
+	// breaks its fan-out subscriptions at their next event.
 	KinesisFail
 	// Split splits a random open shard; Merge merges two adjacent open
 	// shards.
@@ -73,12 +74,21 @@ const (
 	// answered and not applied (the request lost): each waits for its
 	// caller's deadline.
 	StoreHang
+	// SubCut drops the connection of the fan-out subscriptions of one
+	// shard (the N-th, counting from 1 and round, of those subscribed at
+	// the time, in shard order; every shard's when N is 0) in the middle
+	// of an event; SubEnd ends them cleanly, as the service does at a
+	// subscription's lifetime. The reader must subscribe again after its
+	// last continuation. Drawn by Mix.FanOut only, and added after the
+	// other kinds, so that an encoded schedule keeps its meaning.
+	SubCut
+	SubEnd
 	kindCount
 )
 
 var kindNames = [kindCount]string{"join", "leave", "crash", "pause", "pause-after-members", "store-slow", "store-late", "store-fail",
 	"kinesis-fail", "split", "merge", "recreate", "scale", "kinesis-slow", "kinesis-hang",
-	"put-slow", "put-late", "put-hang", "put-fail", "store-hang"}
+	"put-slow", "put-late", "put-hang", "put-fail", "store-hang", "sub-cut", "sub-end"}
 
 func (k Kind) String() string {
 	if k < 0 || k >= kindCount {
@@ -96,7 +106,7 @@ type Event struct {
 	D        time.Duration
 	Lat      time.Duration // StoreSlow, KinesisSlow, PutSlow
 	Throttle bool          // StoreFail, KinesisFail, PutFail
-	N        int           // Recreate: shards
+	N        int           // Recreate, Scale: shards; SubCut, SubEnd: which (0 all)
 }
 
 func (e Event) String() string {
@@ -117,7 +127,14 @@ func (e Event) String() string {
 	if e.Throttle {
 		b.WriteString(" throttled")
 	}
-	if e.N > 0 {
+	switch {
+	case e.Kind == SubCut || e.Kind == SubEnd:
+		if e.N == 0 {
+			b.WriteString(" of every shard")
+		} else {
+			fmt.Fprintf(&b, " of subscription #%d", e.N)
+		}
+	case e.N > 0:
 		fmt.Fprintf(&b, " to %d shards", e.N)
 	}
 	return b.String()
@@ -151,6 +168,10 @@ type Mix struct {
 	// sync.Mutex across the heartbeat, which stopped the bubble's clock;
 	// heartbeats now wait on a channel, beatSem, and may be slow.)
 	HeartbeatsUnderMu bool
+	// FanOut subscribes by enhanced fan-out (runtime.FanOut, a stream
+	// consumer per application, subscriptions living 10–20 s) instead of
+	// polling, and draws SubCut and SubEnd.
+	FanOut bool
 	// NoChurn: no instance joins or leaves after the start (to tell a
 	// fault's violations from a handoff's).
 	NoChurn bool
@@ -193,6 +214,10 @@ var Mixes = map[string]Mix{
 	// Handlers that hang past every bound of the runtime, deaf to their
 	// context, across handoffs, leaves and crashes.
 	"stuck": {Name: "stuck", Apps: 1, Crash: true, Reshard: true, Stuck: 0.005, Slow: 0.03, Aggregate: 0.2, Keyless: 0.1},
+	// Enhanced fan-out: subscriptions cut, ended and renewed across
+	// handoffs, crashes, pauses and reshards.
+	"fanout": {Name: "fanout", Apps: 1, FanOut: true, Crash: true, Pause: true, KinesisFail: true, Reshard: true,
+		Slow: 0.05, Reject: 0.02, Panic: 0.01, Aggregate: 0.3, Keyless: 0.1},
 	// Everything at once.
 	"all": {Name: "all", Apps: 2, Crash: true, Pause: true, PauseAfterMembers: true, StoreSlow: true, StoreLate: true, StoreFail: true,
 		KinesisFail: true, Reshard: true, Slow: 0.05, Retry: 0.03, Reject: 0.02, Panic: 0.01, Aggregate: 0.3, Keyless: 0.1},
@@ -249,6 +274,9 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 	add(mix.PutFaults, PutHang, 1)
 	add(mix.PutFaults, PutFail, 1)
 	add(mix.StoreHang, StoreHang, 3)
+	// Last, so that every other mix draws as it did before fan-out.
+	add(mix.FanOut, SubCut, 2)
+	add(mix.FanOut, SubEnd, 1)
 	slowMax := mix.SlowStoreMax
 	if slowMax == 0 {
 		slowMax = t.Failover / 3 * 9 / 10
@@ -309,6 +337,12 @@ func Generate(seed uint64, mix Mix, t Timing) []Event {
 			evs = append(evs, Event{At: at, Kind: k})
 		case Scale:
 			evs = append(evs, Event{At: at, Kind: k, N: 1 + rng.IntN(8)})
+		case SubCut, SubEnd:
+			n := 0
+			if rng.IntN(4) > 0 {
+				n = 1 + rng.IntN(12)
+			}
+			evs = append(evs, Event{At: at, Kind: k, N: n})
 		case Recreate:
 			if recreated {
 				continue
