@@ -807,9 +807,9 @@ func refusedForOneEntry(err error) bool {
 // of the ready entries' linger, or the earliest retry.
 func (b *batcher) nextWake() (time.Time, bool) {
 	if b.inFlight >= b.cfg.maxInFlight {
-		// Nothing can be sent before a call returns, which wakes run: a
-		// timer for a retry due meanwhile would fire, at once once it is
-		// past, round a loop that sends nothing (a spin).
+		// Nothing can be sent before a call returns, which wakes run. A
+		// timer for a retry due meanwhile fires at once once its time
+		// has passed, and run would go round its loop sending nothing.
 		return time.Time{}, false
 	}
 	var at time.Time
