@@ -668,11 +668,18 @@ func (c *Coordinator) Owned() []string {
 // Reading returns the ids of the shards this coordinator is reading now
 // (owned, parents finished, not yet at their end), less those a handoff
 // has settled and is checkpointing or releasing: their records are all
-// handled, and the taker may read them as soon as the release lands.
+// handled, and the taker may read them as soon as the release lands. A
+// lease past its fence by the monotonic clock is not read (its records
+// are stale) even before its fence's timer has run, which on a busy
+// machine may run late: another owner may read it meanwhile.
 func (c *Coordinator) Reading() []string {
 	var out []string
+	now := time.Since(c.epoch)
 	for _, o := range c.snapshot() {
 		if st := o.stateNow(); st == stCheckpointing || st == stReleasing {
+			continue
+		}
+		if until := time.Duration(o.until.Load()); until != 0 && now >= until {
 			continue
 		}
 		if o.session() != nil {

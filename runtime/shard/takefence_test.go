@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -81,4 +82,27 @@ func TestLeaseTakenAsABeatLandsIsFencedWithTheOthers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A lease past its fence by the monotonic clock is not read, and Reading
+// says so before the fence's timer runs, which on a busy machine may run
+// late (TestLateAnsweredOwnerIsSeenFencedAtItsFence saw a, fenced by the
+// clock, and b, which had taken the lease, both read a shard: a's timer
+// had not run yet under make test's load).
+func TestReadingLeavesOutALeasePastItsFence(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	ids := e.shards()
+	store := newSlowStore(e.store)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = store
+	cfg.Renew, cfg.Failover = 100*time.Millisecond, time.Second
+	c := e.start(cfg)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return slices.Equal(c.Reading(), ids) })
+	restore := shard.DelayFences(time.Minute)
+	defer restore()
+	store.set(0, time.Minute) // every write lands and is answered past its deadline: nothing renews
+	time.Sleep(2 * cfg.Failover)
+	if r := c.Reading(); len(r) != 0 {
+		t.Errorf("a reads %v two failover times after its renewals stopped being answered; want none (past its fence by the clock)", r)
+	}
 }
