@@ -508,7 +508,7 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 			if !ok {
 				continue // lost: reported as such
 			}
-			bound := bound + w.slowAllowance(app, p.at, end)
+			bound := bound + w.slowAllowance(app, p.at, end) + w.stuckAllowance(app, p.at, end)
 			if end.Sub(p.at) <= bound {
 				continue
 			}
@@ -597,6 +597,24 @@ func (w *world) slowAllowance(app string, from, end time.Time) time.Duration {
 	for _, s := range w.kinSlow {
 		if in := w.insts[s.inst]; in != nil && in.app == app && s.from.Before(end) && from.Before(s.to.Add(3*s.lat)) {
 			most = max(most, 3*s.lat)
+		}
+	}
+	return most
+}
+
+// stuckAllowance is how much longer than the bound a record acknowledged
+// at from and handled at end may wait when a handler of app was stuck
+// meanwhile: a lane holds the records queued behind a stuck handler, of
+// every shard whose keys hash to it, for as long as it is stuck (as the
+// bound holds them for the slowest slow handler; docs/lanes-and-retries.md).
+// Soak seed 1796609071646894299 (mix stuck): a lone owner's keyless record
+// of a merge's parent, queued behind key k7's handler stuck 32 s on
+// another shard, then released to a joiner by a handoff, unhandled.
+func (w *world) stuckAllowance(app string, from, end time.Time) time.Duration {
+	var most time.Duration
+	for _, h := range w.handled {
+		if h.app == app && h.outcome == "stuck" && h.start.Before(end) && from.Before(h.end) {
+			most = max(most, h.end.Sub(h.start))
 		}
 	}
 	return most

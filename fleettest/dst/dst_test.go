@@ -126,8 +126,9 @@ var fixedSeeds = map[string][]uint64{
 	// PutRecords faults: seed 1 hung the batcher's loop (a spin while
 	// every call slot was taken), seed 2 starved a publish (the model's).
 	"putfaults": seeds(1, 30),
-	// Stuck handlers: seeds 3, 20 and 24 the model's, 65 and 84 the check's.
-	"stuck": append(seeds(1, 30), 65, 84),
+	// Stuck handlers: seeds 3, 20 and 24 the model's, 65 and 84 the check's;
+	// the soak's a record queued behind a handler stuck on another shard.
+	"stuck": append(seeds(1, 30), 65, 84, 1796609071646894299),
 	// Lease-store calls never answered nor applied.
 	"storehang": seeds(1, 30),
 	// Enhanced fan-out: subscriptions cut and ended across handoffs,
