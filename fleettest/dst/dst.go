@@ -138,6 +138,7 @@ type world struct {
 	outages []span // Kinesis read faults
 	// kinSlow are the KinesisSlow windows, with their latency.
 	kinSlow []slowSpan
+	takes   []take // every lease taken, in order
 	// storeOutages are lease-store outages (StoreFail): a take-over by
 	// the instance waits for its end.
 	storeOutages []span
@@ -653,11 +654,18 @@ type steal struct {
 	fromPaused   bool
 }
 
+// take is a lease taken by inst.
+type take struct {
+	inst string
+	shardAt
+}
+
 // took notes a take of shard id by to from from ("" for nobody).
 func (w *world) took(to, from, id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.noteLocked("%s took %s from %s", to, id, orNobody(from))
+	w.takes = append(w.takes, take{inst: to, shardAt: shardAt{id, time.Now()}})
 	if in := w.insts[from]; in != nil {
 		w.steals = append(w.steals, steal{at: time.Now(), fromBad: in.bad, to: to, from: from, id: id, fromPaused: in.f.resume != nil})
 	}
