@@ -148,7 +148,7 @@ type world struct {
 	pubHold      chan struct{}
 	putFaults    putFaults       // PutSlow, PutLate, PutHang, PutFail
 	stuck        map[string]bool // app/id: a handler of it was stuck
-	putOutages   []span          // PutLate, PutHang, PutFail windows, with a call's deadline
+	putOutages   []span          // PutLate, PutHang, PutFail windows, a call's deadline past each: a publish's bound grows by its overlap with them
 	stopPub      atomic.Bool
 	pubWG        sync.WaitGroup
 	bg           sync.WaitGroup // leaves under way
@@ -421,7 +421,7 @@ func (w *world) apply(ctx context.Context, e Event) {
 		until := time.Now().Add(e.D)
 		if e.Kind != PutSlow {
 			// A publish waits out the window, one call's deadline and a
-			// backoff: its bound grows by that much (see putExcuse).
+			// backoff: its bound grows by that much (see putOutages).
 			w.putOutages = append(w.putOutages, span{from: time.Now(), to: until.Add(putCallTimeout)})
 		}
 		switch f := &w.putFaults; e.Kind {
@@ -872,7 +872,7 @@ func (w *world) startPublishers(ctx context.Context) {
 				cancel()
 				took := time.Since(start)
 				w.mu.Lock()
-				w.calls = append(w.calls, callRec{what: fmt.Sprintf("publish %d", m.ID), took: took, bound: 20*time.Second + w.putExcuseLocked(start, time.Now()), err: nil})
+				w.calls = append(w.calls, callRec{what: fmt.Sprintf("publish %d", m.ID), took: took, bound: 20*time.Second + overlap(w.putOutages, start, time.Now()), err: nil})
 				if err != nil {
 					if ctx.Err() == nil {
 						w.pubErrs = append(w.pubErrs, fmt.Sprintf("publish %d (key %q, aggregated %v) at %.3fs: %v", m.ID, key, agg, w.now().Seconds(), err))
@@ -1082,11 +1082,4 @@ func (w *world) lineage(ctx context.Context) map[string][]string {
 			return out
 		}
 	}
-}
-
-// putExcuseLocked is how much of [from, to] the publishers' PutRecords
-// faults took (a call's deadline past each window): a publish's bound
-// grows by it. w.mu is held.
-func (w *world) putExcuseLocked(from, to time.Time) time.Duration {
-	return overlap(w.putOutages, from, to)
 }

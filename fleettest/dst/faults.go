@@ -482,12 +482,10 @@ func (f faults) readFailure() error {
 // kinesisFault is the error of a Kinesis read of in made now: crashed or
 // failing (KinesisFail), or nil.
 func (in *instance) kinesisFault() error {
-	if in.dead.Load() {
-		return errDead
+	f, err := in.faultsNow()
+	if err != nil {
+		return err
 	}
-	in.w.mu.Lock()
-	f := in.f
-	in.w.mu.Unlock()
 	return f.readFailure()
 }
 
@@ -532,6 +530,11 @@ func metaCall[T any](ctx context.Context, in *instance, apply func() (T, error))
 // errDead once in crashed, and returns in's faults as they stand.
 func (in *instance) callStart() (faults, error) {
 	in.gate()
+	return in.faultsNow()
+}
+
+// faultsNow returns in's faults as they stand, or errDead once in crashed.
+func (in *instance) faultsNow() (faults, error) {
 	if in.dead.Load() {
 		return faults{}, errDead
 	}

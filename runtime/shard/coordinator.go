@@ -674,12 +674,11 @@ func (c *Coordinator) Owned() []string {
 // machine may run late: another owner may read it meanwhile.
 func (c *Coordinator) Reading() []string {
 	var out []string
-	now := time.Since(c.epoch)
 	for _, o := range c.snapshot() {
 		if st := o.stateNow(); st == stCheckpointing || st == stReleasing {
 			continue
 		}
-		if until := time.Duration(o.until.Load()); until != 0 && now >= until {
+		if o.until.Load() != 0 && c.fenceLeft(o) <= 0 {
 			continue
 		}
 		if o.session() != nil {

@@ -270,6 +270,11 @@ func (l *leaseCtx) Err() error {
 	return nil
 }
 
+// fenceLeft is how long until o is past its fence by the monotonic clock.
+func (c *Coordinator) fenceLeft(o *owned) time.Duration {
+	return time.Duration(o.until.Load()) - time.Since(c.epoch)
+}
+
 // fenceLate delays every fence's timer callback (nanoseconds; tests only,
 // export_test.go): after a pause the timers may run after the lanes and
 // readers have resumed, which a test cannot otherwise arrange.
@@ -290,7 +295,7 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 	if o.fctx.Err() != nil {
 		return // released or lost already
 	}
-	if left := time.Duration(o.until.Load()) - time.Since(c.epoch); left > 0 {
+	if left := c.fenceLeft(o); left > 0 {
 		// Renewed meanwhile: two renewals may have reset the timer in
 		// the other order, so set it again for the later fence.
 		o.timer.Reset(left)
