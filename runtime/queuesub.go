@@ -141,7 +141,7 @@ type queueRun struct {
 	stopRecv   context.CancelFunc
 	slots      chan struct{} // in-flight bound: one per record received and not yet handled
 	work       chan *held
-	acks       chan string
+	acks       chan *held    // handled: to acknowledge, still kept hidden
 	quit       chan struct{} // closed when the workers are to stop (nothing queued for them)
 	ackQuit    chan struct{} // closed once the workers are done: the ackers flush and stop
 	receivers  sync.WaitGroup
@@ -342,7 +342,7 @@ func (q *queueRun) start(workers int) {
 	inflight := queueBatch*receivers + 2*workers
 	q.slots = make(chan struct{}, inflight)
 	q.work = make(chan *held, inflight)
-	q.acks = make(chan string, inflight)
+	q.acks = make(chan *held, inflight)
 	q.quit = make(chan struct{})
 	q.ackQuit = make(chan struct{})
 	q.recvCtx, q.stopRecv = context.WithCancel(context.Background())
@@ -480,7 +480,7 @@ func (q *queueRun) worker() {
 // when a call can be made goes in it, so acks are never held back for a
 // fuller batch.
 func (q *queueRun) acker() {
-	batch := make([]string, 0, queueBatch)
+	batch := make([]*held, 0, queueBatch)
 	for {
 		select {
 		case h := <-q.acks:
@@ -518,7 +518,7 @@ const ackLinger = time.Millisecond
 
 // fill adds to batch what is waiting, up to 10; while records are still
 // being handled it waits up to ackLinger for them.
-func (q *queueRun) fill(batch *[]string) {
+func (q *queueRun) fill(batch *[]*held) {
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -549,16 +549,23 @@ func (q *queueRun) fill(batch *[]string) {
 	}
 }
 
-// ack acknowledges the records of handles, trying a failed call again a
-// few times; a record not acknowledged is received again after its
-// visibility timeout (handled twice, never lost).
-func (q *queueRun) ack(handles []string) {
-	entries := make([]types.AcknowledgeQueueRecordsRequestEntry, len(handles))
-	for i := range handles {
-		entries[i].ReceiptHandle = &handles[i]
+// ack acknowledges the records of hs, trying a failed call again a few
+// times; a record not acknowledged is received again after its visibility
+// timeout (handled twice, never lost). Until the calls are over the keeper
+// goes on extending their visibility: a slow acknowledgement does not let
+// a handled record be received again meanwhile.
+func (q *queueRun) ack(hs []*held) {
+	entries := make([]types.AcknowledgeQueueRecordsRequestEntry, len(hs))
+	for i, h := range hs {
+		entries[i].ReceiptHandle = h.rec.ReceiptHandle
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer func() {
+		for _, h := range hs {
+			h.settled.Store(true)
+		}
+	}()
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
 		out, err := q.r.c.client.AcknowledgeQueueRecords(ctx, &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &q.arn, Entries: entries})
@@ -569,7 +576,7 @@ func (q *queueRun) ack(handles []string) {
 			return
 		}
 		if try == 3 || ctx.Err() != nil {
-			q.r.log.Warn("AcknowledgeQueueRecords failed; its records will be received again", "records", len(handles), "error", err)
+			q.r.log.Warn("AcknowledgeQueueRecords failed; its records will be received again", "records", len(hs), "error", err)
 			return
 		}
 		time.Sleep(backoff)
@@ -650,13 +657,18 @@ func (q *queueRun) handle(h *held, spans *batchSpans) {
 		verdict, cause = q.process(rec, attempt, spans)
 	}
 	// Settled: its visibility is no longer extended (a retry or a release
-	// sets it, an acknowledgement ends it, a stop leaves it to run out).
-	h.settled.Store(true)
+	// sets it, a stop leaves it to run out), but for an acknowledgement's
+	// until its call is over (ack).
+	if verdict != qAck {
+		h.settled.Store(true)
+	}
 	switch verdict {
 	case qAck:
+		h.acking.Store(true)
 		select {
-		case q.acks <- handle:
+		case q.acks <- h:
 		case <-q.ackQuit: // a handler that outlived Shutdown: received again after its visibility timeout
+			h.settled.Store(true)
 		}
 	case qRetry:
 		q.retried.Add(1)

@@ -96,6 +96,42 @@ func TestQueueSubscriberExtendsVisibilityOfLongHandlers(t *testing.T) {
 	}
 }
 
+// A handled record stays hidden until its acknowledgement lands: the
+// visibility is extended while a slow AcknowledgeQueueRecords (a loaded
+// server, retries) is under way, so the record is not received and
+// handled again meanwhile.
+func TestQueueSubscriberKeepsARecordHiddenUntilItsAckLands(t *testing.T) {
+	s := kinesistest.New()
+	var slowed atomic.Bool
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpAcknowledgeQueueRecords && slowed.CompareAndSwap(false, true) {
+			time.Sleep(2500 * time.Millisecond) // 2.5 visibility timeouts, then it lands
+		}
+		return nil
+	})
+	b := queueBroker(t, s)
+	var c concurrency
+	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
+	// The acknowledgement lands and another visibility timeout passes.
+	time.Sleep(4 * time.Second)
+	if most, handled := c.counts(); handled != 1 {
+		t.Errorf("one record handled %d times (%d at once) while its acknowledgement was slow: want once", handled, most)
+	}
+	st := b.Status().Subscriptions[0]
+	if st.VisibilityLost != 0 {
+		t.Errorf("status: %d visibilities lost, want none (the acknowledgement landed)", st.VisibilityLost)
+	}
+}
+
 // When the extensions fail, the subscriber says so (log and Status) and
 // loses nothing: the record is delivered again once its visibility is
 // over, and handled to the end.

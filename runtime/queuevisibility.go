@@ -31,7 +31,8 @@ type held struct {
 	rec     *types.QueueRecord // in the receive's answer
 	at      time.Duration      // received, since queueRun.base
 	expires atomic.Int64       // its visibility ends (as far as known here), since queueRun.base
-	settled atomic.Bool        // handled, released or left: no longer extended
+	settled atomic.Bool        // acknowledged (the call over), released or left: no longer extended
+	acking  atomic.Bool        // handled; its acknowledgement is on its way
 	dropped bool               // the keeper's: extending it failed for good or took too long
 }
 
@@ -139,10 +140,11 @@ func (q *queueRun) extend(hs []*held) {
 	for _, h := range hs {
 		f, refused := failed[aws.ToString(h.rec.ReceiptHandle)]
 		switch {
-		case h.settled.Load():
-			// Settled while the call ran: an acknowledgement that landed
-			// first makes the queue refuse the extension ("The record
-			// was acknowledged"), which loses nothing.
+		case h.settled.Load() || refused && h.acking.Load():
+			// Settled while the call ran, or being acknowledged: an
+			// acknowledgement that landed first makes the queue refuse
+			// the extension ("The record was acknowledged"), which loses
+			// nothing (and one that failed says so itself).
 		case err == nil && !refused:
 			h.expires.Store(int64(sent + q.visDur))
 			q.visExtended.Add(1)
