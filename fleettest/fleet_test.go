@@ -117,10 +117,8 @@ func runFleet(t *testing.T, run fleetRun) {
 	perRecord := measurePerRecord(t, kinesisURL)
 	work := time.Duration(keys*(perKey1+perKey2)) * perRecord * fleetWorkFactor
 	t.Logf("%s: %v per record written and read back; %v allowed for the records", srv.Name, perRecord, work.Round(time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+8*failover+work)
-	defer cancel()
-
 	f := newFleet(t, bin, kinesisURL, dynamoURL, "fleet")
+	ctx := f.untilStalled(60*time.Second+8*failover+work, fleetStall)
 	f.fanout = run.fanout
 	f.setup(ctx)
 
@@ -286,6 +284,50 @@ func (f *fleet) lastStats() []Stats {
 // the fleet 21 s in all), kinesis-mock 1.88 ms (about 56 s, the fleet 112 s);
 // under -race with fan-out, kinesis-mock 0.71 ms (about 64 s, the fleet 73 s).
 const fleetWorkFactor = 3
+
+// fleetStall is how long a fleet run may go without a record handled once
+// the time estimated for it is over: a loaded machine (CI runs the
+// packages side by side) may slow the run well past the probe's estimate,
+// and only a stall is a failure.
+const fleetStall = 30 * time.Second
+
+// untilStalled is a context for the run that ends once estimate has passed
+// and the workers have handled no record for stall, or at four times
+// estimate whatever they do.
+func (f *fleet) untilStalled(estimate, stall time.Duration) context.Context {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 4*estimate,
+		fmt.Errorf("the fleet ran 4 × its estimate %v", estimate.Round(time.Second)))
+	f.t.Cleanup(cancel)
+	go func() {
+		handled := func() (n int) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, p := range f.procs {
+				n += p.lines
+			}
+			return n
+		}
+		start, last, lastAt := time.Now(), handled(), time.Now()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if n := handled(); n != last {
+				last, lastAt = n, time.Now()
+			}
+			if time.Since(start) > estimate && time.Since(lastAt) > stall {
+				f.t.Logf("no record handled for %v, %v into a run estimated at %v: stalled", stall, time.Since(start).Round(time.Second), estimate.Round(time.Second))
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx
+}
 
 // fleetServer is the Kinesis server TestFleet runs on: kinesalite, or the
 // one FLEETTEST_KINESIS names (kinesis-mock).

@@ -472,19 +472,32 @@ func (f *fleet) startInstance(ctx context.Context, in *instance) error {
 	if f.cfg.Tune != nil {
 		f.cfg.Tune(&ccfg)
 	}
-	c, err := shard.New(ccfg)
-	if err != nil {
-		return err
-	}
-	in.coord = c
 	for range f.cfg.Workers {
 		in.done.Add(1)
 		go f.handle(in)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*f.cfg.Failover+time.Minute)
 	defer cancel()
-	return c.Start(sctx)
+	for try := 1; ; try++ {
+		c, err := shard.New(ccfg)
+		if err != nil {
+			return err
+		}
+		in.coord = c
+		err = c.Start(sctx)
+		// A real store slower than the call deadline for the whole
+		// failover time (dynalite on a loaded machine) fails Start, which
+		// releases what it took; a deploy would start the instance again.
+		if err == nil || try == startTries || sctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		f.logger.Warn("sim: an instance's start timed out on the store; starting it again", "instance", in.name, "err", err)
+	}
 }
+
+// startTries is how many times an instance whose start timed out is
+// started.
+const startTries = 3
 
 // sink hands an instance's records to its handlers; a crashed instance
 // takes them and does nothing.
