@@ -205,8 +205,8 @@ func runFleet(t *testing.T, run fleetRun) {
 			t.Errorf("shards of the stopped worker moved after %v, want before the failover time %v (released, not expired)", handoffTook, failover)
 		}
 	}
-	summary := fmt.Sprintf("failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d stored_twice=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
-		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful, r.storedTwice,
+	summary := fmt.Sprintf("failover=%.2fs handoff=%.2fs dup_kill=%d dup_graceful=%d dup_fenced=%d stored_twice=%d per instance: writes_idle=%.2f/s writes_busy=%.2f/s (checkpoints %.2f/s) reads_idle=%.2f/s",
+		failoverTook.Seconds(), handoffTook.Seconds(), r.dupKill, r.dupGraceful, r.dupFenced, r.storedTwice,
 		idle.writesPerSec, busy.writesPerSec, busy.checkpointsPerSec, idle.readsPerSec)
 	if f.fanout == "" {
 		t.Logf("FLEET %s", summary)
@@ -1054,7 +1054,53 @@ func (f *fleet) latestStats(ctx context.Context, t time.Time) map[string]Stats {
 
 type result struct {
 	dupKill, dupGraceful int
+	dupFenced            int // handled again after their reader's lease was fenced
 	storedTwice          int // records the publisher resent after a lost answer
+}
+
+// fences are, per owner and shard, the times its log says it fenced its
+// reader of the shard: a lease it could not renew in time (a loaded
+// machine, a slow lease store). The shard's records past its checkpoint
+// are then read again by its next owner, which may be itself.
+type fences map[[2]string][]time.Time
+
+// fencesOf reads the fences from the workers' logs; f.mu is held.
+func (f *fleet) fencesOf() fences {
+	out := fences{}
+	for owner, p := range f.procs {
+		out.read(owner, p.log())
+	}
+	return out
+}
+
+// read adds the fences of owner's log (slog's text lines).
+func (fs fences) read(owner string, log []byte) {
+	for line := range bytes.Lines(log) {
+		if !bytes.Contains(line, []byte("reader fenced")) && !bytes.Contains(line, []byte("lease lost; reader stopped")) {
+			continue
+		}
+		at, _, _ := bytes.Cut(bytes.TrimPrefix(line, []byte("time=")), []byte(" "))
+		when, err := time.Parse(time.RFC3339Nano, string(at))
+		_, sh, ok := bytes.Cut(line, []byte(" shard="))
+		if err != nil || !ok {
+			continue
+		}
+		sh, _, _ = bytes.Cut(sh, []byte(" "))
+		k := [2]string{owner, string(bytes.TrimSpace(sh))}
+		fs[k] = append(fs[k], when)
+	}
+}
+
+// between says whether owner fenced its reader of shard after from (less
+// a second: the test receives a worker's lines a little after it prints
+// them) and before to.
+func (fs fences) between(owner, shard string, from, to time.Time) bool {
+	for _, at := range fs[[2]string{owner, shard}] {
+		if at.After(from.Add(-time.Second)) && at.Before(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // check asserts what every record went through:
@@ -1063,8 +1109,11 @@ type result struct {
 //   - a record is handled twice only if the killed worker handled it before
 //     the kill and a live worker again after it, and the duplicates are
 //     exactly the records the killed worker handled past the last checkpoint
-//     it wrote on its shards: what it had in flight, never more;
-//   - so no record handled by the gracefully stopped worker is handled again.
+//     it wrote on its shards: what it had in flight, never more, or a
+//     worker's log says it fenced the shard's reader (a lease not renewed
+//     in time, which a loaded machine causes) between the handlings;
+//   - so no record handled by the gracefully stopped worker is handled
+//     again, unless it was fenced first.
 func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]string, stopped string, perKey int) result {
 	t := f.t
 	f.mu.Lock()
@@ -1112,21 +1161,26 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 	type ownerKey struct{ owner, key string }
 	type handled struct {
 		pos, index int
-		seq        string
+		seq, shard string
+		at         time.Time
 	}
 	byOwnerKey := make(map[ownerKey][]handled)
 	for r, ss := range f.seen {
 		for _, s := range ss {
 			ok := ownerKey{s.owner, r.key}
-			byOwnerKey[ok] = append(byOwnerKey[ok], handled{s.pos, r.index, s.seq})
+			byOwnerKey[ok] = append(byOwnerKey[ok], handled{s.pos, r.index, s.seq, s.shard, s.at})
 		}
 	}
+	fenced := f.fencesOf()
 	backwards := 0
 	for ok, list := range byOwnerKey {
 		sort.Slice(list, func(i, j int) bool { return list[i].pos < list[j].pos })
 		for i := 1; i < len(list); i++ {
 			prev, cur := list[i-1], list[i]
 			if cur.index < prev.index || cur.index == prev.index && cur.seq == prev.seq {
+				if fenced.between(ok.owner, cur.shard, prev.at, cur.at) {
+					continue // read again from the checkpoint after its own fence
+				}
 				backwards++
 				if backwards <= 5 {
 					t.Errorf("worker %s handled key %s index %d after index %d", ok.owner, ok.key, cur.index, prev.index)
@@ -1176,6 +1230,10 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 				res.dupKill++
 				continue
 			}
+			if readAgainAfterFence(ss, fenced) {
+				res.dupFenced++
+				continue
+			}
 			if byStopped > 0 {
 				res.dupGraceful++
 			}
@@ -1195,6 +1253,18 @@ func (f *fleet) check(victim string, killedAt time.Time, inherited map[string]st
 		}
 	}
 	return res
+}
+
+// readAgainAfterFence says whether every handling of a stored record but
+// the first followed a fence of the reader of the one before: at least
+// once, as a lease that could not be renewed in time has it.
+func readAgainAfterFence(ss []sighting, fenced fences) bool {
+	for i := 1; i < len(ss); i++ {
+		if prev := ss[i-1]; !fenced.between(prev.owner, prev.shard, prev.at, ss[i].at) {
+			return false
+		}
+	}
+	return true
 }
 
 // dump writes every handled line with the time the test received it, for

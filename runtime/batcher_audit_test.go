@@ -107,9 +107,11 @@ func (l *lostAnswers) PutRecords(ctx context.Context, in *kinesis.PutRecordsInpu
 	return nil, fmt.Errorf("send request: %w", syscall.ECONNRESET)
 }
 
-// slowRetries makes a failed entry wait a minute before it is sent again,
-// so that whatever ends its wait (its caller, a shutdown) ends it first.
-func slowRetries(c *config) { c.batch.retryBase, c.batch.retryMax = time.Minute, time.Minute }
+// slowRetries makes a failed entry wait before it is sent again for
+// longer than any test runs, so that whatever ends its wait (its caller,
+// a shutdown) ends it first. The wait is drawn in [0, backoff) (full
+// jitter): at a minute, one in 300 drew less than a caller's 200 ms.
+func slowRetries(c *config) { c.batch.retryBase, c.batch.retryMax = 1000*time.Hour, 1000*time.Hour }
 
 // A record whose first attempt was stored but whose answer was lost
 // waits out a backoff; when its caller gives up, or a shutdown fails it,

@@ -165,9 +165,11 @@ func testLiveDynamoDBHandoff(t *testing.T, srv livetest.KinesisServer, pace time
 	cfgA, cfgB := e.config("a", log.wrap("a", colA.sink)), e.config("b", log.wrap("b", colB.sink))
 	cfgA.Leases, cfgB.Leases = leases, leases
 	var lost [2]shard.LeaseCounters
-	// Failover also bounds each Kinesis call: a slower server gets longer.
+	// Failover also bounds each Kinesis and lease-store call: a slower
+	// server gets longer, and dynalite under make test's load took more
+	// than a third of 1 s to release a lease at Stop.
 	for i, c := range []*shard.Config{&cfgA, &cfgB} {
-		c.Renew, c.Failover, c.Checkpoint = 100*time.Millisecond, time.Duration(srv.Slow)*time.Second, 50*time.Millisecond
+		c.Renew, c.Failover, c.Checkpoint = 100*time.Millisecond, 3*time.Duration(srv.Slow)*time.Second, 50*time.Millisecond
 		c.Counters = &lost[i]
 	}
 	a := e.start(cfgA)
