@@ -36,12 +36,10 @@ type sentMsg struct {
 // publishWhile publishes messages 0, 1, ... of each key, one goroutine per
 // key sending one after another through p, until stop is closed; it
 // returns what was acknowledged. A publish that fails is an error.
-func publishWhile(ctx context.Context, t *testing.T, p runtime.Publisher[aggMsg], keys []string, stop <-chan struct{}) func() []sentMsg {
-	var mu sync.Mutex
-	var sent []sentMsg
-	var wg sync.WaitGroup
+func publishWhile(ctx context.Context, t *testing.T, p runtime.Publisher[aggMsg], keys []string, stop <-chan struct{}) *publishRun {
+	run := &publishRun{}
 	for _, k := range keys {
-		wg.Go(func() {
+		run.wg.Go(func() {
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
@@ -53,15 +51,43 @@ func publishWhile(ctx context.Context, t *testing.T, p runtime.Publisher[aggMsg]
 					t.Errorf("publish %s/%d: %v", k, n, err)
 					return
 				}
-				mu.Lock()
-				sent = append(sent, sentMsg{k, n, r})
-				mu.Unlock()
+				run.mu.Lock()
+				run.sent = append(run.sent, sentMsg{k, n, r})
+				run.mu.Unlock()
 			}
 		})
 	}
-	return func() []sentMsg {
-		wg.Wait()
-		return sent
+	return run
+}
+
+// publishRun is publishWhile's publishing.
+type publishRun struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	sent []sentMsg
+}
+
+// wait waits for the publishers to stop and returns what was acknowledged.
+func (r *publishRun) wait() []sentMsg {
+	r.wg.Wait()
+	return r.sent
+}
+
+// awaitAcked waits until n messages have been acknowledged: a fixed sleep
+// is not enough on a loaded machine.
+func (r *publishRun) awaitAcked(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for {
+		r.mu.Lock()
+		got := len(r.sent)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d messages acknowledged, waiting for %d: %v", got, n, ctx.Err())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -129,8 +155,8 @@ func TestAggregatedReshardBetweenARefusedPutAndItsRetry(t *testing.T) {
 		runtime.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{MaxBytes: 2000}))
 	stop := make(chan struct{})
-	wait := publishWhile(ctx, t, p, aggKeys(24), stop)
-	time.Sleep(50 * time.Millisecond)
+	run := publishWhile(ctx, t, p, aggKeys(24), stop)
+	run.awaitAcked(ctx, t, 24)
 	refuse.Store(true)
 	for refused.Load() < 20 {
 		time.Sleep(time.Millisecond)
@@ -141,7 +167,7 @@ func TestAggregatedReshardBetweenARefusedPutAndItsRetry(t *testing.T) {
 	refuse.Store(false)
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
-	sent := wait()
+	sent := run.wait()
 	checkSent(ctx, t, s, stream, sent)
 	// Every put was refused from before the splits until after them: an
 	// aggregate that landed on a child was sent to its parent and retried.
@@ -186,7 +212,7 @@ func testAggregatedKeysOnAShardBoundary(t *testing.T, s kinesisapi.API, opts ...
 	b := connect(ctx, t, runtime.NewBroker(opts...))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: time.Millisecond}))
 	stop := make(chan struct{})
-	wait := publishWhile(ctx, t, p, keys, stop)
+	run := publishWhile(ctx, t, p, keys, stop)
 	split := func(id, at string) {
 		if _, err := s.SplitShard(ctx, &kinesis.SplitShardInput{StreamName: &stream, ShardToSplit: &id, NewStartingHashKey: &at}); err != nil {
 			t.Fatalf("split %s at %s: %v", id, at, err)
@@ -200,7 +226,7 @@ func testAggregatedKeysOnAShardBoundary(t *testing.T, s kinesisapi.API, opts ...
 	end, _ := new(big.Int).SetString(shard.HashKeyOf(last).String(), 10)
 	split("shardId-000000000002", end.Add(end, big.NewInt(1)).String())
 	close(stop)
-	sent := wait()
+	sent := run.wait()
 	checkSent(ctx, t, s, stream, sent)
 	l, err := shard.List(ctx, s, stream)
 	if err != nil {
@@ -496,8 +522,8 @@ func TestAggregatedMergeWhilePublishingReceipts(t *testing.T) {
 	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s), runtime.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))))
 	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream}, runtime.WithAggregation(runtime.Aggregation{Linger: 2 * time.Millisecond}))
 	stop := make(chan struct{})
-	wait := publishWhile(ctx, t, p, aggKeys(24), stop)
-	time.Sleep(50 * time.Millisecond)
+	run := publishWhile(ctx, t, p, aggKeys(24), stop)
+	run.awaitAcked(ctx, t, 24)
 	g := make(chan struct{})
 	gate.Store(&g)
 	for held.Load() == 0 {
@@ -508,7 +534,7 @@ func TestAggregatedMergeWhilePublishingReceipts(t *testing.T) {
 	close(g)
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
-	sent := wait()
+	sent := run.wait()
 	checkSent(ctx, t, s, stream, sent)
 	merged := 0
 	for _, m := range sent {
