@@ -58,13 +58,16 @@ func membersLayout(t *testing.T) lease.MembersLayout {
 	return 0
 }
 
+// simMode is one of the coordinator's balancing modes, by name.
+type simMode struct {
+	name string
+	tune func(*shard.Config)
+}
+
 // modes are the coordinator's balancing modes the simulation compares:
 // this runtime's before issue 17 (a renewal per lease, one steal per pass)
 // and after (a heartbeat per instance, bulk balancing).
-var modes = []struct {
-	name string
-	tune func(*shard.Config)
-}{
+var modes = []simMode{
 	{"per-lease", func(c *shard.Config) { c.Liveness, c.Balance = shard.LivenessPerLease, shard.BalanceOneSteal }},
 	{"per-instance", func(c *shard.Config) { c.Liveness, c.Balance = shard.LivenessPerInstance, shard.BalanceBulk }},
 	// per-instance with the roster (shard.Config.Roster, issue 34 item 3;
@@ -273,59 +276,29 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%dx%d/%s", sz[0], sz[1], m.name), func(t *testing.T) {
-				client := dynamodb.NewFromConfig(aws.Config{
-					Region:      "us-east-1",
-					Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
-				}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
-				api := &sim.Metered{DynamoDBAPI: client}
-				table := fmt.Sprintf("sim-%d", time.Now().UnixNano())
-				store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
-				observe := lease.NewDynamoDB(client, table)
-				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-				defer cancel()
-				if err := store.EnsureTable(ctx); err != nil {
-					t.Fatal(err)
-				}
-				cfg := sim.Config{
-					Shards: sz[0], Instances: sz[1], Seed: 1, Store: store, Observe: observe, Hang: true, Tune: m.tune,
-					Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
-					Rest: 2 * failover, Partition: 2 * failover, Sample: max(250*time.Millisecond, failover/20),
-					PhaseTimeout: 50 * failover,
-				}
-				if m.name == "roster" {
-					cfg.RestItems = 3 // the version and two watched entries
-				}
-				if v := os.Getenv("SIM_PHASE_TIMEOUT"); v != "" {
-					d, err := time.ParseDuration(v)
-					if err != nil {
-						t.Fatalf("SIM_PHASE_TIMEOUT: %v", err)
+				// A crash's shards read again past twice the failover is a
+				// failure, unless the machine ran late meanwhile (make
+				// test's load starves dynalite and the instances alike):
+				// such a run is run again, up to three times. Every other
+				// violation fails at once.
+				for attempt := 1; ; attempt++ {
+					rep, late := simulateOnDynamoDB(t, url, sz, m, failover)
+					slowCrash := ""
+					for _, p := range rep.Phases {
+						if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
+							slowCrash = fmt.Sprintf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+						}
 					}
-					cfg.PhaseTimeout = d
-				}
-				if os.Getenv("SIM_LOG") != "" {
-					cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-				}
-				if os.Getenv("SIM_PROGRESS") != "" {
-					cfg.Progress = os.Stdout
-				}
-				rep, err := sim.Run(t.Context(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b strings.Builder
-				reports[m.name] = append(reports[m.name], rep)
-				rep.Write(&b, m.name+" on dynalite")
-				rcu, wcu := api.Consumed()
-				fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU; estimated from the calls: %.1f RCU, %.1f WCU.\n\n", rcu, wcu, rep.Total.RCU, rep.Total.WCU)
-				fmt.Print(b.String())
-				checkPhases(t, rep)
-				for _, v := range rep.Violations {
-					t.Error(v)
-				}
-				for _, p := range rep.Phases {
-					if p.Name == "crash" && (p.FailedOver == 0 || p.FailedOver > 2*p.Failover) {
-						t.Errorf("crash: shards read again after %v, want at most twice the failover time %v", p.FailedOver, p.Failover)
+					switch {
+					case slowCrash == "":
+						reports[m.name] = append(reports[m.name], rep)
+						return
+					case late < machineLate || attempt == 3:
+						reports[m.name] = append(reports[m.name], rep)
+						t.Errorf("%s (the machine woke a 50 ms sleep at most %v late)", slowCrash, late.Round(time.Millisecond))
+						return
 					}
+					t.Logf("attempt %d: %s, and the machine woke a 50 ms sleep %v late meanwhile; again", attempt, slowCrash, late.Round(time.Millisecond))
 				}
 			})
 		}
@@ -333,6 +306,92 @@ func TestSimulatedFleetOnDynamoDB(t *testing.T) {
 	var b strings.Builder
 	sim.WriteGoals(&b, reports[modes[0].name], reports[modes[1].name])
 	fmt.Print(b.String())
+}
+
+// machineLate is how late a 50 ms sleep may wake, at worst, during a
+// dynalite simulation whose crash bound is then held to account.
+const machineLate = 250 * time.Millisecond
+
+// simulateOnDynamoDB runs the simulation of sz in mode m on a fresh table
+// of the dynalite at url, fails t on its invariants, and returns its
+// report and how late, at worst, the machine woke a 50 ms sleep meanwhile.
+func simulateOnDynamoDB(t *testing.T, url string, sz [2]int, m simMode, failover time.Duration) (*sim.Report, time.Duration) {
+	t.Helper()
+	stop := lateProbe()
+	client := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""),
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
+	api := &sim.Metered{DynamoDBAPI: client}
+	table := fmt.Sprintf("sim-%d", time.Now().UnixNano())
+	store := lease.NewDynamoDB(api, table, lease.CreateTableIfMissing())
+	observe := lease.NewDynamoDB(client, table)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := store.EnsureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.Config{
+		Shards: sz[0], Instances: sz[1], Seed: 1, Store: store, Observe: observe, Hang: true, Tune: m.tune,
+		Failover: failover, Renew: failover * 3 / 10, Sync: failover, Checkpoint: failover / 10,
+		Rest: 2 * failover, Partition: 2 * failover, Sample: max(250*time.Millisecond, failover/20),
+		PhaseTimeout: 50 * failover,
+	}
+	if m.name == "roster" {
+		cfg.RestItems = 3 // the version and two watched entries
+	}
+	if v := os.Getenv("SIM_PHASE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SIM_PHASE_TIMEOUT: %v", err)
+		}
+		cfg.PhaseTimeout = d
+	}
+	if os.Getenv("SIM_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if os.Getenv("SIM_PROGRESS") != "" {
+		cfg.Progress = os.Stdout
+	}
+	rep, err := sim.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Write(&b, m.name+" on dynalite")
+	rcu, wcu := api.Consumed()
+	fmt.Fprintf(&b, "Capacity dynalite reported for the whole run: %.1f RCU, %.1f WCU; estimated from the calls: %.1f RCU, %.1f WCU.\n\n", rcu, wcu, rep.Total.RCU, rep.Total.WCU)
+	fmt.Print(b.String())
+	checkPhases(t, rep)
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	return rep, stop()
+}
+
+// lateProbe sleeps 50 ms at a time until its stop is called, which
+// returns how late it woke at worst: how far the machine's load stretched
+// the waits meanwhile.
+func lateProbe() (stop func() time.Duration) {
+	done, ended := make(chan struct{}), make(chan time.Duration)
+	go func() {
+		var late time.Duration
+		for {
+			select {
+			case <-done:
+				ended <- late
+				return
+			default:
+			}
+			start := time.Now()
+			time.Sleep(50 * time.Millisecond)
+			late = max(late, time.Since(start)-50*time.Millisecond)
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		return <-ended
+	}
 }
 
 // TestRollingDeployOnDynamoDB deploys the members table over a fleet of
