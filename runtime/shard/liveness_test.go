@@ -625,44 +625,48 @@ func (s slowCreates) Create(ctx context.Context, l lease.Lease) (bool, error) {
 // fix b planned with itself and a only, took 6 of 12 leases, and c asked
 // it for 2 of them afterwards: 14 owner changes.)
 func TestSlowStartTakesEachLeaseOnce(t *testing.T) {
-	e, _ := memEnv(t, 12)
-	sa, sb, sc := newOpStore(e.store), newOpStore(e.store), newOpStore(e.store)
-	cfgA, cfgB, cfgC := e.config("a", newCollector().sink), e.config("b", newCollector().sink), e.config("c", newCollector().sink)
-	cfgA.Leases = sa
-	cfgB.Leases = slowCreates{opStore: sb, d: 30 * time.Millisecond}
-	cfgC.Leases = slowCreates{opStore: sc, d: 60 * time.Millisecond}
-	startAsync := func(cfg shard.Config) (*shard.Coordinator, chan error) {
-		c, err := shard.New(cfg)
-		if err != nil {
-			t.Fatalf("New: %v", err)
+	// On a virtual clock: the order of the starts is the test, and a
+	// loaded machine reordered them on a real one.
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := memEnv(t, 12)
+		sa, sb, sc := newOpStore(e.store), newOpStore(e.store), newOpStore(e.store)
+		cfgA, cfgB, cfgC := e.config("a", newCollector().sink), e.config("b", newCollector().sink), e.config("c", newCollector().sink)
+		cfgA.Leases = sa
+		cfgB.Leases = slowCreates{opStore: sb, d: 30 * time.Millisecond}
+		cfgC.Leases = slowCreates{opStore: sc, d: 60 * time.Millisecond}
+		startAsync := func(cfg shard.Config) (*shard.Coordinator, chan error) {
+			c, err := shard.New(cfg)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = c.Stop(ctx)
+			})
+			done := make(chan error, 1)
+			go func() { done <- c.Start(e.ctx(30 * time.Second)) }()
+			return c, done
 		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = c.Stop(ctx)
+		b, bDone := startAsync(cfgB)
+		eventually(t, 5*time.Second, "b's first heartbeat", func() bool { return sb.passes.Load() >= 1 })
+		c, cDone := startAsync(cfgC)
+		eventually(t, 5*time.Second, "c's first heartbeat", func() bool { return sc.passes.Load() >= 1 })
+		a := e.start(cfgA)
+		for _, done := range []chan error{bDone, cDone} {
+			if err := <-done; err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+		}
+		eventually(t, 10*time.Second, "a 4/4/4 split", func() bool {
+			return len(a.Reading()) == 4 && len(b.Reading()) == 4 && len(c.Reading()) == 4
 		})
-		done := make(chan error, 1)
-		go func() { done <- c.Start(e.ctx(30 * time.Second)) }()
-		return c, done
-	}
-	b, bDone := startAsync(cfgB)
-	eventually(t, 5*time.Second, "b's first heartbeat", func() bool { return sb.passes.Load() >= 1 })
-	c, cDone := startAsync(cfgC)
-	eventually(t, 5*time.Second, "c's first heartbeat", func() bool { return sc.passes.Load() >= 1 })
-	a := e.start(cfgA)
-	for _, done := range []chan error{bDone, cDone} {
-		if err := <-done; err != nil {
-			t.Fatalf("Start: %v", err)
+		time.Sleep(2 * cfgA.Failover)
+		if n := sa.takes.Load() + sb.takes.Load() + sc.takes.Load(); n != 12 {
+			t.Fatalf("%d owner changes for 12 leases (a took %d, b %d, c %d), want 12: each lease taken once",
+				n, sa.takes.Load(), sb.takes.Load(), sc.takes.Load())
 		}
-	}
-	eventually(t, 10*time.Second, "a 4/4/4 split", func() bool {
-		return len(a.Reading()) == 4 && len(b.Reading()) == 4 && len(c.Reading()) == 4
 	})
-	time.Sleep(2 * cfgA.Failover)
-	if n := sa.takes.Load() + sb.takes.Load() + sc.takes.Load(); n != 12 {
-		t.Fatalf("%d owner changes for 12 leases (a took %d, b %d, c %d), want 12: each lease taken once",
-			n, sa.takes.Load(), sb.takes.Load(), sc.takes.Load())
-	}
 }
 
 // flakyBeatStore fails two heartbeats of every three: a throttled store.
