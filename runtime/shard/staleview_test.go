@@ -3,6 +3,7 @@ package shard_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +20,14 @@ type frozenAfterMembers struct {
 	armed   atomic.Bool
 	frozen  chan struct{} // closed when the armed call has its answer
 	release chan struct{}
+	thawed  sync.Once
 }
+
+// thaw lets the frozen call return. The frozen call ignores its context,
+// as a frozen process does, so a test that ends before thawing it (a
+// Skip) must thaw it before its coordinator's Stop, which waits for the
+// pass: register thaw as a cleanup after starting the coordinator.
+func (s *frozenAfterMembers) thaw() { s.thawed.Do(func() { close(s.release) }) }
 
 func (s *frozenAfterMembers) Members(ctx context.Context, ns string) ([]lease.Member, error) {
 	ms, err := s.noBeatStore.Members(ctx, ns)
@@ -51,6 +59,7 @@ func TestStaleMembersAnswerTakesNothingFromLiveOwner(t *testing.T) {
 		c.Renew, c.Failover = 100*time.Millisecond, time.Second
 	}
 	a := e.start(cfgA)
+	t.Cleanup(sa.thaw) // before a's Stop (cleanups run last first)
 	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
 	b := e.start(cfgB)
 	eventually(t, 10*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
@@ -77,7 +86,7 @@ func TestStaleMembersAnswerTakesNothingFromLiveOwner(t *testing.T) {
 	// a's while a said it was fenced): only a take from b, which b finds
 	// at its next write of the lease, is the defect.
 	lost := cfgB.Counters.Lost.Load()
-	close(sa.release)
+	sa.thaw()
 
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
@@ -117,6 +126,7 @@ func TestFollowedRequestTakesNothingFromOwnerBackFromItsFence(t *testing.T) {
 	a := e.start(cfgA)
 	e.feed(a, ids, cols[0], 10, 10)
 	b := e.start(cfgB)
+	t.Cleanup(sb.thaw) // before b's Stop (cleanups run last first)
 	var handed string
 	eventually(t, 5*time.Second, "a hands a lease over", func() bool { handed = handingOver(a); return handed != "" })
 	if l := e.lease(handed); l.PendingOwner != "b" {
@@ -145,6 +155,6 @@ func TestFollowedRequestTakesNothingFromOwnerBackFromItsFence(t *testing.T) {
 		}
 	}
 	check(time.Second)
-	close(sb.release)
+	sb.thaw()
 	check(time.Second)
 }

@@ -32,6 +32,7 @@ func TestTakeBackAfterStaleViewNotTaken(t *testing.T) {
 		c.Renew, c.Failover = 100*time.Millisecond, 3*time.Second
 	}
 	a := e.start(cfgA)
+	t.Cleanup(sa.thaw) // before a's Stop (cleanups run last first)
 	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
 	b := e.start(cfgB)
 	eventually(t, 10*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
@@ -75,7 +76,7 @@ func TestTakeBackAfterStaleViewNotTaken(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // a handoff's count follows its release
 		return cfgB.Counters.HandedOver.Load() == handed
 	}
-	close(sa.release)
+	sa.thaw()
 
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
