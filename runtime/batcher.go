@@ -125,11 +125,88 @@ type entry struct {
 	// caller at any time.
 	failed atomic.Pointer[failure]
 
-	// Written once before done is signalled.
+	// Written once before the caller is told (signal).
 	receipt Receipt
 	err     error
-	done    chan struct{}
-	pool    *entryPool // where recycle returns it
+	done    chan struct{} // the caller is told here, unless wait is set
+	// wait is the batch the entry is one of, whose waiter is told when
+	// every entry of it is resolved; resolved says this one is.
+	wait     *batchWait
+	resolved atomic.Bool
+	pool     *entryPool // where recycle returns it
+}
+
+// signal tells e's caller that its result is written: on e.done, or, for
+// an entry of a batch, by counting the batch down. e may be recycled as
+// soon as its caller is told, so nothing of it is read after.
+func (e *entry) signal() {
+	if w := e.wait; w != nil {
+		e.resolved.Store(true)
+		w.release()
+		return
+	}
+	e.done <- struct{}{}
+}
+
+// told says whether e's caller has been told its result (signal), for a
+// caller that stopped waiting (its ctx ended): a result told is read, not
+// reported lost. It takes e.done's signal, if any.
+func (e *entry) told() bool {
+	if e.wait != nil {
+		return e.resolved.Load()
+	}
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// batchWait lets the waiter of a batch (Pending.Wait) sleep once for all
+// of the batch's messages, rather than once per message: a channel send
+// and receive per message, and a wake-up each time the waiter reaches
+// one not yet resolved, cost more than the count (BENCHMARKS.md,
+// 'Aggregated publishing'). left counts the messages resolved down from
+// zero, and the submitter adds how many it submitted once it has
+// submitted them all (so the submitter does not share the count's cache
+// line with the resolver message by message): whoever brings it back to
+// zero tells the waiter.
+type batchWait struct {
+	left atomic.Int64
+	done chan struct{} // capacity 1: signalled once, when left is back to 0
+}
+
+func newBatchWait() *batchWait { return &batchWait{done: make(chan struct{}, 1)} }
+
+// release counts one message resolved.
+func (w *batchWait) release() {
+	if w.left.Add(-1) == 0 {
+		w.done <- struct{}{}
+	}
+}
+
+// submitted counts the n messages submitted, once all of them are.
+func (w *batchWait) submitted(n int) {
+	if w.left.Add(int64(n)) == 0 {
+		w.done <- struct{}{}
+	}
+}
+
+// await waits until every message is resolved, or ctxDone is closed; it
+// reports whether every message is.
+func (w *batchWait) await(ctxDone <-chan struct{}) bool {
+	select {
+	case <-w.done:
+		return true
+	case <-ctxDone:
+	}
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (e *entry) size() int { return len(e.data) + len(e.key) }
@@ -271,12 +348,12 @@ func newBatcher(client kinesisapi.API, stream string, cfg batchConfig, log *slog
 
 // submit queues one record; records of one key are sent in submit order.
 // A non-empty hashKey is sent as the record's ExplicitHashKey.
-func (b *batcher) submit(ctx context.Context, key, hashKey string, data []byte, ordered bool) (*entry, error) {
+func (b *batcher) submit(ctx context.Context, key, hashKey string, data []byte, ordered bool, w *batchWait) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
 	e := b.entries.get()
-	e.ctx, e.key, e.hashKey, e.data, e.ordered = ctx, key, hashKey, data, ordered
+	e.ctx, e.key, e.hashKey, e.data, e.ordered, e.wait = ctx, key, hashKey, data, ordered, w
 	e.state.Store(entryQueued)
 	b.mu.Lock()
 	if b.closing {
@@ -357,6 +434,14 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 		return e.result()
 	case <-ctxDone:
 	}
+	return b.stopped(e)
+}
+
+// stopped settles e for a caller whose ctx has ended while it waited: its
+// result if it has been told one, else why it has none (never sent, or
+// maybe stored). An entry not told is left to the garbage collector, as
+// the runtime may still hold it.
+func (b *batcher) stopped(e *entry) (Receipt, error) {
 	for e.state.Load() == entryEncoding {
 		goruntime.Gosched() // the aggregator is reading the message: a few microseconds
 	}
@@ -372,10 +457,8 @@ func (b *batcher) awaitOrCancel(e *entry, ctxDone <-chan struct{}) (Receipt, err
 		}
 		return Receipt{}, b.errorf(ErrPublish, fmt.Errorf("not sent: %w", e.ctx.Err()))
 	}
-	select {
-	case <-e.done: // resolved just now
+	if e.told() { // resolved just now
 		return e.result()
-	default:
 	}
 	if f := e.failed.Load(); f != nil {
 		return Receipt{}, b.errorf(ErrPublish, maybeStored{fmt.Errorf("%w while attempt %d was in flight (the record may have been written); last error: %w", e.ctx.Err(), f.attempts+1, f.err)})
@@ -536,7 +619,7 @@ func (b *batcher) resolve(e *entry, r Receipt, err error) {
 	key, ordered := e.key, e.ordered // e may be recycled once done is signalled
 	if e.finish() {
 		e.receipt, e.err = r, err
-		e.done <- struct{}{}
+		e.signal()
 	}
 	if !ordered {
 		return

@@ -119,13 +119,13 @@ func TestPartialFailureRetriedInOrder(t *testing.T) {
 	var entries []*entry
 	for i := range perKey {
 		for _, k := range keys {
-			e, err := bt.submit(testCtx(t), k, "", fmt.Appendf(nil, "%s-%04d", k, i), true)
+			e, err := bt.submit(testCtx(t), k, "", fmt.Appendf(nil, "%s-%04d", k, i), true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			entries = append(entries, e)
 		}
-		e, err := bt.submit(testCtx(t), uniqueKey(), "", fmt.Appendf(nil, "u-%04d", i), false)
+		e, err := bt.submit(testCtx(t), uniqueKey(), "", fmt.Appendf(nil, "u-%04d", i), false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestWholeCallFailureRetriedInOrder(t *testing.T) {
 			var entries []*entry
 			for i := range perKey {
 				for _, k := range keys {
-					e, err := bt.submit(testCtx(t), k, "", fmt.Appendf(nil, "%s-%04d", k, i), true)
+					e, err := bt.submit(testCtx(t), k, "", fmt.Appendf(nil, "%s-%04d", k, i), true, nil)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -427,6 +427,9 @@ type Outgoing struct {
 	// encodes (see aggregator.encode).
 	value  any
 	encode bool
+	// wait, when set, is the batch the record is one of (StartAll): its
+	// result is told by counting the batch down, not on its own channel.
+	wait *batchWait
 }
 
 // put sends one record through the batcher and waits for its own result.
@@ -532,10 +535,10 @@ func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer
 			e, err := r.ag.submitValue(ctx, rec)
 			return r.bt, e, err
 		}
-		e, err := r.ag.submit(ctx, rec.PartitionKey, data, batch)
+		e, err := r.ag.submit(ctx, rec.PartitionKey, data, batch, rec.wait)
 		return r.bt, e, err
 	}
-	e, err := r.bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey)
+	e, err := r.bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey, rec.wait)
 	return r.bt, e, err
 }
 

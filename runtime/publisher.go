@@ -275,6 +275,10 @@ type Pending struct {
 	receipts bool
 	queued   []queuedSend
 	errs     []error // of the messages that failed before they were queued
+	// batch counts the queued messages down (nil: each is waited for on
+	// its own); ctx is the batch's.
+	batch *batchWait
+	ctx   context.Context
 
 	once sync.Once
 	out  []Receipt
@@ -300,10 +304,14 @@ func submitAll[T any](ctx context.Context, n int, receipts bool, at func(i int) 
 
 // startAll submits the n messages that at names, in order.
 func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (p *publisher[T], msg T, key string, hasKey bool, h Headers)) *Pending {
-	pd := &Pending{n: n, receipts: receipts, queued: make([]queuedSend, 0, n)}
+	pd := &Pending{n: n, receipts: receipts, queued: make([]queuedSend, 0, n), ctx: ctx}
 	var lines keyLines
+	var enc jsonSlab // the batch's JSON, with the default codec
 	if mixesRoutes(n, at) {
-		lines = keyLines{}
+		lines = keyLines{} // which waits for single messages: each has its own signal
+	} else {
+		pd.batch = newBatchWait()
+		defer func() { pd.batch.submitted(len(pd.queued)) }()
 	}
 	for i := range n {
 		p, msg, key, hasKey, h := at(i)
@@ -312,10 +320,11 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 		if t != nil {
 			mctx, span, h = t.startSend(ctx, &p.obs, h)
 		}
-		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h, false)
+		c, rec, err := p.outgoing(mctx, msg, key, hasKey, h, false, &enc)
 		if err == nil {
 			lines.await(ctx, rec)
 			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
+			rec.wait = pd.batch
 			if q.bt, q.e, err = c.submitVia(ctx, rec, &p.route, true); err == nil {
 				lines.add(rec, q.e)
 				pd.queued = append(pd.queued, q)
@@ -417,8 +426,21 @@ func (pd *Pending) wait() ([]Receipt, error) {
 		out = make([]Receipt, pd.n)
 	}
 	errs := pd.errs
+	all := false // every queued message is resolved
+	if pd.batch != nil {
+		all = pd.batch.await(pd.ctx.Done())
+	}
 	for _, q := range pd.queued {
-		r, err := q.bt.await(q.e)
+		var r Receipt
+		var err error
+		switch {
+		case pd.batch == nil:
+			r, err = q.bt.await(q.e)
+		case all:
+			r, err = q.e.result()
+		default: // the batch's ctx ended first
+			r, err = q.bt.stopped(q.e)
+		}
 		if q.tel != nil {
 			q.tel.endSend(q.span, *q.obs, r, err)
 		}
@@ -478,7 +500,7 @@ func (p *publisher[T]) sendPlain(ctx context.Context, msg T, key string, hasKey 
 // enqueue validates msg and queues its record: encoded, or for an
 // aggregator to encode (see aggregator.encode).
 func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bool, h Headers) (*batcher, *entry, error) {
-	c, rec, err := p.outgoing(ctx, msg, key, hasKey, h, p.aggregate != nil && isJSON(p.b.s.cfg.codec))
+	c, rec, err := p.outgoing(ctx, msg, key, hasKey, h, p.aggregate != nil && isJSON(p.b.s.cfg.codec), nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -487,11 +509,13 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 
 // outgoing resolves the key and encodes msg into the record to put, on the
 // broker's connection of the moment; later leaves the encoding (JSON) to
-// the record's aggregator (a lone Publish: see aggregator.encode). It checks
+// the record's aggregator (a lone Publish: see aggregator.encode); enc, if
+// not nil, encodes it when the codec is JSON (a batch's messages share its
+// slabs). It checks
 // the stream name, the key and the headers itself (before the connection,
 // whose error comes after theirs), so the record goes to conn.submit, which
 // does not check them again.
-func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey bool, h Headers, later bool) (*conn, Outgoing, error) {
+func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey bool, h Headers, later bool, enc *jsonSlab) (*conn, Outgoing, error) {
 	if p.stream == "" {
 		return nil, Outgoing{}, &Error{Kind: ErrInvalid, Op: "publish", Err: errors.New("empty stream name")}
 	}
@@ -518,7 +542,12 @@ func (p *publisher[T]) outgoing(ctx context.Context, msg T, key string, hasKey b
 		return c, Outgoing{Stream: p.stream, PartitionKey: key, Headers: h, uniqueKey: unique, aggregate: p.aggregate,
 			value: msg, encode: true}, nil
 	}
-	payload, err := p.b.s.cfg.codec.Marshal(msg)
+	var payload []byte
+	if codec := p.b.s.cfg.codec; enc != nil && isJSON(codec) {
+		payload, err = enc.marshal(msg)
+	} else {
+		payload, err = codec.Marshal(msg)
+	}
 	if err != nil {
 		return nil, Outgoing{}, &Error{Kind: ErrPublish, Op: "encode", Stream: p.stream, Err: err}
 	}
