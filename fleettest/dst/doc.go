@@ -35,7 +35,9 @@
 // count as fetched, as a GetRecords answer's do (the unread check).
 // A mix (Mixes) chooses which. Eight keyed publishers (each sequential, so
 // a key's publish order is its acknowledgement order) and a keyless one
-// publish through a plain and an aggregating publisher; handlers ack,
+// publish through a plain and an aggregating publisher, in a mix with
+// Batch the keyed ones some of their messages in SendAll batches of 2–4
+// (the bulk path, whose waiter counts the batch down); handlers ack,
 // take 1–8 s, retry, reject, panic or hang 15–45 s deaf to their context
 // (once per message, two a run at most: the next owner's delivery runs), as a hash of (seed,
 // application, message, attempt) says, so a shrunk schedule keeps its

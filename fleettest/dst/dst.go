@@ -860,6 +860,12 @@ func (w *world) startPublishers(ctx context.Context) {
 				if agg {
 					p = w.aggregate
 				}
+				// Drawn only in a mix with batches, so that the others'
+				// seeds keep their schedules.
+				if key != "" && w.cfg.Mix.Batch > 0 && rng.Float64() < w.cfg.Mix.Batch {
+					n += w.publishBatch(ctx, p, m, 2+rng.IntN(3), agg) - 1
+					continue
+				}
 				start := time.Now()
 				cctx, cancel := context.WithTimeout(ctx, time.Minute)
 				var rc runtime.Receipt
@@ -884,6 +890,39 @@ func (w *world) startPublishers(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// publishBatch publishes size messages of first's key, first and the
+// ones after it, in one SendAll (the bulk path: its waiter counts the
+// batch down as a whole), records each one stored, as a sequential
+// publisher's, and each one failed as a publish error; it returns size.
+func (w *world) publishBatch(ctx context.Context, p runtime.Publisher[Msg], first Msg, size int, agg bool) int64 {
+	msgs := make([]*runtime.Message[Msg], size)
+	for j := range msgs {
+		msgs[j] = p.Message(Msg{ID: first.ID + int64(j), Key: first.Key}).PartitionKey(first.Key)
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	receipts, err := runtime.SendAll(cctx, msgs)
+	cancel()
+	took := time.Since(start)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, callRec{what: fmt.Sprintf("publish batch %d..%d", first.ID, first.ID+int64(size)-1), took: took, bound: 20*time.Second + overlap(w.putOutages, start, time.Now())})
+	for j, rc := range receipts {
+		id := first.ID + int64(j)
+		if rc.SequenceNumber == "" {
+			if ctx.Err() == nil {
+				w.pubErrs = append(w.pubErrs, fmt.Sprintf("publish %d (key %q, aggregated %v, message %d of a batch of %d) at %.3fs: %v", id, first.Key, agg, j, size, w.now().Seconds(), err))
+			}
+			continue
+		}
+		w.pub = append(w.pub, published{id: id, key: first.Key, agg: agg, at: time.Now(), shard: rc.ShardID})
+	}
+	if err != nil && ctx.Err() == nil && len(receipts) != size {
+		w.pubErrs = append(w.pubErrs, fmt.Sprintf("publish batch %d (key %q): %d receipts for %d messages: %v", first.ID, first.Key, len(receipts), size, err))
+	}
+	return int64(size)
 }
 
 // reshard splits or merges shards of the stream.

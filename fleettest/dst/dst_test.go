@@ -133,6 +133,8 @@ var fixedSeeds = map[string][]uint64{
 	"stuck": append(seeds(1, 30), 65, 84, 1796609071646894299),
 	// Lease-store calls never answered nor applied.
 	"storehang": seeds(1, 30),
+	// SendAll batches beside lone publishes (none has failed).
+	"batches": seeds(1, 30),
 	// Enhanced fan-out: subscriptions cut and ended across handoffs,
 	// crashes, pauses and reshards (none has failed; about 13 s).
 	"fanout": seeds(1, 100),

@@ -178,6 +178,9 @@ type Mix struct {
 	// Aggregate is the share of publishes through an aggregating
 	// publisher; Keyless the share published without a key.
 	Aggregate, Keyless float64
+	// Batch is the share of a keyed publisher's publishes that are a
+	// SendAll of 2–4 messages of its key.
+	Batch float64
 }
 
 // Mixes are the named scenario mixes.
@@ -188,6 +191,9 @@ var Mixes = map[string]Mix{
 		Reject: 0.02, Panic: 0.01, Keyless: 0.1},
 	"twoapps":   {Name: "twoapps", Apps: 2, Crash: true, Reject: 0.02, Keyless: 0.1, Aggregate: 0.3},
 	"aggregate": {Name: "aggregate", Apps: 1, Crash: true, Reshard: true, Aggregate: 0.6, Keyless: 0.1},
+	// Batches (SendAll) beside lone publishes, plain and aggregated, across
+	// reshards, crashes and PutRecords faults.
+	"batches": {Name: "batches", Apps: 1, Crash: true, Reshard: true, PutFaults: true, Aggregate: 0.5, Batch: 0.4, Keyless: 0.1},
 	// Joins, leaves and crashes only, with the strict unread bound.
 	"churn": {Name: "churn", Apps: 1, Crash: true},
 	// Defect hunters.
