@@ -51,19 +51,7 @@ func TestAggregatedPublishAllocs(t *testing.T) {
 // returns the process's heap allocations per message.
 func aggregatedPublishAllocs(ctx context.Context, t *testing.T, callers, n int) float64 {
 	t.Helper()
-	s := kinesistest.New()
-	stream := createStream(ctx, t, s, 4)
-	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
-	p := runtime.NewPublisher[*benchEvent](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "customer-" + strconv.Itoa(i)
-	}
-	body := strings.Repeat("x", 130)
-	events := make([]benchEvent, n)
-	for i := range events {
-		events[i] = benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body}
-	}
+	p, keys, events := allocsFixture(ctx, t, n)
 	// A warm-up: the shard map listed, pools and buffers filled.
 	for i := range 100 {
 		if err := p.Message(&events[i]).PartitionKey(keys[i]).Publish(ctx); err != nil {
@@ -111,20 +99,8 @@ func TestAggregatedStartAllAllocs(t *testing.T) {
 		t.Skip("publishes 40,000 messages")
 	}
 	ctx := testContext(t, 60*time.Second)
-	s := kinesistest.New()
-	stream := createStream(ctx, t, s, 4)
-	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
-	p := runtime.NewPublisher[*benchEvent](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})
 	const callers, bulk, n = 4, 500, 40_000
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "customer-" + strconv.Itoa(i)
-	}
-	body := strings.Repeat("x", 130)
-	events := make([]benchEvent, n)
-	for i := range events {
-		events[i] = benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body}
-	}
+	p, keys, events := allocsFixture(ctx, t, n)
 	if err := p.Message(&events[0]).PartitionKey(keys[0]).Publish(ctx); err != nil { // the shard map listed
 		t.Fatal(err)
 	}
@@ -165,4 +141,25 @@ func TestAggregatedStartAllAllocs(t *testing.T) {
 	if bound := maxAggregatedStartAllAllocs(); allocs > bound {
 		t.Errorf("%.2f heap allocations per aggregated message of StartAll, want at most %.1f", allocs, bound)
 	}
+}
+
+// allocsFixture is the allocation guards' aggregating publisher on the
+// in-process backend (a 4-shard stream), 10,000 keys and n messages of
+// about 200 bytes of JSON, all built before anything is counted.
+func allocsFixture(ctx context.Context, t *testing.T, n int) (runtime.Publisher[*benchEvent], []string, []benchEvent) {
+	t.Helper()
+	s := kinesistest.New()
+	stream := createStream(ctx, t, s, 4)
+	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+	p := runtime.NewPublisher[*benchEvent](b, runtime.PublisherSpec{Stream: stream, Aggregate: true})
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "customer-" + strconv.Itoa(i)
+	}
+	body := strings.Repeat("x", 130)
+	events := make([]benchEvent, n)
+	for i := range events {
+		events[i] = benchEvent{ID: i, Kind: "order.created", Account: "acct-0042", Body: body}
+	}
+	return p, keys, events
 }
