@@ -305,18 +305,31 @@ func (w *world) checkUnread(c *collector, first map[string]map[int64]handling) {
 		// check does not bound. A fenced or crashed reader's fetched
 		// records it never handled count until the fence or crash (below):
 		// the next owner's wait until it fetches them again is still a gap.
+		// The wait runs from the handler's instance's first fetch of the
+		// record since it last released or fenced the shard's lease: a
+		// reader resumed after a postponed handoff reads on from the last
+		// record it handed out (AT_SEQUENCE_NUMBER, skipped), in the same
+		// generation, so it fetches that record again while the copy it
+		// handed out still waits in its lane (mix stuck, seed
+		// 1796631038291334950: a keyless record of shard 7, fetched by a3 at
+		// 33.8 s, queued behind key k2's backlog of slow handlings, fetched
+		// again by the resumed readers at 40.6 and 100.6 s, handled at
+		// 104.0 s; from the last fetch, the shard looked unread for 66.8 s).
 		for _, h := range w.handled {
 			if h.app != app {
 				continue
 			}
-			var last time.Time
+			var first time.Time
 			for _, t := range w.fetched[h.inst][h.shard+"/"+h.seq] {
-				if !t.After(h.start) {
-					last = t
+				if t.After(h.start) {
+					break
+				}
+				if first.IsZero() || w.letGo(h.inst, h.shard, first, t) {
+					first = t
 				}
 			}
-			if !last.IsZero() {
-				acts[h.shard] = append(acts[h.shard], act{last, h.start, h, false, false})
+			if !first.IsZero() {
+				acts[h.shard] = append(acts[h.shard], act{first, h.start, h, false, false})
 			}
 		}
 		// A record its fetcher never handled counts from the fetch until
@@ -808,6 +821,13 @@ func cmpDec(a, b string) int {
 	x, _ := new(big.Int).SetString(a, 10)
 	y, _ := new(big.Int).SetString(b, 10)
 	return x.Cmp(y)
+}
+
+// letGo says whether instance inst released or fenced its lease of shard
+// from from to to: what it fetched before then is not what it holds after.
+func (w *world) letGo(inst, shard string, from, to time.Time) bool {
+	within := func(x shardAt) bool { return x.shard == shard && !x.at.Before(from) && !x.at.After(to) }
+	return slices.ContainsFunc(w.releases[inst], within) || slices.ContainsFunc(w.leaseFences[inst], within)
 }
 
 // eachFetch calls f for each fetch of each record in fetches (key
