@@ -228,12 +228,13 @@ func main() {
 				a, m, kbench.Fmt(per, 1), m2, kbench.Fmt(per2, 1), c, kbench.Fmt(cper, 2))
 		}
 	}
-	fmt.Println("\nstored (last round), per 1M messages")
+	fmt.Println("\nstored (last round): records and PUT payload units per 1M messages; messages misplaced, out of order and under another key per 1M")
 	for _, mode := range o.modes {
 		st := stats[mode]
 		per := 1e6 / float64(st.messages)
-		fmt.Printf("  %-7s %9.0f records  %9.0f PUT payload units  %6.1f bytes/msg  misplaced %d  out of order %d  under another key %d\n",
-			mode, float64(st.records)*per, float64(st.units)*per, float64(st.bytes)/float64(st.messages), st.misplaced, st.unordered, st.wrongKey)
+		fmt.Printf("  %-7s %9.0f records  %9.0f PUT payload units  %6.1f bytes/msg  misplaced %.0f  out of order %.0f  under another key %.0f\n",
+			mode, float64(st.records)*per, float64(st.units)*per, float64(st.bytes)/float64(st.messages),
+			float64(st.misplaced)*per, float64(st.unordered)*per, float64(st.wrongKey)*per)
 	}
 }
 
