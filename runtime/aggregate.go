@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	goruntime "runtime"
 	"slices"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/runtime/internal/jsonenc"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -957,9 +959,19 @@ func (a *aggregator) marshal(v any) (data []byte, err error) {
 type jsonSlab struct {
 	enc  *json.Encoder
 	slab slabWriter
+	typ  reflect.Type     // the last message's type
+	fast *jsonenc.Encoder // its compiled encoder; nil: encoding/json
 }
 
 func (j *jsonSlab) marshal(v any) ([]byte, error) {
+	if t := reflect.TypeOf(v); t != j.typ {
+		j.typ, j.fast = t, jsonenc.For(t)
+	}
+	if j.fast != nil {
+		if out, ok := j.slab.appendJSON(j.fast, v); ok {
+			return out, nil
+		}
+	}
 	if j.enc == nil {
 		j.enc = json.NewEncoder(&j.slab)
 	}
@@ -998,6 +1010,25 @@ func (w *slabWriter) Write(p []byte) (int, error) {
 	w.slab = append(w.slab, p...)
 	w.last = w.slab[n:len(w.slab):len(w.slab)] // capped: an append to it copies
 	return len(p), nil
+}
+
+// appendJSON writes v's JSON with e at the end of the slab: a message
+// that outgrew the room left (at least slabMax) is copied out to a slice
+// of its own, as Write does for large ones.
+func (w *slabWriter) appendJSON(e *jsonenc.Encoder, v any) ([]byte, bool) {
+	if cap(w.slab)-len(w.slab) < slabMax {
+		w.slab = make([]byte, 0, slabBytes)
+	}
+	n := len(w.slab)
+	out, ok := e.Append(w.slab, v)
+	switch {
+	case !ok:
+		return nil, false
+	case cap(out) != cap(w.slab): // grown into a new array
+		return append([]byte(nil), out[n:]...), true
+	}
+	w.slab = out
+	return out[n:len(out):len(out)], true
 }
 
 // codecPanic is a panic of a lone Publish's encoding on the aggregator's

@@ -608,6 +608,9 @@ func (p *publisher[T]) resolveKey(ctx context.Context, key string, hasKey bool, 
 // checkHeaders applies the generator's rules for header tags to the headers
 // of a publish.
 func checkHeaders(h Headers) error {
+	if len(h) == 0 {
+		return nil // most messages: not even a range's iterator to start
+	}
 	for name, value := range h {
 		if err := rules.Header(name, value); err != nil {
 			return err
