@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -335,41 +336,44 @@ func TestStartRetriesALeaseStoreSlowToAnswer(t *testing.T) {
 			{name: "never answers", holdFirst: 1 << 40, wantErr: true, within: 4 * time.Second},
 			{name: "refuses", err: errors.New("AccessDeniedException (injected)"), wantErr: true, within: 200 * time.Millisecond},
 		} {
+			// On a virtual clock: Start's time is the test.
 			t.Run(tc.name, func(t *testing.T) {
-				e, _ := memEnvIn(t, 2, l)
-				store := &flakyStartStore{Store: e.store, holdFirst: tc.holdFirst, err: tc.err}
-				cfg := e.config("a", newCollector().sink)
-				cfg.Leases = store
-				if l == shard.LivenessPerInstance {
-					cfg.Leases = withMembers(store, e.store)
-				}
-				cfg.Renew, cfg.Failover = 100*time.Millisecond, 1500*time.Millisecond // 500 ms per lease call
-				c, err := shard.New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				began := time.Now()
-				err = c.Start(e.ctx(30 * time.Second))
-				took := time.Since(began)
-				t.Cleanup(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					defer cancel()
-					_ = c.Stop(ctx)
+				synctest.Test(t, func(t *testing.T) {
+					e, _ := memEnvIn(t, 2, l)
+					store := &flakyStartStore{Store: e.store, holdFirst: tc.holdFirst, err: tc.err}
+					cfg := e.config("a", newCollector().sink)
+					cfg.Leases = store
+					if l == shard.LivenessPerInstance {
+						cfg.Leases = withMembers(store, e.store)
+					}
+					cfg.Renew, cfg.Failover = 100*time.Millisecond, 1500*time.Millisecond // 500 ms per lease call
+					c, err := shard.New(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					began := time.Now()
+					err = c.Start(e.ctx(30 * time.Second))
+					took := time.Since(began)
+					t.Cleanup(func() {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						defer cancel()
+						_ = c.Stop(ctx)
+					})
+					if (err != nil) != tc.wantErr {
+						t.Fatalf("Start after %v: %v; want an error: %v", took, err, tc.wantErr)
+					}
+					if took > tc.within {
+						t.Errorf("Start returned after %v; want within %v", took, tc.within)
+					}
+					if err == nil {
+						if got := c.Owned(); len(got) != 2 {
+							t.Errorf("owned %v after a slow start; want both shards", got)
+						}
+						if store.held.Load() <= tc.holdFirst {
+							t.Errorf("%d listings; the test meant %d held, then one answered", store.held.Load(), tc.holdFirst)
+						}
+					}
 				})
-				if (err != nil) != tc.wantErr {
-					t.Fatalf("Start after %v: %v; want an error: %v", took, err, tc.wantErr)
-				}
-				if took > tc.within {
-					t.Errorf("Start returned after %v; want within %v", took, tc.within)
-				}
-				if err == nil {
-					if got := c.Owned(); len(got) != 2 {
-						t.Errorf("owned %v after a slow start; want both shards", got)
-					}
-					if store.held.Load() <= tc.holdFirst {
-						t.Errorf("%d listings; the test meant %d held, then one answered", store.held.Load(), tc.holdFirst)
-					}
-				}
 			})
 		}
 	})

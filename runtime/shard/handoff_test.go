@@ -279,7 +279,7 @@ func (s *seqCheckpointFailStore) Checkpoint(ctx context.Context, l lease.Lease, 
 // the owner released the lease after the one failed write: the asker read
 // again everything handled since the last checkpoint.)
 func TestHandoffRetriesItsFinalCheckpoint(t *testing.T) {
-	eachLiveness(t, testHandoffRetriesItsFinalCheckpoint)
+	eachLiveness(t, virtual(testHandoffRetriesItsFinalCheckpoint))
 }
 
 func testHandoffRetriesItsFinalCheckpoint(t *testing.T, l shard.Liveness) {

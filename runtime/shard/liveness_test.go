@@ -139,63 +139,67 @@ func (s *opStore) Leave(ctx context.Context, ns, owner string, beat int64) error
 // pass: 128 passes for 256 shards.)
 func TestJoinerReachesFairShareInThreePasses(t *testing.T) {
 	for _, n := range []int32{64, 256} {
+		// On a virtual clock: the goal is a time, three pass intervals,
+		// which a loaded machine's scheduling took on the real clock.
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			e, _ := memEnv(t, n)
-			shared := newOpStore(e.store)
-			cols := newCollectors(2)
-			cfgA := e.config("a", cols[0].sink)
-			cfgA.Leases = shared
-			cfgA.Poll = time.Second // n readers: keep the in-process polling light
-			// n readers under the race detector: room for a slow heartbeat,
-			// and a lease pass every 500 ms (the default is 2.5 s), so that a
-			// pass is long next to a handoff on a loaded machine, as it is
-			// in production.
-			cfgA.Renew, cfgA.Failover, cfgA.Sync = 200*time.Millisecond, 2*time.Second, 500*time.Millisecond
-			a := e.start(cfgA)
-			eventually(t, 10*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == int(n) })
-			want := map[string]int{}
-			e.publish(want, 100, 50)
-
-			bs := newOpStore(e.store)
-			cfgB := e.config("b", cols[1].sink)
-			cfgB.Leases = bs
-			cfgB.Poll = time.Second
-			cfgB.Renew, cfgB.Failover, cfgB.Sync = cfgA.Renew, cfgA.Failover, cfgA.Sync
-			takes := shared.takes.Load()
-			began := time.Now()
-			b := e.start(cfgB)
-			published := make(chan struct{})
-			go func() { // while the leases move
-				defer close(published)
+			synctest.Test(t, func(t *testing.T) {
+				e, _ := memEnv(t, n)
+				shared := newOpStore(e.store)
+				cols := newCollectors(2)
+				cfgA := e.config("a", cols[0].sink)
+				cfgA.Leases = shared
+				cfgA.Poll = time.Second // n readers: keep the in-process polling light
+				// n readers under the race detector: room for a slow heartbeat,
+				// and a lease pass every 500 ms (the default is 2.5 s), so that a
+				// pass is long next to a handoff on a loaded machine, as it is
+				// in production.
+				cfgA.Renew, cfgA.Failover, cfgA.Sync = 200*time.Millisecond, 2*time.Second, 500*time.Millisecond
+				a := e.start(cfgA)
+				eventually(t, 10*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == int(n) })
+				want := map[string]int{}
 				e.publish(want, 100, 50)
-			}()
-			var took time.Duration
-			eventually(t, 20*time.Second, "b at its fair share", func() bool {
-				took = time.Since(began)
-				return len(b.Owned()) == int(n)/2 && len(a.Owned()) == int(n)/2
+
+				bs := newOpStore(e.store)
+				cfgB := e.config("b", cols[1].sink)
+				cfgB.Leases = bs
+				cfgB.Poll = time.Second
+				cfgB.Renew, cfgB.Failover, cfgB.Sync = cfgA.Renew, cfgA.Failover, cfgA.Sync
+				takes := shared.takes.Load()
+				began := time.Now()
+				b := e.start(cfgB)
+				published := make(chan struct{})
+				go func() { // while the leases move
+					defer close(published)
+					e.publish(want, 100, 50)
+				}()
+				var took time.Duration
+				eventually(t, 20*time.Second, "b at its fair share", func() bool {
+					took = time.Since(began)
+					return len(b.Owned()) == int(n)/2 && len(a.Owned()) == int(n)/2
+				})
+				<-published
+				// A pass runs every min(Sync, Failover/4); b's first is its
+				// Start. Passes woken early (a lease taken) do not count: the
+				// goal is a time, three pass intervals.
+				every := min(cfgB.Sync, cfgB.Failover/4)
+				moved := shared.takes.Load() - takes + bs.takes.Load()
+				t.Logf("%d shards: b at its share after %v (%.1f lease pass intervals of %v; %d passes ran), %d ownership changes",
+					n, took.Round(time.Millisecond), float64(took)/float64(every), every, bs.passes.Load(), moved)
+				if took > 3*every {
+					t.Errorf("b reached its share after %v, more than three lease passes (%v)", took, 3*every)
+				}
+				if moved != int64(n)/2 {
+					t.Errorf("%d ownership changes, want %d (each moved lease once)", moved, n/2)
+				}
+				e.publish(want, 100, 50)
+				all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
+				cols[1].wait(t, 20*time.Second, "every record (a and b)", func([]*shard.Record) bool { return len(all()) >= 300 })
+				time.Sleep(300 * time.Millisecond) // a duplicate would arrive by now
+				checkKeyOrder(t, all(), want)
+				if got := len(all()); got != 300 {
+					t.Fatalf("%d deliveries of 300 records: graceful handoffs delivered %d twice", got, got-300)
+				}
 			})
-			<-published
-			// A pass runs every min(Sync, Failover/4); b's first is its
-			// Start. Passes woken early (a lease taken) do not count: the
-			// goal is a time, three pass intervals.
-			every := min(cfgB.Sync, cfgB.Failover/4)
-			moved := shared.takes.Load() - takes + bs.takes.Load()
-			t.Logf("%d shards: b at its share after %v (%.1f lease pass intervals of %v; %d passes ran), %d ownership changes",
-				n, took.Round(time.Millisecond), float64(took)/float64(every), every, bs.passes.Load(), moved)
-			if took > 3*every {
-				t.Errorf("b reached its share after %v, more than three lease passes (%v)", took, 3*every)
-			}
-			if moved != int64(n)/2 {
-				t.Errorf("%d ownership changes, want %d (each moved lease once)", moved, n/2)
-			}
-			e.publish(want, 100, 50)
-			all := func() []*shard.Record { return append(cols[0].records(), cols[1].records()...) }
-			cols[1].wait(t, 20*time.Second, "every record (a and b)", func([]*shard.Record) bool { return len(all()) >= 300 })
-			time.Sleep(300 * time.Millisecond) // a duplicate would arrive by now
-			checkKeyOrder(t, all(), want)
-			if got := len(all()); got != 300 {
-				t.Fatalf("%d deliveries of 300 records: graceful handoffs delivered %d twice", got, got-300)
-			}
 		})
 	}
 }
@@ -454,7 +458,7 @@ func TestOwnerWhoseHeartbeatsFailStopsBeforeTakeover(t *testing.T) {
 // reading nothing, and what the readers had delivered was read again. On
 // a loaded machine the live handoff test went on to strand two shards.)
 func TestSlowFirstPassKeepsItsLeases(t *testing.T) {
-	eachLiveness(t, testSlowFirstPassKeepsItsLeases)
+	eachLiveness(t, virtual(testSlowFirstPassKeepsItsLeases))
 }
 
 func testSlowFirstPassKeepsItsLeases(t *testing.T, l shard.Liveness) {
@@ -550,26 +554,30 @@ func testFencedOwnerTakesItsLeasesBack(t *testing.T, l shard.Liveness) {
 // handing owner listed again after its releases: leftBehind read them as
 // left under its name.)
 func TestHandingOwnerListsNoMore(t *testing.T) {
-	const shards = 8
-	e, _ := memEnv(t, shards)
-	as, bs := newOpStore(e.store), newOpStore(e.store)
-	cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
-	cfgA.Leases, cfgB.Leases = as, bs
-	a := e.start(cfgA)
-	eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == shards })
-	time.Sleep(5 * cfgA.Sync) // the listing that confirms a's takes
-	lists := as.lists.Load()
-	b := e.start(cfgB)
-	eventually(t, 5*time.Second, "a 4/4 split", func() bool {
-		return len(a.Reading()) == shards/2 && len(b.Reading()) == shards/2
+	// On a virtual clock: its margins are a fence time or a pass interval,
+	// which a loaded machine took on the real clock (CI, load average 8-16).
+	synctest.Test(t, func(t *testing.T) {
+		const shards = 8
+		e, _ := memEnv(t, shards)
+		as, bs := newOpStore(e.store), newOpStore(e.store)
+		cfgA, cfgB := e.config("a", newCollector().sink), e.config("b", newCollector().sink)
+		cfgA.Leases, cfgB.Leases = as, bs
+		a := e.start(cfgA)
+		eventually(t, 5*time.Second, "a reads every shard", func() bool { return len(a.Reading()) == shards })
+		time.Sleep(5 * cfgA.Sync) // the listing that confirms a's takes
+		lists := as.lists.Load()
+		b := e.start(cfgB)
+		eventually(t, 5*time.Second, "a 4/4 split", func() bool {
+			return len(a.Reading()) == shards/2 && len(b.Reading()) == shards/2
+		})
+		time.Sleep(10 * cfgA.Sync) // passes after the handoffs
+		if n := as.lists.Load() - lists; n != 0 {
+			t.Errorf("a, handing half its leases to b, listed the leases %d times; want none (it released them itself)", n)
+		}
+		if n := len(a.Owned()); n != shards/2 {
+			t.Errorf("a holds %d leases after the handoffs, want %d", n, shards/2)
+		}
 	})
-	time.Sleep(10 * cfgA.Sync) // passes after the handoffs
-	if n := as.lists.Load() - lists; n != 0 {
-		t.Errorf("a, handing half its leases to b, listed the leases %d times; want none (it released them itself)", n)
-	}
-	if n := len(a.Owned()); n != shards/2 {
-		t.Errorf("a holds %d leases after the handoffs, want %d", n, shards/2)
-	}
 }
 
 // A lease left under an owner's name (by an earlier run under the same id,

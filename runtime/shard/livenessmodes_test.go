@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"testing"
+	"testing/synctest"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
@@ -19,6 +20,16 @@ import (
 func eachLiveness(t *testing.T, f func(t *testing.T, l shard.Liveness)) {
 	for _, l := range []shard.Liveness{shard.LivenessPerInstance, shard.LivenessPerLease} {
 		t.Run(l.String(), func(t *testing.T) { f(t, l) })
+	}
+}
+
+// virtual runs f on a virtual clock (testing/synctest), the coordinators'
+// timers and the in-process servers all in its bubble: where a test's
+// margins are a fence time of a few hundred milliseconds, a loaded machine's
+// scheduling (CI's load average reached 16) decided it on the real clock.
+func virtual(f func(t *testing.T, l shard.Liveness)) func(t *testing.T, l shard.Liveness) {
+	return func(t *testing.T, l shard.Liveness) {
+		synctest.Test(t, func(t *testing.T) { f(t, l) })
 	}
 }
 

@@ -226,7 +226,7 @@ func (w *writeClock) Heartbeat(ctx context.Context, ns string, m lease.Member) e
 // next owner reads the record at once, not a failover time later, and
 // never while the first handler still runs it.
 func TestStopReleasesALeaseWhoseHandlerHonoursItsContext(t *testing.T) {
-	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+	eachLiveness(t, virtual(func(t *testing.T, l shard.Liveness) {
 		const failover = 5 * time.Second
 		e, _ := memEnvIn(t, 1, l)
 		cols := newCollectors(2)
@@ -292,7 +292,7 @@ func TestStopReleasesALeaseWhoseHandlerHonoursItsContext(t *testing.T) {
 		if d := first.Sub(stopped); d > failover/2 {
 			t.Errorf("b handled the record %v after a's Stop; want it released at once", d.Round(time.Millisecond))
 		}
-	})
+	}))
 }
 
 // A lane that stops while it holds a record back (an in-place retry
