@@ -319,7 +319,10 @@ func TestHandoffWhileConsumingHasNoDuplicates(t *testing.T) {
 func testHandoffWhileConsuming(t *testing.T, e *env) {
 	cols := newCollectors(2)
 	colA, colB := cols[0], cols[1]
-	a := e.start(e.config("a", colA.sink))
+	var lost shard.LeaseCounters // both instances'
+	cfgA, cfgB := e.config("a", colA.sink), e.config("b", colB.sink)
+	cfgA.Counters, cfgB.Counters = &lost, &lost
+	a := e.start(cfgA)
 	stop := make(chan struct{})
 	done := make(chan int)
 	go func() {
@@ -345,7 +348,7 @@ func testHandoffWhileConsuming(t *testing.T, e *env) {
 		published = <-done
 	})
 	t.Cleanup(stopPublishing)
-	b := e.start(e.config("b", colB.sink))
+	b := e.start(cfgB)
 	eventually(t, 10*time.Second, "a 2/2 split", func() bool {
 		return len(a.Reading()) == 2 && len(b.Reading()) == 2
 	})
@@ -361,8 +364,15 @@ func testHandoffWhileConsuming(t *testing.T, e *env) {
 		}
 		seen[idOf(r)] = true
 	}
-	if len(seen) != published || dups != 0 {
-		t.Fatalf("published %d, delivered %d distinct with %d duplicates; want all once", published, len(seen), dups)
+	if len(seen) != published {
+		t.Fatalf("published %d, delivered %d distinct; want all", published, len(seen))
+	}
+	// Once each, unless a lease was lost (a pause past the fence time on a
+	// loaded machine): then at least once allows it, and it is no handoff's.
+	if n := lost.Lost.Load(); dups != 0 && n == 0 {
+		t.Fatalf("%d records delivered twice, and no lease lost: the graceful handoff delivered them again", dups)
+	} else if dups != 0 {
+		t.Logf("%d records delivered twice after %d leases lost", dups, n)
 	}
 }
 

