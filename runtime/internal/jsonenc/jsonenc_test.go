@@ -301,3 +301,43 @@ func BenchmarkEvent(b *testing.B) {
 		}
 	})
 }
+
+// fuzzed holds the fuzzer's values in every shape jsonenc writes itself,
+// and a few it hands to encoding/json.
+type fuzzed struct {
+	S    string             `json:"s"`
+	SO   string             `json:"so,omitempty"`
+	I    int64              `json:"i"`
+	IO   int32              `json:"io,omitempty"`
+	U    uint16             `json:"u,omitempty"`
+	F    float64            `json:"f"`
+	F32  float32            `json:"f32,omitempty"`
+	B    bool               `json:"b"`
+	Raw  []byte             `json:"raw"`
+	P    *string            `json:"p"`
+	Ss   []string           `json:"ss,omitempty"`
+	In   inner              `json:"in"`
+	Ins  []*inner           `json:"ins"`
+	M    map[string]float64 `json:"m,omitempty"`
+	Up   upper              `json:"up"`
+	When *time.Time         `json:"when,omitempty"`
+}
+
+func FuzzStructAsEncodingJSON(f *testing.F) {
+	f.Add("a<b", int64(-3), 1.5, true, []byte{0, 255}, uint16(7))
+	f.Add("", int64(0), math.Copysign(0, -1), false, []byte(nil), uint16(0))
+	f.Add("\xff\u2028", int64(math.MaxInt64), 1e21, true, []byte("x"), uint16(65535))
+	f.Fuzz(func(t *testing.T, s string, i int64, x float64, b bool, raw []byte, u uint16) {
+		v := fuzzed{S: s, SO: s, I: i, IO: int32(i), U: u, F: x, F32: float32(x), B: b, Raw: raw,
+			Ss: strings.Fields(s), In: inner{A: int(i), B: s}, Up: upper(s)}
+		if b {
+			v.P = &s
+			v.Ins = []*inner{{A: 1, B: s}, nil}
+			v.M = map[string]float64{s: x}
+			when := time.Unix(i%1e10, int64(u))
+			v.When = &when
+		}
+		sameAsEncodingJSON(t, v)
+		sameAsEncodingJSON(t, &v)
+	})
+}
