@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"golang.org/x/tools/go/types/typeutil"
 
 	"github.com/kinesisgen/kinesisgen/annotations"
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // Schema is the subset of JSON Schema (draft 7, the AsyncAPI schema format)
@@ -410,7 +410,7 @@ func jsonFields(t *types.Struct) []field {
 					continue
 				}
 				name, opts, _ := strings.Cut(tag, ",")
-				if !validTag(name) {
+				if !rules.JSONTagName(name) {
 					name = ""
 				}
 				index := append(slices.Clone(lv.index), i)
@@ -504,19 +504,4 @@ func emptiable(t types.Type) bool {
 		return u.Len() == 0
 	}
 	return false
-}
-
-// validTag is encoding/json's isValidTag.
-func validTag(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
-			return false
-		}
-	}
-	return true
 }

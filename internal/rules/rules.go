@@ -1,7 +1,7 @@
-// Package rules holds the service's rules for partition keys and the
-// framework's rules for header names, in one place, so that the generator,
-// the runtime and the in-process Kinesis (runtime/kinesistest) apply the same
-// ones.
+// Package rules holds the service's rules for partition keys, the
+// framework's rules for header names and encoding/json's for field names,
+// in one place, so that the generator, the runtime and the in-process
+// Kinesis (runtime/kinesistest) apply the same ones.
 package rules
 
 import (

@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -77,6 +79,23 @@ func TestHeader(t *testing.T) {
 	} {
 		if err := Header(tt.name, tt.value); (err == nil) != tt.ok {
 			t.Errorf("Header(%q, %q) = %v, want ok %v", tt.name, tt.value, err, tt.ok)
+		}
+	}
+}
+
+// JSONTagName agrees with encoding/json on which tag names it writes a
+// field under: a field tagged with any other keeps its Go name.
+func TestJSONTagNameIsEncodingJSONs(t *testing.T) {
+	for _, name := range []string{"id", "a-b", "x.y", "ä", "a b", "1", "$", "", "a\"b", "a\\b", "a'b", "a`b", "\u00a0", "αβ", "a\tb"} {
+		tag := reflect.StructTag(`json:"` + strings.ReplaceAll(strings.ReplaceAll(name, `\`, `\\`), `"`, `\"`) + `"`)
+		typ := reflect.StructOf([]reflect.StructField{{Name: "F", Type: reflect.TypeFor[int](), Tag: tag}})
+		out, err := json.Marshal(reflect.New(typ).Elem().Interface())
+		if err != nil {
+			t.Fatal(err)
+		}
+		usesTag := !strings.HasPrefix(string(out), `{"F":`) || name == "F"
+		if got := JSONTagName(name); got != usesTag {
+			t.Errorf("JSONTagName(%q) = %v; encoding/json writes %s", name, got, out)
 		}
 	}
 }

@@ -24,8 +24,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode"
 	"unsafe"
+
+	"github.com/kinesisgen/kinesisgen/internal/rules"
 )
 
 // Encoder writes the JSON of values of one type.
@@ -195,7 +196,7 @@ func (c *compiler) structWriter(t reflect.Type, addressable bool) writer {
 			continue
 		}
 		name, opts, _ := strings.Cut(tag, ",")
-		if !validTag(name) {
+		if !rules.JSONTagName(name) {
 			name = sf.Name
 		}
 		omitEmpty := false
@@ -449,19 +450,4 @@ func emptyFunc(t reflect.Type) func(p unsafe.Pointer) bool {
 		}
 		return false
 	}
-}
-
-// validTag is encoding/json's isValidTag.
-func validTag(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
-			return false
-		}
-	}
-	return true
 }
