@@ -87,10 +87,13 @@ func (e *Encoder) Append(dst []byte, v any) (out []byte, ok bool) {
 }
 
 // Marshal returns the JSON of v as json.Marshal does, in a slice sized
-// from the last value encoded.
+// from the last value encoded, up to maxGuess: one large message must not
+// make every small one after it allocate as much.
 func (e *Encoder) Marshal(v any) ([]byte, bool) {
-	return e.Append(make([]byte, 0, e.size.Load()+16), v)
+	return e.Append(make([]byte, 0, min(e.size.Load(), maxGuess)+16), v)
 }
+
+const maxGuess = 16 << 10
 
 // Append appends the JSON of v to dst if its type has an Encoder.
 func Append(dst []byte, v any) ([]byte, bool) {

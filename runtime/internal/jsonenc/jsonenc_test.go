@@ -234,8 +234,9 @@ func TestNoEncoderForWhatEncodingJSONDecides(t *testing.T) {
 	sameAsEncodingJSON(t, outer{E: embedded{inner: inner{A: 1}, C: 2}, S: stringOpt{N: 3}, T: twoNames{A: 1}})
 }
 
-// An Encoder writes only its own type.
-func TestEncoderRefusesOtherTypes(t *testing.T) {
+// An Encoder writes only its own type, and sizes a Marshal from the last
+// message, within a bound.
+func TestEncoderOwnTypeAndSizeGuess(t *testing.T) {
 	e := For(reflect.TypeFor[inner]())
 	if _, ok := e.Append(nil, &inner{}); ok {
 		t.Fatal("the inner Encoder wrote a *inner")
@@ -246,6 +247,12 @@ func TestEncoderRefusesOtherTypes(t *testing.T) {
 	got, ok := e.Marshal(inner{A: 1, B: "b"})
 	if !ok || string(got) != `{"a":1,"b":"b"}` {
 		t.Fatalf("Marshal: %s, %v", got, ok)
+	}
+	// A large message sizes the next guess, but only so far.
+	large, _ := e.Marshal(inner{B: strings.Repeat("x", 1<<20)})
+	small, _ := e.Marshal(inner{A: 2})
+	if len(large) < 1<<20 || cap(small) > maxGuess+16 {
+		t.Fatalf("after a %d-byte message a %d-byte one had a buffer of %d", len(large), len(small), cap(small))
 	}
 }
 
