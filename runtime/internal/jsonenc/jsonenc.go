@@ -7,7 +7,7 @@
 //
 // It takes structs (and pointers to them) of named fields; whatever it does
 // not write itself (maps, interfaces, arrays, types with their own
-// MarshalJSON or MarshalText, recursive types) it hands to encoding/json
+// MarshalJSON or MarshalText, json.Number, recursive types) it hands to encoding/json
 // field by field, so a message has one encoding whichever path wrote it.
 // A type it cannot vouch for as a whole (embedded fields, the ",string" and
 // "omitzero" options, two fields of one name) gets no Encoder: its caller
@@ -107,6 +107,7 @@ func Append(dst []byte, v any) ([]byte, bool) {
 var (
 	marshalerType     = reflect.TypeFor[json.Marshaler]()
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+	numberType        = reflect.TypeFor[json.Number]()
 )
 
 // compile builds t's Encoder: t must be a struct, or a pointer to one,
@@ -253,7 +254,7 @@ func (c *compiler) structWriter(t reflect.Type, addressable bool) writer {
 // valueWriter compiles the writer of a value of type t: its own, or
 // encoding/json's through fallbackWriter.
 func (c *compiler) valueWriter(t reflect.Type, addressable bool) writer {
-	if ownEncoding(t) {
+	if ownEncoding(t) || t == numberType { // a json.Number is written bare, as a number
 		return fallbackWriter(t, addressable)
 	}
 	switch t.Kind() {

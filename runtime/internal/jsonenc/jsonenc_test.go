@@ -72,6 +72,8 @@ type kinds struct {
 	UpMap    map[upper]string  `json:"upmap"`
 	Nested   map[string][]byte `json:"nested"`
 	PP       **inner           `json:"pp"`
+	Num      json.Number       `json:"num"` // written bare, as a number
+	NumO     json.Number       `json:"numo,omitempty"`
 }
 
 type omits struct {
@@ -133,6 +135,7 @@ func TestSameBytesAsEncodingJSON(t *testing.T) {
 		Bytes: []byte{0, 1, 2, 250}, Map: map[string]int{"b": 2, "a": 1}, Any: []any{1, "two", nil},
 		When: when, WhenP: &when, Arr: [2]int{3, 4}, PM: ptrMarshaler{N: 3}, PMs: []ptrMarshaler{{N: 5}},
 		Up: "shout", UpMap: map[upper]string{"k": "v"}, Nested: map[string][]byte{"n": {1}}, PP: &in,
+		Num: "12.5e3", NumO: "-0",
 	}
 	for _, v := range []any{
 		full, &full, kinds{}, &kinds{}, (*kinds)(nil),
