@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -1067,83 +1068,88 @@ func TestAggregatedBusyKeyHoldsBackOnlyItsOwn(t *testing.T) {
 // nil and a receipt naming where its own message is; nothing of the
 // refused aggregate is stored, and its keys publish again afterwards.
 func TestAggregatedEachCallerGetsItsAggregatesOutcome(t *testing.T) {
-	ctx := testContext(t, 30*time.Second)
-	s := kinesistest.New()
-	stream := createStream(ctx, t, s, 2)
-	l, err := shard.List(ctx, s, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shardOf := func(key string) string {
-		for _, id := range l.IDs() {
-			if info, _ := l.Shard(id); info.Range.Contains(shard.HashKeyOf(key)) {
-				return id
+	// On a virtual clock: the first message must open its shard's aggregate
+	// before the others come, and on a loaded machine (CI) 30 ms of the real
+	// clock did not see its goroutine get that far.
+	synctest.Test(t, func(t *testing.T) {
+		ctx := testContext(t, 30*time.Second)
+		s := kinesistest.New()
+		stream := createStream(ctx, t, s, 2)
+		l, err := shard.List(ctx, s, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shardOf := func(key string) string {
+			for _, id := range l.IDs() {
+				if info, _ := l.Shard(id); info.Range.Contains(shard.HashKeyOf(key)) {
+					return id
+				}
+			}
+			t.Fatalf("no shard for %s", key)
+			return ""
+		}
+		keys := aggKeys(24)
+		bad := keys[0] // its aggregate is put under its key: the first message's
+		badShard := shardOf(bad)
+		s.InjectPutFault(func(_, key string) error {
+			if key == bad {
+				return &types.KMSAccessDeniedException{Message: aws.String("injected")}
+			}
+			return nil
+		})
+		b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
+		p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
+			runtime.WithAggregation(runtime.Aggregation{Linger: 300 * time.Millisecond}))
+		type result struct {
+			key string
+			r   runtime.Receipt
+			err error
+		}
+		results := make(chan result, len(keys))
+		send := func(k string) {
+			r, err := p.Message(aggMsg{Key: k}).PartitionKey(k).Send(ctx)
+			results <- result{k, r, err}
+		}
+		go send(bad)
+		time.Sleep(30 * time.Millisecond) // bad opens its shard's aggregate; the others join it within the linger
+		for _, k := range keys[1:] {
+			go send(k)
+		}
+		refused, storedOK := 0, 0
+		receipts := map[string]runtime.Receipt{}
+		for range keys {
+			res := <-results
+			if shardOf(res.key) == badShard {
+				var ee *runtime.EntryError
+				if !errors.Is(res.err, runtime.ErrPublish) || !errors.As(res.err, &ee) || ee.Code != "KMSAccessDeniedException" {
+					t.Errorf("key %s, in the refused aggregate: %v, want ErrPublish with its entry's KMSAccessDeniedException", res.key, res.err)
+				}
+				refused++
+				continue
+			}
+			if res.err != nil || res.r.ShardID != shardOf(res.key) || res.r.SequenceNumber == "" || res.r.PartitionKey != res.key {
+				t.Errorf("key %s, in the stored aggregate: receipt %+v, %v", res.key, res.r, res.err)
+			}
+			receipts[res.key] = res.r
+			storedOK++
+		}
+		if refused < 2 || storedOK < 2 {
+			t.Fatalf("%d messages in the refused aggregate, %d in the stored one: want several of each", refused, storedOK)
+		}
+		msgs, _ := readMessages(ctx, t, s, stream)
+		if len(msgs) != storedOK {
+			t.Errorf("%d messages stored, want the %d acknowledged", len(msgs), storedOK)
+		}
+		for _, m := range msgs {
+			if r := receipts[m.key]; m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
+				t.Errorf("message of %s stored at %s/%s/%d, its receipt says %+v", m.key, m.shard, m.seq, m.sub, r)
 			}
 		}
-		t.Fatalf("no shard for %s", key)
-		return ""
-	}
-	keys := aggKeys(24)
-	bad := keys[0] // its aggregate is put under its key: the first message's
-	badShard := shardOf(bad)
-	s.InjectPutFault(func(_, key string) error {
-		if key == bad {
-			return &types.KMSAccessDeniedException{Message: aws.String("injected")}
+		s.InjectPutFault(nil)
+		if err := p.Message(aggMsg{Key: bad, N: 1}).PartitionKey(bad).Publish(ctx); err != nil {
+			t.Errorf("after the refusals: %v", err)
 		}
-		return nil
 	})
-	b := connect(ctx, t, runtime.NewBroker(runtime.WithKinesisClient(s)))
-	p := runtime.NewPublisher[aggMsg](b, runtime.PublisherSpec{Stream: stream},
-		runtime.WithAggregation(runtime.Aggregation{Linger: 300 * time.Millisecond}))
-	type result struct {
-		key string
-		r   runtime.Receipt
-		err error
-	}
-	results := make(chan result, len(keys))
-	send := func(k string) {
-		r, err := p.Message(aggMsg{Key: k}).PartitionKey(k).Send(ctx)
-		results <- result{k, r, err}
-	}
-	go send(bad)
-	time.Sleep(30 * time.Millisecond) // bad opens its shard's aggregate; the others join it within the linger
-	for _, k := range keys[1:] {
-		go send(k)
-	}
-	refused, storedOK := 0, 0
-	receipts := map[string]runtime.Receipt{}
-	for range keys {
-		res := <-results
-		if shardOf(res.key) == badShard {
-			var ee *runtime.EntryError
-			if !errors.Is(res.err, runtime.ErrPublish) || !errors.As(res.err, &ee) || ee.Code != "KMSAccessDeniedException" {
-				t.Errorf("key %s, in the refused aggregate: %v, want ErrPublish with its entry's KMSAccessDeniedException", res.key, res.err)
-			}
-			refused++
-			continue
-		}
-		if res.err != nil || res.r.ShardID != shardOf(res.key) || res.r.SequenceNumber == "" || res.r.PartitionKey != res.key {
-			t.Errorf("key %s, in the stored aggregate: receipt %+v, %v", res.key, res.r, res.err)
-		}
-		receipts[res.key] = res.r
-		storedOK++
-	}
-	if refused < 2 || storedOK < 2 {
-		t.Fatalf("%d messages in the refused aggregate, %d in the stored one: want several of each", refused, storedOK)
-	}
-	msgs, _ := readMessages(ctx, t, s, stream)
-	if len(msgs) != storedOK {
-		t.Errorf("%d messages stored, want the %d acknowledged", len(msgs), storedOK)
-	}
-	for _, m := range msgs {
-		if r := receipts[m.key]; m.shard != r.ShardID || m.seq != r.SequenceNumber || m.sub != r.SubSequence {
-			t.Errorf("message of %s stored at %s/%s/%d, its receipt says %+v", m.key, m.shard, m.seq, m.sub, r)
-		}
-	}
-	s.InjectPutFault(nil)
-	if err := p.Message(aggMsg{Key: bad, N: 1}).PartitionKey(bad).Publish(ctx); err != nil {
-		t.Errorf("after the refusals: %v", err)
-	}
 }
 
 // TestAggregatedCallerGivesUp: callers whose ctx ends before their

@@ -832,13 +832,16 @@ func (r *subRun) stopQueue(ctx context.Context) error {
 		}
 		t.Stop()
 	}
-	// The handlers are done, or abandoned to the shutdown timeout: their
-	// records are no longer extended, and an abandoned one, never
-	// acknowledged, is visible again within a visibility timeout.
-	close(q.stopKeep)
-	q.keeper.Wait()
+	// The handlers are done, or abandoned to the shutdown timeout. Their
+	// acknowledgements are flushed first, the keeper still extending the
+	// records until each call is over (a slow one must not let another
+	// consumer receive a handled record); then the keeper stops, and an
+	// abandoned record, never acknowledged, is visible again within a
+	// visibility timeout.
 	close(q.ackQuit)
 	q.ackers.Wait()
+	close(q.stopKeep)
+	q.keeper.Wait()
 	r.cancel()
 	if err != nil {
 		return &Error{Kind: ErrRead, Op: "stop", Stream: r.s.stream, Err: err}

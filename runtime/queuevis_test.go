@@ -393,3 +393,55 @@ func TestQueueVisibilityKeptThroughSlowExtensions(t *testing.T) {
 		}
 	})
 }
+
+// A Stop whose final acknowledgement is slow keeps the record hidden until
+// the call is over: nobody else receives a record that was handled and is
+// being acknowledged. (Before the fix Stop ended the visibility keeper
+// before it flushed the acknowledgements: a call slower than the record's
+// remaining timeout let another consumer receive it, and a call that then
+// failed left it to be handled again, under CI's load 10 records of 400.)
+func TestQueueStopKeepsARecordHiddenUntilItsAckLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := kinesistest.New()
+		var slowed atomic.Bool
+		s.InjectCallFault(func(c kinesistest.Call) error {
+			if c.Op == kinesistest.OpAcknowledgeQueueRecords && slowed.CompareAndSwap(false, true) {
+				time.Sleep(3 * time.Second) // three visibility timeouts, then it lands
+			}
+			return nil
+		})
+		b := queueBroker(t, s)
+		var c concurrency
+		sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+			c.begin(d.RecordID)
+			defer c.end(d.RecordID)
+			return runtime.Ack()
+		}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		putQueueOrders(t, s, "orders", 0, 1)
+		waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stopped <- sub.Stop(ctx)
+		}()
+		// Another consumer of the queue, past two timeouts while the
+		// acknowledgement is on its way.
+		time.Sleep(2 * time.Second)
+		if n := queueVisibleAfter(t, s, "orders", "work", 0); n != 0 {
+			t.Errorf("%d records received by another consumer while Stop acknowledged them", n)
+		}
+		if err := <-stopped; err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if n := queueVisibleAfter(t, s, "orders", "work", 1500*time.Millisecond); n != 0 {
+			t.Errorf("%d records in the queue after their acknowledgement landed", n)
+		}
+		if _, handled := c.counts(); handled != 1 {
+			t.Errorf("handled %d times, want once", handled)
+		}
+	})
+}
