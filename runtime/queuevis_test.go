@@ -108,26 +108,8 @@ func TestQueueSubscriberExtendsVisibilityOfLongHandlers(t *testing.T) {
 // server, retries) is under way, so the record is not received and
 // handled again meanwhile.
 func TestQueueSubscriberKeepsARecordHiddenUntilItsAckLands(t *testing.T) {
-	s := kinesistest.New()
-	var slowed atomic.Bool
-	s.InjectCallFault(func(c kinesistest.Call) error {
-		if c.Op == kinesistest.OpAcknowledgeQueueRecords && slowed.CompareAndSwap(false, true) {
-			time.Sleep(5 * time.Second) // 2.5 visibility timeouts, then it lands
-		}
-		return nil
-	})
-	b := queueBroker(t, s)
-	var c concurrency
-	_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
-		c.begin(d.RecordID)
-		defer c.end(d.RecordID)
-		return runtime.Ack()
-	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(longHandlerVisibility), runtime.Workers(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	putQueueOrders(t, s, "orders", 0, 1)
-	waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
+	// 2.5 visibility timeouts, then it lands.
+	_, b, _, c := slowFirstAck(t, 5*time.Second, longHandlerVisibility)
 	// The acknowledgement lands and another visibility timeout passes.
 	time.Sleep(8 * time.Second)
 	if most, handled := c.counts(); handled != 1 {
@@ -398,30 +380,13 @@ func TestQueueVisibilityKeptThroughSlowExtensions(t *testing.T) {
 // the call is over: nobody else receives a record that was handled and is
 // being acknowledged. (Before the fix Stop ended the visibility keeper
 // before it flushed the acknowledgements: a call slower than the record's
-// remaining timeout let another consumer receive it, and a call that then
-// failed left it to be handled again, under CI's load 10 records of 400.)
+// remaining timeout let another consumer receive it, and its
+// acknowledgement was then refused: the record stayed, to be handled
+// again.)
 func TestQueueStopKeepsARecordHiddenUntilItsAckLands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := kinesistest.New()
-		var slowed atomic.Bool
-		s.InjectCallFault(func(c kinesistest.Call) error {
-			if c.Op == kinesistest.OpAcknowledgeQueueRecords && slowed.CompareAndSwap(false, true) {
-				time.Sleep(3 * time.Second) // three visibility timeouts, then it lands
-			}
-			return nil
-		})
-		b := queueBroker(t, s)
-		var c concurrency
-		sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
-			c.begin(d.RecordID)
-			defer c.end(d.RecordID)
-			return runtime.Ack()
-		}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(time.Second), runtime.Workers(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		putQueueOrders(t, s, "orders", 0, 1)
-		waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
+		// Three visibility timeouts, then it lands.
+		s, _, sub, c := slowFirstAck(t, 3*time.Second, time.Second)
 		stopped := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -444,4 +409,33 @@ func TestQueueStopKeepsARecordHiddenUntilItsAckLands(t *testing.T) {
 			t.Errorf("handled %d times, want once", handled)
 		}
 	})
+}
+
+// slowFirstAck starts a queue subscriber (two workers, visibility vis)
+// whose handler acknowledges every record, on an in-process server whose
+// first AcknowledgeQueueRecords call takes hold before it lands; it puts
+// one record and returns once that call is under way.
+func slowFirstAck(t *testing.T, hold, vis time.Duration) (*kinesistest.Server, *runtime.Broker, *runtime.Subscription, *concurrency) {
+	t.Helper()
+	s := kinesistest.New()
+	var slowed atomic.Bool
+	s.InjectCallFault(func(c kinesistest.Call) error {
+		if c.Op == kinesistest.OpAcknowledgeQueueRecords && slowed.CompareAndSwap(false, true) {
+			time.Sleep(hold)
+		}
+		return nil
+	})
+	b := queueBroker(t, s)
+	c := new(concurrency)
+	sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(vis), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, s, "orders", 0, 1)
+	waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
+	return s, b, sub, c
 }

@@ -293,21 +293,16 @@ func (c *compiler) valueWriter(t reflect.Type, addressable bool) writer {
 			return w
 		}
 	case reflect.Pointer:
-		if ownEncoding(t.Elem()) {
-			break
-		}
-		if w := c.valueWriter(t.Elem(), true); w != nil {
-			return pointerWriter(w)
-		}
+		// A pointer whose element encodes itself was caught above: *T's
+		// method set holds T's. What it points to is addressable.
+		return pointerWriter(c.valueWriter(t.Elem(), true))
 	case reflect.Slice:
 		// encoding/json writes a []byte (whose elements do not encode
 		// themselves) in base64; a slice's elements are addressable.
 		if t.Elem().Kind() == reflect.Uint8 && !ownEncoding(t.Elem()) {
 			return writeBytes
 		}
-		if w := c.valueWriter(t.Elem(), true); w != nil {
-			return sliceWriter(w, t.Elem().Size())
-		}
+		return sliceWriter(c.valueWriter(t.Elem(), true), t.Elem().Size())
 	}
 	return fallbackWriter(t, addressable)
 }
