@@ -90,7 +90,7 @@ func wireBody(in *kinesis.PutRecordsInput) []byte {
 				b = append(b, '"')
 				at := len(b)
 				b = b[:at+base64.StdEncoding.EncodedLen(len(r.Data))]
-				base64.StdEncoding.Encode(b[at:], r.Data)
+				encodeBase64(b[at:], r.Data)
 				b = append(b, '"')
 			}
 			if r.ExplicitHashKey != nil {
