@@ -549,39 +549,71 @@ func (q *queueRun) fill(batch *[]*held) {
 	}
 }
 
-// ack acknowledges the records of hs, trying a failed call again a few
-// times; a record not acknowledged is received again after its visibility
-// timeout (handled twice, never lost). Until the calls are over the keeper
-// goes on extending their visibility: a slow acknowledgement does not let
-// a handled record be received again meanwhile.
+// ack acknowledges the records of hs, trying a failed call, and the
+// entries the queue failed for a passing cause (throttling, an internal
+// error), again a few times; a record not acknowledged is received again
+// after its visibility timeout (handled twice, never lost). Until the
+// calls are over the keeper goes on extending their visibility: a slow
+// acknowledgement does not let a handled record be received again
+// meanwhile. An entry the queue refuses for good (its receipt handle
+// expired: the record was received again since, its visibility having run
+// out) is a visibility lost, counted as the keeper counts one.
 func (q *queueRun) ack(hs []*held) {
-	entries := make([]types.AcknowledgeQueueRecordsRequestEntry, len(hs))
-	for i, h := range hs {
-		entries[i].ReceiptHandle = h.rec.ReceiptHandle
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	defer func() {
-		for _, h := range hs {
+	defer func(all []*held) {
+		for _, h := range all {
 			h.settled.Store(true)
 		}
-	}()
+	}(hs)
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
-		out, err := q.r.c.client.AcknowledgeQueueRecords(ctx, &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &q.arn, Entries: entries})
-		if err == nil {
-			for _, f := range out.Failed {
-				q.r.log.Warn("record not acknowledged; it will be received again", "code", aws.ToString(f.ErrorCode), "error", aws.ToString(f.ErrorMessage))
-			}
-			return
+		entries := make([]types.AcknowledgeQueueRecordsRequestEntry, len(hs))
+		for i, h := range hs {
+			entries[i].ReceiptHandle = h.rec.ReceiptHandle
 		}
-		if try == 3 || ctx.Err() != nil {
+		out, err := q.r.c.client.AcknowledgeQueueRecords(ctx, &kinesis.AcknowledgeQueueRecordsInput{QueueARN: &q.arn, Entries: entries})
+		last := try == 3 || ctx.Err() != nil
+		if err == nil {
+			if hs = q.ackFailed(hs, out.Failed, last); len(hs) == 0 {
+				return
+			}
+		} else if last {
 			q.r.log.Warn("AcknowledgeQueueRecords failed; its records will be received again", "records", len(hs), "error", err)
 			return
 		}
 		time.Sleep(backoff)
 		backoff *= 2
 	}
+}
+
+// ackFailed sorts the entries an acknowledgement failed: those refused
+// for good are counted lost, the others returned to be tried again (or,
+// after the last try, logged).
+func (q *queueRun) ackFailed(hs []*held, failed []types.AcknowledgeQueueRecordsErrorEntry, last bool) []*held {
+	if len(failed) == 0 {
+		return nil
+	}
+	byHandle := make(map[string]*held, len(hs))
+	for _, h := range hs {
+		byHandle[aws.ToString(h.rec.ReceiptHandle)] = h
+	}
+	var again []*held
+	for _, f := range failed {
+		h := byHandle[aws.ToString(f.ReceiptHandle)]
+		code, msg := aws.ToString(f.ErrorCode), aws.ToString(f.ErrorMessage)
+		switch {
+		case h == nil:
+			q.r.log.Warn("record not acknowledged; it will be received again", "code", code, "error", msg)
+		case permanentEntryError(code):
+			q.lose(h, "the queue refused its acknowledgement", "code", code, "error", msg)
+		case last:
+			q.r.log.Warn("record not acknowledged; it will be received again", "record_id", aws.ToString(h.rec.RecordId), "code", code, "error", msg)
+		default:
+			again = append(again, h)
+		}
+	}
+	return again
 }
 
 // setVisibility makes the record of handle visible again after secs.

@@ -168,13 +168,12 @@ func TestQueueSubscriberHandlesEveryMessage(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Every record was acknowledged: once the visibility timeout
-			// (1 s) is over, a receive finds none. Over HTTP on make
-			// test's loaded machine, in two runs of three, a receive's
-			// worth (10, its limit) was back with no visibility counted
-			// lost: a handling to come again, not a loss (every record was
-			// handled above), whose cause is not yet found. Until it is,
-			// the HTTP variant logs it, with what the queue says of those
-			// records, and the in-process one fails on any.
+			// (1 s) is over, a receive finds none. Unless a record's
+			// visibility ran out while it was here (a keeper or an
+			// acknowledgement starved on a loaded machine: make test
+			// once had 10 back): then it was received again, its first
+			// acknowledgement refused, and Status counts it lost (it is
+			// handled again later: at least once).
 			left := queueRecordsAfter(t, api, "orders", "work", 1500*time.Millisecond)
 			if len(left) == 0 {
 				return
@@ -187,7 +186,7 @@ func TestQueueSubscriberHandlesEveryMessage(t *testing.T) {
 			for _, r := range left {
 				about = append(about, fmt.Sprintf("%s (received %d times, first %v)", aws.ToString(r.RecordId), aws.ToInt32(r.ReceiveCount), aws.ToTime(r.FirstReceiveTimestamp).Format("15:04:05.000")))
 			}
-			if be.name == "http" || lost > 0 {
+			if lost > 0 {
 				t.Logf("%d records back in the queue after every one was handled (%d visibilities lost): %s", len(left), lost, strings.Join(about, ", "))
 			} else {
 				t.Errorf("%d records still in the queue after every one was handled: %s", len(left), strings.Join(about, ", "))

@@ -439,3 +439,124 @@ func slowFirstAck(t *testing.T, hold, vis time.Duration) (*kinesistest.Server, *
 	waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
 	return s, b, sub, c
 }
+
+// receivedAgainBeforeAck is a queue whose record is received again while
+// its first acknowledgement is on its way, as when its visibility ran out
+// (a loaded machine, a stalled keeper) and another receiver got it: that
+// acknowledgement is refused (its receipt handle expired).
+type receivedAgainBeforeAck struct {
+	kinesisapi.API
+	once sync.Once
+}
+
+func (a *receivedAgainBeforeAck) AcknowledgeQueueRecords(ctx context.Context, in *kinesis.AcknowledgeQueueRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.AcknowledgeQueueRecordsOutput, error) {
+	a.once.Do(func() {
+		for _, e := range in.Entries {
+			_, _ = a.API.UpdateQueueRecordsVisibility(ctx, &kinesis.UpdateQueueRecordsVisibilityInput{QueueARN: in.QueueARN,
+				Entries: []types.UpdateQueueRecordsVisibilityRequestEntry{{ReceiptHandle: e.ReceiptHandle, VisibilityTimeoutSeconds: aws.Int32(0)}}})
+		}
+		// Received elsewhere, and left visible (visibility 0): this
+		// subscriber's receivers get it again, if they have not already.
+		_, _ = a.API.ReceiveQueueRecords(ctx, &kinesis.ReceiveQueueRecordsInput{QueueARN: in.QueueARN, Limit: aws.Int32(10), VisibilityTimeoutSeconds: aws.Int32(0), WaitTimeSeconds: aws.Int32(0)})
+	})
+	return a.API.AcknowledgeQueueRecords(ctx, in, opts...)
+}
+
+// An acknowledgement the queue refuses because the record was received
+// again meanwhile is a visibility lost: Status counts it and the log says
+// so (make test's loaded machine once left records in the queue with none
+// counted), and nothing is lost: the record is handled again and that
+// delivery's acknowledgement lands.
+func TestQueueSubscriberCountsARefusedAckAsVisibilityLost(t *testing.T) {
+	for _, be := range queueBackends {
+		t.Run(be.name, func(t *testing.T) {
+			_, inner := be.make(t)
+			api := &receivedAgainBeforeAck{API: inner}
+			var logs syncBuffer
+			b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			var c concurrency
+			sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				c.begin(d.RecordID)
+				defer c.end(d.RecordID)
+				return runtime.Ack()
+			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(longHandlerVisibility), runtime.Workers(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putQueueOrders(t, inner, "orders", 0, 1)
+			waitFor(t, "a second delivery", 10*time.Second, func() bool { _, n := c.counts(); return n >= 2 })
+			waitFor(t, "the refusal in Status", 5*time.Second, func() bool { return b.Status().Subscriptions[0].VisibilityLost == 1 })
+			if !strings.Contains(logs.String(), "it may be handled twice") {
+				t.Errorf("the refused acknowledgement is not in the log:\n%s", logs.String())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := sub.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if left := queueRecordsAfter(t, inner, "orders", "work", 0); len(left) != 0 {
+				t.Errorf("%d records in the queue after the second delivery was acknowledged", len(left))
+			}
+			if _, n := c.counts(); n != 2 {
+				t.Errorf("handled %d times, want twice", n)
+			}
+		})
+	}
+}
+
+// failedOnceAck is a queue whose first acknowledgement fails every entry
+// for a passing cause (an internal error), acknowledging none.
+type failedOnceAck struct {
+	kinesisapi.API
+	calls  atomic.Int64
+	landed atomic.Int64 // entries acknowledged by the calls after the first
+}
+
+func (a *failedOnceAck) AcknowledgeQueueRecords(ctx context.Context, in *kinesis.AcknowledgeQueueRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.AcknowledgeQueueRecordsOutput, error) {
+	if a.calls.Add(1) == 1 {
+		out := &kinesis.AcknowledgeQueueRecordsOutput{}
+		for _, e := range in.Entries {
+			out.Failed = append(out.Failed, types.AcknowledgeQueueRecordsErrorEntry{ReceiptHandle: e.ReceiptHandle, ErrorCode: aws.String("InternalFailure"), ErrorMessage: aws.String("injected")})
+		}
+		return out, nil
+	}
+	out, err := a.API.AcknowledgeQueueRecords(ctx, in, opts...)
+	if err == nil {
+		a.landed.Add(int64(len(out.Successful)))
+	}
+	return out, err
+}
+
+// An acknowledgement entry the queue fails for a passing cause is tried
+// again: the handled record is acknowledged, not left to come back after
+// its visibility timeout and be handled twice.
+func TestQueueSubscriberRetriesAFailedAckEntry(t *testing.T) {
+	for _, be := range queueBackends {
+		t.Run(be.name, func(t *testing.T) {
+			_, inner := be.make(t)
+			api := &failedOnceAck{API: inner}
+			var logs syncBuffer
+			b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			var c concurrency
+			_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+				c.begin(d.RecordID)
+				defer c.end(d.RecordID)
+				return runtime.Ack()
+			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(longHandlerVisibility), runtime.Workers(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putQueueOrders(t, inner, "orders", 0, 1)
+			waitFor(t, "the acknowledgement tried again", 5*time.Second, func() bool { return api.landed.Load() == 1 })
+			if strings.Contains(logs.String(), "not acknowledged") {
+				t.Errorf("the entry was given up:\n%s", logs.String())
+			}
+			if _, n := c.counts(); n != 1 {
+				t.Errorf("handled %d times, want once", n)
+			}
+			if st := b.Status().Subscriptions[0]; st.VisibilityLost != 0 {
+				t.Errorf("%d visibilities lost, want none", st.VisibilityLost)
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ type held struct {
 	expires atomic.Int64       // its visibility ends (as far as known here), since queueRun.base
 	settled atomic.Bool        // acknowledged (the call over), released or left: no longer extended
 	acking  atomic.Bool        // handled; its acknowledgement is on its way
-	dropped bool               // the keeper's: extending it failed for good or took too long
+	dropped atomic.Bool        // its visibility is lost (counted once): no longer extended
 }
 
 // since is the time since the run's base, on the monotonic clock.
@@ -66,7 +66,7 @@ func (q *queueRun) compactLocked(due *[]*held, now time.Duration) {
 			continue
 		}
 		live = append(live, h)
-		if due != nil && !h.dropped && time.Duration(h.expires.Load())-now <= q.visDur*3/4 {
+		if due != nil && !h.dropped.Load() && time.Duration(h.expires.Load())-now <= q.visDur*3/4 {
 			*due = append(*due, h)
 		}
 	}
@@ -144,7 +144,8 @@ func (q *queueRun) extend(hs []*held) {
 			// Settled while the call ran, or being acknowledged: an
 			// acknowledgement that landed first makes the queue refuse
 			// the extension ("The record was acknowledged"), which loses
-			// nothing (and one that failed says so itself).
+			// nothing; one the queue refuses too (the record was
+			// received again) ack counts as lost.
 		case err == nil && !refused:
 			h.expires.Store(int64(sent + q.visDur))
 			q.visExtended.Add(1)
@@ -171,9 +172,11 @@ func entryError(err error, f types.UpdateQueueRecordsVisibilityErrorEntry) error
 }
 
 // lose gives up extending h: another receiver may get it while it is
-// handled here.
+// handled here (or has: its acknowledgement was refused).
 func (q *queueRun) lose(h *held, why string, attrs ...any) {
-	h.dropped = true
+	if h.dropped.Swap(true) {
+		return // counted and said already (the keeper, then the acknowledgement)
+	}
 	q.visLost.Add(1)
 	q.r.log.Warn("record no longer hidden while handled ("+why+"); it may be handled twice", append([]any{"record_id", aws.ToString(h.rec.RecordId)}, attrs...)...)
 }
