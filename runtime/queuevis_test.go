@@ -425,17 +425,7 @@ func slowFirstAck(t *testing.T, hold, vis time.Duration) (*kinesistest.Server, *
 		}
 		return nil
 	})
-	b := queueBroker(t, s)
-	c := new(concurrency)
-	sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
-		c.begin(d.RecordID)
-		defer c.end(d.RecordID)
-		return runtime.Ack()
-	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(vis), runtime.Workers(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	putQueueOrders(t, s, "orders", 0, 1)
+	b, sub, c, _ := ackingSubscriber(t, s, s, vis)
 	waitFor(t, "the slow acknowledgement", 10*time.Second, slowed.Load)
 	return s, b, sub, c
 }
@@ -472,18 +462,7 @@ func TestQueueSubscriberCountsARefusedAckAsVisibilityLost(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			_, inner := be.make(t)
 			api := &receivedAgainBeforeAck{API: inner}
-			var logs syncBuffer
-			b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			var c concurrency
-			sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
-				c.begin(d.RecordID)
-				defer c.end(d.RecordID)
-				return runtime.Ack()
-			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(longHandlerVisibility), runtime.Workers(2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			putQueueOrders(t, inner, "orders", 0, 1)
+			b, sub, c, logs := ackingSubscriber(t, api, inner, longHandlerVisibility)
 			waitFor(t, "a second delivery", 10*time.Second, func() bool { _, n := c.counts(); return n >= 2 })
 			waitFor(t, "the refusal in Status", 5*time.Second, func() bool { return b.Status().Subscriptions[0].VisibilityLost == 1 })
 			if !strings.Contains(logs.String(), "it may be handled twice") {
@@ -535,18 +514,7 @@ func TestQueueSubscriberRetriesAFailedAckEntry(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			_, inner := be.make(t)
 			api := &failedOnceAck{API: inner}
-			var logs syncBuffer
-			b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			var c concurrency
-			_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
-				c.begin(d.RecordID)
-				defer c.end(d.RecordID)
-				return runtime.Ack()
-			}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(longHandlerVisibility), runtime.Workers(2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			putQueueOrders(t, inner, "orders", 0, 1)
+			b, _, c, logs := ackingSubscriber(t, api, inner, longHandlerVisibility)
 			waitFor(t, "the acknowledgement tried again", 5*time.Second, func() bool { return api.landed.Load() == 1 })
 			if strings.Contains(logs.String(), "not acknowledged") {
 				t.Errorf("the entry was given up:\n%s", logs.String())
@@ -559,4 +527,24 @@ func TestQueueSubscriberRetriesAFailedAckEntry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ackingSubscriber subscribes to queue "work" of stream "orders" through
+// api (two workers, visibility vis) with a handler that acknowledges
+// every record, and puts one record through inner.
+func ackingSubscriber(t *testing.T, api, inner kinesisapi.API, vis time.Duration) (*runtime.Broker, *runtime.Subscription, *concurrency, *syncBuffer) {
+	t.Helper()
+	logs := new(syncBuffer)
+	b := queueBroker(t, api, runtime.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	c := new(concurrency)
+	sub, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+		c.begin(d.RecordID)
+		defer c.end(d.RecordID)
+		return runtime.Ack()
+	}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(vis), runtime.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	putQueueOrders(t, inner, "orders", 0, 1)
+	return b, sub, c, logs
 }
