@@ -32,9 +32,13 @@ test-unit: fmt-check check-generated
 # make-test mixes for SOAK (default 10m): prints how many schedules it ran,
 # and fails with the first failing seed and its shrunk trace. SOAK_FLAGS
 # adds flags (-dst.defects: the defect-finding mixes too; -dst.mix=a,b).
+# Then the queue subscribers' fault simulation on QUEUE_SEEDS new seeds
+# (default 20000, about two minutes), a failing one named in its test.
 SOAK ?= 10m
+QUEUE_SEEDS ?= 20000
 soak:
 	cd fleettest/dst && $(GO) test -count=1 -timeout 0 -run 'TestSoak$$' -dst.soak=$(SOAK) $(SOAK_FLAGS)
+	$(GO) test -count=1 -timeout 0 -run 'TestQueueSubscribersUnderFaults$$' ./runtime/ -queuesim.seeds=$(QUEUE_SEEDS) -queuesim.from=$$(date +%s%N)
 
 # The demo's status page (-status) in a real headless browser: installs
 # Debian's chromium and chromium-driver when missing (apt-get, as root or

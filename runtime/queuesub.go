@@ -557,12 +557,18 @@ func (q *queueRun) fill(batch *[]*held) {
 // acknowledgement does not let a handled record be received again
 // meanwhile. An entry the queue refuses for good (its receipt handle
 // expired: the record was received again since, its visibility having run
-// out) is a visibility lost, counted as the keeper counts one.
+// out), or one whose visibility ran out before the calls were over, is a
+// visibility lost, counted as the keeper counts one.
 func (q *queueRun) ack(hs []*held) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer func(all []*held) {
 		for _, h := range all {
+			// Received again, handled and acknowledged elsewhere first,
+			// the record would not make a success here fail (a stale
+			// receipt handle of a record acknowledged already is
+			// accepted).
+			q.ranOut(h, "its visibility ran out before its acknowledgement was over")
 			h.settled.Store(true)
 		}
 	}(hs)
@@ -579,12 +585,21 @@ func (q *queueRun) ack(hs []*held) {
 				return
 			}
 		} else if last {
-			q.r.log.Warn("AcknowledgeQueueRecords failed; its records will be received again", "records", len(hs), "error", err)
+			q.r.log.Warn("AcknowledgeQueueRecords failed; its records will be received again", "records", len(hs), "record_ids", recordIDs(hs), "error", err)
 			return
 		}
 		time.Sleep(backoff)
 		backoff *= 2
 	}
+}
+
+// recordIDs names the records of hs (for a log line).
+func recordIDs(hs []*held) []string {
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = aws.ToString(h.rec.RecordId)
+	}
+	return ids
 }
 
 // ackFailed sorts the entries an acknowledgement failed: those refused
@@ -692,6 +707,7 @@ func (q *queueRun) handle(h *held, spans *batchSpans) {
 	// sets it, a stop leaves it to run out), but for an acknowledgement's
 	// until its call is over (ack).
 	if verdict != qAck {
+		q.ranOut(h, "its visibility ran out while it was handled")
 		h.settled.Store(true)
 	}
 	switch verdict {

@@ -106,9 +106,14 @@ func (q *queueRun) keep() {
 			due[n] = h
 			n++
 		}
+		// The calls go together: one after another, slow ones (each may
+		// take half the timeout) would leave the last batches to run out.
+		var calls sync.WaitGroup
 		for start := 0; start < n; start += queueBatch {
-			q.extend(due[start:min(start+queueBatch, n)])
+			batch := due[start:min(start+queueBatch, n)]
+			calls.Go(func() { q.extend(batch) })
 		}
+		calls.Wait()
 		clear(due)
 	}
 }
@@ -140,12 +145,15 @@ func (q *queueRun) extend(hs []*held) {
 	for _, h := range hs {
 		f, refused := failed[aws.ToString(h.rec.ReceiptHandle)]
 		switch {
-		case h.settled.Load() || refused && h.acking.Load():
-			// Settled while the call ran, or being acknowledged: an
-			// acknowledgement that landed first makes the queue refuse
-			// the extension ("The record was acknowledged"), which loses
-			// nothing; one the queue refuses too (the record was
-			// received again) ack counts as lost.
+		case h.settled.Load() || refused && h.acking.Load() && time.Duration(h.expires.Load()) > now:
+			// Settled while the call ran, or being acknowledged with its
+			// visibility not run out by the answer: an acknowledgement that
+			// landed first makes the queue refuse the extension ("The
+			// record was acknowledged"), which loses nothing (one the
+			// queue refuses too, ack counts). Run out, the record may
+			// have been received again, which the queue refuses alike
+			// and which an acknowledgement landing after the other
+			// delivery's would not reveal: lost, below.
 		case err == nil && !refused:
 			h.expires.Store(int64(sent + q.visDur))
 			q.visExtended.Add(1)
@@ -179,6 +187,15 @@ func (q *queueRun) lose(h *held, why string, attrs ...any) {
 	}
 	q.visLost.Add(1)
 	q.r.log.Warn("record no longer hidden while handled ("+why+"); it may be handled twice", append([]any{"record_id", aws.ToString(h.rec.RecordId)}, attrs...)...)
+}
+
+// ranOut counts h lost if its visibility, as far as the keeper knows, has
+// run out: the record may have been received again elsewhere, and a
+// settlement here would not tell.
+func (q *queueRun) ranOut(h *held, why string) {
+	if q.visDur > 0 && time.Duration(h.expires.Load()) <= q.since() {
+		q.lose(h, why)
+	}
 }
 
 // permanentEntryError tells a failed entry's code that trying again will

@@ -60,9 +60,10 @@ type SubscriptionStatus struct {
 	// VisibilityExtended counts, for a queue subscriber, the extensions of
 	// the visibility timeout of records received and not yet settled (see
 	// Visibility); VisibilityLost the records whose visibility ran out
-	// while they were here, which the queue refused to extend or to
-	// acknowledge (a receipt handle expired: received again), or which
-	// were held for 12 h: they may be handled twice.
+	// while they were here (before their handling or acknowledgement was
+	// over), which the queue refused to extend or to acknowledge (a
+	// receipt handle expired: received again), or which were held for
+	// 12 h: they may be handled twice.
 	VisibilityExtended uint64 `json:"visibility_extended,omitempty"`
 	VisibilityLost     uint64 `json:"visibility_lost,omitempty"`
 	// Handled and Outcomes count the records handled on every shard this

@@ -12,7 +12,8 @@
 #            tests queued behind the other
 #   norace:  fleettest/sim and fleettest/dst without -race (the race detector
 #            can crash on synctest bubbles: golang/go#78156), then the lease
-#            pass's linearity, timed without -race
+#            pass's linearity, timed without -race, and the queue
+#            subscribers' fault simulation (runtime, synctest bubbles too)
 #   bench:   the bench module's interop and telemetry packages, under -race
 #
 #   split:   -race too, the two longest packages, runtime/shard and runtime, whose
@@ -70,7 +71,8 @@ done
 # whole if this script is interrupted.
 export GO
 setsid bash -c '$GO test -count=1 -timeout 10m ./fleettest/sim/ ./fleettest/dst/; s=$?
-	$GO test -count=1 -timeout 5m -run "TestLeasePassIsLinearInTheLeases" ./runtime/shard/ || s=1; exit $s' >"$logs/norace.log" 2>&1 &
+	$GO test -count=1 -timeout 5m -run "TestLeasePassIsLinearInTheLeases" ./runtime/shard/ || s=1
+	$GO test -count=1 -timeout 5m -run "TestQueueSubscribersUnderFaults" ./runtime/ || s=1; exit $s' >"$logs/norace.log" 2>&1 &
 norace_pid=$!
 setsid bash -c '$GO test -race -count=1 -timeout 30m ./fleettest/' >"$logs/fleet.log" 2>&1 &
 fleet_pid=$!
