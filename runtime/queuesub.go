@@ -150,6 +150,7 @@ type queueRun struct {
 	stopping   atomic.Bool
 	rejected   rejectedSet // rejected here, released until the queue dead-letters them
 	inHandling atomic.Int64
+	inAck      atomic.Int64 // handled, their acknowledgement on its way
 	quitOnce   sync.Once
 	// How handlings ended, for Status.
 	acked, retried, rejectedN, deadLettered, skippedN atomic.Uint64
@@ -376,7 +377,10 @@ var queueCalls = func(workers int) (receivers, ackers int) {
 func (q *queueRun) receive() {
 	backoff := 100 * time.Millisecond
 	var fails uint64 // the failed receives so far: names a seeded jitter draw
-	for {
+	// Until the run stops: a backend that answers a receive cut by the
+	// stop with records anyway (the workers release them) is not asked
+	// again, each receive counting one more toward max_receives.
+	for q.recvCtx.Err() == nil {
 		// A full receive's worth of slots: a receive of fewer records
 		// costs as much as one of 10.
 		n := 0
@@ -571,6 +575,7 @@ func (q *queueRun) ack(hs []*held) {
 			q.ranOut(h, "its visibility ran out before its acknowledgement was over")
 			h.settled.Store(true)
 		}
+		q.inAck.Add(-int64(len(all)))
 	}(hs)
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
@@ -713,10 +718,12 @@ func (q *queueRun) handle(h *held, spans *batchSpans) {
 	switch verdict {
 	case qAck:
 		h.acking.Store(true)
+		q.inAck.Add(1)
 		select {
 		case q.acks <- h:
 		case <-q.ackQuit: // a handler that outlived Shutdown: received again after its visibility timeout
 			h.settled.Store(true)
+			q.inAck.Add(-1)
 		}
 	case qRetry:
 		q.retried.Add(1)
@@ -902,7 +909,7 @@ func (r *subRun) stopQueue(ctx context.Context) error {
 func (q *queueRun) status(out *SubscriptionStatus) {
 	out.Queue = q.name
 	out.QueueDepth = len(q.work)
-	out.InFlight = len(q.work) + int(q.inHandling.Load()) // received, not yet settled
+	out.InFlight = len(q.work) + int(q.inHandling.Load()+q.inAck.Load()) // received, not yet settled
 	out.Outcomes = Outcomes{
 		Acked:        q.acked.Load(),
 		Retried:      q.retried.Load(),

@@ -31,6 +31,10 @@ type held struct {
 	rec     *types.QueueRecord // in the receive's answer
 	at      time.Duration      // received, since queueRun.base
 	expires atomic.Int64       // its visibility ends (as far as known here), since queueRun.base
+	// extended: expires is an extension's, reckoned from when the call
+	// was sent (no later than the queue's); not yet, it is the receive's,
+	// reckoned from the answer (later than the queue's by its way back).
+	extended atomic.Bool
 	settled atomic.Bool        // acknowledged (the call over), released or left: no longer extended
 	acking  atomic.Bool        // handled; its acknowledgement is on its way
 	dropped atomic.Bool        // its visibility is lost (counted once): no longer extended
@@ -145,7 +149,7 @@ func (q *queueRun) extend(hs []*held) {
 	for _, h := range hs {
 		f, refused := failed[aws.ToString(h.rec.ReceiptHandle)]
 		switch {
-		case h.settled.Load() || refused && h.acking.Load() && time.Duration(h.expires.Load()) > now:
+		case h.settled.Load() || refused && h.acking.Load() && !q.mayHaveRunOut(h, now):
 			// Settled while the call ran, or being acknowledged with its
 			// visibility not run out by the answer: an acknowledgement that
 			// landed first makes the queue refuse the extension ("The
@@ -156,6 +160,7 @@ func (q *queueRun) extend(hs []*held) {
 			// delivery's would not reveal: lost, below.
 		case err == nil && !refused:
 			h.expires.Store(int64(sent + q.visDur))
+			h.extended.Store(true)
 			q.visExtended.Add(1)
 		case refused && permanentEntryError(aws.ToString(f.ErrorCode)):
 			q.lose(h, "the queue refused to extend its visibility", "code", aws.ToString(f.ErrorCode), "error", aws.ToString(f.ErrorMessage))
@@ -189,13 +194,29 @@ func (q *queueRun) lose(h *held, why string, attrs ...any) {
 	q.r.log.Warn("record no longer hidden while handled ("+why+"); it may be handled twice", append([]any{"record_id", aws.ToString(h.rec.RecordId)}, attrs...)...)
 }
 
-// ranOut counts h lost if its visibility, as far as the keeper knows, has
-// run out: the record may have been received again elsewhere, and a
-// settlement here would not tell.
+// ranOut counts h lost if its visibility may have run out: the record
+// may have been received again elsewhere, and a settlement here would not
+// tell.
 func (q *queueRun) ranOut(h *held, why string) {
-	if q.visDur > 0 && time.Duration(h.expires.Load()) <= q.since() {
+	if q.mayHaveRunOut(h, q.since()) {
 		q.lose(h, why)
 	}
+}
+
+// mayHaveRunOut says whether h's visibility may have run out by now. An
+// extension's end is reckoned from when its call was sent, no later than
+// the queue's; a receive's from its answer, which came back later than
+// the queue began the visibility: within the quarter of the timeout the
+// keeper allows that (see keep), the record may be visible already.
+func (q *queueRun) mayHaveRunOut(h *held, now time.Duration) bool {
+	if q.visDur == 0 {
+		return false
+	}
+	end := time.Duration(h.expires.Load())
+	if !h.extended.Load() {
+		end -= q.visDur / 4
+	}
+	return end <= now
 }
 
 // permanentEntryError tells a failed entry's code that trying again will

@@ -55,7 +55,9 @@ type SubscriptionStatus struct {
 	QueueDepth int `json:"queue_depth"`
 	// InFlight is how many records the shards held here have handed out
 	// past their checkpoints and not all settled: queued, being handled,
-	// or handled but behind an unsettled one.
+	// or handled but behind an unsettled one. For a queue subscriber: the
+	// records received and not settled (waiting for a worker, being
+	// handled, or their acknowledgement on its way).
 	InFlight int `json:"in_flight"`
 	// VisibilityExtended counts, for a queue subscriber, the extensions of
 	// the visibility timeout of records received and not yet settled (see

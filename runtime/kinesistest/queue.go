@@ -564,6 +564,11 @@ func (s *Server) receive(ctx context.Context, op Op, arn *string, limitArg, visA
 	}
 	deadline := time.Now().Add(time.Duration(wait) * time.Second)
 	for {
+		if err := ctx.Err(); err != nil {
+			// The caller gave up (as a closed connection ends a real
+			// request): nothing is taken for it.
+			return nil, opError(op.String(), err)
+		}
 		// Register for a wake-up before looking, so that an append in
 		// between is not missed.
 		woken := q.st.queueWaitChan()
