@@ -35,9 +35,9 @@ type held struct {
 	// was sent (no later than the queue's); not yet, it is the receive's,
 	// reckoned from the answer (later than the queue's by its way back).
 	extended atomic.Bool
-	settled atomic.Bool        // acknowledged (the call over), released or left: no longer extended
-	acking  atomic.Bool        // handled; its acknowledgement is on its way
-	dropped atomic.Bool        // its visibility is lost (counted once): no longer extended
+	settled  atomic.Bool // acknowledged (the call over), released or left: no longer extended
+	acking   atomic.Bool // handled; its acknowledgement is on its way
+	dropped  atomic.Bool // its visibility is lost (counted once): no longer extended
 }
 
 // since is the time since the run's base, on the monotonic clock.
