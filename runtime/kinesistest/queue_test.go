@@ -3,6 +3,7 @@ package kinesistest_test
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -263,13 +264,15 @@ func TestQueueDeadLetterDiedTwiceReceivedOnce(t *testing.T) {
 }
 
 // A receive whose caller gives up (its context ends, as a closed
-// connection ends a real request) while it waits takes nothing, though a
-// record becomes visible at that very moment: the record stays visible,
-// received once, for the next receive. Before, a waiting receive woken by
-// both picked either at random, and took the record half the time for
+// connection ends a real request) takes nothing once it runs, though a
+// record became visible just before: the record stays visible, received
+// once, for the next receive. Before, a waiting receive that found both
+// its wake-ups ready picked either at random, and took the record for
 // nobody (in flight for its visibility timeout, one receive more toward
-// the dead letters): 20 rounds leave that to chance once in a million.
+// the dead letters) half the time: 20 rounds leave that to chance once in
+// a million.
 func TestQueueReceiveCancelledTakesNothing(t *testing.T) {
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
 	for round := range 20 {
 		synctest.Test(t, func(t *testing.T) {
 			ctx := context.Background()
@@ -292,6 +295,9 @@ func TestQueueReceiveCancelledTakesNothing(t *testing.T) {
 				answered <- n
 			}()
 			synctest.Wait() // the receive waits
+			// A record arrives and the caller gives up before the
+			// receive runs again (one P: this goroutine goes on until it
+			// blocks), so it finds both its wake-ups ready.
 			put(t, s, "q", "k", "one")
 			cancel()
 			if n := <-answered; n > 0 {
