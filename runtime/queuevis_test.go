@@ -548,3 +548,42 @@ func ackingSubscriber(t *testing.T, api, inner kinesisapi.API, vis time.Duration
 	putQueueOrders(t, inner, "orders", 0, 1)
 	return b, sub, c, logs
 }
+
+// The keeper's extension calls of a round go side by side, a few at once:
+// one after another, slow calls left the last batches of a busy
+// subscription to run out (the queue fault simulation found it); all at
+// once, a subscription of many workers would send dozens together.
+func TestQueueKeeperCallsGoTogetherBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := kinesistest.New()
+		var now, most atomic.Int64
+		s.InjectCallFault(func(c kinesistest.Call) error {
+			if c.Op == kinesistest.OpUpdateQueueRecordsVisibility {
+				n := now.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(300 * time.Millisecond) // within the half the keeper leaves
+				now.Add(-1)
+			}
+			return nil
+		})
+		b := queueBroker(t, s)
+		release := make(chan struct{})
+		_, err := runtime.Subscribe(b, "orders", func(ctx context.Context, o order, d runtime.Delivery) runtime.Outcome {
+			<-release
+			return runtime.Ack()
+		}, runtime.CreateOnDemandIfMissing(), runtime.Queue("work"), runtime.Visibility(2*time.Second), runtime.Workers(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		putQueueOrders(t, s, "orders", 0, 300) // 192 held: 20 batches a round
+		time.Sleep(5 * time.Second)
+		close(release)
+		if m := most.Load(); m < 2 || m > 8 {
+			t.Errorf("at most %d extension calls at once, want between 2 and 8", m)
+		}
+		if st := b.Status().Subscriptions[0]; st.VisibilityLost != 0 {
+			t.Errorf("%d visibilities lost while the handlers waited", st.VisibilityLost)
+		}
+	})
+}

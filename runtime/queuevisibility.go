@@ -110,17 +110,29 @@ func (q *queueRun) keep() {
 			due[n] = h
 			n++
 		}
-		// The calls go together: one after another, slow ones (each may
-		// take half the timeout) would leave the last batches to run out.
+		// The calls go together, up to keepCalls at once: one after
+		// another, slow ones (each may take half the timeout) would leave
+		// the last batches to run out.
 		var calls sync.WaitGroup
+		slots := make(chan struct{}, keepCalls)
 		for start := 0; start < n; start += queueBatch {
 			batch := due[start:min(start+queueBatch, n)]
-			calls.Go(func() { q.extend(batch) })
+			slots <- struct{}{}
+			calls.Go(func() {
+				defer func() { <-slots }()
+				q.extend(batch)
+			})
 		}
 		calls.Wait()
 		clear(due)
 	}
 }
+
+// keepCalls bounds the keeper's extension calls under way at once: a
+// round's batches go together (a subscription holds at most 10 per
+// receiver and 2 per worker: up to 77 batches with 64 workers), but not
+// all at once against the queue's request rate.
+const keepCalls = 8
 
 // extend extends the visibility of hs (at most 10) by the visibility
 // timeout from now. A record the queue refuses (its receipt handle
