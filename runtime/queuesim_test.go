@@ -298,11 +298,17 @@ func (f *faultyQueue) UpdateQueueRecordsVisibility(ctx context.Context, in *kine
 	}
 	out, err := f.API.UpdateQueueRecordsVisibility(ctx, in, opts...)
 	if err == nil {
+		failed := map[string]string{}
 		for _, e := range out.Failed {
-			f.trace("extend failed %s %s", f.handleID(aws.ToString(e.ReceiptHandle)), aws.ToString(e.ErrorMessage))
+			failed[aws.ToString(e.ReceiptHandle)] = aws.ToString(e.ErrorMessage)
 		}
 		for _, e := range in.Entries {
-			f.trace("extend %s", f.handleID(aws.ToString(e.ReceiptHandle)))
+			h := aws.ToString(e.ReceiptHandle)
+			if why, ok := failed[h]; ok {
+				f.trace("visibility %ds refused %s: %s", aws.ToInt32(e.VisibilityTimeoutSeconds), f.handleID(h), why)
+			} else {
+				f.trace("visibility %ds %s", aws.ToInt32(e.VisibilityTimeoutSeconds), f.handleID(h))
+			}
 		}
 	}
 	return out, err
@@ -346,6 +352,11 @@ type idLog struct {
 func (l *idLog) add(line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.addLocked(line)
+}
+
+// addLocked adds a line to the trace, stamped with the virtual clock.
+func (l *idLog) addLocked(line string) {
 	l.all = append(l.all, time.Now().Format("04:05.000")+" "+line)
 }
 
@@ -386,9 +397,9 @@ func (l *idLog) Handle(_ context.Context, r slog.Record) error {
 	if l.lost == nil {
 		l.lost, l.givenUp = map[string]bool{}, map[string]bool{}
 	}
-	line := time.Now().Format("04:05.000") + " " + r.Message
+	line := r.Message
 	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
-	l.all = append(l.all, line)
+	l.addLocked(line)
 	var into map[string]bool
 	switch {
 	case strings.Contains(r.Message, "no longer hidden"):

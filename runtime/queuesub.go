@@ -568,12 +568,7 @@ func (q *queueRun) ack(hs []*held) {
 	defer cancel()
 	defer func(all []*held) {
 		for _, h := range all {
-			// Received again, handled and acknowledged elsewhere first,
-			// the record would not make a success here fail (a stale
-			// receipt handle of a record acknowledged already is
-			// accepted).
-			q.ranOut(h, "its visibility ran out before its acknowledgement was over")
-			h.settled.Store(true)
+			q.settle(h, "its visibility ran out before its acknowledgement was over")
 		}
 		q.inAck.Add(-int64(len(all)))
 	}(hs)
@@ -712,8 +707,7 @@ func (q *queueRun) handle(h *held, spans *batchSpans) {
 	// sets it, a stop leaves it to run out), but for an acknowledgement's
 	// until its call is over (ack).
 	if verdict != qAck {
-		q.ranOut(h, "its visibility ran out while it was handled")
-		h.settled.Store(true)
+		q.settle(h, "its visibility ran out while it was handled")
 	}
 	switch verdict {
 	case qAck:

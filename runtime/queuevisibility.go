@@ -206,13 +206,15 @@ func (q *queueRun) lose(h *held, why string, attrs ...any) {
 	q.r.log.Warn("record no longer hidden while handled ("+why+"); it may be handled twice", append([]any{"record_id", aws.ToString(h.rec.RecordId)}, attrs...)...)
 }
 
-// ranOut counts h lost if its visibility may have run out: the record
-// may have been received again elsewhere, and a settlement here would not
-// tell.
-func (q *queueRun) ranOut(h *held, why string) {
+// settle ends the keeper's care of h, counting it lost first if its
+// visibility may have run out: the record may have been received again
+// elsewhere, and the settlement here (an acknowledgement accepted with a
+// stale receipt handle, a retry or release refused) would not tell.
+func (q *queueRun) settle(h *held, why string) {
 	if q.mayHaveRunOut(h, q.since()) {
 		q.lose(h, why)
 	}
+	h.settled.Store(true)
 }
 
 // mayHaveRunOut says whether h's visibility may have run out by now. An
