@@ -23,16 +23,10 @@ func TestQueueVisibilityAndDeadLetters(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClock()
 	s := kinesistest.New(kinesistest.WithClock(c.Now))
-	if err := s.AddOnDemandStream("q"); err != nil {
-		t.Fatal(err)
-	}
-	arn, err := s.AddQueue("q", "work", &types.QueueAttributes{
+	arn := workQueue(t, s, &types.QueueAttributes{
 		VisibilityTimeoutSeconds: aws.Int32(10),
 		DeadLetterConfiguration:  &types.DeadLetterConfiguration{TargetType: types.TargetTypeBuiltIn, MaxReceiveCount: aws.Int32(2)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	put(t, s, "q", "k", "poison")
 	put(t, s, "q", "k", "fine")
 	receive := func(want int) []types.QueueRecord {
@@ -150,13 +144,7 @@ func TestQueueReshardRetentionAndTimestamp(t *testing.T) {
 func TestQueueConcurrentConsumers(t *testing.T) {
 	ctx := testCtx(t)
 	s := kinesistest.New()
-	if err := s.AddOnDemandStream("q"); err != nil {
-		t.Fatal(err)
-	}
-	arn, err := s.AddQueue("q", "work", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	arn := workQueue(t, s, nil)
 	const n = 2000
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -226,13 +214,7 @@ func TestQueueConcurrentConsumers(t *testing.T) {
 func TestQueueDeadLetterDiedTwiceReceivedOnce(t *testing.T) {
 	ctx := testCtx(t)
 	s := kinesistest.New()
-	if err := s.AddOnDemandStream("q"); err != nil {
-		t.Fatal(err)
-	}
-	arn, err := s.AddQueue("q", "work", &types.QueueAttributes{DeadLetterConfiguration: &types.DeadLetterConfiguration{TargetType: types.TargetTypeBuiltIn, MaxReceiveCount: aws.Int32(1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	arn := workQueue(t, s, &types.QueueAttributes{DeadLetterConfiguration: &types.DeadLetterConfiguration{TargetType: types.TargetTypeBuiltIn, MaxReceiveCount: aws.Int32(1)}})
 	put(t, s, "q", "k", "poison")
 	kill := func() {
 		t.Helper()
@@ -277,13 +259,7 @@ func TestQueueReceiveCancelledTakesNothing(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx := context.Background()
 			s := kinesistest.New()
-			if err := s.AddOnDemandStream("q"); err != nil {
-				t.Fatal(err)
-			}
-			arn, err := s.AddQueue("q", "work", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			arn := workQueue(t, s, nil)
 			waiting, cancel := context.WithCancel(ctx)
 			answered := make(chan int, 1)
 			go func() {
@@ -312,4 +288,18 @@ func TestQueueReceiveCancelledTakesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// workQueue adds the on-demand stream "q" to s and its queue "work" with
+// attrs, and returns the queue's ARN.
+func workQueue(t *testing.T, s *kinesistest.Server, attrs *types.QueueAttributes) string {
+	t.Helper()
+	if err := s.AddOnDemandStream("q"); err != nil {
+		t.Fatal(err)
+	}
+	arn, err := s.AddQueue("q", "work", attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arn
 }
