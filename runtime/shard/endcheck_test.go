@@ -125,6 +125,10 @@ func TestStopDuringAFanOutEndCheck(t *testing.T) {
 	e, srv, checks, cfg, col, logs := endCheckEnv(t)
 	checks.obeyCtx = true
 	checks.hold.Store(true)
+	// A failover time a loaded machine cannot outrun: the log must hold
+	// nothing, and a heartbeat starved past 500 ms fences with a warning
+	// that says nothing of the stop (CI, 2 cores, every package at once).
+	cfg.Failover = 5 * time.Second
 	a := e.startStopped(cfg)
 	parent := splitUnderReader(t, e, srv, col)
 	last := e.lease(parent).Checkpoint
