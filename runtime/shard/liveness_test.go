@@ -365,6 +365,8 @@ type noBeatStore struct {
 	perLease bool
 	// checkpointsOff fails the checkpoints too, in either mode.
 	checkpointsOff atomic.Bool
+	// counters are the lease counters of the fencedOwner on this store.
+	counters shard.LeaseCounters
 }
 
 // newNoBeatStore is a noBeatStore on e's store, for e's liveness mode.
