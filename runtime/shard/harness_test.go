@@ -155,6 +155,18 @@ func testLogger() *slog.Logger {
 // checks what that Stop did: no Stop at cleanup.
 func (e *env) startStopped(cfg shard.Config) *shard.Coordinator {
 	e.t.Helper()
+	if cfg.Counters == nil {
+		cfg.Counters = new(shard.LeaseCounters)
+	}
+	t, counters := e.t, cfg.Counters
+	t.Cleanup(func() {
+		// A failed count of deliveries is told from a lease lost to a
+		// loaded machine's stall (which rightly delivers again) here.
+		if t.Failed() {
+			t.Logf("owner %s: %d leases taken, %d lost (fenced or taken), %d handed over", cfg.Owner,
+				counters.Taken.Load(), counters.Lost.Load(), counters.HandedOver.Load())
+		}
+	})
 	c, err := shard.New(cfg)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
