@@ -134,7 +134,7 @@ func (e *env) config(owner string, sink shard.Sink) shard.Config {
 		Poll:        200 * time.Millisecond,
 		Sync:        100 * time.Millisecond,
 		Renew:       50 * time.Millisecond,
-		Failover:    time.Duration(max(e.slow, 1)) * 500 * time.Millisecond, // also bounds each Kinesis call (at least 1 s)
+		Failover:    time.Duration(max(e.slow, 1)) * time.Second, // also bounds each Kinesis call (at least 1 s)
 		Checkpoint:  20 * time.Millisecond,
 		Logger:      testLogger(),
 		ConsumerARN: e.consumerARN,
