@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 	"github.com/kinesisgen/kinesisgen/runtime/shard"
 )
 
@@ -152,4 +154,51 @@ func TestLeaveWithABacklogHandsOverNothingBeingHandled(t *testing.T) {
 		}
 	}
 	t.Logf("a handled %d records before it left, %d records handled in all", aHandled, len(log.by))
+}
+
+// lateLeaves fails its first n removals of a member entry as a store
+// answering past the call's deadline does (the removal may even have
+// landed: here it has not).
+type lateLeaves struct {
+	lease.MemberStore
+	n, calls atomic.Int32
+}
+
+func (s *lateLeaves) Leave(ctx context.Context, ns, owner string, beat int64) error {
+	s.calls.Add(1)
+	if s.n.Add(-1) >= 0 {
+		return &lease.Error{Op: "leave", Key: lease.MembersKey(ns), Err: context.DeadlineExceeded}
+	}
+	return s.MemberStore.Leave(ctx, ns, owner, beat)
+}
+
+// A slow (not failed) store at Stop: the removal of the member entry that
+// gets no answer within a call's deadline is tried again while Stop's
+// final writes have time, so the entry goes and Stop reports nothing.
+// (Before, one late answer made Stop fail with "lease leave", and the
+// others waited out the failover time for an instance that had left:
+// CI, TestLiveHandoffWithFailedReleaseDoesNotStrand on dynalite.)
+func TestStopRetriesALateLeave(t *testing.T) {
+	e, _ := memEnvIn(t, 1, shard.LivenessPerInstance)
+	members := &lateLeaves{MemberStore: e.store.(lease.MemberStore)}
+	members.n.Store(2)
+	cfg := e.config("a", newCollector().sink)
+	cfg.Leases = memberWrap{Store: e.store, m: members}
+	a := e.startStopped(cfg)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v (after %d removals of the member entry)", err, members.calls.Load())
+	}
+	if n := members.calls.Load(); n != 3 {
+		t.Errorf("%d removals of the member entry, want the 2 that failed and 1 more", n)
+	}
+	ms, err := e.store.(lease.MemberStore).Members(context.Background(), "test/"+e.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Owner == "a" {
+			t.Fatalf("a's member entry is still there after its Stop: %+v", m)
+		}
+	}
 }

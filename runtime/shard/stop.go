@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // Stop stops fetching, waits (bounded by ctx) for delivered records to settle
@@ -94,7 +96,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.beatCancel()
 	c.beating.Wait()
 	if exit == exitRemove {
-		if err := c.members.Leave(wctx, c.cfg.Namespace, c.cfg.Owner, 0); err != nil {
+		if err := c.leaveMembers(wctx); err != nil {
 			errs = append(errs, &Error{Op: "lease leave", Stream: c.cfg.Stream, Err: err})
 		} else {
 			c.bumpRoster(wctx)
@@ -113,6 +115,25 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	c.workers.Wait()
 	c.log.Info("coordinator stopped", "held", len(list), "left_to_expire", len(left))
 	return errors.Join(errs...)
+}
+
+// leaveMembers removes this owner's member entry, tried again while it
+// fails and ctx (Stop's final writes) lasts: a store that answers one call
+// late (a slow one, not a failed one) must not leave the entry to the
+// others' failover time, nor fail Stop. Removing an absent entry is no
+// error, so a removal whose answer was lost may be sent again.
+func (c *Coordinator) leaveMembers(ctx context.Context) error {
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "leave"}
+	for {
+		err := c.members.Leave(ctx, c.cfg.Namespace, c.cfg.Owner, 0)
+		if err == nil || errors.Is(err, lease.ErrInvalid) {
+			return err
+		}
+		c.log.Warn("stop: removing the member entry failed; retrying", "err", err)
+		if !sleep(ctx, bo.next()) {
+			return err
+		}
+	}
 }
 
 // leave marks this owner as leaving and, with liveness per instance,
