@@ -202,3 +202,44 @@ func TestStopRetriesALateLeave(t *testing.T) {
 		}
 	}
 }
+
+// lateReleases fails its first n releases as a store answering past the
+// call's deadline does.
+type lateReleases struct {
+	lease.Store
+	n, calls atomic.Int32
+}
+
+func (s *lateReleases) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.calls.Add(1)
+	if s.n.Add(-1) >= 0 {
+		return lease.Lease{}, &lease.Error{Op: "release", Key: l.Key, Err: context.DeadlineExceeded}
+	}
+	return s.Store.Release(ctx, l)
+}
+
+// The same for Stop's releases: one that gets no answer in time is tried
+// again while the final writes have time, so the lease is free for the
+// next owner at once rather than after the failover time, and Stop
+// reports nothing.
+func TestStopRetriesALateRelease(t *testing.T) {
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 1, l)
+		id := e.shards()[0]
+		releases := &lateReleases{Store: e.store}
+		releases.n.Store(2)
+		cfg := e.config("a", newCollector().sink)
+		cfg.Leases = withMembers(releases, e.store)
+		a := e.startStopped(cfg)
+		eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+		if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+			t.Fatalf("Stop: %v (after %d releases)", err, releases.calls.Load())
+		}
+		if n := releases.calls.Load(); n != 3 {
+			t.Errorf("%d releases, want the 2 that failed and 1 more", n)
+		}
+		if o := e.lease(id).Owner; o != "" {
+			t.Fatalf("the lease is %q's after a's Stop, want released", o)
+		}
+	})
+}

@@ -117,23 +117,50 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// leaveMembers removes this owner's member entry, tried again while it
-// fails and ctx (Stop's final writes) lasts: a store that answers one call
-// late (a slow one, not a failed one) must not leave the entry to the
-// others' failover time, nor fail Stop. Removing an absent entry is no
-// error, so a removal whose answer was lost may be sent again.
-func (c *Coordinator) leaveMembers(ctx context.Context) error {
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "leave"}
-	for {
-		err := c.members.Leave(ctx, c.cfg.Namespace, c.cfg.Owner, 0)
-		if err == nil || errors.Is(err, lease.ErrInvalid) {
+// finalTries is how many times Stop sends a release or the removal of its
+// member entry that fails: a store that answers one call late (slow, not
+// failed) gets another chance, and one that never answers costs Stop a few
+// calls' deadlines, not the whole of finalWrites per step.
+const finalTries = 3
+
+// releaseFinal is release, tried up to finalTries times while it fails and
+// ctx (Stop's final writes) lasts: a lease whose release got no answer in
+// time would otherwise wait out the failover time for its next owner. A
+// release that landed with its answer lost finds the lease no longer this
+// owner's on the next try, and ends there (mutate).
+func (c *Coordinator) releaseFinal(ctx context.Context, o *owned) error {
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "final release", shard: o.shard}
+	return retryFinal(ctx, &bo, func() error { return c.release(ctx, o) }, func(err error) {
+		c.log.Warn("stop: release failed; retrying", "shard", o.shard, "err", err)
+	})
+}
+
+// retryFinal runs write up to finalTries times while it fails (not as
+// invalid, which retrying cannot mend) and ctx lasts, telling retrying of
+// each failure it tries again after.
+func retryFinal(ctx context.Context, bo *backoff, write func() error, retrying func(error)) error {
+	for try := 1; ; try++ {
+		err := write()
+		if err == nil || errors.Is(err, lease.ErrInvalid) || try == finalTries {
 			return err
 		}
-		c.log.Warn("stop: removing the member entry failed; retrying", "err", err)
+		retrying(err)
 		if !sleep(ctx, bo.next()) {
 			return err
 		}
 	}
+}
+
+// leaveMembers removes this owner's member entry, tried up to finalTries
+// times while it fails and ctx (Stop's final writes) lasts: a store that
+// answers one call late must not leave the entry to the others' failover
+// time, nor fail Stop. Removing an absent entry is no error, so a removal
+// whose answer was lost may be sent again.
+func (c *Coordinator) leaveMembers(ctx context.Context) error {
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "leave"}
+	return retryFinal(ctx, &bo, func() error { return c.members.Leave(ctx, c.cfg.Namespace, c.cfg.Owner, 0) }, func(err error) {
+		c.log.Warn("stop: removing the member entry failed; retrying", "err", err)
+	})
 }
 
 // leave marks this owner as leaving and, with liveness per instance,
@@ -255,7 +282,7 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) (errs []err
 			case finalLeaveToExpire:
 				c.leaveToExpire(o)
 			case finalRelease:
-				rerr = c.release(ctx, o)
+				rerr = c.releaseFinal(ctx, o)
 			}
 			mu.Lock()
 			defer mu.Unlock()
