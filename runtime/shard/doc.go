@@ -94,7 +94,9 @@
 // the rest again. A failed final checkpoint is written again for up to
 // 5 s (heartbeats, or renewals, go on meanwhile, so its own fence does not
 // cut that off); a lease whose checkpoint never lands is released all the
-// same. A lease whose record a handler still runs when Stop's time is up
+// same. A release, and then the removal of the member entry, that fails is
+// sent up to 3 times (finalTries): a store that answers one call late does
+// not leave a lease, or the entry, to the others' failover time. A lease whose record a handler still runs when Stop's time is up
 // is not released: its settled prefix is checkpointed, its handlers'
 // contexts (Record.Lease) end, and, unless they return within 250 ms, it
 // is left to expire as a crashed owner's lease does (the member entry
