@@ -243,3 +243,78 @@ func TestStopRetriesALateRelease(t *testing.T) {
 		}
 	})
 }
+
+// landedReleases lands its first release and answers it as a call past
+// its deadline does: the answer is lost, the write is not.
+type landedReleases struct {
+	lease.Store
+	lost, calls atomic.Int32
+}
+
+func (s *landedReleases) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	s.calls.Add(1)
+	nl, err := s.Store.Release(ctx, l)
+	if err == nil && s.lost.CompareAndSwap(0, 1) {
+		return lease.Lease{}, &lease.Error{Op: "release", Key: l.Key, Err: context.DeadlineExceeded}
+	}
+	return nl, err
+}
+
+// A release at Stop that landed with its answer lost is found landed by
+// the next try: the lease is free, Stop reports nothing, and no lease is
+// counted lost (nobody took it: a "leases lost" alert at every deploy on
+// a slow store would be a false one).
+func TestStopFindsALostReleaseAnswerLanded(t *testing.T) {
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 1, l)
+		id := e.shards()[0]
+		releases := &landedReleases{Store: e.store}
+		cfg := e.config("a", newCollector().sink)
+		cfg.Leases, cfg.Counters = withMembers(releases, e.store), new(shard.LeaseCounters)
+		a := e.startStopped(cfg)
+		eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+		if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if releases.lost.Load() == 0 {
+			t.Fatal("no release answer was lost: the test injected nothing")
+		}
+		// The release is sent again, unless a renewal found it landed first.
+		if n := releases.calls.Load(); n > 2 {
+			t.Errorf("%d releases, want the one whose answer was lost and at most 1 more", n)
+		}
+		if n := cfg.Counters.Lost.Load(); n != 0 {
+			t.Errorf("%d leases counted lost after a Stop that released its only one", n)
+		}
+		if o := e.lease(id).Owner; o != "" {
+			t.Fatalf("the lease is %q's after a's Stop, want released", o)
+		}
+	})
+}
+
+// The same in a handoff: the asker may take the lease before the owner
+// sends its release again, and finds it handed over, not lost.
+func TestHandoffFindsALostReleaseAnswerLanded(t *testing.T) {
+	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 2, l)
+		releases := &landedReleases{Store: e.store}
+		cols := newCollectors(2)
+		cfgA, cfgB := e.config("a", cols[0].sink), e.config("b", cols[1].sink)
+		cfgA.Leases, cfgA.Counters = withMembers(releases, e.store), new(shard.LeaseCounters)
+		cfgB.Handoff = time.Hour // b takes only a released lease
+		a := e.start(cfgA)
+		eventually(t, 5*time.Second, "a reads both shards", func() bool { return len(a.Reading()) == 2 })
+		b := e.start(cfgB)
+		eventually(t, 10*time.Second, "a 1/1 split", func() bool { return len(a.Reading()) == 1 && len(b.Reading()) == 1 })
+		if releases.lost.Load() == 0 {
+			t.Fatal("no release answer was lost: the test injected nothing")
+		}
+		eventually(t, 5*time.Second, "a's handoff over (its release tried again)", func() bool {
+			return cfgA.Counters.Lost.Load()+cfgA.Counters.HandedOver.Load() > 0
+		})
+		if n, h := cfgA.Counters.Lost.Load(), cfgA.Counters.HandedOver.Load(); n != 0 || h != 1 {
+			t.Errorf("a counted %d leases lost and %d handed over, want 0 and 1", n, h)
+		}
+		checkAllRead(t, e, cols, 20)
+	})
+}

@@ -38,6 +38,11 @@ type owned struct {
 	// postponed at once, without stopping the reader again (startHandoff).
 	stuck   *mark
 	stuckIn *watermark
+	// releaseSent: a release of this lease was sent and may have landed
+	// with its answer lost (a call past its deadline), so a later write
+	// that finds the lease free, or its asker's, finds it released, not
+	// lost (releaseLanded).
+	releaseSent bool
 
 	// The self-fence (issue 9, scenario 3). until is when the lease may
 	// look expired to another instance, less a margin: the send time of
@@ -150,7 +155,11 @@ func (c *Coordinator) mutate(ctx context.Context, o *owned, op string, f func(le
 			return lease.Lease{}, &Error{Op: "lease get", Stream: c.cfg.Stream, Shard: o.shard, Err: gerr}
 		case cur.Owner != c.cfg.Owner:
 			c.letGoOf(o.shard, cur.Counter)
-			c.loseLocked(o, cur.Owner)
+			if releaseLanded(o, cur) {
+				c.releasedLocked(o)
+			} else {
+				c.loseLocked(o, cur.Owner)
+			}
 			return lease.Lease{}, errGone
 		}
 		o.setLease(cur, time.Time{})
@@ -166,6 +175,26 @@ func (c *Coordinator) loseLocked(o *owned, to string) {
 	o.drop("lost")
 	c.forget(o)
 	c.log.Warn("lease lost; reader stopped", "shard", o.shard, "new_owner", to)
+}
+
+// releaseLanded reports whether cur, read after a write of o found the
+// lease moved on, shows a release this owner sent as landed with its
+// answer lost: the lease free, or taken by the owner it was released to.
+// (Sent again, or followed by a renewal, such a release would otherwise
+// count as a lease lost: a false alarm at every deploy on a slow store.)
+func releaseLanded(o *owned, cur lease.Lease) bool {
+	return o.releaseSent && (cur.Owner == "" || o.l.PendingOwner != "" && cur.Owner == o.l.PendingOwner)
+}
+
+// releasedLocked ends o as released, its release found landed after its
+// answer was lost (releaseLanded): a handoff's counts as handed over.
+func (c *Coordinator) releasedLocked(o *owned) {
+	if o.stateNow() == stReleasing {
+		c.cfg.Counters.HandedOver.Add(1)
+	}
+	o.drop("released")
+	c.forget(o)
+	c.log.Debug("lease found released: a release's answer was lost", "shard", o.shard)
 }
 
 // letGoOf records that this owner let the lease of shard go, as the store
@@ -409,6 +438,7 @@ func (c *Coordinator) release(ctx context.Context, o *owned) error {
 // lease (not that it was gone already).
 func (c *Coordinator) releaseLease(ctx context.Context, o *owned) (released bool, err error) {
 	_, err = c.mutate(ctx, o, "lease release", func(l lease.Lease) (lease.Lease, error) {
+		o.releaseSent = true
 		nl, err := c.cfg.Leases.Release(ctx, l)
 		if err == nil {
 			c.letGoOf(o.shard, nl.Counter)
@@ -671,6 +701,7 @@ func (c *Coordinator) keep(ctx context.Context, o *owned) error {
 	_, err := c.mutate(ctx, o, "lease keep", func(l lease.Lease) (lease.Lease, error) {
 		nl, err := c.cfg.Leases.Take(ctx, l, c.cfg.Owner)
 		if err == nil {
+			o.releaseSent = false // kept: this owner's again
 			if o.sess != nil {
 				o.sess.wm.abandon()
 				o.unread()
