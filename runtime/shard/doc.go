@@ -96,7 +96,9 @@
 // cut that off); a lease whose checkpoint never lands is released all the
 // same. A release, and then the removal of the member entry, that fails is
 // sent up to 3 times (finalTries): a store that answers one call late does
-// not leave a lease, or the entry, to the others' failover time. A lease whose record a handler still runs when Stop's time is up
+// not leave a lease, or the entry, to the others' failover time. A release
+// whose answer was lost is found landed by the next write (the lease free,
+// or its asker's) and counts as released, not lost (releaseLanded). A lease whose record a handler still runs when Stop's time is up
 // is not released: its settled prefix is checkpointed, its handlers'
 // contexts (Record.Lease) end, and, unless they return within 250 ms, it
 // is left to expire as a crashed owner's lease does (the member entry
