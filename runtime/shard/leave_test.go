@@ -156,24 +156,60 @@ func TestLeaveWithABacklogHandsOverNothingBeingHandled(t *testing.T) {
 	t.Logf("a handled %d records before it left, %d records handled in all", aHandled, len(log.by))
 }
 
-// lateLeaves fails its first n removals of a member entry as a store
-// answering past the call's deadline does (the removal may even have
-// landed: here it has not).
+// lateCalls fails the first n calls of one kind as a store answering past
+// the call's deadline does (the write has not landed), counting them all.
+type lateCalls struct{ n, calls atomic.Int32 }
+
+// late counts a call and reports whether it fails.
+func (c *lateCalls) late() bool {
+	c.calls.Add(1)
+	return c.n.Add(-1) >= 0
+}
+
+// lateLeaves fails its first n removals of a member entry.
 type lateLeaves struct {
 	lease.MemberStore
-	n, calls atomic.Int32
+	lateCalls
 }
 
 func (s *lateLeaves) Leave(ctx context.Context, ns, owner string, beat int64) error {
-	s.calls.Add(1)
-	if s.n.Add(-1) >= 0 {
+	if s.late() {
 		return &lease.Error{Op: "leave", Key: lease.MembersKey(ns), Err: context.DeadlineExceeded}
 	}
 	return s.MemberStore.Leave(ctx, ns, owner, beat)
 }
 
+// lateReleases fails its first n releases.
+type lateReleases struct {
+	lease.Store
+	lateCalls
+}
+
+func (s *lateReleases) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	if s.late() {
+		return lease.Lease{}, &lease.Error{Op: "release", Key: l.Key, Err: context.DeadlineExceeded}
+	}
+	return s.Store.Release(ctx, l)
+}
+
+// stopAfterLateCalls starts cfg's owner on e's one shard, with calls
+// failing their first 2, and stops it: Stop must report nothing, having
+// sent the late call's kind (what) 3 times.
+func stopAfterLateCalls(t *testing.T, e *env, cfg shard.Config, calls *lateCalls, what string) {
+	t.Helper()
+	calls.n.Store(2)
+	a := e.startStopped(cfg)
+	eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
+	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
+		t.Fatalf("Stop: %v (after %d %s)", err, calls.calls.Load(), what)
+	}
+	if n := calls.calls.Load(); n != 3 {
+		t.Errorf("%d %s, want the 2 that failed and 1 more", n, what)
+	}
+}
+
 // A slow (not failed) store at Stop: the removal of the member entry that
-// gets no answer within a call's deadline is tried again while Stop's
+// gets no answer within a call's deadline is sent again while Stop's
 // final writes have time, so the entry goes and Stop reports nothing.
 // (Before, one late answer made Stop fail with "lease leave", and the
 // others waited out the failover time for an instance that had left:
@@ -181,17 +217,9 @@ func (s *lateLeaves) Leave(ctx context.Context, ns, owner string, beat int64) er
 func TestStopRetriesALateLeave(t *testing.T) {
 	e, _ := memEnvIn(t, 1, shard.LivenessPerInstance)
 	members := &lateLeaves{MemberStore: e.store.(lease.MemberStore)}
-	members.n.Store(2)
 	cfg := e.config("a", newCollector().sink)
 	cfg.Leases = memberWrap{Store: e.store, m: members}
-	a := e.startStopped(cfg)
-	eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
-	if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
-		t.Fatalf("Stop: %v (after %d removals of the member entry)", err, members.calls.Load())
-	}
-	if n := members.calls.Load(); n != 3 {
-		t.Errorf("%d removals of the member entry, want the 2 that failed and 1 more", n)
-	}
+	stopAfterLateCalls(t, e, cfg, &members.lateCalls, "removals of the member entry")
 	ms, err := e.store.(lease.MemberStore).Members(context.Background(), "test/"+e.stream)
 	if err != nil {
 		t.Fatal(err)
@@ -203,42 +231,17 @@ func TestStopRetriesALateLeave(t *testing.T) {
 	}
 }
 
-// lateReleases fails its first n releases as a store answering past the
-// call's deadline does.
-type lateReleases struct {
-	lease.Store
-	n, calls atomic.Int32
-}
-
-func (s *lateReleases) Release(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	s.calls.Add(1)
-	if s.n.Add(-1) >= 0 {
-		return lease.Lease{}, &lease.Error{Op: "release", Key: l.Key, Err: context.DeadlineExceeded}
-	}
-	return s.Store.Release(ctx, l)
-}
-
-// The same for Stop's releases: one that gets no answer in time is tried
-// again while the final writes have time, so the lease is free for the
-// next owner at once rather than after the failover time, and Stop
-// reports nothing.
+// The same for Stop's releases: one that gets no answer in time is sent
+// again, so the lease is free for the next owner at once rather than
+// after the failover time, and Stop reports nothing.
 func TestStopRetriesALateRelease(t *testing.T) {
 	eachLiveness(t, func(t *testing.T, l shard.Liveness) {
 		e, _ := memEnvIn(t, 1, l)
-		id := e.shards()[0]
 		releases := &lateReleases{Store: e.store}
-		releases.n.Store(2)
 		cfg := e.config("a", newCollector().sink)
 		cfg.Leases = withMembers(releases, e.store)
-		a := e.startStopped(cfg)
-		eventually(t, 5*time.Second, "a reads the shard", func() bool { return len(a.Reading()) == 1 })
-		if err := a.Stop(e.ctx(5 * time.Second)); err != nil {
-			t.Fatalf("Stop: %v (after %d releases)", err, releases.calls.Load())
-		}
-		if n := releases.calls.Load(); n != 3 {
-			t.Errorf("%d releases, want the 2 that failed and 1 more", n)
-		}
-		if o := e.lease(id).Owner; o != "" {
+		stopAfterLateCalls(t, e, cfg, &releases.lateCalls, "releases")
+		if o := e.lease(e.shards()[0]).Owner; o != "" {
 			t.Fatalf("the lease is %q's after a's Stop, want released", o)
 		}
 	})
