@@ -403,13 +403,26 @@ func (c *Coordinator) persist(ctx context.Context, o *owned, final bool) error {
 // owner back to the last one written, and a graceful handoff or stop must
 // not deliver records twice for one failed call.
 func (c *Coordinator) persistFinal(ctx context.Context, o *owned) error {
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "final checkpoint", shard: o.shard}
-	for {
-		err := c.persist(ctx, o, true)
-		if err == nil || errors.Is(err, lease.ErrInvalid) {
+	return c.retryWrite(ctx, 0, "final checkpoint", o.shard, "final checkpoint failed; retrying",
+		func() error { return c.persist(ctx, o, true) })
+}
+
+// retryWrite runs write until it succeeds or fails as invalid (which
+// retrying cannot mend), while ctx lasts and, with tries above 0, at most
+// tries times; each failure it tries again after is logged as msg, and
+// waited out with a backoff whose jitter site (and shard) names.
+func (c *Coordinator) retryWrite(ctx context.Context, tries int, site, shard, msg string, write func() error) error {
+	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: site, shard: shard}
+	for try := 1; ; try++ {
+		err := write()
+		if err == nil || errors.Is(err, lease.ErrInvalid) || try == tries {
 			return err
 		}
-		c.log.Warn("final checkpoint failed; retrying", "shard", o.shard, "err", err)
+		if shard != "" {
+			c.log.Warn(msg, "shard", shard, "err", err)
+		} else {
+			c.log.Warn(msg, "err", err)
+		}
 		if !sleep(ctx, bo.next()) {
 			return err
 		}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // Stop stops fetching, waits (bounded by ctx) for delivered records to settle
@@ -129,26 +127,8 @@ const finalTries = 3
 // release that landed with its answer lost finds the lease no longer this
 // owner's on the next try, and ends there (mutate).
 func (c *Coordinator) releaseFinal(ctx context.Context, o *owned) error {
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "final release", shard: o.shard}
-	return retryFinal(ctx, &bo, func() error { return c.release(ctx, o) }, func(err error) {
-		c.log.Warn("stop: release failed; retrying", "shard", o.shard, "err", err)
-	})
-}
-
-// retryFinal runs write up to finalTries times while it fails (not as
-// invalid, which retrying cannot mend) and ctx lasts, telling retrying of
-// each failure it tries again after.
-func retryFinal(ctx context.Context, bo *backoff, write func() error, retrying func(error)) error {
-	for try := 1; ; try++ {
-		err := write()
-		if err == nil || errors.Is(err, lease.ErrInvalid) || try == finalTries {
-			return err
-		}
-		retrying(err)
-		if !sleep(ctx, bo.next()) {
-			return err
-		}
-	}
+	return c.retryWrite(ctx, finalTries, "final release", o.shard, "stop: release failed; retrying",
+		func() error { return c.release(ctx, o) })
 }
 
 // leaveMembers removes this owner's member entry, tried up to finalTries
@@ -157,10 +137,8 @@ func retryFinal(ctx context.Context, bo *backoff, write func() error, retrying f
 // time, nor fail Stop. Removing an absent entry is no error, so a removal
 // whose answer was lost may be sent again.
 func (c *Coordinator) leaveMembers(ctx context.Context) error {
-	bo := backoff{base: 50 * time.Millisecond, max: time.Second, site: "leave"}
-	return retryFinal(ctx, &bo, func() error { return c.members.Leave(ctx, c.cfg.Namespace, c.cfg.Owner, 0) }, func(err error) {
-		c.log.Warn("stop: removing the member entry failed; retrying", "err", err)
-	})
+	return c.retryWrite(ctx, finalTries, "leave", "", "stop: removing the member entry failed; retrying",
+		func() error { return c.members.Leave(ctx, c.cfg.Namespace, c.cfg.Owner, 0) })
 }
 
 // leave marks this owner as leaving and, with liveness per instance,
