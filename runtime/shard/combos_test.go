@@ -556,10 +556,7 @@ func testShardEndFailing(t *testing.T, e *env, failures int64, fenceAtEnd bool) 
 	var lostA, lostB shard.LeaseCounters
 	cfgA := e.config("a", dl.wrap("a", log.wrap(colA.sink)))
 	cfgA.Leases, cfgA.Counters = faults, &lostA
-	a, err := shard.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := e.newCoordinator(cfgA)
 	if err := a.Start(e.ctx(30 * time.Second)); err != nil {
 		t.Fatal(err)
 	}

@@ -81,11 +81,8 @@ func TestFirstPassErrorIsReturned(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := shard.New(e.config("a", newCollector().sink))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Start(e.ctx(10 * time.Second))
+	c := e.newCoordinator(e.config("a", newCollector().sink))
+	err := c.Start(e.ctx(10 * time.Second))
 	var se *shard.Error
 	if !errors.As(err, &se) || se.Op != "ListShards" || !errors.As(err, new(*types.ResourceNotFoundException)) {
 		t.Fatalf("Start err = %v, want a ListShards *shard.Error wrapping ResourceNotFound", err)

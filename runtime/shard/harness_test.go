@@ -155,13 +155,24 @@ func testLogger() *slog.Logger {
 // checks what that Stop did: no Stop at cleanup.
 func (e *env) startStopped(cfg shard.Config) *shard.Coordinator {
 	e.t.Helper()
+	c := e.newCoordinator(cfg)
+	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
+		e.t.Fatalf("Start: %v", err)
+	}
+	return c
+}
+
+// newCoordinator is shard.New(cfg) for a test that starts it itself. Its
+// lease counts are logged if the test fails: a failed count of deliveries
+// or leases is told from a lease lost to a loaded machine's stall (which
+// rightly delivers again, or leaves a lease to expire) there.
+func (e *env) newCoordinator(cfg shard.Config) *shard.Coordinator {
+	e.t.Helper()
 	if cfg.Counters == nil {
 		cfg.Counters = new(shard.LeaseCounters)
 	}
 	t, counters := e.t, cfg.Counters
 	t.Cleanup(func() {
-		// A failed count of deliveries is told from a lease lost to a
-		// loaded machine's stall (which rightly delivers again) here.
 		if t.Failed() {
 			t.Logf("owner %s: %d leases taken, %d lost (fenced or taken), %d handed over", cfg.Owner,
 				counters.Taken.Load(), counters.Lost.Load(), counters.HandedOver.Load())
@@ -170,9 +181,6 @@ func (e *env) startStopped(cfg shard.Config) *shard.Coordinator {
 	c, err := shard.New(cfg)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
-	}
-	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
-		e.t.Fatalf("Start: %v", err)
 	}
 	return c
 }

@@ -97,10 +97,7 @@ func testParentPastRetention(t *testing.T, e *env) {
 	logs := &syncBuffer{}
 	cfg := e.config("a", col.sink)
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	c, err := shard.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.newCoordinator(cfg)
 	if err := c.Start(ctx); err != nil {
 		t.Fatalf("Start failed for a parent past retention: %v", err)
 	}

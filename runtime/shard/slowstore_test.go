@@ -478,10 +478,7 @@ func TestLeasesTakenDuringASlowHeartbeatAreRenewedByIt(t *testing.T) {
 	cfg.Leases = beats
 	cfg.Renew, cfg.Failover = time.Second, 3*time.Second
 	cfg.Counters = new(shard.LeaseCounters)
-	c, err := shard.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	c := e.newCoordinator(cfg)
 	if err := c.Start(e.ctx(30 * time.Second)); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			// A loaded -race run delayed a 0.6 s call past its 1 s
