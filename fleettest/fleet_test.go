@@ -149,7 +149,9 @@ func runFleet(t *testing.T, run fleetRun) {
 	f.awaitHandled(ctx, keys*perKey1/2)
 	// Kill it right after it printed a line: in the middle of handling
 	// records, when it has some past its last checkpoint.
-	f.awaitLineFrom(ctx, victim)
+	if !f.awaitLineFrom(ctx, victim, keys*perKey1) {
+		t.Logf("%s printed no line before every record of batch 1 was handled: killed idle", victim)
+	}
 	killedAt := f.kill(victim)
 	atKill := f.distinct()
 	busy := f.writesSince(pubStart)
@@ -173,7 +175,10 @@ func runFleet(t *testing.T, run fleetRun) {
 			remaining = owner
 		}
 	}
-	f.awaitLineFrom(ctx, stopped) // stop it while it is handling records
+	// Stop it while it is handling records.
+	if !f.awaitLineFrom(ctx, stopped, keys*(perKey1+perKey2)) {
+		t.Logf("%s printed no line before every record of batch 2 was handled: stopped idle", stopped)
+	}
 	termAt := f.terminate(ctx, stopped)
 	handoff := f.awaitLeases(ctx, "the stopped worker's shards move to "+remaining, func(ls []lease.Lease) bool {
 		load := ownerLoad(ls)
@@ -332,7 +337,8 @@ func (f *fleet) untilStalled(estimate, stall time.Duration) context.Context {
 				last, lastAt = n, time.Now()
 			}
 			if time.Since(start) > estimate && time.Since(lastAt) > stall {
-				f.t.Logf("no record handled for %v, %v into a run estimated at %v: stalled", stall, time.Since(start).Round(time.Second), estimate.Round(time.Second))
+				f.t.Logf("no record handled for %v, %v into a run estimated at %v: stalled at %d distinct records handled", stall,
+					time.Since(start).Round(time.Second), estimate.Round(time.Second), f.distinct())
 				cancel()
 				return
 			}
@@ -761,16 +767,24 @@ func (f *fleet) awaitLines(ctx context.Context, waiting string, done func() bool
 	}
 }
 
-// awaitLineFrom waits until owner prints its next record line.
-func (f *fleet) awaitLineFrom(ctx context.Context, owner string) {
+// awaitLineFrom waits until owner prints its next record line, or until
+// total distinct records are handled: the owner may have handled every
+// record of its shards already (the others' shards behind, on a loaded
+// machine), and then prints no line again. Waiting for one then stalled
+// the run for good (CI: batch 2 handled, "worker w2 printed no line").
+// It reports whether owner printed.
+func (f *fleet) awaitLineFrom(ctx context.Context, owner string, total int) bool {
 	f.t.Helper()
 	f.mu.Lock()
 	p := f.procs[owner]
 	n := p.lines
 	f.mu.Unlock()
 	f.awaitLines(ctx, "waiting for a line of "+owner,
-		func() bool { return p.lines > n },
+		func() bool { return p.lines > n || len(f.seen) >= total },
 		func() string { return "worker " + owner + " printed no line" })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return p.lines > n
 }
 
 func (f *fleet) distinct() int {
