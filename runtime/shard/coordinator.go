@@ -71,6 +71,9 @@ func (r *Record) Stale() bool {
 		return false
 	}
 	if w.discard.Load() || w.expired() {
+		// Not handed to a handler (or back from one, to be read again):
+		// a fenced generation's handlers are waited for (inHandlers).
+		w.skip(r.idx)
 		return true
 	}
 	if w.closing.Load() {
@@ -331,6 +334,13 @@ type Coordinator struct {
 	// that listing): a pass lists again (leftBehind) and takes it back.
 	// Guarded by mu.
 	fences, listedFences int64
+	// fenced: by shard id, the leases this owner fenced and forgot, which
+	// name it in the store until it takes them back or lets them go, with
+	// the generation their reader was in (nil: none). While a handler
+	// still runs a record of it, the fence's margin holds: no take-back
+	// reads the record again beside it, and no release hands it to
+	// another owner (fencedRunning). Guarded by mu.
+	fenced map[string]fencedLease
 
 	passMu   chanMutex // one sync pass at a time
 	followMu chanMutex // one followHandoffs at a time
@@ -486,6 +496,7 @@ func New(cfg Config) (*Coordinator, error) {
 		owned:     make(map[string]*owned),
 		pending:   make(map[string]time.Time),
 		letGo:     make(map[string]int64),
+		fenced:    make(map[string]fencedLease),
 		listCost:  cost,
 		stats:     make(map[string]*Stats),
 		start:     cfg.Start,

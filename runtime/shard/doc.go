@@ -121,7 +121,14 @@
 // nothing more, Record.Stale is true, and Record.Lease (the handlers'
 // context) ends when the fence's timer runs. It reads the shard again only
 // if it takes the lease back; once its writes land it releases those it
-// does not (the others never take a live member's lease).
+// does not (the others never take a live member's lease). A lease whose
+// records a handler still runs (the fence abandoned them, not the
+// handler) is neither taken back nor released until it returns: a pass
+// counts it as held meanwhile (heldKeys, fencedRunning), so its record is
+// never read again beside its handler, here or by another owner before
+// the failover time. Stop ends the fenced leases that still name this
+// owner as a pass would: it releases them, or leaves one a handler still
+// runs to expire (endFenced).
 //
 // # Decisions
 //

@@ -498,6 +498,7 @@ func (c *Coordinator) takeBack(ctx context.Context, leases []lease.Lease, byShar
 		case releaseToAsker:
 			op = "lease release"
 			if nl, err = c.cfg.Leases.Release(ctx, l); err == nil {
+				c.forgetFenced(l.ShardID)
 				c.log.Info("lease left behind released to the owner that asked for it", "shard", l.ShardID, "to", l.PendingOwner)
 			}
 		case takeItBack:
@@ -565,6 +566,19 @@ func (c *Coordinator) leftBehind() bool {
 		}
 	}
 	return false
+}
+
+// pruneFenced forgets the fenced leases a new listing (known) shows under
+// another owner: taken since, expired to the others. Guarded by passMu,
+// as known is.
+func (c *Coordinator) pruneFenced() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.fenced {
+		if l, ok := c.known[id]; ok && l.Owner != c.cfg.Owner {
+			delete(c.fenced, id)
+		}
+	}
 }
 
 // pruneLetGo forgets what a new listing (known) shows already: the leases

@@ -202,6 +202,15 @@ func (c *Coordinator) releasedLocked(o *owned) {
 func (c *Coordinator) letGoOf(shard string, counter int64) {
 	c.mu.Lock()
 	c.letGo[shard] = max(c.letGo[shard], counter)
+	delete(c.fenced, shard)
+	c.mu.Unlock()
+}
+
+// forgetFenced drops shard from the leases fenced here: it no longer names
+// this owner.
+func (c *Coordinator) forgetFenced(shard string) {
+	c.mu.Lock()
+	delete(c.fenced, shard)
 	c.mu.Unlock()
 }
 
@@ -347,14 +356,55 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 		defer o.mu.Unlock()
 		if o.stateNow() != stGone {
 			o.drop("fenced")
+			f := fencedLease{key: o.key}
+			if o.sess != nil {
+				f.gen = o.sess.wm
+			}
 			c.mu.Lock()
 			c.fences++ // still in this owner's name: leftBehind
+			c.fenced[o.shard] = f
 			c.mu.Unlock()
 			c.forget(o)
 			c.cfg.Counters.Lost.Add(1)
 		}
 		c.wake(false) // a pass may win it back
 	}()
+}
+
+// fencedLease is a lease this owner fenced and forgot (Coordinator.fenced):
+// its key, and the reader generation the fence abandoned (nil: none).
+type fencedLease struct {
+	key string
+	gen *watermark
+}
+
+// fencedRunning reports whether the lease of shard was fenced here while a
+// handler ran one of its records, and that handler has not returned yet.
+// Taking it back would read the record again beside that handler (at
+// once, in this process), and releasing it would let another owner do so
+// before the failover time the fence keeps (fenceAfter): passes count it
+// as held meanwhile (heldKeys), so none takes it back, releases it or
+// plans to take it, and a pass tries again (leftBehind lists while the
+// lease names this owner). Once the handlers have returned it forgets the
+// generation.
+func (c *Coordinator) fencedRunning(shard string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fencedRunningLocked(shard)
+}
+
+// fencedRunningLocked is fencedRunning with c.mu held.
+func (c *Coordinator) fencedRunningLocked(shard string) bool {
+	f, ok := c.fenced[shard]
+	if !ok || f.gen == nil {
+		return false
+	}
+	if f.gen.inHandlers() {
+		return true
+	}
+	f.gen = nil
+	c.fenced[shard] = f
+	return false
 }
 
 // persist writes the current session's settled progress when it moved.
@@ -758,6 +808,7 @@ func (c *Coordinator) takeLease(ctx context.Context, l lease.Lease) (lease.Lease
 	c.owned[nl.ShardID] = o
 	delete(c.pending, nl.Key)
 	delete(c.letGo, nl.ShardID)
+	delete(c.fenced, nl.ShardID)
 	c.mu.Unlock()
 	// Its fence once it is held: a heartbeat confirmed before then
 	// renewed only the leases held, and with liveness per instance the

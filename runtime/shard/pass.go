@@ -165,6 +165,7 @@ func (c *Coordinator) passLeases(ctx context.Context, p *passView) error {
 		c.listedFences = fences
 		c.mu.Unlock()
 		c.pruneLetGo()
+		c.pruneFenced()
 	}
 	p.byShard = c.known
 	return nil
@@ -1512,7 +1513,9 @@ const (
 )
 
 // heldKeys returns the keys of the leases this coordinator holds or has
-// asked for: one map, so a pass costs O(listed + held), not their product.
+// asked for, and of those it fenced while a handler still runs one of
+// their records (fencedRunning: kept, as if held, until it returns): one
+// map, so a pass costs O(listed + held), not their product.
 func (c *Coordinator) heldKeys() map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -1522,6 +1525,11 @@ func (c *Coordinator) heldKeys() map[string]bool {
 	}
 	for _, o := range c.owned {
 		out[o.key] = true
+	}
+	for id, f := range c.fenced {
+		if c.fencedRunningLocked(id) {
+			out[f.key] = true
+		}
 	}
 	return out
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kinesisgen/kinesisgen/runtime/lease"
 )
 
 // Stop stops fetching, waits (bounded by ctx) for delivered records to settle
@@ -81,6 +84,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	stopRenewing := c.renewDuring(wctx)
 	werrs, left := c.writeFinal(wctx, list)
 	errs = append(errs, werrs...)
+	left = append(left, c.endFenced(wctx)...)
 
 	// 5. Leave the member entry as exitStep says.
 	exit := exitStep(c.members != nil, len(left))
@@ -276,6 +280,71 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) (errs []err
 	}
 	wg.Wait()
 	return errs, left
+}
+
+// endFenced ends, within ctx (Stop's final writes), the leases this owner
+// fenced and forgot that still name it: a pass would have taken them back
+// or released them (takeBack, releaseLeftovers), and none runs again. One
+// a handler still runs a record of (fencedRunning) is left to expire, as
+// a held lease is (left: its shards); the others are released, so their
+// next owner reads on from the checkpoint at once rather than a failover
+// time later. (CI once fenced an owner on every lease during its first
+// pass, just before its Stop: the next instance waited out the failover
+// time for shards that nothing read.)
+func (c *Coordinator) endFenced(ctx context.Context) (left []string) {
+	fenced := c.fencedNow()
+	// Still fenced (its heartbeats not confirmed): like a pass, it writes
+	// nothing; the others take them once its beat stands still.
+	release := !c.beatStale()
+	for _, shard := range slices.Sorted(maps.Keys(fenced)) {
+		if f := fenced[shard]; f.gen != nil && f.gen.inHandlers() {
+			c.log.Info("stop: a handler still runs a record of a fenced lease: left to expire", "shard", shard)
+			left = append(left, shard)
+			continue
+		}
+		if !release {
+			continue
+		}
+		cur, err := c.cfg.Leases.Get(ctx, fenced[shard].key)
+		if err == nil && cur.Owner == c.cfg.Owner && cur.Checkpoint != lease.CheckpointShardEnd {
+			_, err = c.cfg.Leases.Release(ctx, cur) // (taken since, or ended: nothing of this owner's)
+			if err == nil {
+				c.forgetFenced(shard)
+				c.log.Info("stop: lease left in this owner's name by a fence released", "shard", shard)
+			}
+		}
+		if err != nil && !errors.Is(err, lease.ErrNotFound) && !errors.Is(err, lease.ErrLeaseLost) {
+			// Not Stop's failure: it expires, as a crashed owner's does.
+			c.log.Warn("stop: releasing a lease left in this owner's name by a fence failed; it expires after the failover time",
+				"shard", shard, "err", err)
+		}
+	}
+	return left
+}
+
+// fencedNow returns the leases fenced here that may still name this
+// owner: those noted in fenced, and those whose fence's timer has just
+// run (their context ended) but which are not forgotten and noted yet.
+func (c *Coordinator) fencedNow() map[string]fencedLease {
+	c.mu.Lock()
+	out := maps.Clone(c.fenced)
+	var noting []*owned
+	for id, o := range c.owned {
+		if _, ok := out[id]; !ok && o.fctx.Err() != nil {
+			noting = append(noting, o)
+		}
+	}
+	c.mu.Unlock()
+	for _, o := range noting {
+		o.mu.Lock() // after a write in flight has returned: bounded by its deadline
+		f := fencedLease{key: o.key}
+		if o.sess != nil {
+			f.gen = o.sess.wm
+		}
+		o.mu.Unlock()
+		out[o.shard] = f
+	}
+	return out
 }
 
 // finalAction is what Stop does with a lease it holds once its time to

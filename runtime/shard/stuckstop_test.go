@@ -355,3 +355,158 @@ func TestStopAfterAnAbandonedRecordStillWaitsForTheRunningOnes(t *testing.T) {
 			stuckID.shard, stuckID.seq, after.Round(time.Millisecond))
 	}
 }
+
+// fencedWithAStuckRecord starts a (fencedOwner) on a 2-shard stream with
+// a store that notes its writes (writeClock), publishes 10 records, holds
+// the first one a's sink takes (its handler runs on: stuck) and settles
+// the rest, and fences a on both leases. The returned store's heartbeats
+// (renewals, per lease) still fail: the caller lets them land again, and
+// stops a.
+func fencedWithAStuckRecord(t *testing.T, e *env, col *collector) (a *shard.Coordinator, store *noBeatStore, clock *writeClock, stuck *shard.Record, other string) {
+	t.Helper()
+	ids := e.shards()
+	col.hold = func(r *shard.Record) bool {
+		if stuck == nil {
+			stuck = r
+			return true
+		}
+		return false
+	}
+	clock = &writeClock{Memory: e.store.(*lease.Memory), wrote: map[string]time.Time{}}
+	store = &noBeatStore{memberWrap: memberWrap{Store: clock, m: clock}, perLease: e.liveness == shard.LivenessPerLease}
+	cfg := e.config("a", col.sink)
+	cfg.Leases, cfg.Counters = store, &store.counters
+	cfg.Failover = fencedOwnerFailover
+	a = e.startStopped(cfg)
+	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
+	e.publish(map[string]int{}, 10, 5)
+	col.waitN(t, 10)
+	other = ids[0]
+	if other == stuck.ShardID {
+		other = ids[1]
+	}
+	fence(t, a, store)
+	return a, store, clock, stuck, other
+}
+
+// timesDelivered counts the deliveries of id in recs.
+func timesDelivered(recs []*shard.Record, id recordID) int {
+	n := 0
+	for _, r := range recs {
+		if idOf(r) == id {
+			n++
+		}
+	}
+	return n
+}
+
+// An owner fenced on its leases (its heartbeats, or its renewals per lease,
+// failed for its fence time) whose writes land again reads its shards
+// again at its next passes, taking back or releasing what still names it
+// (issue 9) — but not a lease whose records a handler still runs, the
+// fence having abandoned them: reading it again would hand the record to
+// a second handler while the first runs it, and a release would let
+// another owner do so before the failover time the fence keeps. Once the
+// handler returns (acknowledged late, or given up on its cancelled
+// context, as a lane finds the record stale), that lease is read again
+// too, and the record delivered again. (Before the fix the next pass took
+// it back at once and delivered the record again beside its handler; a
+// Stop right after released it to the next owner.)
+func TestFencedOwnerReadsNoLeaseAgainWhileAHandlerRunsIt(t *testing.T) {
+	for _, ret := range []struct {
+		name   string
+		handed func(*shard.Record)
+	}{
+		{"acknowledged", (*shard.Record).Settle},
+		{"given-up", func(r *shard.Record) { r.Stale() }},
+	} {
+		t.Run(ret.name, func(t *testing.T) {
+			eachLiveness(t, virtual(func(t *testing.T, l shard.Liveness) {
+				e, _ := memEnvIn(t, 2, l)
+				col := newCollector()
+				a, store, _, stuck, other := fencedWithAStuckRecord(t, e, col)
+				t.Cleanup(func() { _ = a.Stop(e.ctx(time.Second)) })
+				stuckID := idOf(stuck)
+				store.off.Store(false)
+				// Within the failover time of a's last renewal: with liveness
+				// per lease its lease expires then, to anyone.
+				eventually(t, time.Second, "a reads "+other+" again", func() bool { return slices.Contains(a.Reading(), other) })
+				time.Sleep(e.config("a", nil).Sync) // one more pass
+				if slices.Contains(a.Owned(), stuckID.shard) {
+					t.Errorf("a took back %s while a handler still runs its record %s", stuckID.shard, stuckID.seq)
+				}
+				if n := timesDelivered(col.records(), stuckID); n != 1 {
+					t.Errorf("record %s/%s delivered %d times while its first handler runs, want 1", stuckID.shard, stuckID.seq, n)
+				}
+				if o := e.lease(stuckID.shard).Owner; o != "a" {
+					t.Errorf("lease of %s owned by %q while a's handler runs its record, want a's", stuckID.shard, o)
+				}
+
+				ret.handed(stuck)
+				eventually(t, 5*time.Second, "a reads both shards again", func() bool { return slices.Equal(a.Reading(), e.shards()) })
+				col.wait(t, 5*time.Second, "the stuck record delivered again", func(rs []*shard.Record) bool { return timesDelivered(rs, stuckID) == 2 })
+			}))
+		})
+	}
+}
+
+// A Stop that finds leases it fenced still in its name (its writes landed
+// again, before a pass took them back) ends them as a pass would: it
+// releases those none of whose records a handler runs, so the next owner
+// reads them at once, and leaves to expire, as a crashed owner's, the one
+// whose handler still runs a record the fence abandoned: the next owner
+// takes it a failover time after a's last write that showed a alive, and
+// only then handles that record again. (CI once fenced an owner on every
+// lease in its first pass, just before its Stop: the next instance waited
+// out the failover time for shards nothing read.)
+func TestStopEndsTheLeasesItFenced(t *testing.T) {
+	eachLiveness(t, virtual(func(t *testing.T, l shard.Liveness) {
+		e, _ := memEnvIn(t, 2, l)
+		cols := newCollectors(2)
+		a, store, clock, stuck, other := fencedWithAStuckRecord(t, e, cols[0])
+		stuckID := idOf(stuck)
+		store.off.Store(false)
+		if l == shard.LivenessPerInstance {
+			// Its writes land again: the first heartbeat says it is
+			// fenced, the next one writes a new beat, the way back. (Still
+			// fenced, Stop writes nothing for them, as a pass would:
+			// TestStopWhileFencedLeavesNothingUnread.)
+			for range 2 {
+				if err := a.HeartbeatNow(e.ctx(time.Second)); err != nil {
+					t.Fatalf("a's heartbeat: %v", err)
+				}
+			}
+		}
+		err := a.Stop(e.ctx(time.Second))
+		var left *shard.LeftToExpireError
+		if !errors.As(err, &left) || !slices.Equal(left.Shards, []string{stuckID.shard}) {
+			t.Errorf("a's Stop = %v; want a LeftToExpireError naming %s", err, stuckID.shard)
+		}
+		if n := store.counters.LeftToExpire.Load(); n != 1 {
+			t.Errorf("a's counters: %d leases left to expire, want 1", n)
+		}
+		if o := e.lease(stuckID.shard).Owner; o != "a" {
+			t.Errorf("lease of %s owned by %q after a's Stop; want a's, left to expire", stuckID.shard, o)
+		}
+		if o := e.lease(other).Owner; o != "" {
+			t.Errorf("lease of %s owned by %q after a's Stop; want it released", other, o)
+		}
+
+		cfgB := e.config("b", cols[1].sink)
+		cfgB.Failover = fencedOwnerFailover
+		b := e.start(cfgB)
+		eventually(t, fencedOwnerFailover/2, "b reads "+other, func() bool { return slices.Contains(b.Reading(), other) })
+		var first time.Time // b's first delivery of the stuck record
+		cols[1].wait(t, 3*fencedOwnerFailover, "b handles the stuck record", func(rs []*shard.Record) bool {
+			if timesDelivered(rs, stuckID) > 0 && first.IsZero() {
+				first = time.Now()
+			}
+			return !first.IsZero()
+		})
+		last := clock.last(l, lease.KeyFor("test/"+e.stream, stuckID.shard))
+		if after := first.Sub(last); after < fencedOwnerFailover {
+			t.Errorf("b handled the stuck record %v after a's last write that showed it alive; want no sooner than the failover time (%v)",
+				after, fencedOwnerFailover)
+		}
+	}))
+}

@@ -95,11 +95,10 @@ func (w *watermark) grow() {
 }
 
 // settle marks index i settled and advances over the settled prefix.
-// Settling an index twice, or one of a discarded generation, does nothing.
+// Settling an index twice does nothing; in a discarded generation it moves
+// no checkpoint (advance), but counts: the record left its handler
+// (inHandlers).
 func (w *watermark) settle(i uint64) {
-	if w.discard.Load() {
-		return
-	}
 	w.mu.Lock()
 	w.mark(i)
 	w.advance()
@@ -115,7 +114,7 @@ func SettleAll(rs []*Record) {
 			continue
 		}
 		w := r.wm
-		if w == nil || w.discard.Load() {
+		if w == nil {
 			rs[i] = nil
 			continue
 		}
@@ -151,18 +150,35 @@ func (w *watermark) advance() {
 		}
 		return
 	}
+	discarded := w.discard.Load() // its records never move a checkpoint
 	for w.base < w.next && w.ring[w.base&mask].done {
 		s := &w.ring[w.base&mask]
-		w.last, w.has = s.m, true
+		if !discarded {
+			w.last, w.has = s.m, true
+		}
 		*s = slot{} // drop the string so the ring keeps no record alive
 		w.base++
 	}
-	w.advanced++
+	if !discarded {
+		w.advanced++
+	}
 	if w.room != nil && w.next-w.base <= w.roomAt {
 		close(w.room)
 		w.room = nil
 	}
 	w.wakeIfIdle()
+}
+
+// inHandlers reports whether a delivered record may still be in a
+// handler: neither settled nor found stale by a lane (Record.Stale, which
+// marks it skipped), whether or not the generation was abandoned. A fence
+// abandons a generation while its handlers may still run records; until
+// they have returned, the lease is neither taken back nor released
+// (Coordinator.fencedRunning).
+func (w *watermark) inHandlers() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next-w.base != w.doneAhead()+w.skipped
 }
 
 // idle reports whether no delivered record is left to wait for: all
