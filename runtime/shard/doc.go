@@ -123,12 +123,14 @@
 // if it takes the lease back; once its writes land it releases those it
 // does not (the others never take a live member's lease). A lease whose
 // records a handler still runs (the fence abandoned them, not the
-// handler) is neither taken back nor released until it returns: a pass
-// counts it as held meanwhile (heldKeys, fencedRunning), so its record is
-// never read again beside its handler, here or by another owner before
-// the failover time. Stop ends the fenced leases that still name this
-// owner as a pass would: it releases them, or leaves one a handler still
-// runs to expire (endFenced).
+// handler) is neither taken back nor released until it returns, or until
+// the lease has expired to the others (a failover time after its last
+// renewal: a handler deaf to its context holds the shard no longer than a
+// crash would): a pass counts it as held meanwhile (heldKeys,
+// fencedRunning), so its record is not read again beside its handler,
+// here or by another owner, within the margin the fence keeps. Stop ends
+// the fenced leases that still name this owner as a pass would: it
+// releases them, or leaves one a handler still runs to expire (endFenced).
 //
 // # Decisions
 //

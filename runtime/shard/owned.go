@@ -356,10 +356,7 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 		defer o.mu.Unlock()
 		if o.stateNow() != stGone {
 			o.drop("fenced")
-			f := fencedLease{key: o.key}
-			if o.sess != nil {
-				f.gen = o.sess.wm
-			}
+			f := c.fencedOf(o)
 			c.mu.Lock()
 			c.fences++ // still in this owner's name: leftBehind
 			c.fenced[o.shard] = f
@@ -372,21 +369,37 @@ func (c *Coordinator) fenceIfExpired(o *owned) {
 }
 
 // fencedLease is a lease this owner fenced and forgot (Coordinator.fenced):
-// its key, and the reader generation the fence abandoned (nil: none).
+// its key, the reader generation the fence abandoned (nil: none), and
+// when the others may take it, a failover time after the write that
+// renewed it last (expires).
 type fencedLease struct {
-	key string
-	gen *watermark
+	key     string
+	gen     *watermark
+	expires time.Time
+}
+
+// fencedOf is the fencedLease of o, fenced; o.mu is held.
+func (c *Coordinator) fencedOf(o *owned) fencedLease {
+	f := fencedLease{key: o.key}
+	if o.sess != nil {
+		f.gen = o.sess.wm
+	}
+	// The fence is fenceAfter past the last renewal's send.
+	f.expires = c.epoch.Add(time.Duration(o.until.Load()) + c.cfg.Failover - c.cfg.fenceAfter())
+	return f
 }
 
 // fencedRunning reports whether the lease of shard was fenced here while a
-// handler ran one of its records, and that handler has not returned yet.
-// Taking it back would read the record again beside that handler (at
-// once, in this process), and releasing it would let another owner do so
-// before the failover time the fence keeps (fenceAfter): passes count it
-// as held meanwhile (heldKeys), so none takes it back, releases it or
-// plans to take it, and a pass tries again (leftBehind lists while the
-// lease names this owner). Once the handlers have returned it forgets the
-// generation.
+// handler ran one of its records, that handler has not returned, and the
+// lease has not expired to the others yet. Taking it back then would read
+// the record again beside that handler (at once, in this process), and
+// releasing it would let another owner do so, before the failover time
+// that the fence keeps for a crash (fenceAfter): passes count it as held
+// meanwhile (heldKeys), so none takes it back, releases it or plans to
+// take it, and a pass tries again (leftBehind lists while the lease names
+// this owner). A handler deaf to its cancelled context holds the shard
+// no longer than a crash would: once the lease has expired, or the
+// handlers have returned, it forgets the generation.
 func (c *Coordinator) fencedRunning(shard string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -399,12 +412,18 @@ func (c *Coordinator) fencedRunningLocked(shard string) bool {
 	if !ok || f.gen == nil {
 		return false
 	}
-	if f.gen.inHandlers() {
+	if f.running() {
 		return true
 	}
 	f.gen = nil
 	c.fenced[shard] = f
 	return false
+}
+
+// running reports whether a handler still runs a record of f's generation
+// before f has expired to the others.
+func (f fencedLease) running() bool {
+	return f.gen != nil && time.Now().Before(f.expires) && f.gen.inHandlers()
 }
 
 // persist writes the current session's settled progress when it moved.

@@ -297,7 +297,7 @@ func (c *Coordinator) endFenced(ctx context.Context) (left []string) {
 	// nothing; the others take them once its beat stands still.
 	release := !c.beatStale()
 	for _, shard := range slices.Sorted(maps.Keys(fenced)) {
-		if f := fenced[shard]; f.gen != nil && f.gen.inHandlers() {
+		if fenced[shard].running() {
 			c.log.Info("stop: a handler still runs a record of a fenced lease: left to expire", "shard", shard)
 			left = append(left, shard)
 			continue
@@ -337,12 +337,8 @@ func (c *Coordinator) fencedNow() map[string]fencedLease {
 	c.mu.Unlock()
 	for _, o := range noting {
 		o.mu.Lock() // after a write in flight has returned: bounded by its deadline
-		f := fencedLease{key: o.key}
-		if o.sess != nil {
-			f.gen = o.sess.wm
-		}
+		out[o.shard] = c.fencedOf(o)
 		o.mu.Unlock()
-		out[o.shard] = f
 	}
 	return out
 }

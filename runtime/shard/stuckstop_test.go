@@ -356,13 +356,13 @@ func TestStopAfterAnAbandonedRecordStillWaitsForTheRunningOnes(t *testing.T) {
 	}
 }
 
-// fencedWithAStuckRecord starts a (fencedOwner) on a 2-shard stream with
+// fencedWithAStuckRecord starts a (as fencedOwner does, with failover) on a 2-shard stream with
 // a store that notes its writes (writeClock), publishes 10 records, holds
 // the first one a's sink takes (its handler runs on: stuck) and settles
 // the rest, and fences a on both leases. The returned store's heartbeats
 // (renewals, per lease) still fail: the caller lets them land again, and
 // stops a.
-func fencedWithAStuckRecord(t *testing.T, e *env, col *collector) (a *shard.Coordinator, store *noBeatStore, clock *writeClock, stuck *shard.Record, other string) {
+func fencedWithAStuckRecord(t *testing.T, e *env, col *collector, failover time.Duration) (a *shard.Coordinator, store *noBeatStore, clock *writeClock, stuck *shard.Record, other string) {
 	t.Helper()
 	ids := e.shards()
 	col.hold = func(r *shard.Record) bool {
@@ -376,7 +376,7 @@ func fencedWithAStuckRecord(t *testing.T, e *env, col *collector) (a *shard.Coor
 	store = &noBeatStore{memberWrap: memberWrap{Store: clock, m: clock}, perLease: e.liveness == shard.LivenessPerLease}
 	cfg := e.config("a", col.sink)
 	cfg.Leases, cfg.Counters = store, &store.counters
-	cfg.Failover = fencedOwnerFailover
+	cfg.Failover = failover
 	a = e.startStopped(cfg)
 	eventually(t, 5*time.Second, "a reads both shards", func() bool { return slices.Equal(a.Reading(), ids) })
 	e.publish(map[string]int{}, 10, 5)
@@ -404,32 +404,36 @@ func timesDelivered(recs []*shard.Record, id recordID) int {
 // failed for its fence time) whose writes land again reads its shards
 // again at its next passes, taking back or releasing what still names it
 // (issue 9) — but not a lease whose records a handler still runs, the
-// fence having abandoned them: reading it again would hand the record to
-// a second handler while the first runs it, and a release would let
-// another owner do so before the failover time the fence keeps. Once the
-// handler returns (acknowledged late, or given up on its cancelled
-// context, as a lane finds the record stale), that lease is read again
-// too, and the record delivered again. (Before the fix the next pass took
-// it back at once and delivered the record again beside its handler; a
-// Stop right after released it to the next owner.)
+// fence having abandoned them, before that lease has expired to the others
+// (a failover time after a's last write): reading it again would hand the
+// record to a second handler beside the first, and a release would let
+// another owner do so, with none of the margin the fence keeps for a
+// crash. Once the handler returns (acknowledged late, or given up on its
+// cancelled context, as a lane finds the record stale), the lease is read
+// again at once; a handler deaf to its context holds the shard no longer
+// than a crash would: the lease is read again once it has expired. (Before
+// the fix the next pass took the lease back at once and delivered the
+// record again beside its handler; a Stop right after released it to the
+// next owner.)
 func TestFencedOwnerReadsNoLeaseAgainWhileAHandlerRunsIt(t *testing.T) {
+	const failover = 5 * time.Second // fenced 4 s after the last write: a margin of 1 s
 	for _, ret := range []struct {
 		name   string
-		handed func(*shard.Record)
+		handed func(*shard.Record) // nil: never returns
 	}{
 		{"acknowledged", (*shard.Record).Settle},
 		{"given-up", func(r *shard.Record) { r.Stale() }},
+		{"deaf", nil},
 	} {
 		t.Run(ret.name, func(t *testing.T) {
 			eachLiveness(t, virtual(func(t *testing.T, l shard.Liveness) {
 				e, _ := memEnvIn(t, 2, l)
 				col := newCollector()
-				a, store, _, stuck, other := fencedWithAStuckRecord(t, e, col)
+				a, store, clock, stuck, other := fencedWithAStuckRecord(t, e, col, failover)
 				t.Cleanup(func() { _ = a.Stop(e.ctx(time.Second)) })
 				stuckID := idOf(stuck)
+				expires := clock.last(l, lease.KeyFor("test/"+e.stream, stuckID.shard)).Add(failover)
 				store.off.Store(false)
-				// Within the failover time of a's last renewal: with liveness
-				// per lease its lease expires then, to anyone.
 				eventually(t, time.Second, "a reads "+other+" again", func() bool { return slices.Contains(a.Reading(), other) })
 				time.Sleep(e.config("a", nil).Sync) // one more pass
 				if slices.Contains(a.Owned(), stuckID.shard) {
@@ -441,10 +445,22 @@ func TestFencedOwnerReadsNoLeaseAgainWhileAHandlerRunsIt(t *testing.T) {
 				if o := e.lease(stuckID.shard).Owner; o != "a" {
 					t.Errorf("lease of %s owned by %q while a's handler runs its record, want a's", stuckID.shard, o)
 				}
+				if !time.Now().Before(expires) {
+					t.Fatalf("the checks ran %v after the lease expired: they prove nothing", time.Since(expires))
+				}
 
-				ret.handed(stuck)
-				eventually(t, 5*time.Second, "a reads both shards again", func() bool { return slices.Equal(a.Reading(), e.shards()) })
-				col.wait(t, 5*time.Second, "the stuck record delivered again", func(rs []*shard.Record) bool { return timesDelivered(rs, stuckID) == 2 })
+				if ret.handed != nil {
+					ret.handed(stuck)
+				}
+				col.wait(t, failover, "the stuck record delivered again", func(rs []*shard.Record) bool { return timesDelivered(rs, stuckID) == 2 })
+				again := time.Now()
+				switch {
+				case ret.handed != nil && !again.Before(expires):
+					t.Errorf("the record delivered again %v after the lease expired; want as soon as its handler returned", again.Sub(expires))
+				case ret.handed == nil && again.Before(expires):
+					t.Errorf("the record delivered again %v before the lease expired, beside its handler", expires.Sub(again))
+				}
+				eventually(t, time.Second, "a reads both shards again", func() bool { return slices.Equal(a.Reading(), e.shards()) })
 			}))
 		})
 	}
@@ -463,7 +479,7 @@ func TestStopEndsTheLeasesItFenced(t *testing.T) {
 	eachLiveness(t, virtual(func(t *testing.T, l shard.Liveness) {
 		e, _ := memEnvIn(t, 2, l)
 		cols := newCollectors(2)
-		a, store, clock, stuck, other := fencedWithAStuckRecord(t, e, cols[0])
+		a, store, clock, stuck, other := fencedWithAStuckRecord(t, e, cols[0], fencedOwnerFailover)
 		stuckID := idOf(stuck)
 		store.off.Store(false)
 		if l == shard.LivenessPerInstance {
