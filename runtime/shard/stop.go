@@ -15,8 +15,9 @@ import (
 
 // Stop stops fetching, waits (bounded by ctx) for delivered records to settle
 // (past half of ctx's time, only for those a handler already runs: settle),
-// writes final checkpoints and releases leases. A lease with a record that a
-// handler still runs when ctx ends is left to expire instead (its handlers'
+// writes final checkpoints and releases leases, the ones it fenced that
+// still name it too (endFenced). A lease with a record that a handler
+// still runs when ctx ends is left to expire instead (its handlers'
 // contexts, Record.Lease, are cancelled): the error then matches
 // ErrLeftToExpire and a *LeftToExpireError names the shards.
 func (c *Coordinator) Stop(ctx context.Context) error {
