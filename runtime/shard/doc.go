@@ -129,8 +129,9 @@
 // crash would): a pass counts it as held meanwhile (heldKeys,
 // fencedRunning), so its record is not read again beside its handler,
 // here or by another owner, within the margin the fence keeps. Stop ends
-// the fenced leases that still name this owner as a pass would: it
-// releases them, or leaves one a handler still runs to expire (endFenced).
+// the fenced leases that still name this owner as a pass would: with its
+// heartbeats confirmed again it releases them (liveness per instance),
+// and it leaves one a handler still runs to expire (endFenced).
 //
 // # Decisions
 //

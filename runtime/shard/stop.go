@@ -287,16 +287,20 @@ func (c *Coordinator) writeFinal(ctx context.Context, list []*owned) (errs []err
 // fenced and forgot that still name it: a pass would have taken them back
 // or released them (takeBack, releaseLeftovers), and none runs again. One
 // a handler still runs a record of (fencedRunning) is left to expire, as
-// a held lease is (left: its shards); the others are released, so their
-// next owner reads on from the checkpoint at once rather than a failover
-// time later. (CI once fenced an owner on every lease during its first
+// a held lease is (left: its shards); with liveness per instance and its
+// heartbeats confirmed again, the others are released, so their next
+// owner reads on from the checkpoint at once rather than a failover time
+// later. (CI once fenced an owner on every lease during its first
 // pass, just before its Stop: the next instance waited out the failover
 // time for shards that nothing read.)
 func (c *Coordinator) endFenced(ctx context.Context) (left []string) {
 	fenced := c.fencedNow()
-	// Still fenced (its heartbeats not confirmed): like a pass, it writes
-	// nothing; the others take them once its beat stands still.
-	release := !c.beatStale()
+	// Only once its heartbeats are confirmed again, as a pass: still
+	// fenced, it writes nothing, and the others take them once its beat
+	// stands still. With liveness per lease no write says that its writes
+	// land again (those that failed were the fenced leases' renewals):
+	// it writes nothing either, and they expire.
+	release := c.members != nil && !c.beatStale()
 	for _, shard := range slices.Sorted(maps.Keys(fenced)) {
 		if fenced[shard].running() {
 			c.log.Info("stop: a handler still runs a record of a fenced lease: left to expire", "shard", shard)
