@@ -399,15 +399,8 @@ func (c *Coordinator) fencedOf(o *owned) fencedLease {
 // take it, and a pass tries again (leftBehind lists while the lease names
 // this owner). A handler deaf to its cancelled context holds the shard
 // no longer than a crash would: once the lease has expired, or the
-// handlers have returned, it forgets the generation.
+// handlers have returned, it forgets the generation. c.mu is held.
 func (c *Coordinator) fencedRunning(shard string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.fencedRunningLocked(shard)
-}
-
-// fencedRunningLocked is fencedRunning with c.mu held.
-func (c *Coordinator) fencedRunningLocked(shard string) bool {
 	f, ok := c.fenced[shard]
 	if !ok || f.gen == nil {
 		return false

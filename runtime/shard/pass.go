@@ -1527,7 +1527,7 @@ func (c *Coordinator) heldKeys() map[string]bool {
 		out[o.key] = true
 	}
 	for id, f := range c.fenced {
-		if c.fencedRunningLocked(id) {
+		if c.fencedRunning(id) {
 			out[f.key] = true
 		}
 	}

@@ -302,7 +302,8 @@ func (c *Coordinator) endFenced(ctx context.Context) (left []string) {
 	// it writes nothing either, and they expire.
 	release := c.members != nil && !c.beatStale()
 	for _, shard := range slices.Sorted(maps.Keys(fenced)) {
-		if fenced[shard].running() {
+		f := fenced[shard]
+		if f.running() {
 			c.log.Info("stop: a handler still runs a record of a fenced lease: left to expire", "shard", shard)
 			left = append(left, shard)
 			continue
@@ -310,7 +311,7 @@ func (c *Coordinator) endFenced(ctx context.Context) (left []string) {
 		if !release {
 			continue
 		}
-		cur, err := c.cfg.Leases.Get(ctx, fenced[shard].key)
+		cur, err := c.cfg.Leases.Get(ctx, f.key)
 		if err == nil && cur.Owner == c.cfg.Owner && cur.Checkpoint != lease.CheckpointShardEnd {
 			_, err = c.cfg.Leases.Release(ctx, cur) // (taken since, or ended: nothing of this owner's)
 			if err == nil {
