@@ -221,7 +221,10 @@ type aggregator struct {
 	// aggregates are never reused.
 	reuse   bool
 	bufs    [][]byte
-	spareIn []*entry // reused buffer for draining incoming
+	spareIn []*entry        // reused buffer for draining incoming
+	sealing [][]byte        // reused: the aggregates dispatch seals
+	keys    []string        // reused: a pass's keys (hashKeys)
+	hashes  []shard.HashKey // reused: their hash keys
 	// json encodes the messages of lone Publish calls (see encode).
 	json jsonSlab
 	// Reused buffers of dispatch and send.
@@ -317,21 +320,15 @@ func newAggregator(bt *batcher, client kinesisapi.API, stream string, cfg Aggreg
 // the stream's record size with the key (conn.submit checks both). One
 // over MaxBytes goes plain.
 //
-// The key's MD5 is computed here when the message is one of a batch
-// (StartAll, SendAll, PublishAll): one goroutine submits many, its cache
-// warm, and the batches' callers spread the work over the cores. A lone
-// Publish leaves it to run, which hashes the messages of many callers in
-// one pass: on the caller's goroutine, one of thousands whose cache is
-// cold by the time it runs again, the MD5 took twice as long.
-func (a *aggregator) submit(ctx context.Context, key string, data []byte, batch bool, w *batchWait) (*entry, error) {
+// run computes the key's MD5, with those of the other messages of its
+// pass, side by side (shard.HashKeysOf): for a batch's messages too, where
+// one at a time on the batch's goroutine cost about four times as much.
+func (a *aggregator) submit(ctx context.Context, key string, data []byte, w *batchWait) (*entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, a.bt.errorf(ErrPublish, fmt.Errorf("not sent: %w", err))
 	}
 	e := a.bt.entries.get()
 	e.ctx, e.key, e.data, e.ordered, e.wait = ctx, key, data, true, w
-	if batch {
-		e.hk, e.hashed = shard.HashKeyOf(key), true
-	}
 	if err := a.queue1(e); err != nil {
 		return nil, err
 	}
@@ -417,15 +414,14 @@ func (a *aggregator) run() {
 		a.incoming = a.spareIn[:0]
 		closing := a.closing
 		a.mu.Unlock()
+		from := len(a.unrouted)
 		for _, e := range in {
 			if e.encode && !a.encode(e) {
 				continue
 			}
-			if !e.hashed {
-				e.hk, e.hashed = shard.HashKeyOf(e.key), true
-			}
 			a.unrouted = append(a.unrouted, e)
 		}
+		a.hashKeys(a.unrouted[from:])
 		clear(in)
 		a.spareIn = in[:0]
 		if closing {
@@ -489,6 +485,21 @@ func (a *aggregator) run() {
 		case <-timerC:
 		}
 	}
+}
+
+// hashKeys computes the hash keys of a pass's messages, side by side.
+func (a *aggregator) hashKeys(es []*entry) {
+	keys := a.keys[:0]
+	for _, e := range es {
+		keys = append(keys, e.key)
+	}
+	a.hashes = slices.Grow(a.hashes[:0], len(keys))[:len(keys)]
+	shard.HashKeysOf(a.hashes, keys)
+	for i, e := range es {
+		e.hk = a.hashes[i]
+	}
+	clear(keys)
+	a.keys = keys[:0]
 }
 
 // queued counts the messages in shard queues and keys' lines.
@@ -1115,15 +1126,30 @@ func (a *aggregator) dispatch(now time.Time) {
 			}
 		}
 	}
+	a.seal(units)
 	a.send(units, now)
 	clear(units)
 	a.sending = units[:0]
 }
 
+// seal writes the MD5 trailers of the claimed units' aggregates, side by
+// side (kpl.Seal).
+func (a *aggregator) seal(units []*aggUnit) {
+	sealing := a.sealing[:0]
+	for _, u := range units {
+		if !u.plain {
+			sealing = append(sealing, u.buf)
+		}
+	}
+	kpl.Seal(sealing)
+	clear(sealing)
+	a.sealing = sealing[:0]
+}
+
 // claim claims the unit's messages (dropping those abandoned while queued
 // or whose ctx has ended), encodes it and counts it in flight; it reports
-// whether anything of it is left to send (send then hands it to the
-// batcher).
+// whether anything of it is left to send (seal then writes its aggregate's
+// MD5, and send hands it to the batcher).
 func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 	head := u.items[0].key // the key route bounded the aggregate with
 	live := u.items[:0]
@@ -1159,7 +1185,7 @@ func (a *aggregator) claim(u *aggUnit, now time.Time) bool {
 		// even when that message was dropped: MaxBytes was counted with
 		// it, and the next message's key may be longer. The
 		// ExplicitHashKey puts the record on the shard.
-		u.buf = u.b.AppendTo(a.takeBuf(u.b.Size()))
+		u.buf = u.b.AppendUnsealed(a.takeBuf(u.b.Size())) // dispatch seals it
 		u.rec = unorderedRecord{key: head, hashKey: u.sh.hashKey, data: u.buf}
 		u.b.Reset()
 		a.spare = append(a.spare, u.b)

@@ -87,6 +87,7 @@ func BenchmarkAggregatorPass(b *testing.B) {
 					b.Fatal("a unit with nothing to send")
 				}
 			}
+			a.seal(units)
 			for _, u := range units {
 				a.back(u)
 				a.release(u, now)

@@ -35,6 +35,7 @@ func TestAggregatorKeysOfOneHashKey(t *testing.T) {
 		if !a.claim(u, now) {
 			t.Fatal("claim: nothing to send")
 		}
+		a.seal([]*aggUnit{u})
 		return u
 	}
 	read := func(u *aggUnit) string {

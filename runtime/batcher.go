@@ -101,11 +101,9 @@ type entry struct {
 	data    []byte
 	ordered bool // false for process-unique keys, which need no ordering
 	state   atomic.Int32
-	// hk is the key's MD5 (an aggregated message's), computed once: by the
-	// caller's goroutine when it submits a batch (hashed), else by the
-	// aggregator's as it takes the message in (see aggregator.submit).
-	hk     shard.HashKey
-	hashed bool
+	// hk is the key's MD5 (an aggregated message's), computed once, by
+	// the aggregator as it takes the message in (see aggregator.submit).
+	hk shard.HashKey
 	// val is an aggregated Publish's message, not yet encoded (data is
 	// nil): the aggregator encodes it, in JSON with headers, as it takes
 	// the message in (see aggregator.encode).

@@ -471,7 +471,7 @@ func (c *conn) countPut(stream string, err error) {
 // already, as put and a publisher's outgoing check it: a stream name, a
 // valid key, no partition-key header.
 func (c *conn) submit(ctx context.Context, rec Outgoing) (*batcher, *entry, error) {
-	return c.submitVia(ctx, rec, nil, false)
+	return c.submitVia(ctx, rec, nil)
 }
 
 // route is where a publisher's records go on one connection: its
@@ -494,9 +494,8 @@ type route struct {
 
 // submitVia is submit through the route that last holds, when it is this
 // connection's for rec's stream and aggregation, and stores the route it
-// took there otherwise (last may be nil: no caching). batch says that rec
-// is one of a batch its goroutine submits (see aggregator.submit).
-func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer[route], batch bool) (*batcher, *entry, error) {
+// took there otherwise (last may be nil: no caching).
+func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer[route]) (*batcher, *entry, error) {
 	if rec.encode && rec.aggregate == nil { // only an aggregator encodes
 		payload, err := JSON.Marshal(rec.value)
 		if err != nil {
@@ -535,7 +534,7 @@ func (c *conn) submitVia(ctx context.Context, rec Outgoing, last *atomic.Pointer
 			e, err := r.ag.submitValue(ctx, rec)
 			return r.bt, e, err
 		}
-		e, err := r.ag.submit(ctx, rec.PartitionKey, data, batch, rec.wait)
+		e, err := r.ag.submit(ctx, rec.PartitionKey, data, rec.wait)
 		return r.bt, e, err
 	}
 	e, err := r.bt.submit(ctx, rec.PartitionKey, "", data, !rec.uniqueKey, rec.wait)

@@ -325,7 +325,7 @@ func startAll[T any](ctx context.Context, n int, receipts bool, at func(i int) (
 			lines.await(ctx, rec)
 			q := queuedSend{i: i, tel: t, obs: &p.obs, span: span}
 			rec.wait = pd.batch
-			if q.bt, q.e, err = c.submitVia(ctx, rec, &p.route, true); err == nil {
+			if q.bt, q.e, err = c.submitVia(ctx, rec, &p.route); err == nil {
 				lines.add(rec, q.e)
 				pd.queued = append(pd.queued, q)
 				continue
@@ -504,7 +504,7 @@ func (p *publisher[T]) enqueue(ctx context.Context, msg T, key string, hasKey bo
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.submitVia(ctx, rec, &p.route, false)
+	return c.submitVia(ctx, rec, &p.route)
 }
 
 // outgoing resolves the key and encodes msg into the record to put, on the
@@ -563,7 +563,7 @@ func (p *publisher[T]) sendLarge(ctx context.Context, large *encodedLarge) (Rece
 		return Receipt{}, &Error{Kind: ErrNotConnected, Op: "publish", Stream: p.stream}
 	}
 	rec := Outgoing{Stream: p.stream, PartitionKey: large.key, Headers: large.headers, Payload: large.payload, aggregate: p.aggregate}
-	bt, e, err := c.submitVia(ctx, rec, &p.route, false)
+	bt, e, err := c.submitVia(ctx, rec, &p.route)
 	if err != nil {
 		return Receipt{}, err
 	}

@@ -3,6 +3,8 @@ package kpl
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -212,4 +214,71 @@ func FuzzBuilderRoundTrip(f *testing.F) {
 			t.Fatalf("round trip: %+v %v %v, want %+v", got, ok, err, want)
 		}
 	})
+}
+
+// Aggregates written unsealed and sealed together are the bytes Bytes
+// writes one by one: as many as a pass sends, more than one kernel's
+// lanes, of sizes from one block to the KPL's 50 KiB.
+func TestSealWritesEachAggregatesMD5(t *testing.T) {
+	var want, got [][]byte
+	for i := range 21 {
+		var b Builder
+		for j := range 1 + i*i*7 {
+			b.Add(fmt.Sprintf("key-%d", j%97), bytes.Repeat([]byte{byte(i + j)}, 1+j%200))
+		}
+		want = append(want, b.Bytes())
+		got = append(got, b.AppendUnsealed(nil))
+	}
+	Seal(got)
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("aggregate %d (%d bytes) sealed with others differs from Bytes'", i, len(want[i]))
+		}
+	}
+	if n := testing.AllocsPerRun(20, func() { Seal(got) }); n != 0 {
+		t.Errorf("Seal: %v allocations, want 0", n)
+	}
+}
+
+// VerifyAll finds each good aggregate of a read good, and nothing else:
+// not a corrupt one among them, nor a record that is not aggregated.
+func TestVerifyAll(t *testing.T) {
+	var datas [][]byte
+	corrupt := map[int]bool{}
+	for i := range 40 {
+		switch {
+		case i%9 == 4:
+			datas = append(datas, []byte(fmt.Sprintf("plain record %d", i)))
+			continue
+		case i%7 == 3:
+			corrupt[i] = true
+		}
+		var b Builder
+		for j := range 1 + i*13 {
+			b.Add(fmt.Sprintf("k%d", j), []byte(fmt.Sprintf("record %d of %d", j, i)))
+		}
+		d := b.Bytes()
+		if corrupt[i] {
+			d[len(Magic)+i] ^= 0x10
+		}
+		datas = append(datas, d)
+	}
+	ok := make([]bool, len(datas))
+	VerifyAll(ok, datas)
+	for i, d := range datas {
+		_, agg, err := Deaggregate(d)
+		if want := agg && err == nil; ok[i] != want {
+			t.Errorf("record %d: VerifyAll says %v, Deaggregate (aggregated %v, err %v) says %v", i, ok[i], agg, err, want)
+		}
+		if ok[i] {
+			got, _, err := DeaggregateVerified(d)
+			want, _, _ := Deaggregate(d)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("record %d: DeaggregateVerified = %v, %v; want Deaggregate's %v", i, got, err, want)
+			}
+		}
+	}
+	if len(corrupt) == 0 {
+		t.Fatal("no corrupt aggregate among them")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/runtime/internal/md5x"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 )
 
@@ -24,6 +25,25 @@ type HashKey struct{ Hi, Lo uint64 }
 // HashKeyOf returns the hash key Kinesis routes partitionKey by.
 func HashKeyOf(partitionKey string) HashKey {
 	sum := md5.Sum([]byte(partitionKey))
+	return hashKey(&sum)
+}
+
+// HashKeysOf sets dst[i] to HashKeyOf(keys[i]); dst must be at least as
+// long as keys. Many keys at once cost a fraction of one at a time (the
+// digests run side by side: see runtime/internal/md5x).
+func HashKeysOf(dst []HashKey, keys []string) {
+	var sums [16][md5x.Size]byte
+	for len(keys) > 0 {
+		n := min(len(keys), len(sums))
+		md5x.SumStrings(sums[:n], keys[:n])
+		for i := range n {
+			dst[i] = hashKey(&sums[i])
+		}
+		dst, keys = dst[n:], keys[n:]
+	}
+}
+
+func hashKey(sum *[md5x.Size]byte) HashKey {
 	return HashKey{binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:])}
 }
 
