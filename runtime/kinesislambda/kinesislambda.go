@@ -285,7 +285,11 @@ func shardOf(eventID string) string {
 // itself (a corrupt aggregate too, which the subscriber rejects as
 // undecodable).
 func (b *batch) appendUnits(us []unit, i int) []unit {
-	subs, ok, err := kpl.Deaggregate(b.records[i].Kinesis.Data)
+	deaggregate := kpl.Deaggregate
+	if b.verified[i] {
+		deaggregate = kpl.DeaggregateVerified
+	}
+	subs, ok, err := deaggregate(b.records[i].Kinesis.Data)
 	if !ok || err != nil {
 		return append(us, unit{idx: int32(i), sub: -1})
 	}
@@ -330,11 +334,19 @@ type batch struct {
 	records []events.KinesisEventRecord
 	aggs    map[int32][]kpl.Record // the sub-records of the aggregates, by record
 	first   atomic.Int64           // index of the earliest failed record; len(records) when none
+	// verified[i]: record i is an aggregate whose MD5 matched, the
+	// batch's checked at once (kpl.VerifyAll).
+	verified []bool
 }
 
 func newBatch(records []events.KinesisEventRecord) *batch {
-	b := &batch{records: records}
+	b := &batch{records: records, verified: make([]bool, len(records))}
 	b.first.Store(int64(len(records)))
+	datas := make([][]byte, len(records))
+	for i := range records {
+		datas[i] = records[i].Kinesis.Data
+	}
+	kpl.VerifyAll(b.verified, datas)
 	return b
 }
 

@@ -317,16 +317,20 @@ func TestBadInput(t *testing.T) {
 		got = nil
 		agg := kpl.Aggregate([]kpl.Record{{PartitionKey: "k", Data: []byte(`{"n":1}`)}})
 		agg[len(agg)-1] ^= 0xff // checksum
-		recs := []events.KinesisEventRecord{record("orders", 0, "k", []byte("not json")), record("orders", 1, "k", agg), orderRecord(2, "k")}
+		// Beside good aggregates: the batch's checksums are checked at once.
+		good := func(n int) []byte {
+			return kpl.Aggregate([]kpl.Record{{PartitionKey: "k", Data: fmt.Appendf(nil, `{"n":%d}`, n)}, {PartitionKey: "k", Data: fmt.Appendf(nil, `{"n":%d}`, n+1)}})
+		}
+		recs := []events.KinesisEventRecord{record("orders", 0, "k", []byte("not json")), record("orders", 1, "k", good(10)), record("orders", 2, "k", agg), record("orders", 3, "k", good(12)), orderRecord(4, "k")}
 		resp, err := h(e.ctx, events.KinesisEvent{Records: recs})
 		if err != nil || failed(resp) != "" {
 			t.Fatalf("resp %+v, err %v", resp, err)
 		}
 		dls := e.deadLetters()
-		if len(dls) != 2 || dls[0].SequenceNumber != recs[0].Kinesis.SequenceNumber || !strings.Contains(dls[1].Reason, "corrupt") {
+		if len(dls) != 2 || dls[0].SequenceNumber != recs[0].Kinesis.SequenceNumber || dls[1].SequenceNumber != recs[2].Kinesis.SequenceNumber || !strings.Contains(dls[1].Reason, "corrupt") {
 			t.Fatalf("dead letters %+v", dls)
 		}
-		if fmt.Sprint(got) != "[2]" {
+		if fmt.Sprint(got) != "[10 11 12 13 4]" {
 			t.Fatalf("handled %v", got)
 		}
 	})

@@ -759,6 +759,38 @@ func TestCorruptAggregateDeliveredWhole(t *testing.T) {
 	}
 }
 
+// A read's aggregates have their MD5s checked together (side by side): a
+// corrupt one among good ones is still delivered whole, in its place, and
+// the good ones around it expanded.
+func TestCorruptAggregateAmongOthersDeliveredWhole(t *testing.T) {
+	e, _ := memEnv(t, 1)
+	col := newCollector()
+	e.start(e.config("a", col.sink))
+	aggOf := func(data ...string) []byte {
+		var recs []kpl.Record
+		for _, d := range data {
+			recs = append(recs, kpl.Record{PartitionKey: d[:1], Data: []byte(d)})
+		}
+		return kpl.Aggregate(recs)
+	}
+	bad := aggOf("c:0")
+	bad[len(kpl.Magic)+2] ^= 0xff // break the body under its MD5
+	var entries []types.PutRecordsRequestEntry
+	for _, data := range [][]byte{aggOf("a:0", "a:1"), aggOf("b:0"), bad, aggOf("d:0", "e:0"), []byte("f:0")} {
+		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String("agg"), Data: data})
+	}
+	if _, err := e.client.PutRecords(e.ctx(5*time.Second), &kinesis.PutRecordsInput{StreamName: aws.String(e.stream), Records: entries}); err != nil {
+		t.Fatal(err)
+	}
+	recs := col.waitN(t, 7)
+	if got, want := dataOf(recs), " a:0 a:1 b:0 "+string(bad)+" d:0 e:0 f:0"; got != want {
+		t.Fatalf("delivered%q, want%q", got, want)
+	}
+	if recs[3].PartitionKey != "agg" {
+		t.Fatalf("the corrupt aggregate came under key %q, want its record's, agg", recs[3].PartitionKey)
+	}
+}
+
 // An owner that died (its counters stand still) loses its leases after the
 // failover time as observed locally, and well within twice that.
 func TestExpiredLeasesTakenAfterFailover(t *testing.T) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 )
 
 // feed hands the records of one reader session to the sink, the same for
@@ -42,6 +45,10 @@ type feed struct {
 	fctx context.Context
 	// users counts the user records the last deliver expanded.
 	users int
+	// verified[i] says the last read's record i is an aggregate whose MD5
+	// matched (verifyAggregates); datas is its reused scratch.
+	verified []bool
+	datas    [][]byte
 }
 
 // newFeed returns the feed of session s of o, reading from where s opened.
@@ -71,6 +78,7 @@ func (f *feed) deliver(recs []types.Record) error {
 		return errFenced
 	}
 	f.users = 0
+	f.verifyAggregates(recs)
 	for i := range recs {
 		f.arrival = aws.ToTime(recs[i].ApproximateArrivalTimestamp)
 		if !f.since.IsZero() {
@@ -83,11 +91,24 @@ func (f *feed) deliver(recs []types.Record) error {
 		if !f.c.dist.Load().filters(f.arrival) {
 			hr = nil
 		}
-		if err := userRecords(&recs[i], hr, f.emitFn); err != nil {
+		if err := userRecords(&recs[i], hr, f.verified[i], f.emitFn); err != nil {
 			return err
 		}
 	}
 	return f.flush()
+}
+
+// verifyAggregates checks the MD5 trailers of a read's aggregated records
+// at once (kpl.VerifyAll): f.verified[i] says recs[i]'s matched.
+func (f *feed) verifyAggregates(recs []types.Record) {
+	datas := f.datas[:0]
+	for i := range recs {
+		datas = append(datas, recs[i].Data)
+	}
+	f.verified = slices.Grow(f.verified[:0], len(recs))[:len(recs)]
+	kpl.VerifyAll(f.verified, datas)
+	clear(datas)
+	f.datas = datas[:0]
 }
 
 // emit collects one user record.

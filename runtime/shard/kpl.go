@@ -18,27 +18,51 @@ import (
 // is dropped, as the KCL does: the KPL aggregated it before a reshard moved
 // its key to another shard, and sends it again there, where it is read.
 // One whose explicit hash key does not parse is delivered.
-func userRecords(r *types.Record, in *HashRange, emit func(seq string, sub int64, key string, data []byte) error) error {
+//
+// verified says that r is an aggregate whose MD5 trailer kpl.VerifyAll
+// found to match (feed.deliver checks a read's aggregates at once).
+func userRecords(r *types.Record, in *HashRange, verified bool, emit func(seq string, sub int64, key string, data []byte) error) error {
 	seq := aws.ToString(r.SequenceNumber)
-	subs, ok, err := kpl.Deaggregate(r.Data)
+	deaggregate := kpl.Deaggregate
+	if verified {
+		deaggregate = kpl.DeaggregateVerified
+	}
+	subs, ok, err := deaggregate(r.Data)
 	if !ok || err != nil {
 		return emit(seq, 0, aws.ToString(r.PartitionKey), r.Data)
 	}
-	for _, s := range subs {
-		if in != nil && !inRange(*in, s) {
-			continue
+	// The partition keys' hashes, sixteen at a time: the digests run side
+	// by side (HashKeysOf).
+	var (
+		keys   [16]string
+		hashes [16]HashKey
+	)
+	for len(subs) > 0 {
+		chunk := subs[:min(len(subs), len(keys))]
+		subs = subs[len(chunk):]
+		if in != nil {
+			for i, s := range chunk {
+				keys[i] = s.PartitionKey
+			}
+			HashKeysOf(hashes[:len(chunk)], keys[:len(chunk)])
 		}
-		if err := emit(seq, s.SubSequence, s.PartitionKey, s.Data); err != nil {
-			return err
+		for i, s := range chunk {
+			if in != nil && !inRange(*in, s, hashes[i]) {
+				continue
+			}
+			if err := emit(seq, s.SubSequence, s.PartitionKey, s.Data); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// inRange reports whether sub-record s hashes into r.
-func inRange(r HashRange, s kpl.Record) bool {
+// inRange reports whether sub-record s, whose partition key hashes to
+// hashed, lies in r.
+func inRange(r HashRange, s kpl.Record, hashed HashKey) bool {
 	if s.ExplicitHashKey == "" {
-		return r.Contains(HashKeyOf(s.PartitionKey))
+		return r.Contains(hashed)
 	}
 	k, err := ParseHashKey(s.ExplicitHashKey)
 	return err != nil || r.Contains(k)
