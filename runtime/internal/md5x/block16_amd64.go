@@ -9,7 +9,7 @@ import "golang.org/x/sys/cpu"
 var useLanes = cpu.X86.HasAVX512F
 
 // block16 runs one block of each of 16 lanes: s[w][l] is word w of lane
-// l's state, x[j][l] word j of lane l's block.
+// l's state, p[l] lane l's block.
 //
 //go:noescape
-func block16(s *[4][lanes]uint32, x *[16][lanes]uint32)
+func block16(s *[4][lanes]uint32, p *[lanes]*[64]byte)

@@ -25,15 +25,66 @@ func main() {
 	}
 	w("GLOBL k<>(SB), RODATA|NOPTR, $256\n\n")
 
-	w("// func block16(s *[4][16]uint32, x *[16][16]uint32)\n")
+	w("// func block16(s *[4][16]uint32, p *[16]*[64]byte)\n")
 	w("TEXT ·block16(SB), NOSPLIT, $0-16\n")
-	w("\tMOVQ s+0(FP), AX\n\tMOVQ x+8(FP), BX\n")
+	w("\tMOVQ s+0(FP), AX\n\tMOVQ p+8(FP), BX\n")
 	reg := []string{"Z0", "Z1", "Z2", "Z3"}
 	for i, r := range reg {
 		w("\tVMOVDQU32 %d(AX), %s\n", 64*i, r)
 	}
 	for i, r := range reg { // the state before the block, added back at its end
 		w("\tVMOVDQA32 %s, Z%d\n", r, 4+i)
+	}
+	// Each lane's block, a row of 16 words, into Z16-Z31; then a 16x16
+	// transpose of the words, so that x[j] holds word j of every lane
+	// (dword, then qword interleaves within 128-bit lanes, then two rounds
+	// of 128-bit lane shuffles). Z9-Z15 and the rows' registers as they
+	// free up hold the steps of the transpose.
+	free := []string{"Z9", "Z10", "Z11", "Z12", "Z13", "Z14", "Z15"}
+	alloc := func() string { r := free[0]; free = free[1:]; return r }
+	release := func(rs ...string) { free = append(free, rs...) }
+	var row [16]string
+	for l := range 16 {
+		row[l] = fmt.Sprintf("Z%d", 16+l)
+		w("\tMOVQ %d(BX), R8\n\tVMOVDQU32 (R8), %s\n", 8*l, row[l])
+	}
+	var t [16]string
+	for k := range 8 {
+		a, b := row[2*k], row[2*k+1]
+		t[2*k], t[2*k+1] = alloc(), alloc()
+		w("\tVPUNPCKLDQ %s, %s, %s\n", b, a, t[2*k])
+		w("\tVPUNPCKHDQ %s, %s, %s\n", b, a, t[2*k+1])
+		release(a, b)
+	}
+	var u [16]string
+	for q := range 4 {
+		t0, t1, t2, t3 := t[4*q], t[4*q+1], t[4*q+2], t[4*q+3]
+		u[4*q], u[4*q+1] = alloc(), alloc()
+		w("\tVPUNPCKLQDQ %s, %s, %s\n", t2, t0, u[4*q])
+		w("\tVPUNPCKHQDQ %s, %s, %s\n", t2, t0, u[4*q+1])
+		release(t0, t2)
+		u[4*q+2], u[4*q+3] = alloc(), alloc()
+		w("\tVPUNPCKLQDQ %s, %s, %s\n", t3, t1, u[4*q+2])
+		w("\tVPUNPCKHQDQ %s, %s, %s\n", t3, t1, u[4*q+3])
+		release(t1, t3)
+	}
+	// u[4q+m] holds, for rows 4q..4q+3, words m, m+4, m+8, m+12 in its
+	// four 128-bit lanes.
+	var x [16]string
+	shuf := func(imm int, lo, hi string) string {
+		r := alloc()
+		w("\tVSHUFI32X4 $0x%02x, %s, %s, %s\n", imm, hi, lo, r)
+		return r
+	}
+	for m := range 4 {
+		v0, v1 := shuf(0x88, u[m], u[4+m]), shuf(0xdd, u[m], u[4+m])
+		release(u[m], u[4+m])
+		w0, w1 := shuf(0x88, u[8+m], u[12+m]), shuf(0xdd, u[8+m], u[12+m])
+		release(u[8+m], u[12+m])
+		x[m], x[m+8] = shuf(0x88, v0, w0), shuf(0xdd, v0, w0)
+		release(v0, w0)
+		x[m+4], x[m+12] = shuf(0x88, v1, w1), shuf(0xdd, v1, w1)
+		release(v1, w1)
 	}
 	shifts := [4][4]int{{7, 12, 17, 22}, {5, 9, 14, 20}, {4, 11, 16, 23}, {6, 10, 15, 21}}
 	// F = b?c:d, G = d?b:c, H = b^c^d, I = c^(b|^d), as VPTERNLOGD
@@ -55,7 +106,7 @@ func main() {
 		// The registers' roles rotate by one each step.
 		a, bb, c, d := reg[(4-i%4)%4], reg[(5-i%4)%4], reg[(6-i%4)%4], reg[(7-i%4)%4]
 		w("\t// step %d\n", i)
-		w("\tVPADDD %d(BX), %s, %s\n", 64*g, a, a)
+		w("\tVPADDD %s, %s, %s\n", x[g], a, a)
 		w("\tVPADDD.BCST k<>+%d(SB), %s, %s\n", 4*i, a, a)
 		w("\tVMOVDQA32 %s, Z8\n", bb)
 		w("\tVPTERNLOGD $0x%02x, %s, %s, Z8\n", funcs[r], d, c)

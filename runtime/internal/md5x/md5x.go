@@ -67,12 +67,14 @@ func SumBytes(dst [][Size]byte, src [][]byte) {
 var iv = [4]uint32{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476}
 
 // sum16 hashes up to 16 messages side by side. Each lane runs as many
-// blocks as its message and padding take; lanes whose message has ended
-// run on what is left in their words, and their state is taken before.
+// blocks as its message and padding take: a block of the message is read
+// where it is, the last one or two are written out with their padding;
+// lanes whose message has ended run on zeros, their digest taken before.
 func sum16(dst [][Size]byte, src []string) {
 	var (
 		s      [4][lanes]uint32 // the state, one row per word a, b, c, d
-		x      [16][lanes]uint32
+		p      [lanes]*[64]byte // each lane's block this round
+		tail   [lanes][64]byte
 		blocks [lanes]int
 		rounds int
 	)
@@ -80,6 +82,9 @@ func sum16(dst [][Size]byte, src []string) {
 		for l := range lanes {
 			s[w][l] = iv[w]
 		}
+	}
+	for l := range p {
+		p[l] = &zeros
 	}
 	for l, m := range src {
 		// The message, a 0x80 byte, zeros and the bit length in 8 bytes.
@@ -91,12 +96,10 @@ func sum16(dst [][Size]byte, src []string) {
 		for l, m := range src {
 			switch {
 			case off+64 <= len(m):
-				p := (*[64]byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(m)), off))
-				for j := range 16 {
-					x[j][l] = binary.LittleEndian.Uint32(p[4*j:])
-				}
+				p[l] = (*[64]byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(m)), off))
 			case r < blocks[l]:
-				var t [64]byte
+				t := &tail[l]
+				*t = [64]byte{}
 				if off <= len(m) {
 					copy(t[:], m[off:])
 					t[len(m)-off] = 0x80 // within t: a message ending here has another block for its length
@@ -104,12 +107,12 @@ func sum16(dst [][Size]byte, src []string) {
 				if r == blocks[l]-1 {
 					binary.LittleEndian.PutUint64(t[56:], uint64(len(m))<<3)
 				}
-				for j := range 16 {
-					x[j][l] = binary.LittleEndian.Uint32(t[4*j:])
-				}
+				p[l] = t
+			default:
+				p[l] = &zeros
 			}
 		}
-		block16(&s, &x)
+		block16(&s, &p)
 		for l := range src {
 			if r == blocks[l]-1 {
 				for w := range 4 {
@@ -119,3 +122,6 @@ func sum16(dst [][Size]byte, src []string) {
 		}
 	}
 }
+
+// zeros is the block of a lane with nothing to hash.
+var zeros [64]byte
