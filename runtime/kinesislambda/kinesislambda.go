@@ -285,6 +285,9 @@ func shardOf(eventID string) string {
 // itself (a corrupt aggregate too, which the subscriber rejects as
 // undecodable).
 func (b *batch) appendUnits(us []unit, i int) []unit {
+	if i >= b.verifiedTo {
+		b.verify(i)
+	}
 	deaggregate := kpl.Deaggregate
 	if b.verified[i] {
 		deaggregate = kpl.DeaggregateVerified
@@ -334,20 +337,29 @@ type batch struct {
 	records []events.KinesisEventRecord
 	aggs    map[int32][]kpl.Record // the sub-records of the aggregates, by record
 	first   atomic.Int64           // index of the earliest failed record; len(records) when none
-	// verified[i]: record i is an aggregate whose MD5 matched, the
-	// batch's checked at once (kpl.VerifyAll).
-	verified []bool
+	// verified[i]: record i is an aggregate whose MD5 matched; the
+	// records before verifiedTo are checked, sixteen at a time (verify).
+	verified   []bool
+	verifiedTo int
 }
 
 func newBatch(records []events.KinesisEventRecord) *batch {
 	b := &batch{records: records, verified: make([]bool, len(records))}
 	b.first.Store(int64(len(records)))
-	datas := make([][]byte, len(records))
-	for i := range records {
-		datas[i] = records[i].Kinesis.Data
-	}
-	kpl.VerifyAll(b.verified, datas)
 	return b
+}
+
+// verify checks the MD5 trailers of the aggregates among the sixteen
+// records from i at once (kpl.VerifyAll), just before they are expanded,
+// while their data is in the cache.
+func (b *batch) verify(i int) {
+	var datas [16][]byte
+	end := min(len(b.records), i+len(datas))
+	for j := i; j < end; j++ {
+		datas[j-i] = b.records[j].Kinesis.Data
+	}
+	kpl.VerifyAll(b.verified[i:end], datas[:end-i])
+	b.verifiedTo = end
 }
 
 func (b *batch) fail(i int) {

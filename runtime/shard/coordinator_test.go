@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/kinesisgen/kinesisgen/runtime/kinesisapi"
 	"github.com/kinesisgen/kinesisgen/runtime/kinesistest"
@@ -775,19 +776,33 @@ func TestCorruptAggregateAmongOthersDeliveredWhole(t *testing.T) {
 	}
 	bad := aggOf("c:0")
 	bad[len(kpl.Magic)+2] ^= 0xff // break the body under its MD5
+	// The corrupt one is the 19th record: the reader checks sixteen at a
+	// time, so it is in the second sixteen.
+	datas := [][]byte{aggOf("a:0", "a:1"), aggOf("b:0")}
+	want := []string{"a:0", "a:1", "b:0"}
+	for i := range 16 {
+		g := fmt.Sprintf("g:%d", i)
+		datas, want = append(datas, aggOf(g)), append(want, g)
+	}
+	datas = append(datas, bad, aggOf("d:0", "e:0"), []byte("f:0"))
+	want = append(want, string(bad), "d:0", "e:0", "f:0")
 	var entries []types.PutRecordsRequestEntry
-	for _, data := range [][]byte{aggOf("a:0", "a:1"), aggOf("b:0"), bad, aggOf("d:0", "e:0"), []byte("f:0")} {
+	for _, data := range datas {
 		entries = append(entries, types.PutRecordsRequestEntry{PartitionKey: aws.String("agg"), Data: data})
 	}
 	if _, err := e.client.PutRecords(e.ctx(5*time.Second), &kinesis.PutRecordsInput{StreamName: aws.String(e.stream), Records: entries}); err != nil {
 		t.Fatal(err)
 	}
-	recs := col.waitN(t, 7)
-	if got, want := dataOf(recs), " a:0 a:1 b:0 "+string(bad)+" d:0 e:0 f:0"; got != want {
-		t.Fatalf("delivered%q, want%q", got, want)
+	recs := col.waitN(t, len(want))
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Data))
 	}
-	if recs[3].PartitionKey != "agg" {
-		t.Fatalf("the corrupt aggregate came under key %q, want its record's, agg", recs[3].PartitionKey)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("delivered (-want +got):\n%s", diff)
+	}
+	if r := recs[len(want)-4]; r.PartitionKey != "agg" {
+		t.Fatalf("the corrupt aggregate came under key %q, want its record's, agg", r.PartitionKey)
 	}
 }
 
