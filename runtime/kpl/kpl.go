@@ -19,6 +19,11 @@
 // The protobuf wire format is read and written with
 // google.golang.org/protobuf/encoding/protowire; the schema is small enough
 // to need no generated code.
+//
+// The MD5s of many aggregates cost a fraction of one after another when
+// they run together: Seal writes the trailers of aggregates that
+// Builder.AppendUnsealed wrote, and VerifyAll checks those of a read's
+// records before DeaggregateVerified expands them.
 package kpl
 
 import (
