@@ -42,6 +42,7 @@ import (
 
 	"github.com/kinesisgen/kinesisgen/runtime"
 	"github.com/kinesisgen/kinesisgen/runtime/internal/inline"
+	"github.com/kinesisgen/kinesisgen/runtime/internal/md5x"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 )
 
@@ -349,11 +350,11 @@ func newBatch(records []events.KinesisEventRecord) *batch {
 	return b
 }
 
-// verify checks the MD5 trailers of the aggregates among the sixteen
+// verify checks the MD5 trailers of the aggregates among the md5x.Lanes
 // records from i at once (kpl.VerifyAll), just before they are expanded,
 // while their data is in the cache.
 func (b *batch) verify(i int) {
-	var datas [16][]byte
+	var datas [md5x.Lanes][]byte
 	end := min(len(b.records), i+len(datas))
 	for j := i; j < end; j++ {
 		datas[j-i] = b.records[j].Kinesis.Data

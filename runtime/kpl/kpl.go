@@ -99,9 +99,9 @@ func Deaggregate(data []byte) (records []Record, ok bool, err error) {
 // must be at least as long as datas.
 func VerifyAll(ok []bool, datas [][]byte) {
 	var (
-		at     [16]int
-		bodies [16][]byte
-		sums   [16][md5x.Size]byte
+		at     [md5x.Lanes]int
+		bodies [md5x.Lanes][]byte
+		sums   [md5x.Lanes][md5x.Size]byte
 	)
 	n := 0
 	check := func() {
@@ -448,8 +448,8 @@ func (b *Builder) AppendUnsealed(dst []byte) []byte {
 // fraction of the CPU of one after the other.
 func Seal(aggs [][]byte) {
 	var (
-		bodies [16][]byte
-		sums   [16][md5x.Size]byte
+		bodies [md5x.Lanes][]byte
+		sums   [md5x.Lanes][md5x.Size]byte
 	)
 	for len(aggs) > 0 {
 		n := min(len(aggs), len(bodies))

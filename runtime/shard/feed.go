@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/runtime/internal/md5x"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 )
 
@@ -50,8 +51,8 @@ type feed struct {
 }
 
 // verifyChunk is how many records of a read deliver expands at a time: a
-// kernel's lanes of MD5s (runtime/internal/md5x).
-const verifyChunk = 16
+// kernel's lanes of MD5s.
+const verifyChunk = md5x.Lanes
 
 // newFeed returns the feed of session s of o, reading from where s opened.
 func (c *Coordinator) newFeed(ctx context.Context, o *owned, s *session) *feed {

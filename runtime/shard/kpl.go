@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesisgen/kinesisgen/runtime/internal/md5x"
 	"github.com/kinesisgen/kinesisgen/runtime/kpl"
 )
 
@@ -34,8 +35,8 @@ func userRecords(r *types.Record, in *HashRange, verified bool, emit func(seq st
 	// The partition keys' hashes, sixteen at a time: the digests run side
 	// by side (HashKeysOf).
 	var (
-		keys   [16]string
-		hashes [16]HashKey
+		keys   [md5x.Lanes]string
+		hashes [md5x.Lanes]HashKey
 	)
 	for len(subs) > 0 {
 		chunk := subs[:min(len(subs), len(keys))]

@@ -32,7 +32,7 @@ func HashKeyOf(partitionKey string) HashKey {
 // long as keys. Many keys at once cost a fraction of one at a time (the
 // digests run side by side: see runtime/internal/md5x).
 func HashKeysOf(dst []HashKey, keys []string) {
-	var sums [16][md5x.Size]byte
+	var sums [md5x.Lanes][md5x.Size]byte
 	for len(keys) > 0 {
 		n := min(len(keys), len(sums))
 		md5x.SumStrings(sums[:n], keys[:n])

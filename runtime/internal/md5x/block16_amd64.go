@@ -12,4 +12,4 @@ var useLanes = cpu.X86.HasAVX512F
 // l's state, p[l] lane l's block.
 //
 //go:noescape
-func block16(s *[4][lanes]uint32, p *[lanes]*[64]byte)
+func block16(s *[4][Lanes]uint32, p *[Lanes]*[64]byte)

@@ -21,23 +21,23 @@ import (
 // Size is the size of a digest in bytes.
 const Size = md5.Size
 
-// lanes is the number of messages one call of the kernel hashes a block
-// of; under two, the lanes cost more than the chain they replace.
-const lanes = 16
+// Lanes is how many messages one call of the kernel hashes a block of:
+// callers that gather messages to hash together gather this many.
+const Lanes = 16
 
 // SumStrings sets dst[i] to the MD5 digest of src[i]; dst must be at
 // least as long as src.
 func SumStrings(dst [][Size]byte, src []string) {
 	dst = dst[:len(src)]
-	if !useLanes || len(src) < 2 {
-		for i, s := range src {
-			dst[i] = md5.Sum(unsafe.Slice(unsafe.StringData(s), len(s)))
-		}
-		return
-	}
 	for len(src) > 0 {
-		n := min(len(src), lanes)
-		sum16(dst[:n], src[:n])
+		n := min(len(src), Lanes)
+		if useLanes && n > 1 {
+			sum16(dst[:n], src[:n])
+		} else { // one lane costs more than the chain it replaces
+			for i, s := range src[:n] {
+				dst[i] = md5.Sum(unsafe.Slice(unsafe.StringData(s), len(s)))
+			}
+		}
 		dst, src = dst[n:], src[n:]
 	}
 }
@@ -45,20 +45,13 @@ func SumStrings(dst [][Size]byte, src []string) {
 // SumBytes sets dst[i] to the MD5 digest of src[i]; dst must be at least
 // as long as src.
 func SumBytes(dst [][Size]byte, src [][]byte) {
-	dst = dst[:len(src)]
-	if !useLanes || len(src) < 2 {
-		for i, b := range src {
-			dst[i] = md5.Sum(b)
-		}
-		return
-	}
-	var s [lanes]string
+	var s [Lanes]string
 	for len(src) > 0 {
-		n := min(len(src), lanes)
+		n := min(len(src), Lanes)
 		for i, b := range src[:n] {
 			s[i] = unsafe.String(unsafe.SliceData(b), len(b))
 		}
-		sum16(dst[:n], s[:n])
+		SumStrings(dst[:n], s[:n])
 		clear(s[:n])
 		dst, src = dst[n:], src[n:]
 	}
@@ -72,14 +65,14 @@ var iv = [4]uint32{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476}
 // lanes whose message has ended run on zeros, their digest taken before.
 func sum16(dst [][Size]byte, src []string) {
 	var (
-		s      [4][lanes]uint32 // the state, one row per word a, b, c, d
-		p      [lanes]*[64]byte // each lane's block this round
-		tail   [lanes][64]byte
-		blocks [lanes]int
+		s      [4][Lanes]uint32 // the state, one row per word a, b, c, d
+		p      [Lanes]*[64]byte // each lane's block this round
+		tail   [Lanes][64]byte
+		blocks [Lanes]int
 		rounds int
 	)
 	for w := range s {
-		for l := range lanes {
+		for l := range Lanes {
 			s[w][l] = iv[w]
 		}
 	}
