@@ -97,3 +97,6 @@ func QueueRejectedRemembered(s *Subscription) int {
 	s.mu.Unlock()
 	return r.queue.rejected.len()
 }
+
+// AggGather is aggGather, for BenchmarkPublishHandoff.
+const AggGather = aggGather

@@ -300,3 +300,76 @@ func benchBroker(b *testing.B) (*kinesistest.Server, *runtime.Broker, string) {
 	b.Cleanup(func() { _ = br.Shutdown(ctx) })
 	return s, br, stream
 }
+
+// BenchmarkPublishHandoff measures what BenchmarkAggregatedCPU's publish
+// mode pays that its startall mode does not, and that no aggregator can
+// save: each of 2,048 callers hands one message to a server goroutine and
+// waits for its own answer, as Publish does (a mutex-guarded queue, a poke
+// on a channel of capacity 1, the answer on the caller's own channel of
+// capacity 1), with nothing else done. Its cpu-ns/msg is the floor of
+// Publish's CPU beyond StartAll's, which waits once for 500 messages
+// (BENCHMARKS.md, 'Aggregated publishing').
+func BenchmarkPublishHandoff(b *testing.B) {
+	const callers = 2048
+	type waiter struct{ done chan struct{} }
+	var (
+		mu       sync.Mutex
+		incoming []*waiter
+		wake     = make(chan struct{}, 1)
+		stop     = make(chan struct{})
+	)
+	go func() {
+		var in []*waiter
+		for {
+			select {
+			case <-wake:
+			case <-stop:
+				return
+			}
+			mu.Lock()
+			if len(incoming) < runtime.AggGather {
+				// As the aggregator does: let the other callers that are
+				// ready to run queue theirs first, one pass for them all.
+				mu.Unlock()
+				goruntime.Gosched()
+				mu.Lock()
+			}
+			in, incoming = incoming, in[:0]
+			mu.Unlock()
+			for _, w := range in {
+				w.done <- struct{}{}
+			}
+			clear(in)
+		}
+	}()
+	defer close(stop)
+	var wg sync.WaitGroup
+	per := b.N / callers
+	goruntime.GC()
+	b.ResetTimer()
+	c0 := cpuTime()
+	for c := range callers {
+		n := per
+		if c < b.N%callers {
+			n++
+		}
+		wg.Go(func() {
+			w := &waiter{done: make(chan struct{}, 1)}
+			for range n {
+				mu.Lock()
+				incoming = append(incoming, w)
+				poke := len(incoming) == 1
+				mu.Unlock()
+				if poke {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+				<-w.done
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
+}

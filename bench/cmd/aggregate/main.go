@@ -45,7 +45,9 @@
 // that kinesalite has compiled its paths for large blobs before the first
 // counted aggregate. It reports messages per second,
 // client CPU per message (getrusage around each mode) and the server's CPU
-// per message (the process listening on the endpoint, from /proc), medians
+// per message (the process listening on the endpoint, from /proc), with
+// each round's messages per PutRecords call where the mode's calls go
+// through the counting client (not a8m's, nor the replays'), medians
 // over the rounds, and ratios of the medians with each round's in brackets,
 // then the goals of issue 34 item 1 side by side, each round's ratio
 // against its bound: agg (Publish from -callers goroutines) at least 0.9×
@@ -158,6 +160,9 @@ func main() {
 		s.cpu = append(s.cpu, float64(m.cpu.Microseconds())/n)
 		s.srv = append(s.srv, float64(m.server.Microseconds())/n)
 		fmt.Printf("  %-11s %9.0f msg/s  %6.2f µs client CPU/msg  %6.2f µs server CPU/msg", mode, s.rate[len(s.rate)-1], s.cpu[len(s.cpu)-1], s.srv[len(s.srv)-1])
+		if m.puts > 0 {
+			fmt.Printf("  %5.0f msg/PutRecords", n/float64(m.puts))
+		}
 		if m.first > 0 {
 			s.fromRead = append(s.fromRead, n/(m.wall-m.firstRead).Seconds())
 			fmt.Printf("  first read after %v, first message after %v, %.0f msg/s from the first read",
@@ -338,6 +343,7 @@ type measure struct {
 	wall, cpu, server time.Duration
 	first             time.Duration // a drain's: from Connect to the first message handled
 	firstRead         time.Duration // a drain's: from Connect to its first GetRecords request
+	puts              int64         // PutRecords calls of a publishing mode (0: not counted)
 }
 
 func key(i, keys int) string { return "customer-" + strconv.Itoa(i%keys) }
@@ -387,9 +393,17 @@ func (c clock) measure() measure {
 	return measure{wall: time.Since(c.t0), cpu: benchkit.CPUTime() - c.cpu, server: procCPU(c.pid) - c.srv}
 }
 
+// measurePuts is measure with the PutRecords calls counted (every one of
+// the mode's client is in the timed part: nothing is put before it).
+func (c clock) measurePuts(n *kbench.Counter) measure {
+	m := c.measure()
+	m.puts = n.PutRecords()
+	return m
+}
+
 // publish publishes messages 0..n-1 into a fresh stream one way.
 func publish(ctx context.Context, o options, mode string) (measure, string, error) {
-	cfg, _ := kbench.Config()
+	cfg, counter := kbench.Config()
 	client := kbench.Client(cfg, o.endpoint)
 	stream, err := benchkit.CreateStream(ctx, client, "agg-"+mode, int32(o.shards))
 	if err != nil {
@@ -418,7 +432,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 			data, _ := json.Marshal(&events[i])
 			return data, key(i, o.keys)
 		})
-		return clock.measure(), stream, err
+		return clock.measurePuts(counter), stream, err
 	}
 	if mode == "a8m" {
 		return a8mPublish(o, events, stream)
@@ -458,7 +472,9 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		if mode == "agg-pipe" {
 			depth = o.depth
 		}
-		return bulkPublish(ctx, o, ps, events, stream, depth)
+		m, stream, err := bulkPublish(ctx, o, ps, events, stream, depth)
+		m.puts = counter.PutRecords()
+		return m, stream, err
 	}
 	clock := startClock(o)
 	var next atomic.Int64
@@ -471,7 +487,7 @@ func publish(ctx context.Context, o options, mode string) (measure, string, erro
 		}
 		return nil
 	})
-	return clock.measure(), stream, err
+	return clock.measurePuts(counter), stream, err
 }
 
 // bulkPublish publishes from bulkcallers goroutines, each owning the keys

@@ -50,6 +50,7 @@ func Payload(id, size int) []byte {
 // for every consumer.
 type Counter struct {
 	getRecords atomic.Int64
+	putRecords atomic.Int64
 	dynamoDB   atomic.Int64
 	all        atomic.Int64
 	once       sync.Once
@@ -68,6 +69,9 @@ func (c *Counter) GetRecords() int64 { return c.getRecords.Load() }
 // DynamoDB is the number of DynamoDB calls (lease store) so far.
 func (c *Counter) DynamoDB() int64 { return c.dynamoDB.Load() }
 
+// PutRecords is the number of PutRecords calls so far.
+func (c *Counter) PutRecords() int64 { return c.putRecords.Load() }
+
 // Calls is the number of calls of any kind so far.
 func (c *Counter) Calls() int64 { return c.all.Load() }
 
@@ -84,6 +88,8 @@ func (h countingClient) Do(r *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(target, ".GetRecords"):
 		h.c.once.Do(func() { h.c.firstAt, h.c.firstCPU = time.Now(), benchkit.CPUTime() })
 		h.c.getRecords.Add(1)
+	case strings.HasSuffix(target, ".PutRecords"):
+		h.c.putRecords.Add(1)
 	case strings.HasPrefix(target, "DynamoDB_"):
 		h.c.dynamoDB.Add(1)
 	}
