@@ -99,7 +99,10 @@ func subscribeCreating(e *env, b *runtime.Broker, stream string, bound time.Dura
 // the Subscribe with an ErrStream error once the wait for it ends, not
 // before and not much later.
 func TestCreateIfMissingStreamNeverActive(t *testing.T) {
-	const wait = 300 * time.Millisecond
+	// A second: the polls come 20, 60, 140, 300 and 620 ms in, so a
+	// single one means a stall of most of the wait (300 ms saw one poll
+	// on a loaded CI machine).
+	const wait = time.Second
 	e, api, b := startCreating(t, wait, -1)
 	took, err := subscribeCreating(e, b, api.stream, wait+5*time.Second)
 	if !errors.Is(err, runtime.ErrStream) || !strings.Contains(err.Error(), "not active") || !strings.Contains(err.Error(), api.stream) {
